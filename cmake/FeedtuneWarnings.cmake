@@ -3,7 +3,7 @@
 function(feedtune_set_warnings target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
-                              -Wcast-align -Woverloaded-virtual -Wnull-dereference -Wformat=2>)
+                              -Wcast-align -Woverloaded-virtual -Wformat=2>)
   if(FEEDTUNE_WERROR)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
   endif()

@@ -1,0 +1,40 @@
+# The two commands of the README, and the helpers around them.
+#   make sweep   set up, build (Release), run the quickstart sweep into results/feedtune.db
+#   make test    set up, build, run the test suite
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build sweep test test-asan test-tsan bench clean
+
+all: build
+
+deps:
+	@scripts/setup-deps
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+sweep: build
+	$(BUILD)/tuner/cli/feedtune sweep configs/quickstart.yaml --db results/feedtune.db
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The loader and tuner suites under sanitizers (separate build folders).
+test-asan: deps
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DFEEDTUNE_SANITIZE=address,undefined -DFEEDTUNE_WITH_CUDA=OFF -DFEEDTUNE_BUILD_BENCH=OFF >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	cd build-asan && ctest --output-on-failure -j $(JOBS)
+
+test-tsan: deps
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DFEEDTUNE_SANITIZE=thread -DFEEDTUNE_WITH_CUDA=OFF -DFEEDTUNE_BUILD_BENCH=OFF >/dev/null
+	@cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && ctest --output-on-failure -j 1 -L 'loader|tuner'
+
+bench: build
+	$(BUILD)/bench/feedtune_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan

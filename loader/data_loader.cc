@@ -1,0 +1,206 @@
+#include "loader/data_loader.h"
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <utility>
+
+namespace feedtune::loader {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Pinned buffers in the pin ring: the batch handed out, plus room for copies the
+// device may still be reading (a non_blocking copy is queued, not done).
+constexpr int kPinRingDepth = 3;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+int CheckedWorkers(const LoaderOptions& options) {
+  const Knobs& k = options.knobs;
+  if (k.batch_size < 1) throw std::invalid_argument("batch_size must be >= 1");
+  if (k.num_workers < 0) throw std::invalid_argument("num_workers must be >= 0");
+  if (k.num_workers > 0 && k.prefetch_factor < 1) throw std::invalid_argument("prefetch_factor must be >= 1");
+  return k.num_workers;
+}
+
+int64_t BatchesPerEpoch(int64_t samples, const LoaderOptions& options) {
+  const int64_t b = options.knobs.batch_size;
+  return options.drop_last ? samples / b : (samples + b - 1) / b;
+}
+
+}  // namespace
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
+                       PinnedAllocFn pinned_alloc)
+    : dataset_(std::move(dataset)),
+      options_(options),
+      num_workers_(CheckedWorkers(options)),
+      max_outstanding_(static_cast<int64_t>(options.knobs.prefetch_factor) * num_workers_),
+      batches_per_epoch_(BatchesPerEpoch(dataset_->size(), options)),
+      arena_(static_cast<int>(num_workers_ == 0 ? 1 : max_outstanding_ + 1),
+             static_cast<size_t>(options.knobs.batch_size) * static_cast<size_t>(dataset_->max_sample_bytes())) {
+  if (options_.knobs.pin_memory) {
+    if (!pinned_alloc) throw std::invalid_argument("pin_memory needs a pinned-memory allocator");
+    const auto start = Clock::now();
+    for (int i = 0; i < kPinRingDepth; ++i) {
+      pinned_ring_.push_back(pinned_alloc(arena_.slot_bytes()));
+      if (!pinned_ring_.back().pinned()) stats_.pinned_pool_locked = false;
+    }
+    stats_.pinned_pool_alloc_s = SecondsSince(start);
+  }
+  if (num_workers_ > 0) {
+    if (options_.worker_mode == WorkerMode::kThread) {
+      pool_ = MakeThreadWorkerPool(*dataset_, arena_, num_workers_);
+    } else {
+      pool_ = MakeProcessWorkerPool(*dataset_, arena_, num_workers_);
+    }
+  }
+  reorder_.resize(static_cast<size_t>(arena_.num_slots()));
+}
+
+DataLoader::~DataLoader() { Shutdown(); }
+
+void DataLoader::Shutdown() noexcept { StopWorkers(); }
+
+void DataLoader::StopWorkers() noexcept {
+  if (pool_ && pool_->running()) pool_->Stop();
+}
+
+int64_t DataLoader::batch_bytes() const {
+  return static_cast<int64_t>(options_.knobs.batch_size) * dataset_->max_sample_bytes();
+}
+
+void DataLoader::StartEpoch(int64_t epoch) {
+  // An abandoned epoch may leave tasks in flight in slots we are about to
+  // reuse; only a restart of the workers makes that safe.
+  const bool abandoned = epoch_ >= 0 && next_to_return_ < next_to_dispatch_;
+  if (abandoned) StopWorkers();
+
+  epoch_ = epoch;
+  plan_ = BatchPlan(EpochOrder(dataset_->size(), options_.shuffle, options_.seed, epoch),
+                    options_.knobs.batch_size, options_.drop_last);
+  next_to_dispatch_ = 0;
+  next_to_return_ = 0;
+  held_slot_ = -1;
+  for (auto& r : reorder_) r = Ready{};
+  free_slots_.clear();
+  for (int s = arena_.num_slots() - 1; s >= 0; --s) free_slots_.push_back(s);
+
+  if (num_workers_ == 0) {
+    if (!worker_init_done_inline_) {
+      const auto start = Clock::now();
+      dataset_->InitWorker(0);
+      stats_.worker_startup_s += SecondsSince(start);
+      worker_init_done_inline_ = true;
+    }
+    return;
+  }
+  if (!pool_->running()) {
+    const auto start = Clock::now();
+    pool_->Start();
+    stats_.worker_startup_s += SecondsSince(start);
+    ++stats_.worker_starts;
+  }
+  // Prime the pipeline, as torch does when the iterator is created.
+  DispatchUpTo(max_outstanding_);
+}
+
+void DataLoader::DispatchUpTo(int64_t limit) {
+  while (next_to_dispatch_ < plan_.num_batches() && next_to_dispatch_ - next_to_return_ < limit &&
+         !free_slots_.empty()) {
+    BatchTask task;
+    task.batch_index = next_to_dispatch_;
+    task.slot = free_slots_.back();
+    task.indices = plan_.batch(next_to_dispatch_);
+    free_slots_.pop_back();
+    pool_->Submit(static_cast<int>(next_to_dispatch_ % num_workers_), task);
+    ++next_to_dispatch_;
+  }
+}
+
+void DataLoader::ReleaseHeldSlot() {
+  if (held_slot_ >= 0) {
+    free_slots_.push_back(held_slot_);
+    held_slot_ = -1;
+  }
+}
+
+std::optional<BatchView> DataLoader::Next() {
+  if (epoch_ < 0) throw std::logic_error("DataLoader::Next before StartEpoch");
+  ReleaseHeldSlot();
+  if (next_to_return_ >= plan_.num_batches()) {
+    if (!options_.knobs.persistent_workers) StopWorkers();
+    return std::nullopt;
+  }
+  BatchView view = num_workers_ == 0 ? ReadInline(next_to_return_) : Collect(next_to_return_);
+  ++next_to_return_;
+  if (num_workers_ > 0) DispatchUpTo(max_outstanding_);
+  if (options_.knobs.pin_memory) view = Pin(view);
+  return view;
+}
+
+BatchView DataLoader::ReadInline(int64_t batch_index) {
+  const auto indices = plan_.batch(batch_index);
+  const int64_t stride = dataset_->max_sample_bytes();
+  const auto slot = arena_.slot(0);
+  int64_t payload = 0;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    try {
+      payload += dataset_->Read(indices[i], slot.subspan(i * static_cast<size_t>(stride), static_cast<size_t>(stride)));
+    } catch (const std::exception& e) {
+      throw LoaderError("batch " + std::to_string(batch_index) + " (sample " + std::to_string(indices[i]) +
+                        "): " + e.what());
+    }
+  }
+  held_slot_ = -1;  // slot 0 is reused in place: nothing to release
+  return BatchView{epoch_, batch_index, indices, std::span<const std::byte>(slot.data(), indices.size() * static_cast<size_t>(stride)),
+                   stride, payload, false};
+}
+
+BatchView DataLoader::Collect(int64_t batch_index) {
+  Ready& want = reorder_[static_cast<size_t>(batch_index) % reorder_.size()];
+  const bool has_timeout = options_.timeout_s > 0;
+  const auto deadline = has_timeout ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                         std::chrono::duration<double>(options_.timeout_s))
+                                    : Clock::time_point::max();
+  while (!want.done) {
+    BatchDone done;
+    if (!pool_->WaitDone(&done, deadline)) {
+      StopWorkers();
+      throw LoaderError("batch " + std::to_string(batch_index) + " of epoch " + std::to_string(epoch_) +
+                        " timed out after " + std::to_string(options_.timeout_s) +
+                        " s (loader.timeout_s); a worker may hang");
+    }
+    stats_.worker_busy_s += done.busy_s;
+    if (!done.error.empty()) {
+      StopWorkers();
+      throw LoaderError(done.error);
+    }
+    reorder_[static_cast<size_t>(done.batch_index) % reorder_.size()] = Ready{true, std::move(done)};
+  }
+  const BatchDone& r = want.result;
+  held_slot_ = r.slot;
+  const auto indices = plan_.batch(batch_index);
+  const int64_t stride = dataset_->max_sample_bytes();
+  const auto slot = arena_.slot(r.slot);
+  BatchView view{epoch_, batch_index, indices,
+                 std::span<const std::byte>(slot.data(), indices.size() * static_cast<size_t>(stride)), stride, r.bytes,
+                 false};
+  want = Ready{};
+  return view;
+}
+
+BatchView DataLoader::Pin(BatchView view) {
+  const auto start = Clock::now();
+  device::HostBuffer& dst = pinned_ring_[static_cast<size_t>(pin_cursor_++ % kPinRingDepth)];
+  std::memcpy(dst.data(), view.data.data(), view.data.size());
+  view.data = std::span<const std::byte>(dst.data(), view.data.size());
+  view.pinned = dst.pinned();
+  stats_.pin_s += SecondsSince(start);
+  return view;
+}
+
+}  // namespace feedtune::loader

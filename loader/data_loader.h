@@ -1,0 +1,133 @@
+// DataLoader: the native equivalent of torch.utils.data.DataLoader (DESIGN.md §3).
+//
+//   DataLoader loader(dataset, options, pinned_alloc);
+//   loader.StartEpoch(0);
+//   while (auto batch = loader.Next()) { ... batch->data ... }
+//
+// - num_workers == 0: Next() reads and collates the batch itself, on demand.
+// - num_workers == N: batch k goes to worker k % N; at most prefetch_factor x N
+//   batches are outstanding, and each batch handed to the caller releases one
+//   new task, as torch's _try_put_index does. Batches come back in sampler order
+//   through a reorder buffer (torch's in_order=True).
+// - Batches live in prefetch_factor x N + 1 shared-memory slots (SlotArena): the
+//   +1 is the batch the caller holds.
+// - pin_memory: the batch is copied into page-locked memory before it is handed
+//   out (in the consumer thread).
+// - persistent_workers == false: workers start at StartEpoch and stop at the
+//   end of the epoch; the start cost is measured (stats().worker_startup_s).
+//
+// One thread owns a DataLoader and calls all of its methods. A batch's memory is
+// valid until the next call to Next() or StartEpoch().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "loader/dataset.h"
+#include "loader/device/host_buffer.h"
+#include "loader/options.h"
+#include "loader/sampler.h"
+#include "loader/slot_arena.h"
+#include "loader/worker_pool.h"
+
+namespace feedtune::loader {
+
+// A batch that could not be loaded: names the batch, and the worker and sample when known.
+class LoaderError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct BatchView {
+  int64_t epoch = 0;
+  int64_t index = 0;                // position in the epoch
+  std::span<const int64_t> sample_indices;
+  std::span<const std::byte> data;  // sample i at data[i * stride], payload bytes in total
+  int64_t stride = 0;
+  int64_t payload_bytes = 0;
+  bool pinned = false;              // data lies in page-locked memory
+};
+
+struct LoaderStats {
+  double worker_startup_s = 0;   // summed over worker (re)starts
+  int worker_starts = 0;         // how many times the pool started
+  double worker_busy_s = 0;      // summed over workers
+  double pin_s = 0;              // time the pin stage spent copying
+  double pinned_pool_alloc_s = 0;  // one-off, at construction
+  bool pinned_pool_locked = true;  // false when the pool could not be locked (see pin_warning)
+  std::string pin_warning;
+};
+
+// Allocates page-locked host memory; supplied by the device backend.
+using PinnedAllocFn = std::function<device::HostBuffer(size_t bytes)>;
+
+class DataLoader {
+ public:
+  // Allocates the slots (and, with pin_memory, the pinned pool) up front.
+  // Throws std::invalid_argument for impossible options and std::system_error
+  // when memory is short.
+  DataLoader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
+             PinnedAllocFn pinned_alloc = nullptr);
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+  ~DataLoader();
+
+  // Begins epoch `epoch` (sampler order seeded by (seed, epoch)), starting the
+  // workers if they are not running. An unfinished previous epoch is abandoned.
+  void StartEpoch(int64_t epoch);
+
+  // The next batch of the epoch in sampler order, or nullopt when the epoch is
+  // over (non-persistent workers are stopped then). Throws LoaderError.
+  std::optional<BatchView> Next();
+
+  // Stops the workers now (also done by the destructor).
+  void Shutdown() noexcept;
+
+  int64_t batches_per_epoch() const { return batches_per_epoch_; }
+  int64_t batch_bytes() const;  // slot size: batch_size x max_sample_bytes
+  const LoaderStats& stats() const { return stats_; }
+  const LoaderOptions& options() const { return options_; }
+
+ private:
+  struct Ready {
+    bool done = false;
+    BatchDone result;
+  };
+
+  void DispatchUpTo(int64_t limit);
+  BatchView Collect(int64_t batch_index);
+  BatchView Pin(BatchView view);
+  BatchView ReadInline(int64_t batch_index);
+  void ReleaseHeldSlot();
+  void StopWorkers() noexcept;
+
+  // Constant after construction.
+  const std::shared_ptr<const Dataset> dataset_;
+  const LoaderOptions options_;
+  const int num_workers_;
+  const int64_t max_outstanding_;  // prefetch_factor x num_workers
+  const int64_t batches_per_epoch_;
+  SlotArena arena_;
+  std::vector<device::HostBuffer> pinned_ring_;
+  std::unique_ptr<WorkerPool> pool_;
+
+  // Per-epoch state.
+  int64_t epoch_ = -1;
+  BatchPlan plan_;
+  int64_t next_to_dispatch_ = 0;
+  int64_t next_to_return_ = 0;
+  std::vector<Ready> reorder_;     // indexed by batch_index % slots
+  std::vector<int> free_slots_;
+  int held_slot_ = -1;             // slot of the batch the caller holds
+  int64_t pin_cursor_ = 0;
+  bool worker_init_done_inline_ = false;
+
+  LoaderStats stats_;
+};
+
+}  // namespace feedtune::loader

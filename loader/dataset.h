@@ -1,0 +1,31 @@
+// Dataset: what the loader reads, sample by sample (torch's map-style Dataset).
+//
+// Implementations must be safe to call from several threads at once (thread-mode
+// workers share one instance) and from forked processes (process-mode workers
+// inherit it), so Read() is const and keeps no per-call shared state.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace feedtune::loader {
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+
+  virtual int64_t size() const = 0;
+  // Upper bound of any sample's size; the loader sizes its slots with it.
+  virtual int64_t max_sample_bytes() const = 0;
+
+  // Called once in each worker before its first sample (and in the consumer when
+  // num_workers == 0), as torch's worker_init_fn / per-worker dataset set-up.
+  virtual void InitWorker(int /*worker_id*/) const {}
+
+  // Writes sample `index` (0 <= index < size()) into `out`, whose size is
+  // max_sample_bytes(); returns the number of bytes written. Throws on failure.
+  virtual int64_t Read(int64_t index, std::span<std::byte> out) const = 0;
+};
+
+}  // namespace feedtune::loader

@@ -1,0 +1,39 @@
+// LoaderOptions: how the data loader is configured, in torch.utils.data.DataLoader's
+// terms. The five tuned knobs (num_workers, pin_memory, non_blocking,
+// prefetch_factor, persistent_workers) plus batch_size form Knobs, the unit the
+// tuner varies and the results store records. Plain values, no behaviour.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace feedtune::loader {
+
+enum class WorkerMode { kProcess, kThread };
+
+// The settings a sweep varies, trial by trial. non_blocking belongs to the
+// training loop's `.to(device, non_blocking=...)` call, not to the DataLoader,
+// but users tune it together with the rest, so it travels here.
+struct Knobs {
+  int batch_size = 64;
+  int num_workers = 0;
+  bool pin_memory = false;
+  bool non_blocking = false;
+  int prefetch_factor = 2;
+  bool persistent_workers = false;
+
+  bool operator==(const Knobs&) const = default;
+};
+
+struct LoaderOptions {
+  Knobs knobs;
+  bool shuffle = true;
+  bool drop_last = true;
+  WorkerMode worker_mode = WorkerMode::kProcess;
+  double timeout_s = 0;  // 0 = wait forever for a batch; else an error after this long
+  uint64_t seed = 0;     // sampler seed; epoch e shuffles with (seed, e)
+};
+
+const char* WorkerModeName(WorkerMode mode);
+
+}  // namespace feedtune::loader

@@ -1,0 +1,355 @@
+// Process-mode workers, as torch's default: each worker is a forked process that
+// inherits the dataset and the slot arena (a shared memfd mapping), reads tasks
+// from its own pipe and reports on one shared pipe.
+//
+// Why this shape:
+// - Reports are fixed headers plus a bounded error text, at most PIPE_BUF bytes,
+//   so writes from several workers to one pipe never interleave.
+// - A dead worker is found by waitpid(WNOHANG) whenever the report pipe has been
+//   quiet for kPollInterval, so a crash is reported within a fraction of a second
+//   with its pid and exit code or signal, and the consumer never hangs.
+// - Workers die with the parent (PR_SET_PDEATHSIG) and ignore SIGINT, so Ctrl-C
+//   reaches the parent alone and it shuts the pool down in order.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "loader/data_loader.h"
+#include "loader/worker_pool.h"
+
+namespace feedtune::loader {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kPollInterval = std::chrono::milliseconds(100);
+constexpr auto kStopGrace = std::chrono::milliseconds(1000);
+constexpr size_t kMaxErrorText = 3000;
+
+struct TaskHeader {
+  int64_t batch_index;
+  int32_t slot;
+  int32_t count;
+};
+
+struct ReportHeader {
+  int64_t batch_index;  // -1: the worker is ready (InitWorker done)
+  int64_t bytes;
+  double busy_s;
+  int32_t slot;
+  int32_t worker;
+  uint32_t error_len;
+  uint32_t pad;
+};
+static_assert(sizeof(ReportHeader) + kMaxErrorText <= PIPE_BUF, "reports must be atomic pipe writes");
+
+bool WriteAll(int fd, const void* data, size_t size) {
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = write(fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool SendAll(int fd, const void* data, size_t size) {
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = send(fd, p, size, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool ReadAll(int fd, void* data, size_t size) {
+  auto* p = static_cast<char*>(data);
+  while (size > 0) {
+    const ssize_t n = read(fd, p, size);
+    if (n == 0) return false;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void SendReport(int fd, ReportHeader header, const std::string& error) {
+  const std::string text = error.substr(0, kMaxErrorText);
+  header.error_len = static_cast<uint32_t>(text.size());
+  char buf[sizeof(ReportHeader) + kMaxErrorText];
+  std::memcpy(buf, &header, sizeof header);
+  std::memcpy(buf + sizeof header, text.data(), text.size());
+  WriteAll(fd, buf, sizeof header + text.size());
+}
+
+std::string DescribeExit(const siginfo_t& info) {
+  if (info.si_code == CLD_EXITED) return "exited with code " + std::to_string(info.si_status);
+  std::string text = "was killed by signal " + std::to_string(info.si_status);
+  if (const char* abbrev = sigabbrev_np(info.si_status)) text += std::string(" (SIG") + abbrev + ")";
+  if (info.si_status == SIGBUS) {
+    text += "; shared memory may be exhausted: check the free space of /dev/shm";
+  }
+  return text;
+}
+
+// The body of a worker process. Never returns.
+[[noreturn]] void WorkerMain(const Dataset& dataset, const SlotArena& arena, int worker, int task_fd,
+                             int report_fd, pid_t parent) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(0);  // the parent died before we could ask
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_DFL);
+
+  std::string init_error;
+  try {
+    dataset.InitWorker(worker);
+  } catch (const std::exception& e) {
+    init_error = e.what();
+  }
+  SendReport(report_fd, ReportHeader{-1, 0, 0, -1, worker, 0, 0}, "");
+
+  const int64_t stride = dataset.max_sample_bytes();
+  std::vector<int64_t> indices;
+  TaskHeader task{};
+  while (ReadAll(task_fd, &task, sizeof task)) {
+    indices.resize(static_cast<size_t>(task.count));
+    if (!ReadAll(task_fd, indices.data(), indices.size() * sizeof(int64_t))) break;
+    const auto start = Clock::now();
+    ReportHeader report{task.batch_index, 0, 0, task.slot, worker, 0, 0};
+    std::string error;
+    if (!init_error.empty()) error = "worker " + std::to_string(worker) + " failed in dataset set-up: " + init_error;
+    const auto slot = arena.slot(task.slot);
+    for (size_t i = 0; i < indices.size() && error.empty(); ++i) {
+      try {
+        report.bytes += dataset.Read(indices[i], slot.subspan(i * static_cast<size_t>(stride),
+                                                              static_cast<size_t>(stride)));
+      } catch (const std::exception& e) {
+        error = "worker " + std::to_string(worker) + " (pid " + std::to_string(getpid()) + ") failed on batch " +
+                std::to_string(task.batch_index) + " (sample " + std::to_string(indices[i]) + "): " + e.what();
+      }
+    }
+    report.busy_s = std::chrono::duration<double>(Clock::now() - start).count();
+    SendReport(report_fd, report, error);
+  }
+  _exit(0);
+}
+
+class ProcessWorkerPool final : public WorkerPool {
+ public:
+  ProcessWorkerPool(const Dataset& dataset, const SlotArena& arena, int num_workers)
+      : dataset_(dataset), arena_(arena), workers_(static_cast<size_t>(num_workers)) {}
+  ~ProcessWorkerPool() override { Stop(); }
+
+  void Start() override {
+    int report_pipe[2];
+    if (pipe2(report_pipe, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe for worker reports");
+    report_fd_ = report_pipe[0];
+    const int report_write = report_pipe[1];
+    const pid_t parent = getpid();
+    for (int w = 0; w < num_workers(); ++w) {
+      // A socket rather than a pipe: send(MSG_NOSIGNAL) to a dead worker fails
+      // with EPIPE instead of killing this process with SIGPIPE.
+      int task_pipe[2];
+      if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, task_pipe) != 0) {
+        const int err = errno;
+        close(report_write);
+        Stop();
+        throw std::system_error(err, std::generic_category(), "pipe for worker tasks");
+      }
+      const pid_t pid = fork();
+      if (pid == 0) {
+        close(task_pipe[1]);
+        close(report_fd_);
+        // Task pipes of earlier siblings are CLOEXEC but still open here; close them
+        // so a sibling sees EOF when the parent closes its end.
+        for (int s = 0; s < w; ++s) close(workers_[static_cast<size_t>(s)].task_fd);
+        WorkerMain(dataset_, arena_, w, task_pipe[0], report_write, parent);
+      }
+      close(task_pipe[0]);
+      if (pid < 0) {
+        const int err = errno;
+        close(task_pipe[1]);
+        close(report_write);
+        Stop();
+        throw LoaderError("cannot start worker " + std::to_string(w) + ": fork failed: " + std::strerror(err));
+      }
+      workers_[static_cast<size_t>(w)] = Worker{pid, task_pipe[1], true, {}};
+    }
+    close(report_write);  // only the workers hold the write end now: EOF means all are gone
+    running_ = true;
+
+    // Wait until every worker has run its dataset set-up.
+    int ready = 0;
+    while (ready < num_workers()) {
+      BatchDone done;
+      if (!WaitDone(&done, Clock::time_point::max())) continue;
+      if (!done.error.empty()) {
+        Stop();
+        throw LoaderError("worker failed to start: " + done.error);
+      }
+      if (done.batch_index == -1) ++ready;
+    }
+  }
+
+  void Stop() noexcept override {
+    for (auto& w : workers_) {
+      if (w.task_fd >= 0) close(w.task_fd);
+      w.task_fd = -1;
+    }
+    // Closing the task pipes asks each worker to exit; one that does not (a
+    // hang) is killed after the grace period.
+    const auto deadline = Clock::now() + kStopGrace;
+    for (auto& w : workers_) {
+      if (!w.alive) continue;
+      while (waitpid(w.pid, nullptr, WNOHANG) == 0) {
+        if (Clock::now() > deadline) {
+          kill(w.pid, SIGKILL);
+          waitpid(w.pid, nullptr, 0);
+          break;
+        }
+        usleep(1000);
+      }
+      w.alive = false;
+      w.outstanding.clear();
+    }
+    if (report_fd_ >= 0) close(report_fd_);
+    report_fd_ = -1;
+    inbuf_.clear();
+    inpos_ = 0;
+    running_ = false;
+  }
+
+  bool running() const override { return running_; }
+  int num_workers() const override { return static_cast<int>(workers_.size()); }
+
+  void Submit(int worker, const BatchTask& task) override {
+    Worker& w = workers_[static_cast<size_t>(worker)];
+    TaskHeader header{task.batch_index, task.slot, static_cast<int32_t>(task.indices.size())};
+    // One buffer, one write: the worker wakes once per task.
+    outbuf_.resize(sizeof header + task.indices.size_bytes());
+    std::memcpy(outbuf_.data(), &header, sizeof header);
+    std::memcpy(outbuf_.data() + sizeof header, task.indices.data(), task.indices.size_bytes());
+    w.outstanding.push_back(task.batch_index);
+    // A failed write means the worker is gone; WaitDone reports how it ended.
+    if (!w.alive || !SendAll(w.task_fd, outbuf_.data(), outbuf_.size())) return;
+  }
+
+  bool WaitDone(BatchDone* done, Clock::time_point deadline) override {
+    while (true) {
+      if (ReadReport(done, std::min(deadline, Clock::now() + kPollInterval))) {
+        auto& out = workers_[static_cast<size_t>(done->worker)].outstanding;
+        if (!out.empty() && out.front() == done->batch_index) out.pop_front();
+        return true;
+      }
+      if (FindDeadWorker(done)) return true;
+      if (Clock::now() >= deadline) return false;
+    }
+  }
+
+ private:
+  struct Worker {
+    pid_t pid = -1;
+    int task_fd = -1;
+    bool alive = false;
+    std::deque<int64_t> outstanding;  // batches sent and not yet reported, oldest first
+  };
+
+  // Parses one report from the pipe, waiting until `deadline` for it.
+  bool ReadReport(BatchDone* done, Clock::time_point deadline) {
+    while (!TakeBufferedReport(done)) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) return false;
+      pollfd p{report_fd_, POLLIN, 0};
+      const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+      if (r < 0 && errno != EINTR) return false;
+      if (r <= 0) continue;
+      char chunk[65536];
+      const ssize_t n = read(report_fd_, chunk, sizeof chunk);
+      if (n <= 0) {
+        if (n < 0 && errno == EINTR) continue;
+        return false;  // EOF: every worker is gone; FindDeadWorker says how
+      }
+      inbuf_.insert(inbuf_.end(), chunk, chunk + n);
+    }
+    return true;
+  }
+
+  bool TakeBufferedReport(BatchDone* done) {
+    if (inbuf_.size() - inpos_ < sizeof(ReportHeader)) return false;
+    ReportHeader h;
+    std::memcpy(&h, inbuf_.data() + inpos_, sizeof h);
+    if (inbuf_.size() - inpos_ < sizeof h + h.error_len) return false;
+    done->batch_index = h.batch_index;
+    done->slot = h.slot;
+    done->worker = h.worker;
+    done->bytes = h.bytes;
+    done->busy_s = h.busy_s;
+    done->error.assign(inbuf_.data() + inpos_ + sizeof h, h.error_len);
+    inpos_ += sizeof h + h.error_len;
+    if (inpos_ == inbuf_.size()) {
+      inbuf_.clear();
+      inpos_ = 0;
+    }
+    return true;
+  }
+
+  bool FindDeadWorker(BatchDone* done) {
+    for (size_t w = 0; w < workers_.size(); ++w) {
+      Worker& worker = workers_[w];
+      if (!worker.alive) continue;
+      siginfo_t info{};
+      if (waitid(P_PID, static_cast<id_t>(worker.pid), &info, WEXITED | WNOHANG) != 0 || info.si_pid == 0) continue;
+      worker.alive = false;
+      done->worker = static_cast<int>(w);
+      done->batch_index = worker.outstanding.empty() ? -1 : worker.outstanding.front();
+      done->error = "worker " + std::to_string(w) + " (pid " + std::to_string(worker.pid) + ") " +
+                    DescribeExit(info) +
+                    (worker.outstanding.empty() ? std::string(" while idle")
+                                                : " while loading batch " + std::to_string(worker.outstanding.front()));
+      return true;
+    }
+    return false;
+  }
+
+  const Dataset& dataset_;
+  const SlotArena& arena_;
+  std::vector<Worker> workers_;
+  int report_fd_ = -1;
+  bool running_ = false;
+  std::vector<char> inbuf_;
+  size_t inpos_ = 0;
+  std::vector<char> outbuf_;
+};
+
+}  // namespace
+
+std::unique_ptr<WorkerPool> MakeProcessWorkerPool(const Dataset& dataset, const SlotArena& arena, int num_workers) {
+  return std::make_unique<ProcessWorkerPool>(dataset, arena, num_workers);
+}
+
+}  // namespace feedtune::loader

@@ -1,0 +1,36 @@
+// SlotArena: a fixed set of equal-sized batch slots in one shared-memory mapping.
+//
+// Batches travel from workers to the consumer in these slots, so no batch is
+// allocated or copied per step. The mapping is an anonymous memfd mapped
+// MAP_SHARED: forked worker processes inherit it, and the kernel frees it when
+// the last mapping goes, so a crash can never leak a named /dev/shm segment.
+// The arena is constant after construction; who may write a slot is decided by
+// the DataLoader (a slot belongs to one worker or to the consumer at a time).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace feedtune::loader {
+
+class SlotArena {
+ public:
+  // Throws std::system_error (with the size asked for) when memory or /dev/shm is short.
+  SlotArena(int num_slots, size_t slot_bytes);
+  SlotArena(const SlotArena&) = delete;
+  SlotArena& operator=(const SlotArena&) = delete;
+  ~SlotArena();
+
+  int num_slots() const { return num_slots_; }
+  size_t slot_bytes() const { return slot_bytes_; }
+  std::span<std::byte> slot(int index) const;
+
+ private:
+  int num_slots_;
+  size_t slot_bytes_;  // rounded up to a cache line, so slots never share one
+  size_t mapped_bytes_;
+  std::byte* base_ = nullptr;
+};
+
+}  // namespace feedtune::loader

@@ -1,0 +1,64 @@
+// WorkerPool: the workers that fill batch slots, behind one interface for both
+// worker modes. The DataLoader owns the pool and is its only caller (one thread).
+//
+// Protocol: the consumer Submit()s a BatchTask to a chosen worker; the worker
+// reads the task's samples into the task's slot and reports a BatchDone; the
+// consumer collects them with WaitDone(). Worker errors travel as data (the
+// BatchDone's error), as in libtorch's data loader, never as a crash of the consumer.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "loader/dataset.h"
+#include "loader/options.h"
+#include "loader/slot_arena.h"
+
+namespace feedtune::loader {
+
+struct BatchTask {
+  int64_t batch_index = 0;
+  int slot = 0;
+  std::span<const int64_t> indices;  // valid until the task is done
+};
+
+struct BatchDone {
+  int64_t batch_index = 0;
+  int slot = 0;
+  int worker = 0;
+  int64_t bytes = 0;      // bytes written to the slot
+  double busy_s = 0;      // time the worker spent on this batch
+  std::string error;      // empty when the batch is good
+};
+
+class WorkerPool {
+ public:
+  virtual ~WorkerPool() = default;
+
+  // Starts the workers; returns once every one has run Dataset::InitWorker.
+  // Throws LoaderError when a worker cannot start.
+  virtual void Start() = 0;
+  // Stops and reaps the workers; outstanding tasks are abandoned. Never throws.
+  virtual void Stop() noexcept = 0;
+  virtual bool running() const = 0;
+  virtual int num_workers() const = 0;
+
+  virtual void Submit(int worker, const BatchTask& task) = 0;
+  // Waits until a task finishes or `deadline`; false on timeout. A worker that
+  // died is reported as a BatchDone carrying the error for its oldest task.
+  virtual bool WaitDone(BatchDone* done, std::chrono::steady_clock::time_point deadline) = 0;
+};
+
+// Workers as threads of this process.
+std::unique_ptr<WorkerPool> MakeThreadWorkerPool(const Dataset& dataset, const SlotArena& arena,
+                                                 int num_workers);
+
+// Workers as forked processes (torch's default). Fork before this process has
+// threads: a child of a threaded parent may inherit a held lock.
+std::unique_ptr<WorkerPool> MakeProcessWorkerPool(const Dataset& dataset, const SlotArena& arena,
+                                                  int num_workers);
+
+}  // namespace feedtune::loader

@@ -1,0 +1,721 @@
+#include "results/store.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+namespace feedtune::results {
+namespace {
+
+constexpr int kBusyTimeoutMs = 10000;
+
+// Migration i takes the schema from version i to version i + 1. Entries are
+// only ever appended: a released migration is never edited, because files in
+// the field already carry its result.
+constexpr std::array<const char*, Store::kSchemaVersion> kMigrations = {
+    // 0 -> 1: the initial schema. Column names are a contract (DESIGN.md §5).
+    // Measurement columns are nullable because a NaN binds as NULL and a failed
+    // trial may have nothing to measure.
+    R"sql(
+CREATE TABLE machines (
+  id INTEGER PRIMARY KEY,
+  hash TEXT NOT NULL UNIQUE,
+  hostname TEXT NOT NULL,
+  label TEXT NOT NULL,
+  cpu_model TEXT NOT NULL,
+  logical_cpus INTEGER NOT NULL,
+  usable_cpus INTEGER NOT NULL,
+  cgroup_cpu_limit REAL,
+  numa_nodes INTEGER NOT NULL,
+  mem_total_bytes INTEGER NOT NULL,
+  cgroup_mem_limit_bytes INTEGER NOT NULL,
+  shm_bytes INTEGER NOT NULL,
+  nofile_limit INTEGER NOT NULL,
+  kernel TEXT NOT NULL,
+  gpu_name TEXT NOT NULL,
+  gpu_count INTEGER NOT NULL,
+  gpu_mem_bytes INTEGER NOT NULL,
+  gpu_driver TEXT NOT NULL,
+  pcie_link TEXT NOT NULL,
+  first_seen TEXT NOT NULL
+);
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY,
+  machine_id INTEGER NOT NULL REFERENCES machines(id),
+  workload_name TEXT NOT NULL,
+  workload_hash TEXT NOT NULL,
+  config_yaml TEXT NOT NULL,
+  backend TEXT NOT NULL,
+  version TEXT NOT NULL,
+  started_at TEXT NOT NULL,
+  ended_at TEXT,
+  status TEXT NOT NULL CHECK (status IN ('running', 'done', 'interrupted', 'failed')),
+  knee_workers INTEGER,
+  knee_samples_per_s REAL,
+  best_trial_id INTEGER REFERENCES trials(id),
+  baseline_trial_id INTEGER REFERENCES trials(id)
+);
+CREATE TABLE trials (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  phase TEXT NOT NULL,
+  batch_size INTEGER NOT NULL,
+  num_workers INTEGER NOT NULL,
+  pin_memory INTEGER NOT NULL CHECK (pin_memory IN (0, 1)),
+  non_blocking INTEGER NOT NULL CHECK (non_blocking IN (0, 1)),
+  prefetch_factor INTEGER NOT NULL,
+  persistent_workers INTEGER NOT NULL CHECK (persistent_workers IN (0, 1)),
+  status TEXT NOT NULL CHECK (status IN ('ok', 'failed', 'skipped')),
+  error TEXT,
+  samples_per_s REAL,
+  ci_low REAL,
+  ci_high REAL,
+  mb_per_s REAL,
+  gpu_idle_frac REAL,
+  copy_s REAL,
+  wait_p50_us REAL,
+  wait_p99_us REAL,
+  worker_startup_s REAL,
+  cpu_util REAL,
+  peak_rss_bytes INTEGER NOT NULL,
+  repeats INTEGER NOT NULL,
+  decision TEXT NOT NULL
+);
+CREATE TABLE repeats (
+  id INTEGER PRIMARY KEY,
+  trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+  idx INTEGER NOT NULL,
+  samples_per_s REAL,
+  mb_per_s REAL,
+  gpu_idle_frac REAL,
+  wait_p50_us REAL,
+  wait_p99_us REAL,
+  wall_s REAL,
+  outlier INTEGER NOT NULL CHECK (outlier IN (0, 1))
+);
+CREATE INDEX trials_run_id ON trials(run_id);
+CREATE INDEX repeats_trial_id ON repeats(trial_id);
+)sql",
+};
+
+// ISO 8601 UTC, the form RunRecord documents for its timestamps.
+constexpr const char* kNowSql = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')";
+
+// Builds "<path>: <operation>: <sqlite message>", adding what to do for the
+// failures a user can act on.
+std::string ErrorText(const std::string& path, std::string_view operation, int rc,
+                      std::string_view message) {
+  std::string text = path + ": " + std::string(operation) + ": " + std::string(message);
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      text += " (another process kept the results file locked for more than " +
+              std::to_string(kBusyTimeoutMs / 1000) +
+              " s; wait for it to finish or use another --db path)";
+      break;
+    case SQLITE_READONLY:
+    case SQLITE_CANTOPEN:
+    case SQLITE_PERM:
+      text +=
+          " (check that the file and its folder exist and are writable, or use another --db "
+          "path)";
+      break;
+    case SQLITE_FULL:
+      text += " (the disk is full)";
+      break;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      text += " (the file is damaged or not a feedtune results file; use another --db path)";
+      break;
+    default:
+      break;
+  }
+  return text;
+}
+
+[[noreturn]] void ThrowSqlite(sqlite3* db, const std::string& path, std::string_view operation,
+                              int rc) {
+  const char* message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  throw StoreError(ErrorText(path, operation, rc, message));
+}
+
+// Runs SQL that takes no values (schema, pragmas, transaction control).
+void Exec(sqlite3* db, const std::string& path, std::string_view operation, const char* sql) {
+  char* raw_message = nullptr;
+  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &raw_message);
+  if (rc != SQLITE_OK) {
+    // The message exec hands back belongs to this SQL; errmsg may not, after ROLLBACK.
+    std::string message = raw_message != nullptr ? raw_message : sqlite3_errstr(rc);
+    sqlite3_free(raw_message);
+    throw StoreError(ErrorText(path, operation, rc, message));
+  }
+}
+
+// Owns one prepared statement. Binds and reads columns by position; every
+// failure becomes a StoreError naming the file and the operation.
+class Statement {
+ public:
+  Statement(sqlite3* db, const std::string& path, std::string_view operation, const char* sql)
+      : db_(db), path_(path), operation_(operation) {
+    const int rc = sqlite3_prepare_v2(db_, sql, -1, &stmt_, nullptr);
+    if (rc != SQLITE_OK) ThrowSqlite(db_, path_, operation_, rc);
+  }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  ~Statement() { sqlite3_finalize(stmt_); }
+
+  // Binds values to parameters 1, 2, ... in order.
+  template <typename... Values>
+  Statement& BindAll(const Values&... values) {
+    int index = 1;
+    (Bind(index++, values), ...);
+    return *this;
+  }
+
+  // True when a row is ready, false when the statement is done.
+  bool Step() {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    ThrowSqlite(db_, path_, operation_, rc);
+  }
+
+  // Runs a statement that returns no rows.
+  void Run() {
+    while (Step()) {
+    }
+  }
+
+  // Makes the statement ready to run again with new values.
+  void Reset() {
+    // reset returns the last step's error, which Step() already reported.
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+
+  bool IsNull(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+  int64_t Int(int column) const { return sqlite3_column_int64(stmt_, column); }
+  int Int32(int column) const { return sqlite3_column_int(stmt_, column); }
+  bool Bool(int column) const { return sqlite3_column_int(stmt_, column) != 0; }
+  // NULL reads back as NaN: that is what was stored (sqlite binds NaN as NULL).
+  double Double(int column) const {
+    return IsNull(column) ? std::numeric_limits<double>::quiet_NaN()
+                          : sqlite3_column_double(stmt_, column);
+  }
+  std::string Text(int column) const {
+    const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
+    if (text == nullptr) return {};
+    return std::string(text, static_cast<size_t>(sqlite3_column_bytes(stmt_, column)));
+  }
+  template <typename T>
+  std::optional<T> Optional(int column) const {
+    if (IsNull(column)) return std::nullopt;
+    if constexpr (std::is_same_v<T, double>) {
+      return Double(column);
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      return Text(column);
+    } else {
+      return static_cast<T>(Int(column));
+    }
+  }
+
+ private:
+  void Bind(int index, std::nullopt_t) { Check(sqlite3_bind_null(stmt_, index)); }
+  void Bind(int index, bool value) { Check(sqlite3_bind_int(stmt_, index, value ? 1 : 0)); }
+  void Bind(int index, int value) { Check(sqlite3_bind_int(stmt_, index, value)); }
+  void Bind(int index, int64_t value) { Check(sqlite3_bind_int64(stmt_, index, value)); }
+  void Bind(int index, double value) { Check(sqlite3_bind_double(stmt_, index, value)); }
+  void Bind(int index, const std::string& value) {
+    // SQLITE_TRANSIENT: sqlite copies, so the statement never points into a caller's string.
+    Check(sqlite3_bind_text64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT,
+                              SQLITE_UTF8));
+  }
+  template <typename T>
+  void Bind(int index, const std::optional<T>& value) {
+    if (value.has_value()) {
+      Bind(index, *value);
+    } else {
+      Bind(index, std::nullopt);
+    }
+  }
+
+  void Check(int rc) const {
+    if (rc != SQLITE_OK) ThrowSqlite(db_, path_, operation_, rc);
+  }
+
+  sqlite3* db_;
+  const std::string& path_;
+  std::string operation_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+// BEGIN IMMEDIATE takes the write lock up front, so a second writer waits at
+// the start (under busy_timeout) instead of failing at COMMIT with a
+// transaction it cannot upgrade. Rolls back unless Commit() ran.
+class Transaction {
+ public:
+  Transaction(sqlite3* db, const std::string& path, std::string_view operation)
+      : db_(db), path_(path), operation_(operation) {
+    Exec(db_, path_, operation_ + " (begin)", "BEGIN IMMEDIATE");
+  }
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  ~Transaction() {
+    // A failed COMMIT leaves the transaction open too; ROLLBACK closes it. Errors
+    // are ignored: a destructor must not throw, and sqlite already rolled back
+    // when the failure was fatal.
+    if (!committed_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+
+  void Commit() {
+    Exec(db_, path_, operation_ + " (commit)", "COMMIT");
+    committed_ = true;
+  }
+
+ private:
+  sqlite3* db_;
+  const std::string& path_;
+  std::string operation_;
+  bool committed_ = false;
+};
+
+// True when the file starts with SQLite's magic string. Read directly so that
+// a file that is not a database is never handed to sqlite (which could create
+// -wal/-journal files beside it).
+bool HasSqliteHeader(const std::filesystem::path& path) {
+  static constexpr char kMagic[] = "SQLite format 3";  // 16 bytes with the NUL
+  std::ifstream in(path, std::ios::binary);
+  char header[sizeof(kMagic)] = {};
+  if (!in.read(header, sizeof(header))) return false;
+  return std::equal(std::begin(header), std::end(header), std::begin(kMagic));
+}
+
+std::string HexId(int64_t id) {
+  char buffer[16];
+  std::snprintf(buffer, sizeof(buffer), "0x%08" PRIx32,
+                static_cast<uint32_t>(static_cast<int32_t>(id)));
+  return buffer;
+}
+
+struct FileState {
+  int64_t application_id = 0;
+  int schema_version = 0;
+};
+
+// The checks that decide whether this file may be touched, done before any write.
+FileState CheckFile(sqlite3* db, const std::string& path) {
+  // One statement, so one read snapshot: read one by one, a concurrent first
+  // open could commit between them and make its fresh tables look foreign.
+  int64_t application_id = 0;
+  int64_t user_version = 0;
+  int64_t objects = 0;
+  try {
+    Statement read(db, path, "read file header",
+                   "SELECT (SELECT application_id FROM pragma_application_id()), "
+                   "(SELECT user_version FROM pragma_user_version()), "
+                   "(SELECT count(*) FROM sqlite_master)");
+    if (read.Step()) {
+      application_id = read.Int(0);
+      user_version = read.Int(1);
+      objects = read.Int(2);
+    }
+  } catch (const StoreError&) {
+    // A damaged file or one with a forged header: sqlite reports NOTADB here.
+    if ((sqlite3_errcode(db) & 0xff) == SQLITE_NOTADB) {
+      throw StoreError(path +
+                       ": not a feedtune results file (not an SQLite database); choose another "
+                       "--db path");
+    }
+    throw;
+  }
+  if (application_id != Store::kApplicationId && objects > 0) {
+    throw StoreError(path + ": not a feedtune results file (application_id " +
+                     HexId(application_id) + "); refusing to modify it");
+  }
+  if (user_version > Store::kSchemaVersion) {
+    throw StoreError(path + ": results file has schema version " + std::to_string(user_version) +
+                     ", this feedtune understands up to " + std::to_string(Store::kSchemaVersion) +
+                     "; upgrade feedtune");
+  }
+  return {application_id, static_cast<int>(user_version)};
+}
+
+// Refuses, without opening it with sqlite, a non-empty file that is not SQLite.
+void CheckHeader(const std::string& path) {
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  if (!error && size > 0 && !HasSqliteHeader(path)) {
+    throw StoreError(path +
+                     ": not a feedtune results file (not an SQLite database); choose another "
+                     "--db path");
+  }
+}
+
+// Brings the schema up to kSchemaVersion and marks the file as feedtune's.
+void Migrate(sqlite3* db, const std::string& path) {
+  Transaction transaction(db, path, "upgrade schema");
+  // Read again under the write lock: another process may have migrated meanwhile.
+  const int version = CheckFile(db, path).schema_version;
+  for (int v = version; v < Store::kSchemaVersion; ++v) {
+    Exec(db, path, "upgrade schema to version " + std::to_string(v + 1),
+         kMigrations[static_cast<size_t>(v)]);
+  }
+  // PRAGMAs take no bound parameters; these are compile-time constants.
+  Exec(db, path, "mark file",
+       ("PRAGMA application_id = " + std::to_string(Store::kApplicationId)).c_str());
+  Exec(db, path, "mark file",
+       ("PRAGMA user_version = " + std::to_string(Store::kSchemaVersion)).c_str());
+  transaction.Commit();
+}
+
+// WAL lets `feedtune report` read while a sweep writes. Filesystems without
+// shared memory keep the rollback journal, which is still safe, so the mode
+// actually granted is not checked.
+void EnableWal(sqlite3* db, const std::string& path) {
+  // Switching modes needs the file to itself. While another connection's first
+  // open is mid-migration, sqlite answers BUSY at once instead of calling the
+  // busy handler (waiting while holding our read lock could deadlock), so the
+  // wait is done here, with the same limit.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  while (true) {
+    const int rc = sqlite3_exec(db, "PRAGMA journal_mode = WAL", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return;
+    if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline) {
+      ThrowSqlite(db, path, "enable WAL", rc);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+using DbHandle = std::unique_ptr<sqlite3, decltype(&sqlite3_close_v2)>;
+
+DbHandle OpenHandle(const std::string& path, int flags) {
+  sqlite3* raw = nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &raw, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  // sqlite hands back a handle even on failure; it must still be closed.
+  DbHandle db(raw, &sqlite3_close_v2);
+  if (rc != SQLITE_OK) ThrowSqlite(db.get(), path, "open", rc);
+  sqlite3_extended_result_codes(db.get(), 1);
+  sqlite3_busy_timeout(db.get(), kBusyTimeoutMs);
+  return db;
+}
+
+// Column lists shared by the INSERTs and SELECTs so that their order cannot drift apart.
+constexpr const char* kMachineColumns =
+    "hash, hostname, label, cpu_model, logical_cpus, usable_cpus, cgroup_cpu_limit, numa_nodes, "
+    "mem_total_bytes, cgroup_mem_limit_bytes, shm_bytes, nofile_limit, kernel, gpu_name, "
+    "gpu_count, gpu_mem_bytes, gpu_driver, pcie_link";
+constexpr const char* kRunColumns =
+    "id, machine_id, workload_name, workload_hash, config_yaml, backend, version, started_at, "
+    "ended_at, status, knee_workers, knee_samples_per_s, best_trial_id, baseline_trial_id";
+constexpr const char* kTrialColumns =
+    "run_id, phase, batch_size, num_workers, pin_memory, non_blocking, prefetch_factor, "
+    "persistent_workers, status, error, samples_per_s, ci_low, ci_high, mb_per_s, gpu_idle_frac, "
+    "copy_s, wait_p50_us, wait_p99_us, worker_startup_s, cpu_util, peak_rss_bytes, repeats, "
+    "decision";
+constexpr const char* kRepeatColumns =
+    "trial_id, idx, samples_per_s, mb_per_s, gpu_idle_frac, wait_p50_us, wait_p99_us, wall_s, "
+    "outlier";
+
+RunRecord ReadRun(const Statement& row) {
+  RunRecord run;
+  run.id = row.Int(0);
+  run.machine_id = row.Int(1);
+  run.workload_name = row.Text(2);
+  run.workload_hash = row.Text(3);
+  run.config_yaml = row.Text(4);
+  run.backend = row.Text(5);
+  run.version = row.Text(6);
+  run.started_at = row.Text(7);
+  run.ended_at = row.Text(8);
+  run.status = row.Text(9);
+  run.knee_workers = row.Optional<int>(10);
+  run.knee_samples_per_s = row.Optional<double>(11);
+  run.best_trial_id = row.Optional<int64_t>(12);
+  run.baseline_trial_id = row.Optional<int64_t>(13);
+  return run;
+}
+
+std::optional<std::string> NullIfEmpty(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  return text;
+}
+
+}  // namespace
+
+void Store::DbCloser::operator()(sqlite3* db) const { sqlite3_close_v2(db); }
+
+Store::Store(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+Store::Store(Store&&) noexcept = default;
+Store& Store::operator=(Store&&) noexcept = default;
+Store::~Store() = default;
+
+Store Store::Open(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(parent, error);
+    if (error) {
+      throw StoreError(path + ": cannot create folder " + parent.string() + ": " + error.message() +
+                       "; choose another --db path");
+    }
+  }
+  CheckHeader(path);
+  DbHandle db = OpenHandle(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  // Until the checks pass, closing must not checkpoint someone else's WAL file
+  // into their database.
+  sqlite3_db_config(db.get(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+  const FileState state = CheckFile(db.get(), path);
+  sqlite3_db_config(db.get(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, nullptr);
+
+  EnableWal(db.get(), path);
+  Exec(db.get(), path, "enable foreign keys", "PRAGMA foreign_keys = ON");
+  if (state.schema_version < kSchemaVersion || state.application_id != kApplicationId) {
+    Migrate(db.get(), path);
+  }
+  return Store(db.release(), path);
+}
+
+Store Store::OpenReadOnly(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) {
+    throw StoreError(path + ": no results file; run `feedtune sweep CONFIG --db " + path +
+                     "` first");
+  }
+  CheckHeader(path);
+  DbHandle db = OpenHandle(path, SQLITE_OPEN_READONLY);
+  const int version = CheckFile(db.get(), path).schema_version;
+  if (version < kSchemaVersion) {
+    // Read-only cannot migrate; an empty file has version 0 too.
+    throw StoreError(path + ": results file has schema version " + std::to_string(version) +
+                     " (empty or from an older feedtune); run `feedtune sweep CONFIG --db " + path +
+                     "` to create or upgrade it");
+  }
+  Exec(db.get(), path, "enable foreign keys", "PRAGMA foreign_keys = ON");
+  return Store(db.release(), path);
+}
+
+int64_t Store::UpsertMachine(const Fingerprint& fingerprint) {
+  const std::string hash = fingerprint.Hash();
+  Transaction transaction(db_.get(), path_, "record machine");
+  int64_t id = 0;
+  {
+    Statement find(db_.get(), path_, "record machine", "SELECT id FROM machines WHERE hash = ?");
+    find.BindAll(hash);
+    if (find.Step()) id = find.Int(0);
+  }
+  if (id != 0) {
+    if (!fingerprint.label.empty()) {
+      Statement update(db_.get(), path_, "update machine label",
+                       "UPDATE machines SET label = ? WHERE id = ?");
+      update.BindAll(fingerprint.label, id).Run();
+    }
+  } else {
+    const std::string sql = std::string("INSERT INTO machines (") + kMachineColumns +
+                            ", first_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                            "?, ?, ?, " +
+                            kNowSql + ")";
+    Statement insert(db_.get(), path_, "record machine", sql.c_str());
+    const Fingerprint& f = fingerprint;
+    insert
+        .BindAll(hash, f.hostname, f.label.empty() ? f.hostname : f.label, f.cpu_model,
+                 f.logical_cpus, f.usable_cpus, f.cgroup_cpu_limit, f.numa_nodes, f.mem_total_bytes,
+                 f.cgroup_mem_limit_bytes, f.shm_bytes, f.nofile_limit, f.kernel, f.gpu_name,
+                 f.gpu_count, f.gpu_mem_bytes, f.gpu_driver, f.pcie_link)
+        .Run();
+    id = sqlite3_last_insert_rowid(db_.get());
+  }
+  transaction.Commit();
+  return id;
+}
+
+int64_t Store::BeginRun(const RunRecord& run) {
+  Transaction transaction(db_.get(), path_, "record run start");
+  const std::string sql =
+      std::string(
+          "INSERT INTO runs (machine_id, workload_name, workload_hash, config_yaml, backend, "
+          "version, started_at, status) VALUES (?, ?, ?, ?, ?, ?, COALESCE(?, ") +
+      kNowSql + "), 'running')";
+  Statement insert(db_.get(), path_, "record run start", sql.c_str());
+  insert
+      .BindAll(run.machine_id, run.workload_name, run.workload_hash, run.config_yaml, run.backend,
+               run.version, NullIfEmpty(run.started_at))
+      .Run();
+  const int64_t id = sqlite3_last_insert_rowid(db_.get());
+  transaction.Commit();
+  return id;
+}
+
+int64_t Store::AddTrial(int64_t run_id, const TrialRecord& trial) {
+  const std::string operation = "record trial (" + trial.phase + ")";
+  Transaction transaction(db_.get(), path_, operation);
+  const std::string sql = std::string("INSERT INTO trials (") + kTrialColumns +
+                          ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                          "?, ?, ?)";
+  int64_t trial_id = 0;
+  {
+    Statement insert(db_.get(), path_, operation, sql.c_str());
+    const TrialRecord& t = trial;
+    const loader::Knobs& k = trial.knobs;
+    insert
+        .BindAll(run_id, t.phase, k.batch_size, k.num_workers, k.pin_memory, k.non_blocking,
+                 k.prefetch_factor, k.persistent_workers, t.status, t.error, t.samples_per_s,
+                 t.ci_low, t.ci_high, t.mb_per_s, t.gpu_idle_frac, t.copy_s, t.wait_p50_us,
+                 t.wait_p99_us, t.worker_startup_s, t.cpu_util, t.peak_rss_bytes, t.repeats,
+                 t.decision)
+        .Run();
+    trial_id = sqlite3_last_insert_rowid(db_.get());
+  }
+  if (!trial.repeat_rows.empty()) {
+    const std::string repeat_sql = std::string("INSERT INTO repeats (") + kRepeatColumns +
+                                   ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    Statement insert(db_.get(), path_, operation, repeat_sql.c_str());
+    for (const RepeatRecord& r : trial.repeat_rows) {
+      insert
+          .BindAll(trial_id, r.index, r.samples_per_s, r.mb_per_s, r.gpu_idle_frac, r.wait_p50_us,
+                   r.wait_p99_us, r.wall_s, r.outlier)
+          .Run();
+      insert.Reset();
+    }
+  }
+  transaction.Commit();
+  return trial_id;
+}
+
+void Store::FinishRun(const RunRecord& run) {
+  Transaction transaction(db_.get(), path_, "record run end");
+  const std::string sql = std::string("UPDATE runs SET ended_at = COALESCE(?, ") + kNowSql +
+                          "), status = ?, knee_workers = ?, knee_samples_per_s = ?, "
+                          "best_trial_id = ?, baseline_trial_id = ? WHERE id = ?";
+  Statement update(db_.get(), path_, "record run end", sql.c_str());
+  update
+      .BindAll(NullIfEmpty(run.ended_at), run.status, run.knee_workers, run.knee_samples_per_s,
+               run.best_trial_id, run.baseline_trial_id, run.id)
+      .Run();
+  if (sqlite3_changes(db_.get()) == 0) {
+    throw StoreError(path_ + ": record run end: no run " + std::to_string(run.id) + " in the file");
+  }
+  transaction.Commit();
+}
+
+std::optional<RunRecord> Store::LoadRun(std::optional<int64_t> id) const {
+  const std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs" +
+                          (id.has_value() ? " WHERE id = ?" : " ORDER BY id DESC LIMIT 1");
+  Statement select(db_.get(), path_, "load run", sql.c_str());
+  if (id.has_value()) select.BindAll(*id);
+  if (!select.Step()) return std::nullopt;
+  return ReadRun(select);
+}
+
+std::vector<RunRecord> Store::LoadRuns() const {
+  const std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs ORDER BY id";
+  Statement select(db_.get(), path_, "load runs", sql.c_str());
+  std::vector<RunRecord> runs;
+  while (select.Step()) runs.push_back(ReadRun(select));
+  return runs;
+}
+
+std::vector<TrialRecord> Store::LoadTrials(int64_t run_id) const {
+  const std::string sql =
+      std::string("SELECT id, ") + kTrialColumns + " FROM trials WHERE run_id = ? ORDER BY id";
+  Statement select(db_.get(), path_, "load trials", sql.c_str());
+  select.BindAll(run_id);
+  std::vector<TrialRecord> trials;
+  std::map<int64_t, size_t> index_by_id;
+  while (select.Step()) {
+    TrialRecord t;
+    t.id = select.Int(0);
+    t.run_id = select.Int(1);
+    t.phase = select.Text(2);
+    t.knobs.batch_size = select.Int32(3);
+    t.knobs.num_workers = select.Int32(4);
+    t.knobs.pin_memory = select.Bool(5);
+    t.knobs.non_blocking = select.Bool(6);
+    t.knobs.prefetch_factor = select.Int32(7);
+    t.knobs.persistent_workers = select.Bool(8);
+    t.status = select.Text(9);
+    t.error = select.Optional<std::string>(10);
+    t.samples_per_s = select.Double(11);
+    t.ci_low = select.Double(12);
+    t.ci_high = select.Double(13);
+    t.mb_per_s = select.Double(14);
+    t.gpu_idle_frac = select.Double(15);
+    t.copy_s = select.Double(16);
+    t.wait_p50_us = select.Double(17);
+    t.wait_p99_us = select.Double(18);
+    t.worker_startup_s = select.Double(19);
+    t.cpu_util = select.Double(20);
+    t.peak_rss_bytes = select.Int(21);
+    t.repeats = select.Int32(22);
+    t.decision = select.Text(23);
+    index_by_id[t.id] = trials.size();
+    trials.push_back(std::move(t));
+  }
+
+  // One query for all repeats of the run rather than one per trial.
+  Statement repeats(db_.get(), path_, "load repeats",
+                    "SELECT r.trial_id, r.idx, r.samples_per_s, r.mb_per_s, r.gpu_idle_frac, "
+                    "r.wait_p50_us, r.wait_p99_us, r.wall_s, r.outlier FROM repeats r "
+                    "JOIN trials t ON r.trial_id = t.id WHERE t.run_id = ? "
+                    "ORDER BY r.trial_id, r.idx, r.id");
+  repeats.BindAll(run_id);
+  while (repeats.Step()) {
+    const auto it = index_by_id.find(repeats.Int(0));
+    if (it == index_by_id.end()) continue;
+    RepeatRecord r;
+    r.index = repeats.Int32(1);
+    r.samples_per_s = repeats.Double(2);
+    r.mb_per_s = repeats.Double(3);
+    r.gpu_idle_frac = repeats.Double(4);
+    r.wait_p50_us = repeats.Double(5);
+    r.wait_p99_us = repeats.Double(6);
+    r.wall_s = repeats.Double(7);
+    r.outlier = repeats.Bool(8);
+    trials[it->second].repeat_rows.push_back(r);
+  }
+  return trials;
+}
+
+std::optional<Fingerprint> Store::LoadMachine(int64_t machine_id) const {
+  const std::string sql = std::string("SELECT ") + kMachineColumns + " FROM machines WHERE id = ?";
+  Statement select(db_.get(), path_, "load machine", sql.c_str());
+  select.BindAll(machine_id);
+  if (!select.Step()) return std::nullopt;
+  Fingerprint f;
+  // Column 0 is the stored hash; Hash() recomputes it from the fields below.
+  f.hostname = select.Text(1);
+  f.label = select.Text(2);
+  f.cpu_model = select.Text(3);
+  f.logical_cpus = select.Int32(4);
+  f.usable_cpus = select.Int32(5);
+  f.cgroup_cpu_limit = select.IsNull(6) ? 0 : select.Double(6);
+  f.numa_nodes = select.Int32(7);
+  f.mem_total_bytes = select.Int(8);
+  f.cgroup_mem_limit_bytes = select.Int(9);
+  f.shm_bytes = select.Int(10);
+  f.nofile_limit = select.Int(11);
+  f.kernel = select.Text(12);
+  f.gpu_name = select.Text(13);
+  f.gpu_count = select.Int32(14);
+  f.gpu_mem_bytes = select.Int(15);
+  f.gpu_driver = select.Text(16);
+  f.pcie_link = select.Text(17);
+  return f;
+}
+
+}  // namespace feedtune::results

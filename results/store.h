@@ -1,0 +1,71 @@
+// Store: the SQLite results file (DESIGN.md §5). One Store owns one sqlite3
+// connection; it is not thread-safe (use one per thread). Every write is one
+// IMMEDIATE transaction, so a crash loses at most the trial being written and
+// never leaves half of one. Values are always bound, never formatted into SQL.
+//
+// The file is marked with application_id; PRAGMA user_version is the schema
+// version, upgraded by ordered migrations on open. A file that is not SQLite,
+// not feedtune's, or from a newer version is refused and left untouched.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "results/records.h"
+
+struct sqlite3;
+
+namespace feedtune::results {
+
+class StoreError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Store {
+ public:
+  static constexpr int kSchemaVersion = 1;
+  static constexpr int32_t kApplicationId = 0x46656564;  // "Feed"
+
+  // Opens (creating when missing, with its parent folder) the results file.
+  // Throws StoreError with the path and the reason.
+  static Store Open(const std::string& path);
+  // Opens an existing file read-only; throws when missing.
+  static Store OpenReadOnly(const std::string& path);
+
+  Store(Store&&) noexcept;
+  Store& operator=(Store&&) noexcept;
+  ~Store();
+
+  // Inserts the machine if its hash is new (updating its label when given); returns its id.
+  int64_t UpsertMachine(const Fingerprint& fingerprint);
+  // Inserts a run with status "running"; returns its id.
+  int64_t BeginRun(const RunRecord& run);
+  // Inserts a trial with its repeat rows in one transaction; returns its id.
+  int64_t AddTrial(int64_t run_id, const TrialRecord& trial);
+  // Sets the run's end time, status, knee, best and baseline trial.
+  void FinishRun(const RunRecord& run);
+
+  // The run with this id, or the newest run when id is nullopt; nullopt when there is none.
+  std::optional<RunRecord> LoadRun(std::optional<int64_t> id) const;
+  std::vector<RunRecord> LoadRuns() const;
+  std::vector<TrialRecord> LoadTrials(int64_t run_id) const;  // in id order, with repeats
+  std::optional<Fingerprint> LoadMachine(int64_t machine_id) const;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  Store(sqlite3* db, std::string path);
+
+  struct DbCloser {
+    void operator()(sqlite3* db) const;
+  };
+  std::unique_ptr<sqlite3, DbCloser> db_;
+  std::string path_;
+};
+
+}  // namespace feedtune::results

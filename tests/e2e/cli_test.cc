@@ -1,0 +1,180 @@
+// End to end: the feedtune binary as a user runs it.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class Cli : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("feedtune-e2e-" + std::to_string(getpid()) + "-" +
+            testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Result Run(const std::string& args) {
+    const std::string cmd = std::string(FEEDTUNE_BINARY) + " " + args + " >" + (dir_ / "out").string() + " 2>" +
+                            (dir_ / "err").string();
+    const int status = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = Slurp(dir_ / "out");
+    r.err = Slurp(dir_ / "err");
+    return r;
+  }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return (dir_ / name).string();
+  }
+
+  fs::path dir_;
+};
+
+constexpr const char* kTinyConfig = R"(name: tiny
+workload:
+  kind: synthetic
+  samples: 256
+  sample_bytes: 4096
+  cpu_us_per_sample: 300
+  jitter: 0
+loader:
+  batch_size: 16
+device:
+  backend: host-sim
+  step_us: 2000
+sweep:
+  max_workers: 4
+  prefetch_factors: [1, 4]
+  repeats: 2
+  warmup_batches: 2
+  measure_seconds: 0.25
+)";
+
+TEST_F(Cli, HelpAndVersion) {
+  Result r = Run("--help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("feedtune sweep configs/quickstart.yaml"), std::string::npos);
+  r = Run("--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("feedtune 0."), std::string::npos);
+  EXPECT_NE(r.out.find("CUDA backend"), std::string::npos);
+  for (const char* sub : {"sweep", "trial", "validate", "report", "machine"}) {
+    r = Run(std::string(sub) + " --help");
+    EXPECT_EQ(r.code, 0) << sub;
+    EXPECT_NE(r.out.find("Example"), std::string::npos) << sub;
+  }
+}
+
+TEST_F(Cli, BadUsageExitsTwo) {
+  EXPECT_EQ(Run("").code, 2);
+  EXPECT_EQ(Run("frobnicate").code, 2);
+  EXPECT_EQ(Run("sweep").code, 2);
+  EXPECT_EQ(Run("report --format xml").code, 2);
+  EXPECT_EQ(Run("report --run abc").code, 2);
+}
+
+TEST_F(Cli, TypoInAKeyFailsWithLocation) {
+  const std::string path = Write("typo.yaml", "name: t\nloader:\n  num_worker: 4\n");
+  const Result r = Run("sweep " + path);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(path + ":3:3: loader.num_worker: unknown key; did you mean 'num_workers'?"), std::string::npos)
+      << r.err;
+}
+
+TEST_F(Cli, ValidatePrintsTheEffectiveConfig) {
+  const Result r = Run("validate " + Write("c.yaml", kTinyConfig));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("prefetch_factor: 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gain_threshold: 0.05"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, SweepStoresTrialsAndReportShowsThem) {
+  const std::string config = Write("c.yaml", kTinyConfig);
+  const std::string db = (dir_ / "r.db").string();
+  Result r = Run("sweep " + config + " --db " + db + " --label box-a");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("knee:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("best:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("speedup:"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("baseline"), std::string::npos) << r.err;
+
+  r = Run("report --db " + db + " --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"run_id", "status", "workload", "backend", "machine", "baseline", "best", "knee", "speedup",
+                          "trials"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["status"], "done");
+  EXPECT_EQ(j["backend"], "host-sim");
+  EXPECT_EQ(j["workload"], "tiny");
+  EXPECT_GE(j["trials"].size(), 6u);
+  for (const char* key : {"batch_size", "num_workers", "pin_memory", "non_blocking", "prefetch_factor",
+                          "persistent_workers"}) {
+    EXPECT_TRUE(j["best"]["config"].contains(key)) << key;
+  }
+  // A CPU-bound load (16 x 300 us = 4.8 ms per batch) against a 2 ms step:
+  // workers must beat the baseline clearly.
+  EXPECT_GT(j["speedup"].get<double>(), 1.3);
+  EXPECT_GE(j["knee"]["num_workers"].get<int>(), 1);
+  EXPECT_EQ(j["trials"][0]["phase"], "baseline");
+  EXPECT_EQ(j["trials"][0]["config"]["num_workers"], 0);
+  for (const auto& t : j["trials"]) {
+    EXPECT_TRUE(t.contains("ci"));
+    EXPECT_TRUE(t.contains("wait_p99_us"));
+  }
+
+  r = Run("report --db " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("baseline"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, ReportWithoutResultsFileIsAClearError) {
+  const Result r = Run("report --db " + (dir_ / "none.db").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("no results file"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, TrialPrintsJson) {
+  const std::string config = Write("c.yaml", kTinyConfig);
+  const Result r = Run("trial " + config + " --set loader.num_workers=2 --set loader.pin_memory=true --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["config"]["num_workers"], 2);
+  EXPECT_EQ(j["config"]["pin_memory"], true);
+  EXPECT_EQ(j["status"], "ok");
+  EXPECT_GT(j["samples_per_s"].get<double>(), 0);
+}
+
+TEST_F(Cli, MachineJson) {
+  const Result r = Run("machine --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_GE(j["usable_cpus"].get<int>(), 1);
+  EXPECT_EQ(j["hash"].get<std::string>().size(), 16u);
+}
+
+}  // namespace

@@ -1,0 +1,354 @@
+#include "results/report.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "results/store.h"
+
+namespace feedtune::results {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::set<std::string> Keys(const json& object) {
+  std::set<std::string> keys;
+  for (const auto& [key, value] : object.items()) keys.insert(key);
+  return keys;
+}
+
+const std::set<std::string> kConfigKeys = {"batch_size",   "num_workers",     "pin_memory",
+                                           "non_blocking", "prefetch_factor", "persistent_workers"};
+
+TrialRecord Trial(int64_t id, const std::string& phase, int workers, double samples_per_s,
+                  double gpu_idle_frac) {
+  TrialRecord t;
+  t.id = id;
+  t.run_id = 3;
+  t.phase = phase;
+  t.knobs.num_workers = workers;
+  t.samples_per_s = samples_per_s;
+  t.ci_low = samples_per_s * 0.97;
+  t.ci_high = samples_per_s * 1.02;
+  t.mb_per_s = samples_per_s * 0.15;
+  t.gpu_idle_frac = gpu_idle_frac;
+  t.copy_s = 0.01 * static_cast<double>(id);
+  t.wait_p50_us = 950.0;
+  t.wait_p99_us = 1400.0;
+  t.worker_startup_s = 0.2;
+  t.cpu_util = 1.5;
+  t.peak_rss_bytes = int64_t{512} << 20;
+  t.repeats = 3;
+  t.decision = "kept";
+  return t;
+}
+
+// A finished run shaped like DESIGN.md §6's example.
+RunView ExampleView() {
+  RunView view;
+  view.run.id = 3;
+  view.run.machine_id = 1;
+  view.run.workload_name = "quickstart";
+  view.run.workload_hash = "0123456789abcdef";
+  view.run.backend = "host-sim";
+  view.run.version = "0.1.0";
+  view.run.started_at = "2024-05-01T10:00:00Z";
+  view.run.ended_at = "2024-05-01T10:05:00Z";
+  view.run.status = "done";
+  view.run.knee_workers = 8;
+  view.run.knee_samples_per_s = 6311.0;
+  view.run.baseline_trial_id = 1;
+  view.run.best_trial_id = 4;
+
+  Fingerprint machine;
+  machine.hostname = "box-a";
+  machine.label = "lab box";
+  machine.cpu_model = "Test CPU";
+  machine.logical_cpus = 4;
+  machine.usable_cpus = 2;
+  machine.mem_total_bytes = int64_t{16} << 30;
+  machine.shm_bytes = int64_t{8} << 30;
+  view.machine = machine;
+
+  view.trials.push_back(Trial(1, "baseline", 0, 812.0, 0.71));
+  view.trials[0].decision = "";
+  view.trials.push_back(Trial(2, "num_workers", 8, 6311.0, 0.05));
+  TrialRecord failed = Trial(3, "num_workers", 16, std::nan(""), 0);
+  failed.status = "failed";
+  failed.error = "worker 5 (pid 4242) killed by SIGKILL\nout of memory?";
+  view.trials.push_back(failed);
+  TrialRecord best = Trial(4, "persistent_workers", 8, 6420.5, 0.03);
+  best.knobs = {.batch_size = 64,
+                .num_workers = 8,
+                .pin_memory = true,
+                .non_blocking = true,
+                .prefetch_factor = 4,
+                .persistent_workers = true};
+  view.trials.push_back(best);
+  return view;
+}
+
+TEST(RenderJsonTest, HasEveryDesignKeyWithValues) {
+  const std::string text = RenderJson(ExampleView());
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text.back(), '\n');
+  EXPECT_NE(text.find("\n  \"run_id\": 3"), std::string::npos) << "2-space indent expected";
+  const json out = json::parse(text);
+
+  EXPECT_EQ(Keys(out), (std::set<std::string>{"run_id", "status", "workload", "workload_hash",
+                                              "backend", "started_at", "ended_at", "machine",
+                                              "baseline", "best", "knee", "speedup", "trials"}));
+  EXPECT_EQ(out["run_id"], 3);
+  EXPECT_EQ(out["status"], "done");
+  EXPECT_EQ(out["workload"], "quickstart");
+  EXPECT_EQ(out["workload_hash"], "0123456789abcdef");
+  EXPECT_EQ(out["backend"], "host-sim");
+  EXPECT_EQ(out["started_at"], "2024-05-01T10:00:00Z");
+  EXPECT_EQ(out["ended_at"], "2024-05-01T10:05:00Z");
+
+  const json& machine = out["machine"];
+  EXPECT_EQ(Keys(machine),
+            (std::set<std::string>{"hostname", "label", "hash", "cpu_model", "usable_cpus",
+                                   "logical_cpus", "mem_total_bytes", "shm_bytes", "gpu"}));
+  EXPECT_EQ(machine["hostname"], "box-a");
+  EXPECT_EQ(machine["label"], "lab box");
+  EXPECT_EQ(machine["hash"], ExampleView().machine->Hash());
+  EXPECT_EQ(machine["usable_cpus"], 2);
+  EXPECT_EQ(machine["logical_cpus"], 4);
+  EXPECT_EQ(machine["mem_total_bytes"], int64_t{16} << 30);
+  EXPECT_EQ(machine["shm_bytes"], int64_t{8} << 30);
+  EXPECT_TRUE(machine["gpu"].is_null());
+
+  EXPECT_EQ(Keys(out["baseline"]),
+            (std::set<std::string>{"config", "samples_per_s", "gpu_idle_frac"}));
+  EXPECT_EQ(Keys(out["baseline"]["config"]), kConfigKeys);
+  EXPECT_EQ(out["baseline"]["samples_per_s"], 812.0);
+  EXPECT_EQ(out["baseline"]["gpu_idle_frac"], 0.71);
+  EXPECT_EQ(out["baseline"]["config"]["num_workers"], 0);
+
+  EXPECT_EQ(Keys(out["best"]), (std::set<std::string>{"config", "samples_per_s", "gpu_idle_frac"}));
+  EXPECT_EQ(out["best"]["config"], (json{{"batch_size", 64},
+                                         {"num_workers", 8},
+                                         {"pin_memory", true},
+                                         {"non_blocking", true},
+                                         {"prefetch_factor", 4},
+                                         {"persistent_workers", true}}));
+  EXPECT_EQ(out["best"]["samples_per_s"], 6420.5);
+  EXPECT_EQ(out["best"]["gpu_idle_frac"], 0.03);
+
+  EXPECT_EQ(out["knee"], (json{{"num_workers", 8}, {"samples_per_s", 6311.0}}));
+  ASSERT_TRUE(out["speedup"].is_number());
+  EXPECT_DOUBLE_EQ(out["speedup"].get<double>(), 6420.5 / 812.0);
+
+  ASSERT_EQ(out["trials"].size(), 4u);
+  for (const json& trial : out["trials"]) {
+    EXPECT_EQ(Keys(trial),
+              (std::set<std::string>{"id", "phase", "config", "status", "samples_per_s", "ci",
+                                     "mb_per_s", "gpu_idle_frac", "copy_s", "wait_p50_us",
+                                     "wait_p99_us", "worker_startup_s", "cpu_util",
+                                     "peak_rss_bytes", "repeats", "decision", "error"}));
+    EXPECT_EQ(Keys(trial["config"]), kConfigKeys);
+    EXPECT_EQ(trial["ci"].size(), 2u);
+  }
+  const json& first = out["trials"][0];
+  EXPECT_EQ(first["id"], 1);
+  EXPECT_EQ(first["phase"], "baseline");
+  EXPECT_EQ(first["status"], "ok");
+  EXPECT_EQ(first["samples_per_s"], 812.0);
+  EXPECT_DOUBLE_EQ(first["ci"][0].get<double>(), 812.0 * 0.97);
+  EXPECT_DOUBLE_EQ(first["ci"][1].get<double>(), 812.0 * 1.02);
+  EXPECT_DOUBLE_EQ(first["mb_per_s"].get<double>(), 812.0 * 0.15);
+  EXPECT_EQ(first["gpu_idle_frac"], 0.71);
+  EXPECT_DOUBLE_EQ(first["copy_s"].get<double>(), 0.01);
+  EXPECT_EQ(first["wait_p50_us"], 950.0);
+  EXPECT_EQ(first["wait_p99_us"], 1400.0);
+  EXPECT_EQ(first["worker_startup_s"], 0.2);
+  EXPECT_EQ(first["cpu_util"], 1.5);
+  EXPECT_EQ(first["peak_rss_bytes"], int64_t{512} << 20);
+  EXPECT_EQ(first["repeats"], 3);
+  EXPECT_EQ(first["decision"], "");
+  EXPECT_TRUE(first["error"].is_null());
+
+  const json& failed = out["trials"][2];
+  EXPECT_EQ(failed["status"], "failed");
+  EXPECT_EQ(failed["error"], "worker 5 (pid 4242) killed by SIGKILL\nout of memory?");
+  EXPECT_TRUE(failed["samples_per_s"].is_null());  // never measured
+  EXPECT_EQ(failed["config"]["num_workers"], 16);
+}
+
+TEST(RenderJsonTest, RunWithoutResultsHasNulls) {
+  RunView view;
+  view.run.id = 7;
+  view.run.status = "running";
+  const json out = json::parse(RenderJson(view));
+  EXPECT_TRUE(out["machine"].is_null());
+  EXPECT_TRUE(out["baseline"].is_null());
+  EXPECT_TRUE(out["best"].is_null());
+  EXPECT_TRUE(out["knee"].is_null());
+  EXPECT_TRUE(out["speedup"].is_null());
+  EXPECT_TRUE(out["ended_at"].is_null());
+  EXPECT_TRUE(out["trials"].is_array());
+  EXPECT_TRUE(out["trials"].empty());
+}
+
+TEST(RenderJsonTest, GpuObjectWhenMachineHasOne) {
+  RunView view = ExampleView();
+  view.machine->gpu_name = "NVIDIA H200";
+  view.machine->gpu_count = 1;
+  view.machine->gpu_mem_bytes = int64_t{141} << 30;
+  view.machine->gpu_driver = "550.54";
+  const json out = json::parse(RenderJson(view));
+  EXPECT_EQ(out["machine"]["gpu"], (json{{"name", "NVIDIA H200"},
+                                         {"count", 1},
+                                         {"mem_bytes", int64_t{141} << 30},
+                                         {"driver", "550.54"}}));
+}
+
+TEST(RenderJsonTest, BaselineFallsBackToBaselinePhaseWhileRunning) {
+  RunView view = ExampleView();
+  view.run.status = "running";
+  view.run.baseline_trial_id.reset();
+  view.run.best_trial_id.reset();
+  const json out = json::parse(RenderJson(view));
+  EXPECT_EQ(out["baseline"]["samples_per_s"], 812.0);
+  EXPECT_TRUE(out["best"].is_null());
+  EXPECT_TRUE(out["speedup"].is_null());
+}
+
+std::vector<std::string> SplitLines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST(RenderTableTest, AlignedColumnsMarkersAndSummary) {
+  const std::string text = RenderTable(ExampleView());
+  const std::vector<std::string> lines = SplitLines(text);
+
+  EXPECT_NE(text.find("run:      3"), std::string::npos) << text;
+  EXPECT_NE(text.find("quickstart (hash 0123456789abcdef)"), std::string::npos) << text;
+  EXPECT_NE(text.find("status:   done"), std::string::npos) << text;
+  EXPECT_NE(text.find("backend:  host-sim"), std::string::npos) << text;
+  EXPECT_NE(text.find("lab box, Test CPU, 2 of 4 CPUs usable"), std::string::npos) << text;
+  EXPECT_NE(text.find("started:  2024-05-01T10:00:00Z"), std::string::npos) << text;
+
+  size_t header_index = lines.size();
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].find("samples/s") != std::string::npos &&
+        lines[i].find("phase") != std::string::npos) {
+      header_index = i;
+      break;
+    }
+  }
+  ASSERT_LT(header_index + 5, lines.size()) << text;
+  const std::string& header = lines[header_index];
+  for (const char* column :
+       {"id", "phase", "workers", "pin", "nb", "prefetch", "persist", "samples/s", "95% CI", "MB/s",
+        "GPU idle %", "wait p50 ms", "wait p99 ms", "status / decision"}) {
+    EXPECT_NE(header.find(column), std::string::npos) << column << "\n" << text;
+  }
+  EXPECT_EQ(lines[header_index + 1].find_first_not_of('-'), std::string::npos);
+
+  // Numbers are right-aligned under their headers: each row's samples/s value
+  // ends where the header's "samples/s" ends.
+  const size_t samples_end = header.find("samples/s") + std::string("samples/s").size();
+  const std::vector<std::string> expected = {"812.0", "6311.0", "-", "6420.5"};
+  for (size_t r = 0; r < expected.size(); ++r) {
+    const std::string& row = lines[header_index + 2 + r];
+    ASSERT_GE(row.size(), samples_end) << row;
+    EXPECT_EQ(row.substr(samples_end - expected[r].size(), expected[r].size()), expected[r])
+        << row << "\n"
+        << text;
+    EXPECT_EQ(row[samples_end - expected[r].size() - 1], ' ') << row;
+  }
+  // The last column starts at the same place on every line.
+  const size_t status_start = header.find("status / decision");
+  EXPECT_EQ(lines[header_index + 2].substr(status_start, 2), "ok") << text;
+  EXPECT_EQ(lines[header_index + 4].substr(status_start, 6), "failed") << text;
+
+  EXPECT_NE(lines[header_index + 2].find("baseline"), std::string::npos);
+  EXPECT_NE(lines[header_index + 3].find("knee (8 workers)"), std::string::npos) << text;
+  EXPECT_NE(lines[header_index + 4].find("killed by SIGKILL out of memory?"), std::string::npos)
+      << text;
+  EXPECT_NE(lines[header_index + 5].find("*best*"), std::string::npos) << text;
+  EXPECT_NE(lines[header_index + 2].find("71.0"), std::string::npos) << "GPU idle in percent";
+  EXPECT_NE(lines[header_index + 2].find("0.95"), std::string::npos) << "wait p50 in ms";
+
+  EXPECT_NE(text.find("knee:     8 workers (6311.0 samples/s)"), std::string::npos) << text;
+  EXPECT_NE(text.find("best:     trial 4: batch_size=64 num_workers=8 pin_memory=true "
+                      "non_blocking=true prefetch_factor=4 persistent_workers=true"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("speedup:  x7.91"), std::string::npos) << text;
+  for (const std::string& line : lines) {
+    EXPECT_TRUE(line.empty() || line.back() != ' ') << "trailing blank: [" << line << "]";
+  }
+}
+
+TEST(RenderTableTest, EmptyRun) {
+  RunView view;
+  view.run.id = 9;
+  view.run.status = "running";
+  const std::string text = RenderTable(view);
+  EXPECT_NE(text.find("no trials recorded"), std::string::npos) << text;
+}
+
+class LoadRunViewTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "feedtune_report_test.XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    std::error_code error;
+    fs::remove_all(dir_, error);
+  }
+  fs::path dir_;
+};
+
+TEST_F(LoadRunViewTest, LoadsRunMachineAndTrials) {
+  const std::string path = (dir_ / "feedtune.db").string();
+  Store store = Store::Open(path);
+  try {
+    LoadRunView(store, std::nullopt);
+    FAIL() << "expected StoreError";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(std::string(e.what()), "no runs in " + path + "; run `feedtune sweep` first");
+  }
+
+  const RunView example = ExampleView();
+  RunRecord run = example.run;
+  run.machine_id = store.UpsertMachine(*example.machine);
+  run.id = store.BeginRun(run);
+  for (const TrialRecord& trial : example.trials) store.AddTrial(run.id, trial);
+  store.FinishRun(run);  // the example's trial ids are 1..4, as the store assigns them
+
+  const RunView view = LoadRunView(store, std::nullopt);
+  EXPECT_EQ(view.run.id, run.id);
+  ASSERT_TRUE(view.machine.has_value());
+  EXPECT_EQ(view.machine->label, "lab box");
+  ASSERT_EQ(view.trials.size(), 4u);
+  const json out = json::parse(RenderJson(view));
+  EXPECT_DOUBLE_EQ(out["speedup"].get<double>(), 6420.5 / 812.0);
+  EXPECT_EQ(out["best"]["config"]["prefetch_factor"], 4);
+
+  try {
+    LoadRunView(store, 42);
+    FAIL() << "expected StoreError";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(std::string(e.what()), "no run 42 in " + path);
+  }
+}
+
+}  // namespace
+}  // namespace feedtune::results

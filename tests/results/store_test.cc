@@ -1,0 +1,533 @@
+#include "results/store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace feedtune::results {
+namespace {
+
+namespace fs = std::filesystem;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "feedtune_store_test.XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    std::error_code error;
+    fs::remove_all(dir_, error);
+  }
+
+  std::string PathIn(const std::string& name) const { return (dir_ / name).string(); }
+
+  fs::path dir_;
+};
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// Runs SQL on a file through a plain sqlite3 connection, as another tool would.
+void RawExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* message = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message);
+  EXPECT_EQ(rc, SQLITE_OK) << (message != nullptr ? message : "");
+  sqlite3_free(message);
+  sqlite3_close(db);
+}
+
+int64_t RawPragma(const std::string& path, const std::string& pragma) {
+  sqlite3* db = nullptr;
+  int64_t value = -1;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db, ("PRAGMA " + pragma).c_str(), -1, &stmt, nullptr) == SQLITE_OK &&
+        sqlite3_step(stmt) == SQLITE_ROW) {
+      value = sqlite3_column_int64(stmt, 0);
+    }
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_close(db);
+  return value;
+}
+
+Fingerprint TestMachine(const std::string& hostname = "box-a") {
+  Fingerprint f;
+  f.hostname = hostname;
+  f.cpu_model = "Test CPU 'quoted' \"model\"";
+  f.logical_cpus = 8;
+  f.usable_cpus = 4;
+  f.cgroup_cpu_limit = 3.5;
+  f.numa_nodes = 2;
+  f.mem_total_bytes = int64_t{64} << 30;
+  f.cgroup_mem_limit_bytes = int64_t{16} << 30;
+  f.shm_bytes = int64_t{32} << 30;
+  f.nofile_limit = 1048576;
+  f.kernel = "6.1.0-test";
+  f.gpu_name = "NVIDIA H100";
+  f.gpu_count = 2;
+  f.gpu_mem_bytes = int64_t{80} << 30;
+  f.gpu_driver = "550.54";
+  f.pcie_link = "Gen5 x16";
+  return f;
+}
+
+RunRecord TestRun(int64_t machine_id, const std::string& name = "quickstart") {
+  RunRecord run;
+  run.machine_id = machine_id;
+  run.workload_name = name;
+  run.workload_hash = "abcdef0123456789";
+  run.config_yaml = "name: quickstart\nworkload: {kind: synthetic}\n# it's ; DROP TABLE runs;\n";
+  run.backend = "host-sim";
+  run.version = "0.1.0";
+  run.started_at = "2024-05-01T10:00:00Z";
+  return run;
+}
+
+TrialRecord TestTrial() {
+  TrialRecord t;
+  t.phase = "num_workers";
+  t.knobs = {.batch_size = 32,
+             .num_workers = 8,
+             .pin_memory = true,
+             .non_blocking = true,
+             .prefetch_factor = 4,
+             .persistent_workers = true};
+  t.status = "ok";
+  t.samples_per_s = 6420.5;
+  t.ci_low = 6300.25;
+  t.ci_high = 6500.75;
+  t.mb_per_s = 966.5;
+  t.gpu_idle_frac = 0.03;
+  t.copy_s = 0.125;
+  t.wait_p50_us = 950.5;
+  t.wait_p99_us = 1400.25;
+  t.worker_startup_s = 0.42;
+  t.cpu_util = 3.75;
+  t.peak_rss_bytes = int64_t{3} << 30;
+  t.repeats = 2;
+  t.decision = "kept: +12.0% over 4 workers, beyond noise";
+  t.repeat_rows = {
+      {.index = 0,
+       .samples_per_s = 6400,
+       .mb_per_s = 960,
+       .gpu_idle_frac = 0.04,
+       .wait_p50_us = 940,
+       .wait_p99_us = 1390,
+       .wall_s = 2.01,
+       .outlier = false},
+      {.index = 1,
+       .samples_per_s = 6441,
+       .mb_per_s = 973,
+       .gpu_idle_frac = 0.02,
+       .wait_p50_us = 961,
+       .wait_p99_us = 1410.5,
+       .wall_s = 2.02,
+       .outlier = true},
+  };
+  return t;
+}
+
+TEST_F(StoreTest, CreatesFileAndParentFolderAndMarksIt) {
+  const std::string path = PathIn("nested/deeper/feedtune.db");
+  { Store store = Store::Open(path); }
+  EXPECT_TRUE(fs::exists(path));
+  EXPECT_EQ(RawPragma(path, "application_id"), Store::kApplicationId);
+  EXPECT_EQ(RawPragma(path, "user_version"), Store::kSchemaVersion);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &stmt, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)), "wal");
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+}
+
+TEST_F(StoreTest, ReopenKeepsData) {
+  const std::string path = PathIn("feedtune.db");
+  int64_t run_id = 0;
+  {
+    Store store = Store::Open(path);
+    run_id = store.BeginRun(TestRun(store.UpsertMachine(TestMachine())));
+  }
+  Store again = Store::Open(path);
+  ASSERT_TRUE(again.LoadRun(run_id).has_value());
+  EXPECT_EQ(again.LoadRun(run_id)->workload_name, "quickstart");
+  EXPECT_EQ(RawPragma(path, "user_version"), Store::kSchemaVersion);
+}
+
+TEST_F(StoreTest, UpsertMachineIsIdempotentAndUpdatesLabel) {
+  Store store = Store::Open(PathIn("feedtune.db"));
+  Fingerprint machine = TestMachine();
+  const int64_t id = store.UpsertMachine(machine);
+  EXPECT_EQ(store.UpsertMachine(machine), id);
+  // No label given: the stored label falls back to the hostname.
+  EXPECT_EQ(store.LoadMachine(id)->label, "box-a");
+
+  machine.label = "rack 3, slot 'b'";
+  EXPECT_EQ(store.UpsertMachine(machine), id);
+  EXPECT_EQ(store.LoadMachine(id)->label, "rack 3, slot 'b'");
+
+  // A later call without a label keeps the one given before.
+  machine.label.clear();
+  machine.hostname = "renamed-host";  // not part of the hash: same machine
+  EXPECT_EQ(store.UpsertMachine(machine), id);
+  EXPECT_EQ(store.LoadMachine(id)->label, "rack 3, slot 'b'");
+
+  Fingerprint other = TestMachine();
+  other.usable_cpus = 2;
+  EXPECT_NE(store.UpsertMachine(other), id);
+}
+
+TEST_F(StoreTest, MachineRoundTripsEveryField) {
+  Store store = Store::Open(PathIn("feedtune.db"));
+  Fingerprint in = TestMachine();
+  in.label = "lab box";
+  const auto out = store.LoadMachine(store.UpsertMachine(in));
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->hostname, in.hostname);
+  EXPECT_EQ(out->label, in.label);
+  EXPECT_EQ(out->cpu_model, in.cpu_model);
+  EXPECT_EQ(out->logical_cpus, in.logical_cpus);
+  EXPECT_EQ(out->usable_cpus, in.usable_cpus);
+  EXPECT_DOUBLE_EQ(out->cgroup_cpu_limit, in.cgroup_cpu_limit);
+  EXPECT_EQ(out->numa_nodes, in.numa_nodes);
+  EXPECT_EQ(out->mem_total_bytes, in.mem_total_bytes);
+  EXPECT_EQ(out->cgroup_mem_limit_bytes, in.cgroup_mem_limit_bytes);
+  EXPECT_EQ(out->shm_bytes, in.shm_bytes);
+  EXPECT_EQ(out->nofile_limit, in.nofile_limit);
+  EXPECT_EQ(out->kernel, in.kernel);
+  EXPECT_EQ(out->gpu_name, in.gpu_name);
+  EXPECT_EQ(out->gpu_count, in.gpu_count);
+  EXPECT_EQ(out->gpu_mem_bytes, in.gpu_mem_bytes);
+  EXPECT_EQ(out->gpu_driver, in.gpu_driver);
+  EXPECT_EQ(out->pcie_link, in.pcie_link);
+  EXPECT_EQ(out->Hash(), in.Hash());
+  EXPECT_FALSE(store.LoadMachine(9999).has_value());
+}
+
+TEST_F(StoreTest, RunTrialsAndRepeatsRoundTripEveryField) {
+  Store store = Store::Open(PathIn("feedtune.db"));
+  const int64_t machine_id = store.UpsertMachine(TestMachine());
+  const RunRecord run_in = TestRun(machine_id);
+  const int64_t run_id = store.BeginRun(run_in);
+
+  const RunRecord running = *store.LoadRun(run_id);
+  EXPECT_EQ(running.status, "running");
+  EXPECT_EQ(running.ended_at, "");
+  EXPECT_FALSE(running.knee_workers.has_value());
+  EXPECT_FALSE(running.best_trial_id.has_value());
+
+  TrialRecord baseline;
+  baseline.phase = "baseline";
+  baseline.samples_per_s = 812.0;
+  baseline.repeats = 1;
+  const int64_t baseline_id = store.AddTrial(run_id, baseline);
+
+  const TrialRecord trial_in = TestTrial();
+  const int64_t trial_id = store.AddTrial(run_id, trial_in);
+
+  TrialRecord failed;
+  failed.phase = "num_workers";
+  failed.knobs.num_workers = 16;
+  failed.status = "failed";
+  failed.error = "worker 3 (pid 1234) killed by SIGKILL; check memory";
+  failed.samples_per_s = std::nan("");
+  const int64_t failed_id = store.AddTrial(run_id, failed);
+
+  RunRecord finish = run_in;
+  finish.id = run_id;
+  finish.status = "done";
+  finish.ended_at = "2024-05-01T10:05:00Z";
+  finish.knee_workers = 8;
+  finish.knee_samples_per_s = 6311.0;
+  finish.best_trial_id = trial_id;
+  finish.baseline_trial_id = baseline_id;
+  store.FinishRun(finish);
+
+  const auto run = store.LoadRun(run_id);
+  ASSERT_TRUE(run.has_value());
+  EXPECT_EQ(run->id, run_id);
+  EXPECT_EQ(run->machine_id, machine_id);
+  EXPECT_EQ(run->workload_name, run_in.workload_name);
+  EXPECT_EQ(run->workload_hash, run_in.workload_hash);
+  EXPECT_EQ(run->config_yaml, run_in.config_yaml);
+  EXPECT_EQ(run->backend, run_in.backend);
+  EXPECT_EQ(run->version, run_in.version);
+  EXPECT_EQ(run->started_at, run_in.started_at);
+  EXPECT_EQ(run->ended_at, "2024-05-01T10:05:00Z");
+  EXPECT_EQ(run->status, "done");
+  EXPECT_EQ(run->knee_workers, 8);
+  EXPECT_EQ(run->knee_samples_per_s, 6311.0);
+  EXPECT_EQ(run->best_trial_id, trial_id);
+  EXPECT_EQ(run->baseline_trial_id, baseline_id);
+
+  const auto trials = store.LoadTrials(run_id);
+  ASSERT_EQ(trials.size(), 3u);
+  EXPECT_EQ(trials[0].id, baseline_id);
+  EXPECT_EQ(trials[2].id, failed_id);
+  const TrialRecord& t = trials[1];
+  EXPECT_EQ(t.id, trial_id);
+  EXPECT_EQ(t.run_id, run_id);
+  EXPECT_EQ(t.phase, trial_in.phase);
+  EXPECT_EQ(t.knobs, trial_in.knobs);
+  EXPECT_EQ(t.status, trial_in.status);
+  EXPECT_FALSE(t.error.has_value());
+  EXPECT_EQ(t.samples_per_s, trial_in.samples_per_s);
+  EXPECT_EQ(t.ci_low, trial_in.ci_low);
+  EXPECT_EQ(t.ci_high, trial_in.ci_high);
+  EXPECT_EQ(t.mb_per_s, trial_in.mb_per_s);
+  EXPECT_EQ(t.gpu_idle_frac, trial_in.gpu_idle_frac);
+  EXPECT_EQ(t.copy_s, trial_in.copy_s);
+  EXPECT_EQ(t.wait_p50_us, trial_in.wait_p50_us);
+  EXPECT_EQ(t.wait_p99_us, trial_in.wait_p99_us);
+  EXPECT_EQ(t.worker_startup_s, trial_in.worker_startup_s);
+  EXPECT_EQ(t.cpu_util, trial_in.cpu_util);
+  EXPECT_EQ(t.peak_rss_bytes, trial_in.peak_rss_bytes);
+  EXPECT_EQ(t.repeats, trial_in.repeats);
+  EXPECT_EQ(t.decision, trial_in.decision);
+  ASSERT_EQ(t.repeat_rows.size(), trial_in.repeat_rows.size());
+  for (size_t i = 0; i < t.repeat_rows.size(); ++i) {
+    const RepeatRecord& a = t.repeat_rows[i];
+    const RepeatRecord& b = trial_in.repeat_rows[i];
+    EXPECT_EQ(a.index, b.index);
+    EXPECT_EQ(a.samples_per_s, b.samples_per_s);
+    EXPECT_EQ(a.mb_per_s, b.mb_per_s);
+    EXPECT_EQ(a.gpu_idle_frac, b.gpu_idle_frac);
+    EXPECT_EQ(a.wait_p50_us, b.wait_p50_us);
+    EXPECT_EQ(a.wait_p99_us, b.wait_p99_us);
+    EXPECT_EQ(a.wall_s, b.wall_s);
+    EXPECT_EQ(a.outlier, b.outlier);
+  }
+  EXPECT_TRUE(trials[0].repeat_rows.empty());
+
+  EXPECT_EQ(trials[2].status, "failed");
+  EXPECT_EQ(trials[2].error, failed.error);
+  EXPECT_EQ(trials[2].knobs.num_workers, 16);
+  EXPECT_TRUE(std::isnan(trials[2].samples_per_s));  // NaN is stored as NULL
+}
+
+TEST_F(StoreTest, BeginRunFillsStartTimeWhenEmpty) {
+  Store store = Store::Open(PathIn("feedtune.db"));
+  RunRecord run = TestRun(store.UpsertMachine(TestMachine()));
+  run.started_at.clear();
+  const auto loaded = store.LoadRun(store.BeginRun(run));
+  ASSERT_TRUE(loaded.has_value());
+  ASSERT_EQ(loaded->started_at.size(), 20u) << loaded->started_at;  // 2024-05-01T10:00:00Z
+  EXPECT_EQ(loaded->started_at.back(), 'Z');
+}
+
+TEST_F(StoreTest, LoadRunWithoutIdGivesNewest) {
+  Store store = Store::Open(PathIn("feedtune.db"));
+  EXPECT_FALSE(store.LoadRun(std::nullopt).has_value());
+  const int64_t machine_id = store.UpsertMachine(TestMachine());
+  const int64_t first = store.BeginRun(TestRun(machine_id, "first"));
+  const int64_t second = store.BeginRun(TestRun(machine_id, "second"));
+  ASSERT_GT(second, first);
+  EXPECT_EQ(store.LoadRun(std::nullopt)->id, second);
+  EXPECT_EQ(store.LoadRun(std::nullopt)->workload_name, "second");
+  EXPECT_EQ(store.LoadRun(first)->workload_name, "first");
+  EXPECT_FALSE(store.LoadRun(second + 100).has_value());
+  const auto runs = store.LoadRuns();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].id, first);
+  EXPECT_EQ(runs[1].id, second);
+}
+
+TEST_F(StoreTest, WritesThatBreakConstraintsFailWithPathAndRollBack) {
+  const std::string path = PathIn("feedtune.db");
+  Store store = Store::Open(path);
+  const int64_t run_id = store.BeginRun(TestRun(store.UpsertMachine(TestMachine())));
+  TrialRecord bad = TestTrial();
+  bad.status = "exploded";
+  try {
+    store.AddTrial(run_id, bad);
+    FAIL() << "expected StoreError";
+  } catch (const StoreError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+    EXPECT_NE(message.find("record trial"), std::string::npos) << message;
+    EXPECT_NE(message.find("CHECK constraint failed"), std::string::npos) << message;
+  }
+  EXPECT_TRUE(store.LoadTrials(run_id).empty());
+
+  // A trial for a run that does not exist breaks the foreign key.
+  EXPECT_THROW(store.AddTrial(run_id + 100, TestTrial()), StoreError);
+  // The failed writes left no transaction open.
+  EXPECT_GT(store.AddTrial(run_id, TestTrial()), 0);
+
+  RunRecord missing = TestRun(1);
+  missing.id = run_id + 100;
+  EXPECT_THROW(store.FinishRun(missing), StoreError);
+}
+
+TEST_F(StoreTest, MovedStoreKeepsWorking) {
+  Store first = Store::Open(PathIn("a.db"));
+  Store second = std::move(first);
+  EXPECT_GT(second.UpsertMachine(TestMachine()), 0);
+  Store third = Store::Open(PathIn("b.db"));
+  third = std::move(second);
+  EXPECT_EQ(third.path(), PathIn("a.db"));
+  EXPECT_TRUE(third.LoadMachine(1).has_value());
+}
+
+TEST_F(StoreTest, ConcurrentFirstOpensAgreeOnOneSchema) {
+  // Several sweeps started at once on a fresh --db path: each migrates under
+  // BEGIN IMMEDIATE and re-reads the version, so only one creates the tables.
+  const std::string path = PathIn("shared.db");
+  std::vector<std::string> errors(4);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < errors.size(); ++i) {
+    threads.emplace_back([&path, &errors, i] {
+      try {
+        Store store = Store::Open(path);
+        store.UpsertMachine(TestMachine());
+      } catch (const StoreError& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (const std::string& error : errors) EXPECT_EQ(error, "");
+  Store store = Store::OpenReadOnly(path);
+  EXPECT_TRUE(store.LoadMachine(1).has_value());
+  EXPECT_FALSE(store.LoadMachine(2).has_value());
+}
+
+TEST_F(StoreTest, RefusesNonSqliteFileAndLeavesItUntouched) {
+  const std::string path = PathIn("notes.txt");
+  const std::string bytes = "my precious notes\nline two\n";
+  std::ofstream(path, std::ios::binary) << bytes;
+  for (const bool read_only : {false, true}) {
+    try {
+      read_only ? Store::OpenReadOnly(path) : Store::Open(path);
+      FAIL() << "expected StoreError";
+    } catch (const StoreError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                path +
+                    ": not a feedtune results file (not an SQLite database); choose another "
+                    "--db path");
+    }
+  }
+  EXPECT_EQ(ReadBytes(path), bytes);
+  EXPECT_FALSE(fs::exists(path + "-wal"));
+  EXPECT_FALSE(fs::exists(path + "-journal"));
+}
+
+TEST_F(StoreTest, RefusesForeignSqliteFileAndLeavesItUntouched) {
+  const std::string path = PathIn("other.db");
+  RawExec(path, "CREATE TABLE inventory (item TEXT); INSERT INTO inventory VALUES ('bolts');");
+  const std::string bytes = ReadBytes(path);
+  ASSERT_FALSE(bytes.empty());
+  for (const bool read_only : {false, true}) {
+    try {
+      read_only ? Store::OpenReadOnly(path) : Store::Open(path);
+      FAIL() << "expected StoreError";
+    } catch (const StoreError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                path +
+                    ": not a feedtune results file (application_id 0x00000000); refusing to "
+                    "modify it");
+    }
+  }
+  EXPECT_EQ(ReadBytes(path), bytes);
+  EXPECT_EQ(RawPragma(path, "application_id"), 0);
+  EXPECT_EQ(RawPragma(path, "user_version"), 0);
+  EXPECT_FALSE(fs::exists(path + "-wal"));
+}
+
+TEST_F(StoreTest, RefusesNewerSchemaVersion) {
+  const std::string path = PathIn("future.db");
+  { Store store = Store::Open(path); }
+  RawExec(path, "PRAGMA user_version = 99");
+  const std::string bytes = ReadBytes(path);
+  for (const bool read_only : {false, true}) {
+    try {
+      read_only ? Store::OpenReadOnly(path) : Store::Open(path);
+      FAIL() << "expected StoreError";
+    } catch (const StoreError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                path +
+                    ": results file has schema version 99, this feedtune understands up to "
+                    "1; upgrade feedtune");
+    }
+  }
+  EXPECT_EQ(RawPragma(path, "user_version"), 99);
+  EXPECT_EQ(ReadBytes(path), bytes);
+}
+
+TEST_F(StoreTest, AdoptsEmptySqliteFile) {
+  // An empty database (no tables, application_id 0), e.g. made by `sqlite3 f.db VACUUM`.
+  const std::string path = PathIn("empty.db");
+  RawExec(path, "VACUUM");
+  { Store store = Store::Open(path); }
+  EXPECT_EQ(RawPragma(path, "application_id"), Store::kApplicationId);
+  EXPECT_EQ(RawPragma(path, "user_version"), Store::kSchemaVersion);
+
+  // So is a zero-byte file.
+  const std::string zero = PathIn("zero.db");
+  std::ofstream(zero).close();
+  { Store store = Store::Open(zero); }
+  EXPECT_EQ(RawPragma(zero, "user_version"), Store::kSchemaVersion);
+}
+
+TEST_F(StoreTest, ReadOnlyOpenOfMissingFileErrors) {
+  const std::string path = PathIn("missing/feedtune.db");
+  try {
+    Store::OpenReadOnly(path);
+    FAIL() << "expected StoreError";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              path + ": no results file; run `feedtune sweep CONFIG --db " + path + "` first");
+  }
+  EXPECT_FALSE(fs::exists(PathIn("missing")));
+}
+
+TEST_F(StoreTest, ReadOnlyOpenReadsButDoesNotWrite) {
+  const std::string path = PathIn("feedtune.db");
+  int64_t run_id = 0;
+  {
+    Store store = Store::Open(path);
+    run_id = store.BeginRun(TestRun(store.UpsertMachine(TestMachine())));
+    store.AddTrial(run_id, TestTrial());
+  }
+  Store reader = Store::OpenReadOnly(path);
+  EXPECT_EQ(reader.LoadRun(std::nullopt)->id, run_id);
+  EXPECT_EQ(reader.LoadTrials(run_id).size(), 1u);
+  try {
+    reader.AddTrial(run_id, TestTrial());
+    FAIL() << "expected StoreError";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(StoreTest, ReaderSeesWritesOfAnotherConnection) {
+  const std::string path = PathIn("feedtune.db");
+  Store writer = Store::Open(path);
+  const int64_t run_id = writer.BeginRun(TestRun(writer.UpsertMachine(TestMachine())));
+  Store reader = Store::OpenReadOnly(path);
+  EXPECT_TRUE(reader.LoadTrials(run_id).empty());
+  writer.AddTrial(run_id, TestTrial());
+  EXPECT_EQ(reader.LoadTrials(run_id).size(), 1u);
+}
+
+}  // namespace
+}  // namespace feedtune::results

@@ -1,0 +1,627 @@
+// Tests for the strict sweep-config parser (tuner/config.h, DESIGN.md §4).
+// Error tests compare the whole message: its exact wording is the user interface.
+#include "tuner/config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+
+#ifndef FEEDTUNE_SOURCE_DIR
+#define FEEDTUNE_SOURCE_DIR "."
+#endif
+
+using feedtune::device::BackendChoice;
+using feedtune::loader::WorkerMode;
+using feedtune::tuner::ApplyOverride;
+using feedtune::tuner::ConfigError;
+using feedtune::tuner::LoadConfig;
+using feedtune::tuner::ParseConfig;
+using feedtune::tuner::SweepConfig;
+using feedtune::tuner::ToYaml;
+using feedtune::tuner::WorkloadHash;
+
+// The message ParseConfig(text, "x.yaml") throws, or "no error".
+static std::string ErrorOf(const std::string& text) {
+  try {
+    ParseConfig(text, "x.yaml");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+static std::string OverrideErrorOf(SweepConfig& config, const std::string& assignment) {
+  try {
+    ApplyOverride(config, assignment);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// Field by field, doubles exactly: round trips must be lossless. `source` is
+// where a config came from, not part of it.
+static void ExpectSameConfig(const SweepConfig& a, const SweepConfig& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.workload.kind, b.workload.kind);
+  const auto& sa = a.workload.synthetic;
+  const auto& sb = b.workload.synthetic;
+  EXPECT_EQ(sa.samples, sb.samples);
+  EXPECT_EQ(sa.sample_bytes, sb.sample_bytes);
+  EXPECT_EQ(sa.cpu_us_per_sample, sb.cpu_us_per_sample);
+  EXPECT_EQ(sa.io_us_per_sample, sb.io_us_per_sample);
+  EXPECT_EQ(sa.jitter, sb.jitter);
+  EXPECT_EQ(sa.worker_init_us, sb.worker_init_us);
+  EXPECT_EQ(sa.seed, sb.seed);
+  EXPECT_EQ(a.loader.knobs, b.loader.knobs);
+  EXPECT_EQ(a.loader.shuffle, b.loader.shuffle);
+  EXPECT_EQ(a.loader.drop_last, b.loader.drop_last);
+  EXPECT_EQ(a.loader.worker_mode, b.loader.worker_mode);
+  EXPECT_EQ(a.loader.timeout_s, b.loader.timeout_s);
+  EXPECT_EQ(a.loader.seed, b.loader.seed);
+  EXPECT_EQ(a.device.backend, b.device.backend);
+  EXPECT_EQ(a.device.step_us, b.device.step_us);
+  EXPECT_EQ(a.device.sync_every_steps, b.device.sync_every_steps);
+  EXPECT_EQ(a.device.prefetch_to_device, b.device.prefetch_to_device);
+  EXPECT_EQ(a.device.host_sim.h2d_gbps_pinned, b.device.host_sim.h2d_gbps_pinned);
+  EXPECT_EQ(a.device.host_sim.h2d_gbps_pageable, b.device.host_sim.h2d_gbps_pageable);
+  EXPECT_EQ(a.sweep.max_workers, b.sweep.max_workers);
+  EXPECT_EQ(a.sweep.prefetch_factors, b.sweep.prefetch_factors);
+  EXPECT_EQ(a.sweep.repeats, b.sweep.repeats);
+  EXPECT_EQ(a.sweep.warmup_batches, b.sweep.warmup_batches);
+  EXPECT_EQ(a.sweep.measure_seconds, b.sweep.measure_seconds);
+  EXPECT_EQ(a.sweep.gain_threshold, b.sweep.gain_threshold);
+  EXPECT_EQ(a.sweep.knee_tolerance, b.sweep.knee_tolerance);
+  EXPECT_EQ(a.sweep.budget.memory_fraction, b.sweep.budget.memory_fraction);
+  EXPECT_EQ(a.sweep.budget.shm_fraction, b.sweep.budget.shm_fraction);
+}
+
+// A config with every field away from its default, doubles that print badly
+// with a fixed precision, and a name that must be quoted in YAML.
+static SweepConfig Unusual() {
+  SweepConfig c;
+  c.name = "null";
+  c.workload.synthetic = {.samples = 1000000000,
+                          .sample_bytes = 3,
+                          .cpu_us_per_sample = 10000000,
+                          .io_us_per_sample = 7,
+                          .jitter = 0.1 + 0.2,
+                          .worker_init_us = 1,
+                          .seed = std::numeric_limits<uint64_t>::max()};
+  c.loader.knobs = {.batch_size = 65536,
+                    .num_workers = 1024,
+                    .pin_memory = true,
+                    .non_blocking = true,
+                    .prefetch_factor = 64,
+                    .persistent_workers = true};
+  c.loader.shuffle = false;
+  c.loader.drop_last = false;
+  c.loader.worker_mode = WorkerMode::kThread;
+  c.loader.timeout_s = 1e-7;
+  c.loader.seed = 42;
+  c.device.backend = BackendChoice::kHostSim;
+  c.device.step_us = 0;
+  c.device.sync_every_steps = 0;
+  c.device.prefetch_to_device = true;
+  c.device.host_sim = {.h2d_gbps_pinned = 1.0 / 3, .h2d_gbps_pageable = 1e300};
+  c.sweep.max_workers = 17;
+  c.sweep.prefetch_factors = {64, 1, 3};
+  c.sweep.repeats = 100;
+  c.sweep.warmup_batches = 0;
+  c.sweep.measure_seconds = 3600;
+  c.sweep.gain_threshold = 0;
+  c.sweep.knee_tolerance = 0.9999999999999999;
+  c.sweep.budget = {.memory_fraction = 1, .shm_fraction = 5e-324};
+  return c;
+}
+
+// ---------------------------------------------------------------------------
+// Errors: unknown keys.
+
+TEST(ConfigErrorTest, UnknownKeySuggestsCloseMatch) {
+  EXPECT_EQ(ErrorOf("name: a\nloader:\n  num_worker: 4\n"),
+            "x.yaml:3:3: loader.num_worker: unknown key; did you mean 'num_workers'?");
+}
+
+TEST(ConfigErrorTest, UnknownKeySuggestsCaseInsensitiveMatch) {
+  EXPECT_EQ(ErrorOf("Loader:\n  batch_size: 4\n"),
+            "x.yaml:1:1: Loader: unknown key; did you mean 'loader'?");
+}
+
+TEST(ConfigErrorTest, UnknownKeyWithoutCloseMatchListsAllowedKeys) {
+  EXPECT_EQ(
+      ErrorOf("loader:\n  frobnicate: 4\n"),
+      "x.yaml:2:3: loader.frobnicate: unknown key; allowed keys: batch_size, shuffle, drop_last, "
+      "worker_mode, num_workers, pin_memory, non_blocking, prefetch_factor, persistent_workers, "
+      "timeout_s, seed");
+}
+
+TEST(ConfigErrorTest, KeyInWrongSectionNamesItsPlace) {
+  EXPECT_EQ(ErrorOf("loader:\n  step_us: 4\n"),
+            "x.yaml:2:3: loader.step_us: unknown key; did you mean 'device.step_us'?");
+  EXPECT_EQ(ErrorOf("batch_size: 4\n"),
+            "x.yaml:1:1: batch_size: unknown key; did you mean 'loader.batch_size'?");
+}
+
+TEST(ConfigErrorTest, DottedKeyInFileIsRejected) {
+  EXPECT_EQ(
+      ErrorOf("loader.batch_size: 4\n"),
+      "x.yaml:1:1: loader.batch_size: unknown key; dotted paths are for --set, write it nested "
+      "under 'loader'");
+}
+
+TEST(ConfigErrorTest, DuplicateKey) {
+  EXPECT_EQ(ErrorOf("loader:\n  batch_size: 4\n  batch_size: 8\n"),
+            "x.yaml:3:3: loader.batch_size: duplicate key; first given at line 2, column 3");
+}
+
+// ---------------------------------------------------------------------------
+// Errors: types.
+
+TEST(ConfigErrorTest, StringForInteger) {
+  EXPECT_EQ(ErrorOf("sweep:\n  repeats: three\n"),
+            "x.yaml:2:12: sweep.repeats: expected an integer in [1, 100], got \"three\"");
+}
+
+TEST(ConfigErrorTest, QuotedNumberIsAString) {
+  EXPECT_EQ(ErrorOf("sweep:\n  repeats: \"3\"\n"),
+            "x.yaml:2:12: sweep.repeats: expected an integer in [1, 100], got \"3\" (quoted, so a "
+            "string)");
+}
+
+TEST(ConfigErrorTest, FloatForInteger) {
+  EXPECT_EQ(ErrorOf("loader:\n  batch_size: 1.5\n"),
+            "x.yaml:2:15: loader.batch_size: expected an integer in [1, 65536], got 1.5");
+}
+
+TEST(ConfigErrorTest, BooleanMustBeTrueOrFalse) {
+  EXPECT_EQ(ErrorOf("loader:\n  shuffle: yes\n"),
+            "x.yaml:2:12: loader.shuffle: expected true or false, got \"yes\"");
+  EXPECT_EQ(ErrorOf("loader:\n  pin_memory: 1\n"),
+            "x.yaml:2:15: loader.pin_memory: expected true or false, got 1");
+}
+
+TEST(ConfigErrorTest, MappingWhereScalarExpected) {
+  EXPECT_EQ(ErrorOf("loader:\n  batch_size: {a: 1}\n"),
+            "x.yaml:2:15: loader.batch_size: expected an integer in [1, 65536], got a mapping");
+}
+
+TEST(ConfigErrorTest, EmptyValueIsNull) {
+  EXPECT_EQ(ErrorOf("loader:\n  batch_size:\n  shuffle: true\n"),
+            "x.yaml:2:3: loader.batch_size: expected an integer in [1, 65536], got null");
+}
+
+TEST(ConfigErrorTest, SectionGivenAsScalar) {
+  EXPECT_EQ(ErrorOf("loader: 3\n"), "x.yaml:1:9: loader: expected a mapping, got 3");
+}
+
+TEST(ConfigErrorTest, EnumTypoSuggests) {
+  EXPECT_EQ(
+      ErrorOf("loader:\n  worker_mode: proces\n"),
+      "x.yaml:2:16: loader.worker_mode: expected one of process|thread, got \"proces\"; did you "
+      "mean 'process'?");
+  EXPECT_EQ(ErrorOf("device:\n  backend: gpu\n"),
+            "x.yaml:2:12: device.backend: expected one of auto|cuda|host-sim, got \"gpu\"");
+}
+
+TEST(ConfigErrorTest, UnsupportedWorkloadKind) {
+  EXPECT_EQ(
+      ErrorOf("workload:\n  kind: files\n"),
+      "x.yaml:2:9: workload.kind: expected one of synthetic, got \"files\" (not supported yet)");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: bogus\n"),
+            "x.yaml:2:9: workload.kind: expected one of synthetic, got \"bogus\"");
+}
+
+TEST(ConfigErrorTest, NameMustBeALabel) {
+  EXPECT_EQ(ErrorOf("name: \"my run\"\n"),
+            "x.yaml:1:7: name: expected a label of 1 to 128 characters from [A-Za-z0-9_.-], got "
+            "\"my run\"");
+}
+
+// ---------------------------------------------------------------------------
+// Errors: ranges.
+
+TEST(ConfigErrorTest, BatchSizeZero) {
+  EXPECT_EQ(ErrorOf("loader:\n  batch_size: 0\n"),
+            "x.yaml:2:15: loader.batch_size: expected an integer in [1, 65536], got 0");
+}
+
+TEST(ConfigErrorTest, RepeatsZero) {
+  EXPECT_EQ(ErrorOf("sweep:\n  repeats: 0\n"),
+            "x.yaml:2:12: sweep.repeats: expected an integer in [1, 100], got 0");
+}
+
+TEST(ConfigErrorTest, JitterAboveOne) {
+  EXPECT_EQ(ErrorOf("workload:\n  jitter: 1.5\n"),
+            "x.yaml:2:11: workload.jitter: expected a number in [0, 1], got 1.5");
+}
+
+TEST(ConfigErrorTest, NotANumberOrInfinite) {
+  EXPECT_EQ(ErrorOf("workload:\n  jitter: .nan\n"),
+            "x.yaml:2:11: workload.jitter: expected a finite number in [0, 1], got .nan");
+  EXPECT_EQ(ErrorOf("loader:\n  timeout_s: .inf\n"),
+            "x.yaml:2:14: loader.timeout_s: expected a finite number >= 0, got .inf");
+}
+
+TEST(ConfigErrorTest, Negative) {
+  EXPECT_EQ(ErrorOf("loader:\n  timeout_s: -1\n"),
+            "x.yaml:2:14: loader.timeout_s: expected a number >= 0, got -1");
+  EXPECT_EQ(
+      ErrorOf("workload:\n  cpu_us_per_sample: -5\n"),
+      "x.yaml:2:22: workload.cpu_us_per_sample: expected an integer in [0, 10000000], got -5");
+  EXPECT_EQ(ErrorOf("loader:\n  seed: -1\n"),
+            "x.yaml:2:9: loader.seed: expected an integer in [0, 18446744073709551615], got -1");
+}
+
+TEST(ConfigErrorTest, OpenIntervalBounds) {
+  EXPECT_EQ(ErrorOf("sweep:\n  budget: {memory_fraction: 0}\n"),
+            "x.yaml:2:29: sweep.budget.memory_fraction: expected a number in (0, 1], got 0");
+  EXPECT_EQ(ErrorOf("sweep:\n  gain_threshold: 1\n"),
+            "x.yaml:2:19: sweep.gain_threshold: expected a number in [0, 1), got 1");
+  EXPECT_EQ(ErrorOf("device:\n  host_sim: {h2d_gbps_pinned: 0}\n"),
+            "x.yaml:2:31: device.host_sim.h2d_gbps_pinned: expected a number > 0, got 0");
+}
+
+TEST(ConfigErrorTest, IntegerOverflowIsOutOfRange) {
+  EXPECT_EQ(ErrorOf("workload:\n  samples: 99999999999999999999999\n"),
+            "x.yaml:2:12: workload.samples: expected an integer in [1, 1000000000], got "
+            "99999999999999999999999");
+}
+
+TEST(ConfigErrorTest, MaxWorkers) {
+  EXPECT_EQ(ErrorOf("sweep:\n  max_workers: 0\n"),
+            "x.yaml:2:16: sweep.max_workers: expected auto or an integer in [1, 1024], got 0");
+  EXPECT_EQ(ErrorOf("sweep:\n  max_workers: automatic\n"),
+            "x.yaml:2:16: sweep.max_workers: expected auto or an integer in [1, 1024], got "
+            "\"automatic\"");
+}
+
+TEST(ConfigErrorTest, PrefetchFactorsList) {
+  EXPECT_EQ(
+      ErrorOf("sweep:\n  prefetch_factors: []\n"),
+      "x.yaml:2:21: sweep.prefetch_factors: expected a non-empty list of integers in [1, 64], got "
+      "an empty list");
+  EXPECT_EQ(ErrorOf("sweep:\n  prefetch_factors: 2\n"),
+            "x.yaml:2:21: sweep.prefetch_factors: expected a non-empty list of integers in [1, "
+            "64], got 2");
+  EXPECT_EQ(ErrorOf("sweep:\n  prefetch_factors: [1, 2, 65]\n"),
+            "x.yaml:2:28: sweep.prefetch_factors[2]: expected an integer in [1, 64], got 65");
+  EXPECT_EQ(
+      ErrorOf("sweep:\n  prefetch_factors: [1, 2, 2]\n"),
+      "x.yaml:2:28: sweep.prefetch_factors[2]: expected an integer in [1, 64] not already in the "
+      "list, got 2");
+}
+
+// ---------------------------------------------------------------------------
+// Errors: checks across keys.
+
+TEST(ConfigErrorTest, BatchTooLargeForMemory) {
+  EXPECT_EQ(ErrorOf("workload:\n  sample_bytes: 1048576\nloader:\n  batch_size: 4096\n"),
+            "x.yaml:4:15: loader.batch_size: expected loader.batch_size * workload.sample_bytes <= "
+            "2147483648 (2 GiB) so a batch fits in memory, got 4096 * 1048576 = 4294967296");
+  // Only sample_bytes given: the error points at it.
+  EXPECT_EQ(
+      ErrorOf("workload:\n  sample_bytes: 1073741824\n"),
+      "x.yaml:2:17: workload.sample_bytes: expected loader.batch_size * workload.sample_bytes <= "
+      "2147483648 (2 GiB) so a batch fits in memory, got 64 * 1073741824 = 68719476736");
+  // Exactly 2 GiB is allowed.
+  EXPECT_EQ(ErrorOf("workload:\n  sample_bytes: 1048576\nloader:\n  batch_size: 2048\n"),
+            "no error");
+}
+
+TEST(ConfigErrorTest, FewerSamplesThanBatchWithDropLast) {
+  EXPECT_EQ(ErrorOf("workload:\n  samples: 10\n"),
+            "x.yaml:2:12: workload.samples: expected workload.samples >= loader.batch_size when "
+            "loader.drop_last is true (else an epoch has no batch), got 10 < 64");
+  EXPECT_EQ(ErrorOf("workload:\n  samples: 10\nloader:\n  drop_last: false\n"), "no error");
+}
+
+// ---------------------------------------------------------------------------
+// Errors: document shape and files.
+
+TEST(ConfigErrorTest, SyntaxError) {
+  EXPECT_EQ(ErrorOf("name: a\nloader: [1,\n"),
+            "x.yaml:3:1: invalid YAML: end of sequence flow not found");
+  EXPECT_EQ(ErrorOf("loader:\n  batch_size: 1: 2\n"),
+            "x.yaml:2:16: invalid YAML: illegal map value");
+}
+
+TEST(ConfigErrorTest, EmptyDocument) {
+  const std::string expected =
+      "x.yaml:1:1: expected a mapping with keys name, workload, loader, device, sweep, got an "
+      "empty document";
+  EXPECT_EQ(ErrorOf(""), expected);
+  EXPECT_EQ(ErrorOf("# nothing but a comment\n"), expected);
+}
+
+TEST(ConfigErrorTest, TopLevelMustBeAMapping) {
+  EXPECT_EQ(
+      ErrorOf("- name: a\n- loader: {}\n"),
+      "x.yaml:1:1: expected a mapping with keys name, workload, loader, device, sweep, got a list");
+  EXPECT_EQ(ErrorOf("quickstart\n"),
+            "x.yaml:1:1: expected a mapping with keys name, workload, loader, device, sweep, got "
+            "\"quickstart\"");
+}
+
+TEST(ConfigErrorTest, SecondDocument) {
+  EXPECT_EQ(ErrorOf("name: a\n---\nname: b\n"),
+            "x.yaml:3:1: expected a single YAML document, got a second one");
+  EXPECT_EQ(ErrorOf("name: a\n---\n"), "no error");  // a trailing separator is harmless
+}
+
+class ConfigFileTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("feedtune_config_test_" + std::to_string(::getpid()) + "_" +
+            testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    const std::filesystem::path path = dir_ / name;
+    std::ofstream(path) << text;
+    return path.string();
+  }
+
+  static std::string LoadErrorOf(const std::string& path) {
+    try {
+      LoadConfig(path);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(ConfigFileTest, MissingFile) {
+  const std::string path = (dir_ / "absent.yaml").string();
+  EXPECT_EQ(LoadErrorOf(path), path + ": cannot read config: No such file or directory");
+}
+
+TEST_F(ConfigFileTest, Directory) {
+  EXPECT_EQ(LoadErrorOf(dir_.string()), dir_.string() + ": cannot read config: Is a directory");
+}
+
+TEST_F(ConfigFileTest, EmptyFile) {
+  const std::string path = Write("empty.yaml", "");
+  EXPECT_EQ(LoadErrorOf(path), path +
+                                   ":1:1: expected a mapping with keys name, workload, loader, "
+                                   "device, sweep, got an empty document");
+}
+
+TEST_F(ConfigFileTest, ErrorNamesThePath) {
+  const std::string path = Write("bad.yaml", "name: a\nsweep:\n  repeats: three\n");
+  EXPECT_EQ(LoadErrorOf(path),
+            path + ":3:12: sweep.repeats: expected an integer in [1, 100], got \"three\"");
+}
+
+TEST_F(ConfigFileTest, LoadsAndRecordsSource) {
+  const std::string path = Write("ok.yaml", "name: a\nloader:\n  num_workers: 3\n");
+  const SweepConfig config = LoadConfig(path);
+  EXPECT_EQ(config.source, path);
+  EXPECT_EQ(config.name, "a");
+  EXPECT_EQ(config.loader.knobs.num_workers, 3);
+}
+
+// ---------------------------------------------------------------------------
+// Accepted configs.
+
+TEST(ConfigTest, MissingSectionsKeepDefaults) {
+  const SweepConfig config = ParseConfig("name: only-a-name\n", "x.yaml");
+  SweepConfig expected;
+  expected.name = "only-a-name";
+  ExpectSameConfig(config, expected);
+  EXPECT_EQ(config.source, "x.yaml");
+}
+
+TEST(ConfigTest, EmptySectionsKeepDefaults) {
+  const SweepConfig config = ParseConfig("loader:\nsweep: {}\n", "x.yaml");
+  ExpectSameConfig(config, SweepConfig());
+}
+
+TEST(ConfigTest, QuickstartFixtureMatchesDefaults) {
+  const SweepConfig config =
+      LoadConfig(FEEDTUNE_SOURCE_DIR "/tests/testdata/configs/quickstart.yaml");
+  SweepConfig expected;
+  expected.name = "quickstart";
+  ExpectSameConfig(config, expected);
+}
+
+TEST(ConfigTest, ReadsEveryKind) {
+  const SweepConfig config = ParseConfig(
+      "name: v1.2_x-y\n"
+      "workload: {samples: 100, jitter: 0, seed: 18446744073709551615}\n"
+      "loader: {worker_mode: thread, pin_memory: True, timeout_s: 2.5e1, batch_size: +8}\n"
+      "device: {backend: host-sim, host_sim: {h2d_gbps_pageable: .5}}\n"
+      "sweep: {max_workers: 16, prefetch_factors: [2], measure_seconds: 3600}\n",
+      "x.yaml");
+  EXPECT_EQ(config.name, "v1.2_x-y");
+  EXPECT_EQ(config.workload.synthetic.samples, 100);
+  EXPECT_EQ(config.workload.synthetic.jitter, 0.0);
+  EXPECT_EQ(config.workload.synthetic.seed, std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(config.loader.worker_mode, WorkerMode::kThread);
+  EXPECT_TRUE(config.loader.knobs.pin_memory);
+  EXPECT_EQ(config.loader.timeout_s, 25.0);
+  EXPECT_EQ(config.loader.knobs.batch_size, 8);
+  EXPECT_EQ(config.device.backend, BackendChoice::kHostSim);
+  EXPECT_EQ(config.device.host_sim.h2d_gbps_pageable, 0.5);
+  EXPECT_EQ(config.device.host_sim.h2d_gbps_pinned, 25.0);
+  EXPECT_EQ(config.sweep.max_workers, 16);
+  EXPECT_EQ(config.sweep.prefetch_factors, std::vector<int>{2});
+  EXPECT_EQ(config.sweep.measure_seconds, 3600.0);
+}
+
+TEST(ConfigTest, PrefetchFactorCarriedWithoutWorkers) {
+  const SweepConfig config =
+      ParseConfig("loader: {num_workers: 0, prefetch_factor: 8}\n", "x.yaml");
+  EXPECT_EQ(config.loader.knobs.prefetch_factor, 8);
+}
+
+// ---------------------------------------------------------------------------
+// ToYaml.
+
+TEST(ConfigTest, ToYamlOfDefaults) {
+  EXPECT_EQ(ToYaml(SweepConfig()),
+            "name: unnamed\n"
+            "workload:\n"
+            "  kind: synthetic\n"
+            "  samples: 4096\n"
+            "  sample_bytes: 150528\n"
+            "  cpu_us_per_sample: 200\n"
+            "  io_us_per_sample: 0\n"
+            "  jitter: 0.1\n"
+            "  worker_init_us: 0\n"
+            "  seed: 0\n"
+            "loader:\n"
+            "  batch_size: 64\n"
+            "  shuffle: true\n"
+            "  drop_last: true\n"
+            "  worker_mode: process\n"
+            "  num_workers: 0\n"
+            "  pin_memory: false\n"
+            "  non_blocking: false\n"
+            "  prefetch_factor: 2\n"
+            "  persistent_workers: false\n"
+            "  timeout_s: 0.0\n"
+            "  seed: 0\n"
+            "device:\n"
+            "  backend: auto\n"
+            "  step_us: 20000\n"
+            "  sync_every_steps: 1\n"
+            "  prefetch_to_device: false\n"
+            "  host_sim: {h2d_gbps_pinned: 25.0, h2d_gbps_pageable: 8.0}\n"
+            "sweep:\n"
+            "  max_workers: auto\n"
+            "  prefetch_factors: [1, 2, 4, 8]\n"
+            "  repeats: 3\n"
+            "  warmup_batches: 8\n"
+            "  measure_seconds: 2.0\n"
+            "  gain_threshold: 0.05\n"
+            "  knee_tolerance: 0.05\n"
+            "  budget: {memory_fraction: 0.5, shm_fraction: 0.8}\n");
+}
+
+TEST(ConfigTest, ToYamlRoundTrips) {
+  ExpectSameConfig(ParseConfig(ToYaml(SweepConfig()), "rt.yaml"), SweepConfig());
+  const SweepConfig unusual = Unusual();
+  const std::string yaml = ToYaml(unusual);
+  EXPECT_NE(yaml.find("name: \"null\"\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("max_workers: 17\n"), std::string::npos) << yaml;
+  const SweepConfig parsed = ParseConfig(yaml, "rt.yaml");
+  ExpectSameConfig(parsed, unusual);
+  EXPECT_EQ(ToYaml(parsed), yaml);
+}
+
+// ---------------------------------------------------------------------------
+// ApplyOverride.
+
+TEST(ConfigOverrideTest, SetsValues) {
+  SweepConfig config;
+  ApplyOverride(config, "loader.num_workers=4");
+  ApplyOverride(config, "sweep.prefetch_factors=[2, 4]");
+  ApplyOverride(config, "device.host_sim={h2d_gbps_pinned: 3}");
+  ApplyOverride(config, "sweep.max_workers=8");
+  ApplyOverride(config, " loader.pin_memory = true ");
+  ApplyOverride(config, "name=run-2");
+  EXPECT_EQ(config.loader.knobs.num_workers, 4);
+  EXPECT_EQ(config.sweep.prefetch_factors, (std::vector<int>{2, 4}));
+  EXPECT_EQ(config.device.host_sim.h2d_gbps_pinned, 3.0);
+  EXPECT_EQ(config.device.host_sim.h2d_gbps_pageable, 8.0);  // untouched sibling
+  EXPECT_EQ(config.sweep.max_workers, 8);
+  EXPECT_TRUE(config.loader.knobs.pin_memory);
+  EXPECT_EQ(config.name, "run-2");
+  ApplyOverride(config, "sweep.max_workers=auto");
+  EXPECT_EQ(config.sweep.max_workers, 0);
+}
+
+TEST(ConfigOverrideTest, RejectsBadValuesAndKeepsConfig) {
+  SweepConfig config;
+  EXPECT_EQ(OverrideErrorOf(config, "loader.num_workers=abc"),
+            "--set loader.num_workers=abc: loader.num_workers: expected an integer in [0, 1024], "
+            "got \"abc\"");
+  EXPECT_EQ(OverrideErrorOf(config, "loader.num_workers=2000"),
+            "--set loader.num_workers=2000: loader.num_workers: expected an integer in [0, 1024], "
+            "got 2000");
+  EXPECT_EQ(
+      OverrideErrorOf(config, "loader.batch_size="),
+      "--set loader.batch_size=: loader.batch_size: expected an integer in [1, 65536], got null");
+  EXPECT_EQ(OverrideErrorOf(config, "sweep.prefetch_factors=[1, 0]"),
+            "--set sweep.prefetch_factors=[1, 0]: sweep.prefetch_factors[1]: expected an integer "
+            "in [1, 64], "
+            "got 0");
+  EXPECT_EQ(
+      OverrideErrorOf(config, "loader={batch_size: 8, shuffle: maybe}"),
+      "--set loader={batch_size: 8, shuffle: maybe}: loader.shuffle: expected true or false, got "
+      "\"maybe\"");
+  ExpectSameConfig(config, SweepConfig());  // nothing half-applied
+}
+
+TEST(ConfigOverrideTest, RejectsBadKeys) {
+  SweepConfig config;
+  EXPECT_EQ(
+      OverrideErrorOf(config, "loader.num_worker=4"),
+      "--set loader.num_worker=4: loader.num_worker: unknown key; did you mean 'num_workers'?");
+  EXPECT_EQ(OverrideErrorOf(config, "lodaer.num_workers=4"),
+            "--set lodaer.num_workers=4: lodaer: unknown key; did you mean 'loader'?");
+  EXPECT_EQ(OverrideErrorOf(config, "loader.batch_size.x=4"),
+            "--set loader.batch_size.x=4: loader.batch_size.x: unknown key; loader.batch_size is a "
+            "value, "
+            "not a section");
+  EXPECT_EQ(OverrideErrorOf(config, "loader.num_workers"),
+            "--set loader.num_workers: expected key.path=value, got no '='");
+  EXPECT_EQ(OverrideErrorOf(config, "loader..x=1"),
+            "--set loader..x=1: expected key.path=value, got an empty name in \"loader..x\"");
+  EXPECT_EQ(OverrideErrorOf(config, "loader.batch_size=[1,"),
+            "--set loader.batch_size=[1,: loader.batch_size: invalid YAML value: end of sequence "
+            "flow not "
+            "found");
+}
+
+TEST(ConfigOverrideTest, ChecksAcrossKeys) {
+  SweepConfig config =
+      ParseConfig("workload: {samples: 10}\nloader: {drop_last: false}\n", "x.yaml");
+  EXPECT_EQ(OverrideErrorOf(config, "loader.drop_last=true"),
+            "--set loader.drop_last=true: loader.drop_last: expected workload.samples >= "
+            "loader.batch_size "
+            "when loader.drop_last is true (else an epoch has no batch), got 10 < 64");
+  EXPECT_FALSE(config.loader.drop_last);
+}
+
+// ---------------------------------------------------------------------------
+// WorkloadHash.
+
+TEST(ConfigHashTest, StableAndScopedToTheWorkload) {
+  const SweepConfig base;
+  const std::string hash = WorkloadHash(base);
+  ASSERT_EQ(hash.size(), 16u);
+  EXPECT_EQ(hash.find_first_not_of("0123456789abcdef"), std::string::npos);
+  // Pinned: results stores on other machines compare by this value.
+  EXPECT_EQ(hash, "e926d0ef7bbc744a");
+
+  SweepConfig same = ParseConfig(
+      "name: other\nloader: {num_workers: 8, pin_memory: true}\n"
+      "sweep: {repeats: 5}\n",
+      "y.yaml");
+  EXPECT_EQ(WorkloadHash(same), hash);  // name, tuned knobs and sweep settings excluded
+
+  SweepConfig bigger = base;
+  bigger.workload.synthetic.sample_bytes += 1;
+  EXPECT_NE(WorkloadHash(bigger), hash);
+
+  SweepConfig slower_step = base;
+  slower_step.device.step_us += 1;
+  EXPECT_NE(WorkloadHash(slower_step), hash);
+
+  SweepConfig no_shuffle = base;
+  no_shuffle.loader.shuffle = false;
+  EXPECT_NE(WorkloadHash(no_shuffle), hash);
+}

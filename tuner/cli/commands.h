@@ -1,0 +1,23 @@
+// The feedtune subcommands. Each takes its own arguments (after the subcommand
+// name) and returns the process exit code (DESIGN.md §6): 0 ok, 1 a failure at
+// run time, 2 bad usage or config, 130 interrupted.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+namespace feedtune::cli {
+
+enum ExitCode { kExitOk = 0, kExitFailure = 1, kExitUsage = 2, kExitInterrupted = 130 };
+
+using Args = std::vector<std::string>;
+
+// `stop` is raised by SIGINT/SIGTERM.
+int RunSweep(const Args& args, const std::atomic<bool>& stop);
+int RunTrial(const Args& args, const std::atomic<bool>& stop);
+int RunValidate(const Args& args);
+int RunReport(const Args& args);
+int RunMachine(const Args& args);
+
+}  // namespace feedtune::cli

@@ -1,0 +1,82 @@
+// feedtune: finds the PyTorch DataLoader settings that keep the GPU fed.
+// Dispatches to the subcommands; installs the SIGINT/SIGTERM handler that lets
+// a sweep end its current trial cleanly.
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "loader/device/device.h"
+#include "tuner/cli/commands.h"
+#include "tuner/cli/version.h"
+
+namespace {
+
+// The one piece of process-wide state: a signal handler can reach nothing else.
+std::atomic<bool> g_stop{false};
+
+extern "C" void OnStopSignal(int /*signo*/) { g_stop.store(true); }
+
+void InstallStopHandler() {
+  struct sigaction action {};
+  action.sa_handler = OnStopSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+constexpr const char* kUsage = R"(feedtune: find the PyTorch DataLoader settings that keep your GPU fed.
+
+Usage: feedtune <command> [options]     (feedtune <command> --help for details)
+
+Commands:
+  sweep CONFIG      run the tuning sequence on this machine and store every trial
+                    (baseline -> pin_memory -> num_workers -> non_blocking ->
+                     prefetch_factor -> persistent_workers)
+  trial CONFIG      measure one configuration, no search (--set key=value to vary it)
+  validate CONFIG   check a config and print it with every default filled in
+  report            show a stored run as a table or JSON
+  machine           print this machine's fingerprint
+
+Options:
+  -h, --help        this help
+  --version         the version, and whether the CUDA backend is built in
+
+Examples:
+  feedtune sweep configs/quickstart.yaml
+  feedtune report --format json
+  feedtune trial configs/quickstart.yaml --set loader.num_workers=4
+
+Exit codes: 0 ok, 1 failure at run time, 2 bad usage or config, 130 interrupted.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace feedtune::cli;
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return kExitUsage;
+  }
+  const std::string command = argv[1];
+  const Args args(argv + 2, argv + argc);
+  if (command == "-h" || command == "--help" || command == "help") {
+    std::fputs(kUsage, stdout);
+    return kExitOk;
+  }
+  if (command == "--version") {
+    std::printf("feedtune %s (CUDA backend: %s)\n", kVersion,
+                feedtune::device::CudaCompiledIn() ? "built in" : "not built");
+    return kExitOk;
+  }
+  InstallStopHandler();
+  if (command == "sweep") return RunSweep(args, g_stop);
+  if (command == "trial") return RunTrial(args, g_stop);
+  if (command == "validate") return RunValidate(args);
+  if (command == "report") return RunReport(args);
+  if (command == "machine") return RunMachine(args);
+  std::fprintf(stderr, "feedtune: unknown command '%s'; run `feedtune --help` for the list\n", command.c_str());
+  return kExitUsage;
+}

@@ -1,0 +1,1097 @@
+// Strict sweep-config parsing (DESIGN.md §4).
+//
+// Every leaf key is declared once, in kKeys below: its dotted path, its type and
+// range, and accessors into SweepConfig. Parsing, `--set` overrides, ToYaml,
+// WorkloadHash and the "did you mean" suggestions all walk that one table, so a
+// new key cannot be parsed but forgotten in the printed config (or vice versa).
+//
+// Error messages are one line, "<source>:<line>:<column>: <key.path>: expected
+// <what>, got <what was found>", because users fix configs from that line alone
+// and editors jump to file:line:column.
+#include "tuner/config.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace feedtune::tuner {
+namespace {
+
+using device::BackendChoice;
+using loader::WorkerMode;
+using workloads::WorkloadKind;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int64_t kMaxBatchBytes = int64_t{2} << 30;  // one batch must fit in memory easily
+constexpr size_t kMaxLabelLength = 128;
+constexpr off_t kMaxConfigBytes = off_t{16} << 20;  // configs are tiny; this stops /dev/zero
+constexpr size_t kMaxQuotedChars = 60;              // keeps a "got ..." from flooding the line
+
+// ---------------------------------------------------------------------------
+// The key table.
+
+// Accessors are generated from a chain of pointers to members, e.g.
+// <&SweepConfig::loader, &LoaderOptions::knobs, &Knobs::batch_size>, so each
+// table row names its field once and the table stays constexpr.
+template <auto... kMembers, typename C>
+auto& FieldOf(C& config) {
+  // clang-format off
+  return (config .* ... .* kMembers);  // a left fold: ((config.*m1).*m2)...
+  // clang-format on
+}
+
+template <auto... kMembers>
+int64_t GetInt(const SweepConfig& c) {
+  return static_cast<int64_t>(FieldOf<kMembers...>(c));
+}
+template <auto... kMembers>
+void SetInt(SweepConfig& c, int64_t v) {
+  auto& field = FieldOf<kMembers...>(c);
+  field = static_cast<std::remove_reference_t<decltype(field)>>(v);
+}
+template <auto... kMembers>
+uint64_t GetUint(const SweepConfig& c) {
+  return FieldOf<kMembers...>(c);
+}
+template <auto... kMembers>
+void SetUint(SweepConfig& c, uint64_t v) {
+  FieldOf<kMembers...>(c) = v;
+}
+template <auto... kMembers>
+double GetReal(const SweepConfig& c) {
+  return FieldOf<kMembers...>(c);
+}
+template <auto... kMembers>
+void SetReal(SweepConfig& c, double v) {
+  FieldOf<kMembers...>(c) = v;
+}
+template <auto... kMembers>
+bool GetBool(const SweepConfig& c) {
+  return FieldOf<kMembers...>(c);
+}
+template <auto... kMembers>
+void SetBool(SweepConfig& c, bool v) {
+  FieldOf<kMembers...>(c) = v;
+}
+template <auto... kMembers>
+const std::string& GetString(const SweepConfig& c) {
+  return FieldOf<kMembers...>(c);
+}
+template <auto... kMembers>
+void SetString(SweepConfig& c, std::string v) {
+  FieldOf<kMembers...>(c) = std::move(v);
+}
+template <auto... kMembers>
+const std::vector<int>& GetList(const SweepConfig& c) {
+  return FieldOf<kMembers...>(c);
+}
+template <auto... kMembers>
+void SetList(SweepConfig& c, std::vector<int> v) {
+  FieldOf<kMembers...>(c) = std::move(v);
+}
+template <typename Enum, const char* (*kName)(Enum)>
+const char* EnumName(int value) {
+  return kName(static_cast<Enum>(value));
+}
+
+struct IntKey {  // integer in [lo, hi]
+  int64_t lo;
+  int64_t hi;
+  int64_t (*get)(const SweepConfig&);
+  void (*set)(SweepConfig&, int64_t);
+};
+struct AutoIntKey {  // "auto" (stored as 0) or an integer in [lo, hi]
+  int64_t lo;
+  int64_t hi;
+  int64_t (*get)(const SweepConfig&);
+  void (*set)(SweepConfig&, int64_t);
+};
+struct SeedKey {  // any uint64
+  uint64_t (*get)(const SweepConfig&);
+  void (*set)(SweepConfig&, uint64_t);
+};
+struct RealKey {  // finite number between lo and hi; hi == kInf means no upper bound
+  double lo;
+  bool lo_open;
+  double hi;
+  bool hi_open;
+  double (*get)(const SweepConfig&);
+  void (*set)(SweepConfig&, double);
+};
+struct BoolKey {
+  bool (*get)(const SweepConfig&);
+  void (*set)(SweepConfig&, bool);
+};
+struct EnumKey {  // values 0..count-1, spelled by name()
+  int count;
+  const char* (*name)(int);
+  std::string_view planned;  // "a|b": documented kinds not implemented yet, for a better message
+  int64_t (*get)(const SweepConfig&);
+  void (*set)(SweepConfig&, int64_t);
+};
+struct LabelKey {  // non-empty [A-Za-z0-9_.-]
+  const std::string& (*get)(const SweepConfig&);
+  void (*set)(SweepConfig&, std::string);
+};
+struct IntListKey {  // non-empty list of distinct integers in [lo, hi]
+  int64_t lo;
+  int64_t hi;
+  const std::vector<int>& (*get)(const SweepConfig&);
+  void (*set)(SweepConfig&, std::vector<int>);
+};
+
+using KeyType =
+    std::variant<IntKey, AutoIntKey, SeedKey, RealKey, BoolKey, EnumKey, LabelKey, IntListKey>;
+
+enum class Hashed : bool { kNo, kYes };  // part of WorkloadHash?
+
+struct Key {
+  std::string_view path;  // dotted, in DESIGN.md §4 order
+  Hashed hashed;
+  KeyType type;
+};
+
+template <auto... kM>
+constexpr IntKey Int(int64_t lo, int64_t hi) {
+  return {lo, hi, &GetInt<kM...>, &SetInt<kM...>};
+}
+template <auto... kM>
+constexpr AutoIntKey AutoInt(int64_t lo, int64_t hi) {
+  return {lo, hi, &GetInt<kM...>, &SetInt<kM...>};
+}
+template <auto... kM>
+constexpr SeedKey Seed() {
+  return {&GetUint<kM...>, &SetUint<kM...>};
+}
+template <auto... kM>
+constexpr RealKey Real(double lo, bool lo_open, double hi, bool hi_open) {
+  return {lo, lo_open, hi, hi_open, &GetReal<kM...>, &SetReal<kM...>};
+}
+template <auto... kM>
+constexpr BoolKey Bool() {
+  return {&GetBool<kM...>, &SetBool<kM...>};
+}
+template <auto... kM>
+constexpr LabelKey Label() {
+  return {&GetString<kM...>, &SetString<kM...>};
+}
+template <auto... kM>
+constexpr IntListKey IntList(int64_t lo, int64_t hi) {
+  return {lo, hi, &GetList<kM...>, &SetList<kM...>};
+}
+template <auto... kM>
+constexpr EnumKey Enum(int count, const char* (*name)(int), std::string_view planned = {}) {
+  return {count, name, planned, &GetInt<kM...>, &SetInt<kM...>};
+}
+
+constexpr bool kClosed = false;
+constexpr bool kOpen = true;
+
+constexpr auto kWorkload = &SweepConfig::workload;
+constexpr auto kSynthetic = &workloads::WorkloadOptions::synthetic;
+using Synthetic = workloads::SyntheticOptions;
+constexpr auto kLoader = &SweepConfig::loader;
+constexpr auto kKnobs = &loader::LoaderOptions::knobs;
+using Knobs = loader::Knobs;
+using LoaderOptions = loader::LoaderOptions;
+constexpr auto kDevice = &SweepConfig::device;
+constexpr auto kHostSim = &device::DeviceOptions::host_sim;
+using DeviceOptions = device::DeviceOptions;
+using HostSim = device::HostSimOptions;
+constexpr auto kSweep = &SweepConfig::sweep;
+constexpr auto kBudget = &SweepOptions::budget;
+
+constexpr int64_t kMaxUs = 10'000'000;
+
+// Sections must be contiguous: ToYaml opens a section at its first key.
+constexpr Key kKeys[] = {
+    {"name", Hashed::kNo, Label<&SweepConfig::name>()},
+
+    {"workload.kind", Hashed::kYes,
+     Enum<kWorkload, &workloads::WorkloadOptions::kind>(
+         static_cast<int>(WorkloadKind::kSynthetic) + 1,
+         &EnumName<WorkloadKind, &workloads::WorkloadKindName>, "files|command")},
+    {"workload.samples", Hashed::kYes,
+     Int<kWorkload, kSynthetic, &Synthetic::samples>(1, 1'000'000'000)},
+    {"workload.sample_bytes", Hashed::kYes,
+     Int<kWorkload, kSynthetic, &Synthetic::sample_bytes>(1, int64_t{1} << 30)},
+    {"workload.cpu_us_per_sample", Hashed::kYes,
+     Int<kWorkload, kSynthetic, &Synthetic::cpu_us_per_sample>(0, kMaxUs)},
+    {"workload.io_us_per_sample", Hashed::kYes,
+     Int<kWorkload, kSynthetic, &Synthetic::io_us_per_sample>(0, kMaxUs)},
+    {"workload.jitter", Hashed::kYes,
+     Real<kWorkload, kSynthetic, &Synthetic::jitter>(0, kClosed, 1, kClosed)},
+    {"workload.worker_init_us", Hashed::kYes,
+     Int<kWorkload, kSynthetic, &Synthetic::worker_init_us>(0, kMaxUs)},
+    {"workload.seed", Hashed::kYes, Seed<kWorkload, kSynthetic, &Synthetic::seed>()},
+
+    {"loader.batch_size", Hashed::kYes, Int<kLoader, kKnobs, &Knobs::batch_size>(1, 65536)},
+    {"loader.shuffle", Hashed::kYes, Bool<kLoader, &LoaderOptions::shuffle>()},
+    {"loader.drop_last", Hashed::kYes, Bool<kLoader, &LoaderOptions::drop_last>()},
+    {"loader.worker_mode", Hashed::kNo,
+     Enum<kLoader, &LoaderOptions::worker_mode>(static_cast<int>(WorkerMode::kThread) + 1,
+                                                &EnumName<WorkerMode, &loader::WorkerModeName>)},
+    {"loader.num_workers", Hashed::kNo, Int<kLoader, kKnobs, &Knobs::num_workers>(0, 1024)},
+    {"loader.pin_memory", Hashed::kNo, Bool<kLoader, kKnobs, &Knobs::pin_memory>()},
+    {"loader.non_blocking", Hashed::kNo, Bool<kLoader, kKnobs, &Knobs::non_blocking>()},
+    // Carried even when num_workers is 0 (torch rejects that combination, but a
+    // sweep sets num_workers per trial, so the base value must be allowed).
+    {"loader.prefetch_factor", Hashed::kNo, Int<kLoader, kKnobs, &Knobs::prefetch_factor>(1, 64)},
+    {"loader.persistent_workers", Hashed::kNo, Bool<kLoader, kKnobs, &Knobs::persistent_workers>()},
+    {"loader.timeout_s", Hashed::kNo,
+     Real<kLoader, &LoaderOptions::timeout_s>(0, kClosed, kInf, kOpen)},
+    {"loader.seed", Hashed::kYes, Seed<kLoader, &LoaderOptions::seed>()},
+
+    {"device.backend", Hashed::kNo,
+     Enum<kDevice, &DeviceOptions::backend>(static_cast<int>(BackendChoice::kHostSim) + 1,
+                                            &EnumName<BackendChoice, &device::BackendChoiceName>)},
+    {"device.step_us", Hashed::kYes, Int<kDevice, &DeviceOptions::step_us>(0, 100'000'000)},
+    {"device.sync_every_steps", Hashed::kYes,
+     Int<kDevice, &DeviceOptions::sync_every_steps>(0, 1'000'000)},
+    {"device.prefetch_to_device", Hashed::kYes,
+     Bool<kDevice, &DeviceOptions::prefetch_to_device>()},
+    {"device.host_sim.h2d_gbps_pinned", Hashed::kNo,
+     Real<kDevice, kHostSim, &HostSim::h2d_gbps_pinned>(0, kOpen, kInf, kOpen)},
+    {"device.host_sim.h2d_gbps_pageable", Hashed::kNo,
+     Real<kDevice, kHostSim, &HostSim::h2d_gbps_pageable>(0, kOpen, kInf, kOpen)},
+
+    {"sweep.max_workers", Hashed::kNo, AutoInt<kSweep, &SweepOptions::max_workers>(1, 1024)},
+    {"sweep.prefetch_factors", Hashed::kNo,
+     IntList<kSweep, &SweepOptions::prefetch_factors>(1, 64)},
+    {"sweep.repeats", Hashed::kNo, Int<kSweep, &SweepOptions::repeats>(1, 100)},
+    {"sweep.warmup_batches", Hashed::kNo, Int<kSweep, &SweepOptions::warmup_batches>(0, 1'000'000)},
+    {"sweep.measure_seconds", Hashed::kNo,
+     Real<kSweep, &SweepOptions::measure_seconds>(0, kOpen, 3600, kClosed)},
+    {"sweep.gain_threshold", Hashed::kNo,
+     Real<kSweep, &SweepOptions::gain_threshold>(0, kClosed, 1, kOpen)},
+    {"sweep.knee_tolerance", Hashed::kNo,
+     Real<kSweep, &SweepOptions::knee_tolerance>(0, kClosed, 1, kOpen)},
+    {"sweep.budget.memory_fraction", Hashed::kNo,
+     Real<kSweep, kBudget, &BudgetOptions::memory_fraction>(0, kOpen, 1, kClosed)},
+    {"sweep.budget.shm_fraction", Hashed::kNo,
+     Real<kSweep, kBudget, &BudgetOptions::shm_fraction>(0, kOpen, 1, kClosed)},
+};
+
+template <class... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+template <class... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
+
+const Key* FindKey(std::string_view path) {
+  for (const Key& key : kKeys) {
+    if (key.path == path) return &key;
+  }
+  return nullptr;
+}
+
+std::string Join(std::string_view prefix, std::string_view name) {
+  if (prefix.empty()) return std::string(name);
+  std::string out(prefix);
+  out += '.';
+  out += name;
+  return out;
+}
+
+// A section is a proper prefix of some key path ("device", "device.host_sim").
+bool IsSection(std::string_view path) {
+  for (const Key& key : kKeys) {
+    if (key.path.size() > path.size() && key.path.starts_with(path) &&
+        key.path[path.size()] == '.') {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The names allowed directly under `prefix` ("" = top level), in table order.
+std::vector<std::string_view> ChildrenOf(std::string_view prefix) {
+  std::vector<std::string_view> children;
+  for (const Key& key : kKeys) {
+    std::string_view rest = key.path;
+    if (!prefix.empty()) {
+      if (!(rest.size() > prefix.size() && rest.starts_with(prefix) &&
+            rest[prefix.size()] == '.')) {
+        continue;
+      }
+      rest.remove_prefix(prefix.size() + 1);
+    }
+    std::string_view child = rest.substr(0, rest.find('.'));
+    if (std::find(children.begin(), children.end(), child) == children.end()) {
+      children.push_back(child);
+    }
+  }
+  return children;
+}
+
+std::vector<std::string_view> SplitPath(std::string_view path) {
+  std::vector<std::string_view> parts;
+  for (size_t start = 0;;) {
+    const size_t dot = path.find('.', start);
+    parts.push_back(path.substr(start, dot - start));
+    if (dot == std::string_view::npos) return parts;
+    start = dot + 1;
+  }
+}
+
+std::string JoinList(const std::vector<std::string_view>& items, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += sep;
+    out += items[i];
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Scalars: strict readers for the YAML 1.2 core schema forms we accept.
+
+bool IsBoolText(std::string_view text, bool* value) {
+  if (text == "true" || text == "True" || text == "TRUE") {
+    *value = true;
+    return true;
+  }
+  if (text == "false" || text == "False" || text == "FALSE") {
+    *value = false;
+    return true;
+  }
+  return false;
+}
+
+// Decimal integer with optional sign. Overflow saturates (the range check then
+// reports it) rather than failing, so "99999999999999999999" reads as out of range.
+bool ParseInt64(std::string_view text, int64_t* value) {
+  bool negative = false;
+  if (!text.empty() && (text[0] == '+' || text[0] == '-')) {
+    negative = text[0] == '-';
+    text.remove_prefix(1);
+  }
+  if (text.empty() ||
+      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  uint64_t magnitude = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), magnitude);
+  constexpr uint64_t kMaxMagnitude = uint64_t{1} << 63;
+  if (ec == std::errc::result_out_of_range || magnitude > kMaxMagnitude ||
+      (!negative && magnitude == kMaxMagnitude)) {
+    *value = negative ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+    return true;
+  }
+  if (ec != std::errc() || ptr != text.data() + text.size()) return false;
+  *value = negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
+  return true;
+}
+
+bool ParseUint64(std::string_view text, uint64_t* value) {
+  if (!text.empty() && text[0] == '+') text.remove_prefix(1);
+  if (text.empty() ||
+      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), *value);
+  return ec == std::errc() && ptr == text.data() + text.size();
+}
+
+// A YAML number: decimal/exponent forms, or .inf/.nan spellings. Returns the
+// non-finite value for those (and for overflow) so the caller can say "finite".
+bool ParseReal(std::string_view text, double* value) {
+  bool negative = false;
+  std::string_view body = text;
+  if (!body.empty() && (body[0] == '+' || body[0] == '-')) {
+    negative = body[0] == '-';
+    body.remove_prefix(1);
+  }
+  if (body == ".inf" || body == ".Inf" || body == ".INF") {
+    *value = negative ? -kInf : kInf;
+    return true;
+  }
+  if (body == ".nan" || body == ".NaN" || body == ".NAN") {
+    *value = std::numeric_limits<double>::quiet_NaN();
+    return true;
+  }
+  // from_chars also takes "inf"/"nan", which YAML does not call numbers.
+  if (body.empty() || !(std::isdigit(static_cast<unsigned char>(body[0])) || body[0] == '.')) {
+    return false;
+  }
+  double magnitude = 0;
+  auto [ptr, ec] = std::from_chars(body.data(), body.data() + body.size(), magnitude,
+                                   std::chars_format::general);
+  if (ptr != body.data() + body.size()) return false;
+  if (ec == std::errc::result_out_of_range) {
+    // from_chars leaves the value unset here; strtod tells overflow (HUGE_VAL,
+    // then rejected as not finite) from underflow (a tiny value).
+    magnitude = std::strtod(std::string(body).c_str(), nullptr);
+  } else if (ec != std::errc()) {
+    return false;
+  }
+  *value = negative ? -magnitude : magnitude;
+  return true;
+}
+
+// Shortest text that reads back as the same double, always with a '.' or an
+// exponent so YAML readers see a float.
+std::string FormatReal(double value, bool force_float = true) {
+  std::array<char, 64> buffer;
+  auto [ptr, ec] = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
+  std::string text(buffer.data(), ec == std::errc() ? ptr : buffer.data());
+  if (force_float && text.find_first_of(".eEn") == std::string::npos) text += ".0";
+  return text;
+}
+
+std::string Quote(std::string_view text) {
+  std::string out = "\"";
+  size_t shown = 0;
+  for (char c : text) {
+    if (shown++ == kMaxQuotedChars) {
+      out += "...";
+      break;
+    }
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          char hex[8];
+          std::snprintf(hex, sizeof(hex), "\\x%02x",
+                        static_cast<unsigned>(static_cast<unsigned char>(c)));
+          out += hex;
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+bool IsPlain(const YAML::Node& node) { return node.IsScalar() && node.Tag() == "?"; }
+
+// What was found, for "got ...": numbers and booleans as written, other text quoted.
+std::string Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+      return "null";
+    case YAML::NodeType::Map:
+      return node.size() == 0 ? "an empty mapping" : "a mapping";
+    case YAML::NodeType::Sequence:
+      return node.size() == 0 ? "an empty list" : "a list";
+    case YAML::NodeType::Undefined:
+      return "nothing";
+    case YAML::NodeType::Scalar:
+      break;
+  }
+  const std::string& text = node.Scalar();
+  int64_t i;
+  double d;
+  bool b;
+  if (IsPlain(node) && text.size() <= kMaxQuotedChars &&
+      (ParseInt64(text, &i) || ParseReal(text, &d) || IsBoolText(text, &b))) {
+    return text;
+  }
+  return Quote(text);
+}
+
+std::string FormatBound(double value) { return FormatReal(value, /*force_float=*/false); }
+
+std::string ExpectedInt(int64_t lo, int64_t hi) {
+  return "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+}
+
+std::string ExpectedReal(const RealKey& key, bool finite_note) {
+  std::string out = finite_note ? "a finite number " : "a number ";
+  if (key.hi == kInf) {
+    return out + (key.lo_open ? "> " : ">= ") + FormatBound(key.lo);
+  }
+  return out + "in " + (key.lo_open ? "(" : "[") + FormatBound(key.lo) + ", " +
+         FormatBound(key.hi) + (key.hi_open ? ")" : "]");
+}
+
+bool InRange(const RealKey& key, double v) {
+  if (!std::isfinite(v)) return false;
+  if (key.lo_open ? !(v > key.lo) : !(v >= key.lo)) return false;
+  if (key.hi == kInf) return true;
+  return key.hi_open ? v < key.hi : v <= key.hi;
+}
+
+std::string ExpectedEnum(const EnumKey& key) {
+  std::string out = "one of ";
+  for (int i = 0; i < key.count; ++i) {
+    if (i > 0) out += '|';
+    out += key.name(i);
+  }
+  return out;
+}
+
+bool IsLabel(std::string_view text) {
+  return !text.empty() && text.size() <= kMaxLabelLength &&
+         std::all_of(text.begin(), text.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+         });
+}
+
+// ---------------------------------------------------------------------------
+// Suggestions.
+
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Optimal string alignment distance: a swapped pair of letters counts as one typo.
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// The closest candidate: a case-insensitive match, else one within 2 edits
+// (1 for names of up to 4 letters, where 2 edits make almost anything match).
+std::string_view ClosestName(std::string_view name,
+                             const std::vector<std::string_view>& candidates) {
+  const std::string lower = Lower(name);
+  for (std::string_view c : candidates) {
+    if (Lower(c) == lower) return c;
+  }
+  std::string_view best;
+  size_t best_distance = std::numeric_limits<size_t>::max();
+  for (std::string_view c : candidates) {
+    const size_t limit = c.size() <= 4 ? 1 : 2;
+    const size_t distance = EditDistance(lower, Lower(c));
+    if (distance <= limit && distance < best_distance) {
+      best = c;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+std::string UnknownKeyText(std::string_view prefix, std::string_view name) {
+  const std::vector<std::string_view> children = ChildrenOf(prefix);
+  if (std::string_view close = ClosestName(name, children); !close.empty()) {
+    return "unknown key; did you mean '" + std::string(close) + "'?";
+  }
+  // A key put in the wrong section ("loader.step_us"): name its real place,
+  // whether it is a leaf or a section ("host_sim" -> 'device.host_sim').
+  std::vector<std::string> elsewhere;
+  const std::string lower = Lower(name);
+  for (const Key& key : kKeys) {
+    const std::vector<std::string_view> parts = SplitPath(key.path);
+    std::string upto;
+    for (std::string_view part : parts) {
+      upto = Join(upto, part);
+      if (Lower(part) == lower &&
+          std::find(elsewhere.begin(), elsewhere.end(), upto) == elsewhere.end()) {
+        elsewhere.push_back(upto);
+      }
+    }
+  }
+  if (!elsewhere.empty()) {
+    std::string out = "unknown key; did you mean ";
+    for (size_t i = 0; i < elsewhere.size(); ++i) {
+      if (i > 0) out += " or ";
+      out += "'" + elsewhere[i] + "'";
+    }
+    return out + "?";
+  }
+  return "unknown key; allowed keys: " + JoinList(children, ", ");
+}
+
+// ---------------------------------------------------------------------------
+// Parsing.
+
+std::string TopLevelExpectation() {
+  return "expected a mapping with keys " + JoinList(ChildrenOf(""), ", ");
+}
+
+// Where a problem is. A null mark (overrides) prints no line:column.
+YAML::Mark NoMark() { return YAML::Mark::null_mark(); }
+
+// One parse (a file or one --set): the source for messages and which leaf keys
+// it set, so cross-key errors point at a key the user actually wrote.
+class Parser {
+ public:
+  Parser(std::string source, bool use_marks) : source_(std::move(source)), use_marks_(use_marks) {}
+
+  [[noreturn]] void Fail(const YAML::Mark& mark, std::string_view path,
+                         std::string_view what) const {
+    std::string message = source_;
+    if (use_marks_ && !mark.is_null()) {
+      message += ':' + std::to_string(mark.line + 1) + ':' + std::to_string(mark.column + 1);
+    }
+    message += ": ";
+    if (!path.empty()) {
+      message += path;
+      message += ": ";
+    }
+    message += what;
+    // One line, whatever the input held (keys may contain escapes).
+    std::string clean;
+    for (char c : message) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+        clean += c == '\n' ? "\\n" : "?";
+      } else {
+        clean += c;
+      }
+    }
+    throw ConfigError(clean);
+  }
+
+  // `map` is a mapping or null (an empty section) for `prefix` ("" = top level).
+  void ParseSection(const YAML::Node& map, const std::string& prefix, SweepConfig& config) {
+    std::map<std::string, YAML::Mark> seen;
+    // Copies, not references: yaml-cpp's iterator hands out a temporary pair.
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      const YAML::Node key = it->first;
+      const YAML::Node value = it->second;
+      if (!key.IsScalar()) {
+        Fail(key.Mark(), prefix, "expected a key name, got " + Describe(key) + " as a key");
+      }
+      const std::string& name = key.Scalar();
+      const std::string path = Join(prefix, name);
+      if (auto [where, inserted] = seen.emplace(path, key.Mark()); !inserted) {
+        std::string what = "duplicate key";
+        if (use_marks_) {
+          what += "; first given at line " + std::to_string(where->second.line + 1) + ", column " +
+                  std::to_string(where->second.column + 1);
+        }
+        Fail(key.Mark(), path, what);
+      }
+      // A dotted name would alias a nested key ("loader.batch_size: 4" at the
+      // top); nesting is the one spelling, so such names are unknown.
+      const bool simple = !name.empty() && name.find('.') == std::string::npos;
+      if (const Key* leaf = simple ? FindKey(path) : nullptr) {
+        ParseLeaf(*leaf, value, ValueMark(key, value), config);
+      } else if (simple && IsSection(path)) {
+        if (value.IsNull()) continue;  // "loader:" with everything commented out
+        if (!value.IsMap())
+          Fail(ValueMark(key, value), path, "expected a mapping, got " + Describe(value));
+        ParseSection(value, path, config);
+      } else if (!simple && (FindKey(path) || IsSection(path))) {
+        Fail(key.Mark(), path,
+             "unknown key; dotted paths are for --set, write it nested under '" +
+                 std::string(path.substr(0, path.rfind('.'))) + "'");
+      } else {
+        Fail(key.Mark(), path, UnknownKeyText(prefix, name));
+      }
+    }
+  }
+
+  void ParseLeaf(const Key& key, const YAML::Node& value, const YAML::Mark& mark,
+                 SweepConfig& config) {
+    given_[std::string(key.path)] = mark;
+    std::visit(
+        Overloaded{
+            [&](const IntKey& k) { k.set(config, ReadInt(value, mark, key.path, k.lo, k.hi)); },
+            [&](const AutoIntKey& k) {
+              if (value.IsScalar() && value.Scalar() == "auto") {
+                k.set(config, 0);
+                return;
+              }
+              int64_t v = 0;
+              const bool valid =
+                  value.IsScalar() && ParseInt64(value.Scalar(), &v) && v >= k.lo && v <= k.hi;
+              if (!IsPlain(value) || !valid) {
+                Bad(value, mark, key.path, "auto or " + ExpectedInt(k.lo, k.hi), valid);
+              }
+              k.set(config, v);
+            },
+            [&](const SeedKey& k) {
+              uint64_t v;
+              if (!IsPlain(value) || !ParseUint64(value.Scalar(), &v)) {
+                Bad(value, mark, key.path,
+                    "an integer in [0, " + std::to_string(std::numeric_limits<uint64_t>::max()) +
+                        "]",
+                    value.IsScalar() && ParseUint64(value.Scalar(), &v));
+              }
+              k.set(config, v);
+            },
+            [&](const RealKey& k) {
+              double v = 0;
+              const bool parsed = value.IsScalar() && ParseReal(value.Scalar(), &v);
+              if (!IsPlain(value) || !parsed || !InRange(k, v)) {
+                Bad(value, mark, key.path, ExpectedReal(k, parsed && !std::isfinite(v)),
+                    parsed && InRange(k, v));
+              }
+              k.set(config, v);
+            },
+            [&](const BoolKey& k) {
+              bool v = false;
+              const bool parsed = value.IsScalar() && IsBoolText(value.Scalar(), &v);
+              if (!IsPlain(value) || !parsed) Bad(value, mark, key.path, "true or false", parsed);
+              k.set(config, v);
+            },
+            [&](const EnumKey& k) {
+              std::vector<std::string_view> names;
+              for (int i = 0; i < k.count; ++i) names.emplace_back(k.name(i));
+              if (value.IsScalar()) {
+                const auto found = std::find(names.begin(), names.end(), value.Scalar());
+                if (found != names.end()) {
+                  k.set(config, found - names.begin());
+                  return;
+                }
+              }
+              std::string what = "expected " + ExpectedEnum(k) + ", got " + Describe(value);
+              if (value.IsScalar()) {
+                if (IsPlanned(k, value.Scalar())) {
+                  what += " (not supported yet)";
+                } else if (std::string_view close = ClosestName(value.Scalar(), names);
+                           !close.empty()) {
+                  what += "; did you mean '" + std::string(close) + "'?";
+                }
+              }
+              Fail(mark, key.path, what);
+            },
+            [&](const LabelKey& k) {
+              if (!value.IsScalar() || !IsLabel(value.Scalar())) {
+                Fail(mark, key.path,
+                     "expected a label of 1 to " + std::to_string(kMaxLabelLength) +
+                         " characters from [A-Za-z0-9_.-], got " + Describe(value));
+              }
+              k.set(config, value.Scalar());
+            },
+            [&](const IntListKey& k) {
+              if (!value.IsSequence() || value.size() == 0) {
+                Fail(mark, key.path,
+                     "expected a non-empty list of integers in [" + std::to_string(k.lo) + ", " +
+                         std::to_string(k.hi) + "], got " + Describe(value));
+              }
+              std::vector<int> items;
+              for (size_t i = 0; i < value.size(); ++i) {
+                const YAML::Node item = value[i];
+                const std::string item_path = std::string(key.path) + "[" + std::to_string(i) + "]";
+                const YAML::Mark item_mark = item.Mark().is_null() ? mark : item.Mark();
+                const int v = static_cast<int>(ReadInt(item, item_mark, item_path, k.lo, k.hi));
+                if (std::find(items.begin(), items.end(), v) != items.end()) {
+                  Fail(item_mark, item_path,
+                       "expected " + ExpectedInt(k.lo, k.hi) + " not already in the list, got " +
+                           Describe(item));
+                }
+                items.push_back(v);
+              }
+              k.set(config, std::move(items));
+            },
+        },
+        key.type);
+  }
+
+  // Checks between keys, after all of them are read.
+  void CheckCrossKey(const SweepConfig& config) const {
+    const int64_t batch_size = config.loader.knobs.batch_size;
+    const int64_t sample_bytes = config.workload.synthetic.sample_bytes;
+    // Both are range-checked first, so the product cannot overflow (2^16 * 2^30).
+    if (batch_size * sample_bytes > kMaxBatchBytes) {
+      FailAtFirstGiven({"loader.batch_size", "workload.sample_bytes"},
+                       "expected loader.batch_size * workload.sample_bytes <= " +
+                           std::to_string(kMaxBatchBytes) +
+                           " (2 GiB) so a batch fits in memory, got " + std::to_string(batch_size) +
+                           " * " + std::to_string(sample_bytes) + " = " +
+                           std::to_string(batch_size * sample_bytes));
+    }
+    const int64_t samples = config.workload.synthetic.samples;
+    if (config.loader.drop_last && samples < batch_size) {
+      FailAtFirstGiven(
+          {"workload.samples", "loader.batch_size", "loader.drop_last"},
+          "expected workload.samples >= loader.batch_size when loader.drop_last is true "
+          "(else an epoch has no batch), got " +
+              std::to_string(samples) + " < " + std::to_string(batch_size));
+    }
+  }
+
+ private:
+  // Empty values ("key:" then a newline) get the mark of whatever follows; the
+  // key itself is the better place to point at.
+  static YAML::Mark ValueMark(const YAML::Node& key, const YAML::Node& value) {
+    if (value.Mark().is_null() || (value.IsNull() && value.Mark().line != key.Mark().line)) {
+      return key.Mark();
+    }
+    return value.Mark();
+  }
+
+  static bool IsPlanned(const EnumKey& key, std::string_view value) {
+    std::string_view rest = key.planned;
+    while (!rest.empty()) {
+      const size_t bar = rest.find('|');
+      if (rest.substr(0, bar) == value) return true;
+      if (bar == std::string_view::npos) break;
+      rest.remove_prefix(bar + 1);
+    }
+    return false;
+  }
+
+  // `quoted_but_valid`: the text would have been accepted unquoted, which is
+  // worth saying, since `"4"` in an error reads like a good value otherwise.
+  [[noreturn]] void Bad(const YAML::Node& value, const YAML::Mark& mark, std::string_view path,
+                        const std::string& expected, bool quoted_but_valid) const {
+    std::string what = "expected " + expected + ", got " + Describe(value);
+    if (value.IsScalar() && !IsPlain(value) && quoted_but_valid) {
+      what += " (quoted, so a string)";
+    }
+    Fail(mark, path, what);
+  }
+
+  int64_t ReadInt(const YAML::Node& value, const YAML::Mark& mark, std::string_view path,
+                  int64_t lo, int64_t hi) const {
+    int64_t v = 0;
+    const bool parsed = value.IsScalar() && ParseInt64(value.Scalar(), &v);
+    if (!IsPlain(value) || !parsed || v < lo || v > hi) {
+      Bad(value, mark, path, ExpectedInt(lo, hi), parsed && v >= lo && v <= hi);
+    }
+    return v;
+  }
+
+  [[noreturn]] void FailAtFirstGiven(std::initializer_list<std::string_view> paths,
+                                     const std::string& what) const {
+    for (std::string_view path : paths) {
+      if (auto it = given_.find(std::string(path)); it != given_.end())
+        Fail(it->second, path, what);
+    }
+    Fail(NoMark(), *paths.begin(), what);
+  }
+
+  std::string source_;
+  bool use_marks_;
+  std::map<std::string, YAML::Mark> given_;  // leaf path -> where its value is
+};
+
+// ---------------------------------------------------------------------------
+// Output.
+
+std::string FormatValue(const Key& key, const SweepConfig& config) {
+  return std::visit(
+      Overloaded{
+          [&](const IntKey& k) { return std::to_string(k.get(config)); },
+          [&](const AutoIntKey& k) {
+            const int64_t v = k.get(config);
+            return v == 0 ? std::string("auto") : std::to_string(v);
+          },
+          [&](const SeedKey& k) { return std::to_string(k.get(config)); },
+          [&](const RealKey& k) { return FormatReal(k.get(config)); },
+          [&](const BoolKey& k) { return std::string(k.get(config) ? "true" : "false"); },
+          [&](const EnumKey& k) { return std::string(k.name(static_cast<int>(k.get(config)))); },
+          [&](const LabelKey& k) { return k.get(config); },
+          [&](const IntListKey& k) {
+            std::string out = "[";
+            for (int v : k.get(config)) out += (out.size() > 1 ? ", " : "") + std::to_string(v);
+            return out + "]";
+          },
+      },
+      key.type);
+}
+
+uint64_t Fnv1a64(std::string_view data) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char c : data) {
+    hash ^= c;
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
+
+// Reads a whole file, refusing directories and anything implausibly large.
+std::string ReadConfigFile(const std::string& path) {
+  const auto fail = [&](int error) -> std::string {
+    throw ConfigError(path + ": cannot read config: " + std::generic_category().message(error));
+  };
+  const auto too_big = [&]() -> std::string {
+    throw ConfigError(path + ": cannot read config: larger than " +
+                      std::to_string(kMaxConfigBytes >> 20) + " MiB");
+  };
+  struct Fd {  // closes on every exit path, including throws
+    int fd;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0) return fail(errno);
+  struct stat info;
+  if (::fstat(file.fd, &info) != 0) return fail(errno);
+  if (S_ISDIR(info.st_mode)) return fail(EISDIR);
+  if (S_ISREG(info.st_mode) && info.st_size > kMaxConfigBytes) return too_big();
+  std::string text;
+  std::array<char, 65536> buffer;
+  for (;;) {
+    const ssize_t n = ::read(file.fd, buffer.data(), buffer.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail(errno);
+    }
+    if (n == 0) break;
+    text.append(buffer.data(), static_cast<size_t>(n));
+    if (static_cast<off_t>(text.size()) > kMaxConfigBytes) return too_big();
+  }
+  return text;
+}
+
+}  // namespace
+
+SweepConfig LoadConfig(const std::string& path) { return ParseConfig(ReadConfigFile(path), path); }
+
+SweepConfig ParseConfig(const std::string& text, const std::string& source) {
+  Parser parser(source, /*use_marks=*/true);
+  try {
+    const std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    // A trailing "---" yields an empty extra document; only real ones are errors.
+    for (size_t i = 1; i < documents.size(); ++i) {
+      if (!documents[i].IsNull()) {
+        parser.Fail(documents[i].Mark(), "", "expected a single YAML document, got a second one");
+      }
+    }
+    if (documents.empty() || documents[0].IsNull()) {
+      parser.Fail(YAML::Mark(), "", TopLevelExpectation() + ", got an empty document");
+    }
+    const YAML::Node& root = documents[0];
+    if (!root.IsMap())
+      parser.Fail(root.Mark(), "", TopLevelExpectation() + ", got " + Describe(root));
+    SweepConfig config;
+    config.source = source;
+    parser.ParseSection(root, "", config);
+    parser.CheckCrossKey(config);
+    return config;
+  } catch (const YAML::Exception& e) {
+    parser.Fail(e.mark, "", "invalid YAML: " + e.msg);
+  }
+}
+
+void ApplyOverride(SweepConfig& config, const std::string& assignment) {
+  Parser parser("--set " + assignment, /*use_marks=*/false);
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos) parser.Fail(NoMark(), "", "expected key.path=value, got no '='");
+  const auto trim = [](std::string_view s) {
+    const size_t begin = s.find_first_not_of(" \t");
+    if (begin == std::string_view::npos) return std::string_view();
+    return s.substr(begin, s.find_last_not_of(" \t") - begin + 1);
+  };
+  const std::string path(trim(std::string_view(assignment).substr(0, eq)));
+  if (path.empty()) parser.Fail(NoMark(), "", "expected key.path=value, got an empty key path");
+
+  // Walk the path one name at a time so a typo is reported where it is.
+  const std::vector<std::string_view> parts = SplitPath(path);
+  if (std::find(parts.begin(), parts.end(), std::string_view()) != parts.end()) {
+    parser.Fail(NoMark(), "", "expected key.path=value, got an empty name in " + Quote(path));
+  }
+  std::string prefix;
+  const Key* leaf = nullptr;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string here = Join(prefix, parts[i]);
+    if (!FindKey(here) && !IsSection(here)) {
+      parser.Fail(NoMark(), here, UnknownKeyText(prefix, parts[i]));
+    }
+    if ((leaf = FindKey(here)) != nullptr && i + 1 < parts.size()) {
+      parser.Fail(NoMark(), Join(here, parts[i + 1]),
+                  "unknown key; " + here + " is a value, not a section");
+    }
+    prefix = here;
+  }
+
+  YAML::Node value;
+  try {
+    value = YAML::Load(std::string(assignment.substr(eq + 1)));
+  } catch (const YAML::Exception& e) {
+    parser.Fail(NoMark(), path, "invalid YAML value: " + e.msg);
+  }
+  // Work on a copy so a rejected override leaves `config` as it was.
+  SweepConfig updated = config;
+  try {
+    if (leaf != nullptr) {
+      parser.ParseLeaf(*leaf, value, NoMark(), updated);
+    } else if (!value.IsNull()) {
+      if (!value.IsMap()) parser.Fail(NoMark(), path, "expected a mapping, got " + Describe(value));
+      parser.ParseSection(value, path, updated);
+    }
+    parser.CheckCrossKey(updated);
+  } catch (const YAML::Exception& e) {
+    parser.Fail(NoMark(), path, "invalid YAML value: " + e.msg);
+  }
+  config = std::move(updated);
+}
+
+std::string ToYaml(const SweepConfig& config) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  std::vector<std::string_view> open;  // sections currently open, outermost first
+  for (const Key& key : kKeys) {
+    const std::vector<std::string_view> parts = SplitPath(key.path);
+    size_t common = 0;
+    while (common < open.size() && common + 1 < parts.size() && open[common] == parts[common])
+      ++common;
+    for (; open.size() > common; open.pop_back()) out << YAML::EndMap;
+    while (open.size() + 1 < parts.size()) {
+      out << YAML::Key << std::string(parts[open.size()]) << YAML::Value;
+      // Sub-sections ({h2d_gbps_pinned: 25.0, ...}) print on one line, as in DESIGN.md.
+      if (!open.empty()) out << YAML::Flow;
+      out << YAML::BeginMap;
+      open.push_back(parts[open.size()]);
+    }
+    out << YAML::Key << std::string(parts.back()) << YAML::Value;
+    if (const auto* list = std::get_if<IntListKey>(&key.type)) {
+      out << YAML::Flow << YAML::BeginSeq;
+      for (int v : list->get(config)) out << std::to_string(v);
+      out << YAML::EndSeq;
+    } else {
+      out << FormatValue(key, config);
+    }
+  }
+  for (; !open.empty(); open.pop_back()) out << YAML::EndMap;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+std::string WorkloadHash(const SweepConfig& config) {
+  // Versioned so a change in what is hashed cannot collide with old results.
+  std::string canonical = "feedtune-workload-v1\n";
+  for (const Key& key : kKeys) {
+    if (key.hashed == Hashed::kYes) {
+      canonical += key.path;
+      canonical += '=';
+      canonical += FormatValue(key, config);
+      canonical += '\n';
+    }
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(Fnv1a64(canonical)));
+  return hex;
+}
+
+}  // namespace feedtune::tuner

@@ -1,0 +1,71 @@
+// SweepConfig: one sweep config file (DESIGN.md §4), parsed strictly into typed
+// structs. Every key has a default; unknown keys, wrong types and out-of-range
+// values are ConfigErrors that name file:line:column and the key path.
+//
+// LoadConfig / ParseConfig are pure functions: no global state, safe from any thread.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "loader/device/options.h"
+#include "loader/options.h"
+#include "workloads/options.h"
+
+namespace feedtune::tuner {
+
+struct BudgetOptions {
+  double memory_fraction = 0.5;  // of the memory available to this process tree
+  double shm_fraction = 0.8;     // of /dev/shm's free space
+};
+
+struct SweepOptions {
+  int max_workers = 0;  // 0 = auto: 64, capped by budgets
+  std::vector<int> prefetch_factors = {1, 2, 4, 8};
+  int repeats = 3;
+  int warmup_batches = 8;
+  double measure_seconds = 2.0;
+  double gain_threshold = 0.05;
+  double knee_tolerance = 0.05;
+  BudgetOptions budget;
+};
+
+struct SweepConfig {
+  std::string name = "unnamed";
+  workloads::WorkloadOptions workload;
+  loader::LoaderOptions loader;
+  device::DeviceOptions device;
+  SweepOptions sweep;
+
+  std::string source;  // where it came from (file path, or "<string>"), for messages
+};
+
+// A config problem, with its location already in the message:
+//   "configs/x.yaml:7:3: sweep.repeats: expected an integer >= 1, got "three""
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Reads and parses `path`. Throws ConfigError (missing, unreadable, empty, or invalid file).
+SweepConfig LoadConfig(const std::string& path);
+
+// Parses YAML text; `source` names it in messages. Throws ConfigError.
+SweepConfig ParseConfig(const std::string& text, const std::string& source);
+
+// Applies one `key.path=value` override (as `feedtune trial --set` takes), with the
+// same checks as the file; the value is YAML (`4`, `true`, `[1, 2]`). Throws ConfigError
+// naming "--set" as the source.
+void ApplyOverride(SweepConfig& config, const std::string& assignment);
+
+// The effective config as YAML, every key present, defaults filled in, in the
+// order of DESIGN.md §4. ParseConfig(ToYaml(c)) == c.
+std::string ToYaml(const SweepConfig& config);
+
+// A stable hash (16 hex digits) of what defines the workload: runs with the same
+// name and hash are comparable across machines. Covers the workload, batch_size,
+// shuffle/drop_last and the device step, not the tuned knobs or sweep settings.
+std::string WorkloadHash(const SweepConfig& config);
+
+}  // namespace feedtune::tuner

@@ -1,0 +1,153 @@
+#include "tuner/trial_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <vector>
+
+#include "loader/data_loader.h"
+#include "tuner/proc_stats.h"
+#include "tuner/stats.h"
+
+namespace feedtune::tuner {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Drives the loop over batches, crossing epoch boundaries as the data runs out.
+class Loop {
+ public:
+  Loop(loader::DataLoader& loader, device::Device& device, const loader::Knobs& knobs, int sync_every,
+       const std::atomic<bool>* stop)
+      : loader_(loader), device_(device), knobs_(knobs), sync_every_(sync_every), stop_(stop) {}
+
+  struct StepFacts {
+    double wait_s;
+    int64_t samples;
+    int64_t bytes;
+  };
+
+  StepFacts Step() {
+    if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) throw Interrupted();
+    const auto start = Clock::now();
+    std::optional<loader::BatchView> batch = loader_.Next();
+    if (!batch) {
+      loader_.StartEpoch(++epoch_);
+      batch = loader_.Next();
+      if (!batch) throw loader::LoaderError("an epoch has no batch (samples < batch_size with drop_last)");
+    }
+    const double wait = Seconds(Clock::now() - start);
+    device_.CopyToDevice(batch->data.data(), static_cast<size_t>(batch->payload_bytes), batch->pinned,
+                         knobs_.non_blocking);
+    device_.Step();
+    ++steps_;
+    if (sync_every_ > 0 && steps_ % sync_every_ == 0) device_.Synchronize();
+    return {wait, static_cast<int64_t>(batch->sample_indices.size()), batch->payload_bytes};
+  }
+
+  void Begin() {
+    loader_.StartEpoch(epoch_);
+  }
+
+ private:
+  loader::DataLoader& loader_;
+  device::Device& device_;
+  const loader::Knobs knobs_;
+  const int sync_every_;
+  const std::atomic<bool>* stop_;
+  int64_t epoch_ = 0;
+  int64_t steps_ = 0;
+};
+
+}  // namespace
+
+TrialRunner::TrialRunner(const SweepConfig& config, device::Device& device,
+                         std::shared_ptr<const loader::Dataset> dataset, const std::atomic<bool>* stop)
+    : config_(config), device_(device), dataset_(std::move(dataset)), stop_(stop) {}
+
+results::TrialRecord TrialRunner::Measure(const loader::Knobs& knobs) {
+  results::TrialRecord trial;
+  trial.knobs = knobs;
+  last_warning_.clear();
+  try {
+    loader::LoaderOptions options = config_.loader;
+    options.knobs = knobs;
+    loader::DataLoader data_loader(dataset_, options,
+                                   [this](size_t bytes) { return device_.AllocPinned(bytes); });
+    if (!data_loader.stats().pinned_pool_locked) last_warning_ = device_.pin_warning();
+    device_.Prepare(static_cast<size_t>(data_loader.batch_bytes()));
+
+    Loop loop(data_loader, device_, knobs, config_.device.sync_every_steps, stop_);
+    loop.Begin();
+    for (int i = 0; i < config_.sweep.warmup_batches; ++i) loop.Step();
+    device_.Synchronize();
+
+    std::vector<double> rates, mbps, idles, p50s, p99s;
+    double copy_s = 0, cpu_util = 0;
+    int64_t peak_rss = 0;
+    for (int r = 0; r < config_.sweep.repeats; ++r) {
+      std::vector<double> waits_us;
+      int64_t samples = 0, bytes = 0;
+      const TreeUsage usage_before = ReadTreeUsage();
+      device_.BeginWindow();
+      const auto window_start = Clock::now();
+      const auto window_end = window_start + std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double>(config_.sweep.measure_seconds));
+      do {
+        const auto facts = loop.Step();
+        waits_us.push_back(facts.wait_s * 1e6);
+        samples += facts.samples;
+        bytes += facts.bytes;
+      } while (Clock::now() < window_end);
+      const device::DeviceWindow window = device_.EndWindow();
+      const double wall = Seconds(Clock::now() - window_start);
+      const TreeUsage usage_after = ReadTreeUsage();
+
+      results::RepeatRecord rep;
+      rep.index = r;
+      rep.wall_s = wall;
+      rep.samples_per_s = static_cast<double>(samples) / wall;
+      rep.mb_per_s = static_cast<double>(bytes) / wall / 1e6;
+      rep.gpu_idle_frac = window.idle_frac();
+      rep.wait_p50_us = Percentile(waits_us, 50);
+      rep.wait_p99_us = Percentile(waits_us, 99);
+      trial.repeat_rows.push_back(rep);
+      rates.push_back(rep.samples_per_s);
+      mbps.push_back(rep.mb_per_s);
+      idles.push_back(rep.gpu_idle_frac);
+      p50s.push_back(rep.wait_p50_us);
+      p99s.push_back(rep.wait_p99_us);
+      copy_s += window.copy_s;
+      cpu_util = std::max(cpu_util, (usage_after.cpu_s - usage_before.cpu_s) / wall);
+      peak_rss = std::max(peak_rss, usage_after.rss_bytes);
+    }
+
+    const Summary s = Summarize(rates);
+    for (size_t i = 0; i < s.outliers.size(); ++i) trial.repeat_rows[i].outlier = s.outliers[i];
+    trial.samples_per_s = s.median;
+    trial.ci_low = s.ci_low;
+    trial.ci_high = s.ci_high;
+    trial.mb_per_s = Median(mbps);
+    trial.gpu_idle_frac = Median(idles);
+    trial.wait_p50_us = Median(p50s);
+    trial.wait_p99_us = Median(p99s);
+    trial.copy_s = copy_s;
+    trial.cpu_util = cpu_util;
+    trial.peak_rss_bytes = peak_rss;
+    trial.repeats = config_.sweep.repeats;
+    const auto& stats = data_loader.stats();
+    trial.worker_startup_s = stats.worker_starts > 0 ? stats.worker_startup_s / stats.worker_starts
+                                                     : stats.worker_startup_s;
+    trial.status = "ok";
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const std::exception& e) {
+    trial.status = "failed";
+    trial.error = e.what();
+  }
+  return trial;
+}
+
+}  // namespace feedtune::tuner

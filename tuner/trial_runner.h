@@ -1,0 +1,59 @@
+// TrialRunner: measures one loader configuration the way a training loop would
+// see it (DESIGN.md §3): for each batch, wait for the loader, copy to the
+// device, run the model step, and every sync_every_steps wait for the device.
+//
+// A trial is: build the loader (slots and pinned pool allocated outside any
+// window), `warmup_batches` batches, then `repeats` windows of
+// `measure_seconds`, epochs following each other as the data runs out. The
+// figures of each window are kept (RepeatRecord); the trial's figures are their
+// median with a 95% interval. One thread uses a TrialRunner.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "loader/dataset.h"
+#include "loader/device/device.h"
+#include "loader/options.h"
+#include "results/records.h"
+#include "tuner/config.h"
+
+namespace feedtune::tuner {
+
+// Thrown when the stop flag was raised (SIGINT/SIGTERM) during a trial.
+class Interrupted : public std::runtime_error {
+ public:
+  Interrupted() : std::runtime_error("interrupted") {}
+};
+
+// What the search controller asks of a measurer; tests substitute scripted ones.
+class TrialMeasurer {
+ public:
+  virtual ~TrialMeasurer() = default;
+  // Returns a record with status ok (figures filled) or failed (error set).
+  // Throws Interrupted when asked to stop.
+  virtual results::TrialRecord Measure(const loader::Knobs& knobs) = 0;
+};
+
+class TrialRunner final : public TrialMeasurer {
+ public:
+  // `stop` (may be null) is polled between batches.
+  TrialRunner(const SweepConfig& config, device::Device& device,
+              std::shared_ptr<const loader::Dataset> dataset, const std::atomic<bool>* stop);
+
+  results::TrialRecord Measure(const loader::Knobs& knobs) override;
+
+  // Extra facts from the last trial, for progress output.
+  const std::string& last_warning() const { return last_warning_; }
+
+ private:
+  const SweepConfig config_;
+  device::Device& device_;
+  const std::shared_ptr<const loader::Dataset> dataset_;
+  const std::atomic<bool>* const stop_;
+  std::string last_warning_;
+};
+
+}  // namespace feedtune::tuner
