@@ -35,6 +35,8 @@ class TrialMeasurer {
   // Returns a record with status ok (figures filled) or failed (error set).
   // Throws Interrupted when asked to stop.
   virtual results::TrialRecord Measure(const loader::Knobs& knobs) = 0;
+  // A warning about the last trial (e.g. the pinned pool could not be locked), or empty.
+  virtual std::string last_warning() const { return {}; }
 };
 
 class TrialRunner final : public TrialMeasurer {
@@ -45,8 +47,7 @@ class TrialRunner final : public TrialMeasurer {
 
   results::TrialRecord Measure(const loader::Knobs& knobs) override;
 
-  // Extra facts from the last trial, for progress output.
-  const std::string& last_warning() const { return last_warning_; }
+  std::string last_warning() const override { return last_warning_; }
 
  private:
   const SweepConfig config_;

@@ -1,67 +1,20 @@
-#include "tuner/cli/commands.h"
-
+// `feedtune sweep` and `feedtune trial`: measuring on this machine.
 #include <sys/statvfs.h>
-#include <unistd.h>
 
-#include <boost/program_options.hpp>
-#include <chrono>
+#include <algorithm>
 #include <cstdio>
-#include <cstring>
-#include <ctime>
 #include <iostream>
-#include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
-#include <string>
 
-#include "loader/device/device.h"
-#include "results/fingerprint.h"
-#include "results/report.h"
 #include "results/store.h"
+#include "tuner/cli/cli_util.h"
 #include "tuner/cli/version.h"
-#include "tuner/config.h"
 #include "tuner/progress.h"
 #include "tuner/search.h"
-#include "tuner/trial_runner.h"
-#include "workloads/synthetic_dataset.h"
+#include "tuner/measurer_factory.h"
 
 namespace feedtune::cli {
 namespace {
-
-namespace po = boost::program_options;
-
-constexpr const char* kDefaultDb = "results/feedtune.db";
-
-// Parses `args` against `options` (+ positionals); prints help or the error.
-// Returns nullopt with `*exit_code` set when the command should end now.
-std::optional<po::variables_map> Parse(const Args& args, const po::options_description& options,
-                                       const po::positional_options_description& positional, const char* usage,
-                                       int* exit_code) {
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
-    if (vm.count("help")) {
-      std::cout << usage << "\n" << options << "\n";
-      *exit_code = kExitOk;
-      return std::nullopt;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "feedtune: " << e.what() << "\n\n" << usage << "\n" << options << "\n";
-    *exit_code = kExitUsage;
-    return std::nullopt;
-  }
-  return vm;
-}
-
-std::string NowIso8601() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 int64_t MemAvailableBytes() {
   std::FILE* f = std::fopen("/proc/meminfo", "r");
@@ -109,44 +62,6 @@ int ResolveMaxWorkers(const tuner::SweepConfig& config, std::string* why) {
   limit(shm_budget, "the /dev/shm budget (sweep.budget.shm_fraction)");
   *why = "max_workers auto: " + std::to_string(cap) + " (" + reason + ")";
   return cap;
-}
-
-struct Session {
-  tuner::SweepConfig config;
-  std::unique_ptr<device::Device> device;
-  std::shared_ptr<const loader::Dataset> dataset;
-};
-
-// Loads the config and creates the device and dataset; prints the error and
-// returns nullopt (with the exit code) when it cannot.
-std::optional<Session> OpenSession(const std::string& path, const std::vector<std::string>& overrides,
-                                   int* exit_code) {
-  Session s;
-  try {
-    s.config = tuner::LoadConfig(path);
-    for (const auto& o : overrides) tuner::ApplyOverride(s.config, o);
-  } catch (const tuner::ConfigError& e) {
-    std::cerr << "feedtune: " << e.what() << "\n";
-    *exit_code = kExitUsage;
-    return std::nullopt;
-  }
-  try {
-    std::string note;
-    s.device = device::CreateDevice(s.config.device, &note);
-    if (!note.empty()) std::cerr << "feedtune: " << note << "\n";
-  } catch (const device::DeviceError& e) {
-    std::cerr << "feedtune: " << e.what() << "\n";
-    *exit_code = kExitUsage;
-    return std::nullopt;
-  }
-  s.dataset = std::make_shared<workloads::SyntheticDataset>(s.config.workload.synthetic);
-  return s;
-}
-
-results::Fingerprint MachineFingerprint(const std::string& label) {
-  results::Fingerprint fp = results::ReadFingerprint();
-  fp.label = label.empty() ? fp.hostname : label;
-  return fp;
 }
 
 constexpr const char* kSweepUsage = R"(Usage: feedtune sweep CONFIG [options]
@@ -198,7 +113,8 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
                   std::to_string(run.id) + " in " + db_path);
     progress.Note(why);
 
-    tuner::TrialRunner runner(session->config, *session->device, session->dataset, &stop);
+    const auto measurer = tuner::MakeMeasurer(session->config, *session->device, &stop);
+    tuner::TrialMeasurer& runner = *measurer;
     int number = 0;
     tuner::SearchOutcome outcome;
     try {
@@ -262,7 +178,8 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
   auto session = OpenSession(config_path, sets, &code);
   if (!session) return code;
 
-  tuner::TrialRunner runner(session->config, *session->device, session->dataset, &stop);
+  const auto measurer = tuner::MakeMeasurer(session->config, *session->device, &stop);
+  tuner::TrialMeasurer& runner = *measurer;
   results::TrialRecord t;
   try {
     t = runner.Measure(session->config.loader.knobs);
@@ -303,138 +220,6 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
   if (t.status != "ok") {
     std::cerr << "feedtune: trial failed: " << t.error.value_or("unknown error") << "\n";
     return kExitFailure;
-  }
-  return kExitOk;
-}
-
-namespace {
-constexpr const char* kValidateUsage = R"(Usage: feedtune validate CONFIG
-
-Checks a sweep config strictly (unknown keys, types, ranges) and prints the
-effective config, every default filled in. Exit 2 with file:line:column on error.
-
-Example:
-  feedtune validate configs/quickstart.yaml)";
-}  // namespace
-
-int RunValidate(const Args& args) {
-  po::options_description options("Options");
-  std::string config_path;
-  options.add_options()("help,h", "this help")("config", po::value(&config_path)->required(), "the config (YAML)");
-  po::positional_options_description positional;
-  positional.add("config", 1);
-  int code = kExitOk;
-  const auto vm = Parse(args, options, positional, kValidateUsage, &code);
-  if (!vm) return code;
-  try {
-    const tuner::SweepConfig config = tuner::LoadConfig(config_path);
-    std::cout << "# " << config_path << ": valid; effective config (workload hash " << tuner::WorkloadHash(config)
-              << ")\n"
-              << tuner::ToYaml(config);
-    return kExitOk;
-  } catch (const tuner::ConfigError& e) {
-    std::cerr << "feedtune: " << e.what() << "\n";
-    return kExitUsage;
-  }
-}
-
-namespace {
-constexpr const char* kReportUsage = R"(Usage: feedtune report [--db FILE] [--run N|latest] [--format table|json] [--out FILE]
-
-Shows a stored run: every trial with its phase, knobs, samples/s with its 95%
-interval, GPU idle, data wait and the phase's decision; then the knee, the best
-config and the speedup. The JSON form is a stable interface for scripts.
-
-Examples:
-  feedtune report
-  feedtune report --run 3 --format json --out run3.json)";
-}  // namespace
-
-int RunReport(const Args& args) {
-  po::options_description options("Options");
-  std::string db_path, run_arg, format, out_path;
-  options.add_options()("help,h", "this help")("db", po::value(&db_path)->default_value(kDefaultDb),
-                                               "results file (SQLite)")(
-      "run", po::value(&run_arg)->default_value("latest"), "run id, or latest")(
-      "format", po::value(&format)->default_value("table"), "table | json")(
-      "out", po::value(&out_path), "write to this file instead of stdout");
-  po::positional_options_description positional;
-  int code = kExitOk;
-  const auto vm = Parse(args, options, positional, kReportUsage, &code);
-  if (!vm) return code;
-  if (format != "table" && format != "json") {
-    std::cerr << "feedtune: --format must be table or json, got '" << format << "'\n";
-    return kExitUsage;
-  }
-  std::optional<int64_t> run_id;
-  if (run_arg != "latest") {
-    try {
-      size_t used = 0;
-      run_id = std::stoll(run_arg, &used);
-      if (used != run_arg.size() || *run_id < 1) throw std::invalid_argument(run_arg);
-    } catch (const std::exception&) {
-      std::cerr << "feedtune: --run must be a run id (a positive integer) or latest, got '" << run_arg << "'\n";
-      return kExitUsage;
-    }
-  }
-  try {
-    const results::Store store = results::Store::OpenReadOnly(db_path);
-    const results::RunView view = results::LoadRunView(store, run_id);
-    const std::string text = format == "json" ? results::RenderJson(view) : results::RenderTable(view);
-    if (out_path.empty()) {
-      std::cout << text;
-    } else {
-      std::FILE* f = std::fopen(out_path.c_str(), "w");
-      if (f == nullptr || std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fclose(f) != 0) {
-        std::cerr << "feedtune: cannot write " << out_path << ": " << std::strerror(errno) << "\n";
-        return kExitFailure;
-      }
-    }
-    return kExitOk;
-  } catch (const results::StoreError& e) {
-    std::cerr << "feedtune: " << e.what() << "\n";
-    return kExitFailure;
-  }
-}
-
-namespace {
-constexpr const char* kMachineUsage = R"(Usage: feedtune machine [--json]
-
-Prints this machine's fingerprint: CPU model, logical and usable CPUs (affinity
-and cgroup quota), NUMA nodes, memory and cgroup limit, /dev/shm, open-file
-limit, kernel, and the hash that identifies the machine in results files.
-
-Example:
-  feedtune machine --json)";
-}  // namespace
-
-int RunMachine(const Args& args) {
-  po::options_description options("Options");
-  options.add_options()("help,h", "this help")("json", "print as one JSON object");
-  po::positional_options_description positional;
-  int code = kExitOk;
-  const auto vm = Parse(args, options, positional, kMachineUsage, &code);
-  if (!vm) return code;
-  const results::Fingerprint fp = MachineFingerprint("");
-  nlohmann::ordered_json j = {{"hash", fp.Hash()},
-                              {"hostname", fp.hostname},
-                              {"cpu_model", fp.cpu_model},
-                              {"logical_cpus", fp.logical_cpus},
-                              {"usable_cpus", fp.usable_cpus},
-                              {"cgroup_cpu_limit", fp.cgroup_cpu_limit},
-                              {"numa_nodes", fp.numa_nodes},
-                              {"mem_total_bytes", fp.mem_total_bytes},
-                              {"cgroup_mem_limit_bytes", fp.cgroup_mem_limit_bytes},
-                              {"shm_bytes", fp.shm_bytes},
-                              {"nofile_limit", fp.nofile_limit},
-                              {"kernel", fp.kernel},
-                              {"cuda_backend_built", device::CudaCompiledIn()}};
-  if (vm->count("json")) {
-    std::cout << j.dump() << "\n";
-  } else {
-    for (const auto& [key, value] : j.items()) {
-      std::printf("%-24s %s\n", key.c_str(), value.is_string() ? value.get<std::string>().c_str() : value.dump().c_str());
-    }
   }
   return kExitOk;
 }
