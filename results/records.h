@@ -11,6 +11,19 @@
 
 namespace feedtune::results {
 
+// One GPU as the device layer reports it. results never queries CUDA itself:
+// the device layer fills these and hands them to SetGpus() (fingerprint.h).
+struct GpuInfo {
+  std::string name;
+  int64_t mem_bytes = 0;
+  std::string driver;      // driver version, e.g. "550.54.15" or CUDA's "12040"
+  std::string runtime;     // CUDA runtime version, e.g. "12.4"
+  std::string pci_bus_id;  // e.g. "0000:3b:00.0"
+  std::string link;        // PCIe link, e.g. "gen5 x16"
+
+  bool operator==(const GpuInfo&) const = default;
+};
+
 // What identifies and describes a machine. Hash() is stable across runs on the
 // same box: it covers the hardware and limits, not the hostname or the label.
 struct Fingerprint {
@@ -32,6 +45,10 @@ struct Fingerprint {
   int64_t gpu_mem_bytes = 0;
   std::string gpu_driver;
   std::string pcie_link;
+  // Schema v2: the CUDA runtime version and every GPU in detail. The summary
+  // fields above describe GPU 0 (SetGpus keeps them consistent with `gpus`).
+  std::string gpu_runtime;
+  std::vector<GpuInfo> gpus;
 
   std::string Hash() const;  // 16 hex digits
 };
@@ -66,6 +83,11 @@ struct TrialRecord {
   double cpu_util = 0;        // CPU seconds of the process tree per wall second
   int64_t peak_rss_bytes = 0;
   int repeats = 0;
+  // Schema v2; NaN (unknown) when read from a v1 file.
+  double time_to_first_batch_s = 0;  // from loader start to the first batch delivered
+  double epoch_boundary_ms = 0;      // stall at the epoch change (worker restart when not persistent)
+  double cv = 0;                     // coefficient of variation of samples/s over the repeats
+  double worker_busy_frac = 0;       // fraction of worker wall time spent producing samples
   std::string decision;       // why the phase kept or dropped this setting
   std::vector<RepeatRecord> repeat_rows;
 };
@@ -85,6 +107,17 @@ struct RunRecord {
   std::optional<double> knee_samples_per_s;
   std::optional<int64_t> best_trial_id;
   std::optional<int64_t> baseline_trial_id;
+  // Schema v2 (unset in files written before it).
+  std::optional<int> knee_kneedle_workers;  // the knee by the Kneedle method, next to the tolerance one
+  std::optional<int> safe_max_workers;      // the most workers the memory, /dev/shm and fd budgets allow
+  std::optional<double> speedup;            // best over baseline samples/s
+  std::optional<double> speedup_ci_low;     // 95% interval of the speedup
+  std::optional<double> speedup_ci_high;
+  std::string calibration_json;             // the tuner's calibration figures, a JSON object ("" = none)
+  // Identifies the run across files, so `feedtune merge` adds a run once. The
+  // store assigns it at BeginRun when empty; runs from schema v1 files get
+  // "v1:<machine hash>:<started_at>:<id>".
+  std::string uid;
 };
 
 }  // namespace feedtune::results

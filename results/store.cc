@@ -7,11 +7,14 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <random>
 #include <string_view>
 #include <system_error>
 #include <thread>
@@ -109,6 +112,28 @@ CREATE TABLE repeats (
 );
 CREATE INDEX trials_run_id ON trials(run_id);
 CREATE INDEX repeats_trial_id ON repeats(trial_id);
+)sql",
+    // 1 -> 2: the tuner's extra figures, per-GPU detail, and a run identity that
+    // survives `feedtune merge`. Only ADD COLUMN, so v1 rows stay as they were;
+    // a v1 run's uid is derived from what identified it there, the same string
+    // the store derives when it reads a v1 file without migrating it.
+    R"sql(
+ALTER TABLE machines ADD COLUMN gpu_runtime TEXT NOT NULL DEFAULT '';
+ALTER TABLE machines ADD COLUMN gpus_json TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE runs ADD COLUMN knee_kneedle_workers INTEGER;
+ALTER TABLE runs ADD COLUMN safe_max_workers INTEGER;
+ALTER TABLE runs ADD COLUMN speedup REAL;
+ALTER TABLE runs ADD COLUMN speedup_ci_low REAL;
+ALTER TABLE runs ADD COLUMN speedup_ci_high REAL;
+ALTER TABLE runs ADD COLUMN calibration_json TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN uid TEXT;
+UPDATE runs SET uid = 'v1:' || (SELECT hash FROM machines WHERE machines.id = runs.machine_id) ||
+                      ':' || started_at || ':' || id;
+CREATE UNIQUE INDEX runs_uid ON runs(uid);
+ALTER TABLE trials ADD COLUMN time_to_first_batch_s REAL;
+ALTER TABLE trials ADD COLUMN epoch_boundary_ms REAL;
+ALTER TABLE trials ADD COLUMN cv REAL;
+ALTER TABLE trials ADD COLUMN worker_busy_frac REAL;
 )sql",
 };
 
@@ -431,6 +456,34 @@ constexpr const char* kTrialColumns =
 constexpr const char* kRepeatColumns =
     "trial_id, idx, samples_per_s, mb_per_s, gpu_idle_frac, wait_p50_us, wait_p99_us, wall_s, "
     "outlier";
+// Columns added by schema v2, and what a v1 file reads as in their place (a
+// read-only Store cannot migrate, yet must read a v1 file).
+constexpr const char* kMachineColumnsV2 = "gpu_runtime, gpus_json";
+constexpr const char* kMachineColumnsV1Stand_in = "'', '[]'";
+constexpr const char* kRunColumnsV2 =
+    "knee_kneedle_workers, safe_max_workers, speedup, speedup_ci_low, speedup_ci_high, "
+    "calibration_json, uid";
+// The uid expression is the one the 1 -> 2 migration stores, so a run has the
+// same identity whether its file was migrated or read as v1.
+constexpr const char* kRunColumnsV1Stand_in =
+    "NULL, NULL, NULL, NULL, NULL, '', 'v1:' || (SELECT hash FROM machines WHERE machines.id = "
+    "runs.machine_id) || ':' || started_at || ':' || id";
+constexpr const char* kTrialColumnsV2 =
+    "time_to_first_batch_s, epoch_boundary_ms, cv, worker_busy_frac";
+constexpr const char* kTrialColumnsV1Stand_in = "NULL, NULL, NULL, NULL";
+
+std::string MachineColumns(int version) {
+  return std::string(kMachineColumns) + ", " +
+         (version >= 2 ? kMachineColumnsV2 : kMachineColumnsV1Stand_in);
+}
+std::string RunColumns(int version) {
+  return std::string(kRunColumns) + ", " +
+         (version >= 2 ? kRunColumnsV2 : kRunColumnsV1Stand_in);
+}
+std::string TrialColumns(int version) {
+  return std::string(kTrialColumns) + ", " +
+         (version >= 2 ? kTrialColumnsV2 : kTrialColumnsV1Stand_in);
+}
 
 RunRecord ReadRun(const Statement& row) {
   RunRecord run;
@@ -448,7 +501,67 @@ RunRecord ReadRun(const Statement& row) {
   run.knee_samples_per_s = row.Optional<double>(11);
   run.best_trial_id = row.Optional<int64_t>(12);
   run.baseline_trial_id = row.Optional<int64_t>(13);
+  run.knee_kneedle_workers = row.Optional<int>(14);
+  run.safe_max_workers = row.Optional<int>(15);
+  run.speedup = row.Optional<double>(16);
+  run.speedup_ci_low = row.Optional<double>(17);
+  run.speedup_ci_high = row.Optional<double>(18);
+  run.calibration_json = row.Text(19);
+  run.uid = row.Text(20);
   return run;
+}
+
+// Now in the ISO 8601 UTC form of kNowSql, for values needed before the INSERT.
+std::string CurrentUtc() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+// A new run's identity: the machine, the start time, and 64 random bits, so
+// two runs started in the same second on one machine still differ.
+std::string NewRunUid(const std::string& machine_hash, const std::string& started_at) {
+  std::random_device random;
+  const uint64_t bits = (static_cast<uint64_t>(random()) << 32) ^ random();
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(bits));
+  return machine_hash + ":" + started_at + ":" + hex;
+}
+
+// GPU detail as the machines.gpus_json column holds it.
+std::string GpusToJson(const std::vector<GpuInfo>& gpus) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const GpuInfo& g : gpus) {
+    list.push_back({{"name", g.name},
+                    {"mem_bytes", g.mem_bytes},
+                    {"driver", g.driver},
+                    {"runtime", g.runtime},
+                    {"pci_bus_id", g.pci_bus_id},
+                    {"link", g.link}});
+  }
+  return list.dump();
+}
+
+// Tolerant on purpose: a damaged detail column must not make the run unreadable.
+std::vector<GpuInfo> GpusFromJson(const std::string& text) {
+  std::vector<GpuInfo> gpus;
+  const nlohmann::json list = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!list.is_array()) return gpus;
+  for (const nlohmann::json& item : list) {
+    if (!item.is_object()) continue;
+    GpuInfo g;
+    g.name = item.value("name", "");
+    g.mem_bytes = item.value("mem_bytes", int64_t{0});
+    g.driver = item.value("driver", "");
+    g.runtime = item.value("runtime", "");
+    g.pci_bus_id = item.value("pci_bus_id", "");
+    g.link = item.value("link", "");
+    gpus.push_back(std::move(g));
+  }
+  return gpus;
 }
 
 std::optional<std::string> NullIfEmpty(const std::string& text) {
@@ -456,11 +569,38 @@ std::optional<std::string> NullIfEmpty(const std::string& text) {
   return text;
 }
 
+// Reads the columns of MachineColumns() (starting at column 0).
+Fingerprint ReadMachine(const Statement& select) {
+  Fingerprint f;
+  // Column 0 is the stored hash; Hash() recomputes it from the fields below.
+  f.hostname = select.Text(1);
+  f.label = select.Text(2);
+  f.cpu_model = select.Text(3);
+  f.logical_cpus = select.Int32(4);
+  f.usable_cpus = select.Int32(5);
+  f.cgroup_cpu_limit = select.IsNull(6) ? 0 : select.Double(6);
+  f.numa_nodes = select.Int32(7);
+  f.mem_total_bytes = select.Int(8);
+  f.cgroup_mem_limit_bytes = select.Int(9);
+  f.shm_bytes = select.Int(10);
+  f.nofile_limit = select.Int(11);
+  f.kernel = select.Text(12);
+  f.gpu_name = select.Text(13);
+  f.gpu_count = select.Int32(14);
+  f.gpu_mem_bytes = select.Int(15);
+  f.gpu_driver = select.Text(16);
+  f.pcie_link = select.Text(17);
+  f.gpu_runtime = select.Text(18);
+  f.gpus = GpusFromJson(select.Text(19));
+  return f;
+}
+
 }  // namespace
 
 void Store::DbCloser::operator()(sqlite3* db) const { sqlite3_close_v2(db); }
 
-Store::Store(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+Store::Store(sqlite3* db, std::string path, int schema_version)
+    : db_(db), path_(std::move(path)), schema_version_(schema_version) {}
 Store::Store(Store&&) noexcept = default;
 Store& Store::operator=(Store&&) noexcept = default;
 Store::~Store() = default;
@@ -488,7 +628,7 @@ Store Store::Open(const std::string& path) {
   if (state.schema_version < kSchemaVersion || state.application_id != kApplicationId) {
     Migrate(db.get(), path);
   }
-  return Store(db.release(), path);
+  return Store(db.release(), path, kSchemaVersion);
 }
 
 Store Store::OpenReadOnly(const std::string& path) {
@@ -500,14 +640,15 @@ Store Store::OpenReadOnly(const std::string& path) {
   CheckHeader(path);
   DbHandle db = OpenHandle(path, SQLITE_OPEN_READONLY);
   const int version = CheckFile(db.get(), path).schema_version;
-  if (version < kSchemaVersion) {
-    // Read-only cannot migrate; an empty file has version 0 too.
+  if (version < 1) {
+    // An empty file, or one whose creation never committed: nothing to read.
     throw StoreError(path + ": results file has schema version " + std::to_string(version) +
-                     " (empty or from an older feedtune); run `feedtune sweep CONFIG --db " + path +
-                     "` to create or upgrade it");
+                     " (empty); run `feedtune sweep CONFIG --db " + path + "` to fill it");
   }
+  // Older versions are read as they are (read-only cannot migrate): the
+  // queries stand in defaults for the columns they lack.
   Exec(db.get(), path, "enable foreign keys", "PRAGMA foreign_keys = ON");
-  return Store(db.release(), path);
+  return Store(db.release(), path, version);
 }
 
 int64_t Store::UpsertMachine(const Fingerprint& fingerprint) {
@@ -526,35 +667,51 @@ int64_t Store::UpsertMachine(const Fingerprint& fingerprint) {
       update.BindAll(fingerprint.label, id).Run();
     }
   } else {
-    const std::string sql = std::string("INSERT INTO machines (") + kMachineColumns +
-                            ", first_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                            "?, ?, ?, " +
-                            kNowSql + ")";
-    Statement insert(db_.get(), path_, "record machine", sql.c_str());
-    const Fingerprint& f = fingerprint;
-    insert
-        .BindAll(hash, f.hostname, f.label.empty() ? f.hostname : f.label, f.cpu_model,
-                 f.logical_cpus, f.usable_cpus, f.cgroup_cpu_limit, f.numa_nodes, f.mem_total_bytes,
-                 f.cgroup_mem_limit_bytes, f.shm_bytes, f.nofile_limit, f.kernel, f.gpu_name,
-                 f.gpu_count, f.gpu_mem_bytes, f.gpu_driver, f.pcie_link)
-        .Run();
-    id = sqlite3_last_insert_rowid(db_.get());
+    id = InsertMachine(hash, fingerprint, std::nullopt);
   }
   transaction.Commit();
   return id;
 }
 
+int64_t Store::InsertMachine(const std::string& hash, const Fingerprint& f,
+                             const std::optional<std::string>& first_seen) {
+  const std::string sql = std::string("INSERT INTO machines (") + MachineColumns(kSchemaVersion) +
+                          ", first_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                          "?, ?, ?, ?, ?, COALESCE(?, " +
+                          kNowSql + "))";
+  Statement insert(db_.get(), path_, "record machine", sql.c_str());
+  insert
+      .BindAll(hash, f.hostname, f.label.empty() ? f.hostname : f.label, f.cpu_model,
+               f.logical_cpus, f.usable_cpus, f.cgroup_cpu_limit, f.numa_nodes, f.mem_total_bytes,
+               f.cgroup_mem_limit_bytes, f.shm_bytes, f.nofile_limit, f.kernel, f.gpu_name,
+               f.gpu_count, f.gpu_mem_bytes, f.gpu_driver, f.pcie_link, f.gpu_runtime,
+               GpusToJson(f.gpus), first_seen)
+      .Run();
+  return sqlite3_last_insert_rowid(db_.get());
+}
+
 int64_t Store::BeginRun(const RunRecord& run) {
   Transaction transaction(db_.get(), path_, "record run start");
+  std::string machine_hash;
+  {
+    Statement find(db_.get(), path_, "record run start", "SELECT hash FROM machines WHERE id = ?");
+    find.BindAll(run.machine_id);
+    if (!find.Step()) {
+      throw StoreError(path_ + ": record run start: no machine " + std::to_string(run.machine_id) +
+                       " in the file (call UpsertMachine first)");
+    }
+    machine_hash = find.Text(0);
+  }
+  const std::string started_at = run.started_at.empty() ? CurrentUtc() : run.started_at;
+  const std::string uid = run.uid.empty() ? NewRunUid(machine_hash, started_at) : run.uid;
   const std::string sql =
-      std::string(
-          "INSERT INTO runs (machine_id, workload_name, workload_hash, config_yaml, backend, "
-          "version, started_at, status) VALUES (?, ?, ?, ?, ?, ?, COALESCE(?, ") +
-      kNowSql + "), 'running')";
+      "INSERT INTO runs (machine_id, workload_name, workload_hash, config_yaml, backend, "
+      "version, started_at, status, calibration_json, uid) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)";
   Statement insert(db_.get(), path_, "record run start", sql.c_str());
   insert
       .BindAll(run.machine_id, run.workload_name, run.workload_hash, run.config_yaml, run.backend,
-               run.version, NullIfEmpty(run.started_at))
+               run.version, started_at, run.calibration_json, uid)
       .Run();
   const int64_t id = sqlite3_last_insert_rowid(db_.get());
   transaction.Commit();
@@ -564,9 +721,15 @@ int64_t Store::BeginRun(const RunRecord& run) {
 int64_t Store::AddTrial(int64_t run_id, const TrialRecord& trial) {
   const std::string operation = "record trial (" + trial.phase + ")";
   Transaction transaction(db_.get(), path_, operation);
-  const std::string sql = std::string("INSERT INTO trials (") + kTrialColumns +
+  const int64_t trial_id = InsertTrial(run_id, trial, operation);
+  transaction.Commit();
+  return trial_id;
+}
+
+int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::string& operation) {
+  const std::string sql = "INSERT INTO trials (" + TrialColumns(kSchemaVersion) +
                           ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                          "?, ?, ?)";
+                          "?, ?, ?, ?, ?, ?, ?)";
   int64_t trial_id = 0;
   {
     Statement insert(db_.get(), path_, operation, sql.c_str());
@@ -577,7 +740,8 @@ int64_t Store::AddTrial(int64_t run_id, const TrialRecord& trial) {
                  k.prefetch_factor, k.persistent_workers, t.status, t.error, t.samples_per_s,
                  t.ci_low, t.ci_high, t.mb_per_s, t.gpu_idle_frac, t.copy_s, t.wait_p50_us,
                  t.wait_p99_us, t.worker_startup_s, t.cpu_util, t.peak_rss_bytes, t.repeats,
-                 t.decision)
+                 t.decision, t.time_to_first_batch_s, t.epoch_boundary_ms, t.cv,
+                 t.worker_busy_frac)
         .Run();
     trial_id = sqlite3_last_insert_rowid(db_.get());
   }
@@ -593,7 +757,6 @@ int64_t Store::AddTrial(int64_t run_id, const TrialRecord& trial) {
       insert.Reset();
     }
   }
-  transaction.Commit();
   return trial_id;
 }
 
@@ -601,11 +764,17 @@ void Store::FinishRun(const RunRecord& run) {
   Transaction transaction(db_.get(), path_, "record run end");
   const std::string sql = std::string("UPDATE runs SET ended_at = COALESCE(?, ") + kNowSql +
                           "), status = ?, knee_workers = ?, knee_samples_per_s = ?, "
-                          "best_trial_id = ?, baseline_trial_id = ? WHERE id = ?";
+                          "best_trial_id = ?, baseline_trial_id = ?, knee_kneedle_workers = ?, "
+                          "safe_max_workers = ?, speedup = ?, speedup_ci_low = ?, "
+                          "speedup_ci_high = ?, calibration_json = COALESCE(?, calibration_json) "
+                          "WHERE id = ?";
   Statement update(db_.get(), path_, "record run end", sql.c_str());
+  // An empty calibration keeps what BeginRun stored rather than erasing it.
   update
       .BindAll(NullIfEmpty(run.ended_at), run.status, run.knee_workers, run.knee_samples_per_s,
-               run.best_trial_id, run.baseline_trial_id, run.id)
+               run.best_trial_id, run.baseline_trial_id, run.knee_kneedle_workers,
+               run.safe_max_workers, run.speedup, run.speedup_ci_low, run.speedup_ci_high,
+               NullIfEmpty(run.calibration_json), run.id)
       .Run();
   if (sqlite3_changes(db_.get()) == 0) {
     throw StoreError(path_ + ": record run end: no run " + std::to_string(run.id) + " in the file");
@@ -614,7 +783,7 @@ void Store::FinishRun(const RunRecord& run) {
 }
 
 std::optional<RunRecord> Store::LoadRun(std::optional<int64_t> id) const {
-  const std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs" +
+  const std::string sql = "SELECT " + RunColumns(schema_version_) + " FROM runs" +
                           (id.has_value() ? " WHERE id = ?" : " ORDER BY id DESC LIMIT 1");
   Statement select(db_.get(), path_, "load run", sql.c_str());
   if (id.has_value()) select.BindAll(*id);
@@ -623,7 +792,7 @@ std::optional<RunRecord> Store::LoadRun(std::optional<int64_t> id) const {
 }
 
 std::vector<RunRecord> Store::LoadRuns() const {
-  const std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs ORDER BY id";
+  const std::string sql = "SELECT " + RunColumns(schema_version_) + " FROM runs ORDER BY id";
   Statement select(db_.get(), path_, "load runs", sql.c_str());
   std::vector<RunRecord> runs;
   while (select.Step()) runs.push_back(ReadRun(select));
@@ -632,7 +801,7 @@ std::vector<RunRecord> Store::LoadRuns() const {
 
 std::vector<TrialRecord> Store::LoadTrials(int64_t run_id) const {
   const std::string sql =
-      std::string("SELECT id, ") + kTrialColumns + " FROM trials WHERE run_id = ? ORDER BY id";
+      "SELECT id, " + TrialColumns(schema_version_) + " FROM trials WHERE run_id = ? ORDER BY id";
   Statement select(db_.get(), path_, "load trials", sql.c_str());
   select.BindAll(run_id);
   std::vector<TrialRecord> trials;
@@ -663,6 +832,10 @@ std::vector<TrialRecord> Store::LoadTrials(int64_t run_id) const {
     t.peak_rss_bytes = select.Int(21);
     t.repeats = select.Int32(22);
     t.decision = select.Text(23);
+    t.time_to_first_batch_s = select.Double(24);
+    t.epoch_boundary_ms = select.Double(25);
+    t.cv = select.Double(26);
+    t.worker_busy_frac = select.Double(27);
     index_by_id[t.id] = trials.size();
     trials.push_back(std::move(t));
   }
@@ -692,30 +865,27 @@ std::vector<TrialRecord> Store::LoadTrials(int64_t run_id) const {
 }
 
 std::optional<Fingerprint> Store::LoadMachine(int64_t machine_id) const {
-  const std::string sql = std::string("SELECT ") + kMachineColumns + " FROM machines WHERE id = ?";
+  const std::string sql = "SELECT " + MachineColumns(schema_version_) + " FROM machines WHERE id = ?";
   Statement select(db_.get(), path_, "load machine", sql.c_str());
   select.BindAll(machine_id);
   if (!select.Step()) return std::nullopt;
-  Fingerprint f;
-  // Column 0 is the stored hash; Hash() recomputes it from the fields below.
-  f.hostname = select.Text(1);
-  f.label = select.Text(2);
-  f.cpu_model = select.Text(3);
-  f.logical_cpus = select.Int32(4);
-  f.usable_cpus = select.Int32(5);
-  f.cgroup_cpu_limit = select.IsNull(6) ? 0 : select.Double(6);
-  f.numa_nodes = select.Int32(7);
-  f.mem_total_bytes = select.Int(8);
-  f.cgroup_mem_limit_bytes = select.Int(9);
-  f.shm_bytes = select.Int(10);
-  f.nofile_limit = select.Int(11);
-  f.kernel = select.Text(12);
-  f.gpu_name = select.Text(13);
-  f.gpu_count = select.Int32(14);
-  f.gpu_mem_bytes = select.Int(15);
-  f.gpu_driver = select.Text(16);
-  f.pcie_link = select.Text(17);
-  return f;
+  return ReadMachine(select);
+}
+
+std::vector<StoredMachine> Store::LoadMachines() const {
+  const std::string sql =
+      "SELECT " + MachineColumns(schema_version_) + ", id, first_seen FROM machines ORDER BY id";
+  Statement select(db_.get(), path_, "load machines", sql.c_str());
+  std::vector<StoredMachine> machines;
+  while (select.Step()) {
+    StoredMachine m;
+    m.fingerprint = ReadMachine(select);
+    m.hash = select.Text(0);
+    m.id = select.Int(20);
+    m.first_seen = select.Text(21);
+    machines.push_back(std::move(m));
+  }
+  return machines;
 }
 
 }  // namespace feedtune::results

@@ -26,15 +26,24 @@ class StoreError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A machines row with what identifies it in this file and across files.
+struct StoredMachine {
+  int64_t id = 0;
+  std::string hash;        // as stored: the identity `merge` and `compare` match on
+  std::string first_seen;  // ISO 8601 UTC
+  Fingerprint fingerprint;
+};
+
 class Store {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
   static constexpr int32_t kApplicationId = 0x46656564;  // "Feed"
 
   // Opens (creating when missing, with its parent folder) the results file.
   // Throws StoreError with the path and the reason.
   static Store Open(const std::string& path);
-  // Opens an existing file read-only; throws when missing.
+  // Opens an existing file read-only; throws when missing. A file of an older
+  // schema version is read as it is (columns it lacks read as unset), never migrated.
   static Store OpenReadOnly(const std::string& path);
 
   Store(Store&&) noexcept;
@@ -55,17 +64,26 @@ class Store {
   std::vector<RunRecord> LoadRuns() const;
   std::vector<TrialRecord> LoadTrials(int64_t run_id) const;  // in id order, with repeats
   std::optional<Fingerprint> LoadMachine(int64_t machine_id) const;
+  std::vector<StoredMachine> LoadMachines() const;  // in id order
 
   const std::string& path() const { return path_; }
+  // The schema version of the file as opened (kSchemaVersion unless opened read-only).
+  int schema_version() const { return schema_version_; }
 
  private:
-  Store(sqlite3* db, std::string path);
+  Store(sqlite3* db, std::string path, int schema_version);
+
+  // Bodies shared by the public writers; the caller holds the transaction.
+  int64_t InsertMachine(const std::string& hash, const Fingerprint& fingerprint,
+                        const std::optional<std::string>& first_seen);
+  int64_t InsertTrial(int64_t run_id, const TrialRecord& trial, const std::string& operation);
 
   struct DbCloser {
     void operator()(sqlite3* db) const;
   };
   std::unique_ptr<sqlite3, DbCloser> db_;
   std::string path_;
+  int schema_version_;
 };
 
 }  // namespace feedtune::results

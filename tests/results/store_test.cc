@@ -85,6 +85,19 @@ Fingerprint TestMachine(const std::string& hostname = "box-a") {
   f.gpu_mem_bytes = int64_t{80} << 30;
   f.gpu_driver = "550.54";
   f.pcie_link = "Gen5 x16";
+  f.gpu_runtime = "12.4";
+  f.gpus = {{.name = "NVIDIA H100",
+             .mem_bytes = int64_t{80} << 30,
+             .driver = "550.54",
+             .runtime = "12.4",
+             .pci_bus_id = "0000:3b:00.0",
+             .link = "Gen5 x16"},
+            {.name = "NVIDIA H100",
+             .mem_bytes = int64_t{80} << 30,
+             .driver = "550.54",
+             .runtime = "12.4",
+             .pci_bus_id = "0000:5e:00.0",
+             .link = "Gen4 x8"}};
   return f;
 }
 
@@ -123,6 +136,10 @@ TrialRecord TestTrial() {
   t.peak_rss_bytes = int64_t{3} << 30;
   t.repeats = 2;
   t.decision = "kept: +12.0% over 4 workers, beyond noise";
+  t.time_to_first_batch_s = 0.75;
+  t.epoch_boundary_ms = 12.5;
+  t.cv = 0.0125;
+  t.worker_busy_frac = 0.875;
   t.repeat_rows = {
       {.index = 0,
        .samples_per_s = 6400,
@@ -219,6 +236,8 @@ TEST_F(StoreTest, MachineRoundTripsEveryField) {
   EXPECT_EQ(out->gpu_mem_bytes, in.gpu_mem_bytes);
   EXPECT_EQ(out->gpu_driver, in.gpu_driver);
   EXPECT_EQ(out->pcie_link, in.pcie_link);
+  EXPECT_EQ(out->gpu_runtime, in.gpu_runtime);
+  EXPECT_EQ(out->gpus, in.gpus);
   EXPECT_EQ(out->Hash(), in.Hash());
   EXPECT_FALSE(store.LoadMachine(9999).has_value());
 }
@@ -260,6 +279,12 @@ TEST_F(StoreTest, RunTrialsAndRepeatsRoundTripEveryField) {
   finish.knee_samples_per_s = 6311.0;
   finish.best_trial_id = trial_id;
   finish.baseline_trial_id = baseline_id;
+  finish.knee_kneedle_workers = 4;
+  finish.safe_max_workers = 24;
+  finish.speedup = 7.5;
+  finish.speedup_ci_low = 7.25;
+  finish.speedup_ci_high = 7.75;
+  finish.calibration_json = R"({"fork_us": 850.5})";
   store.FinishRun(finish);
 
   const auto run = store.LoadRun(run_id);
@@ -278,6 +303,15 @@ TEST_F(StoreTest, RunTrialsAndRepeatsRoundTripEveryField) {
   EXPECT_EQ(run->knee_samples_per_s, 6311.0);
   EXPECT_EQ(run->best_trial_id, trial_id);
   EXPECT_EQ(run->baseline_trial_id, baseline_id);
+  EXPECT_EQ(run->knee_kneedle_workers, 4);
+  EXPECT_EQ(run->safe_max_workers, 24);
+  EXPECT_EQ(run->speedup, 7.5);
+  EXPECT_EQ(run->speedup_ci_low, 7.25);
+  EXPECT_EQ(run->speedup_ci_high, 7.75);
+  EXPECT_EQ(run->calibration_json, finish.calibration_json);
+  EXPECT_EQ(run->uid, running.uid);
+  EXPECT_TRUE(run->uid.starts_with(TestMachine().Hash() + ":" + run_in.started_at + ":"))
+      << run->uid;
 
   const auto trials = store.LoadTrials(run_id);
   ASSERT_EQ(trials.size(), 3u);
@@ -303,6 +337,10 @@ TEST_F(StoreTest, RunTrialsAndRepeatsRoundTripEveryField) {
   EXPECT_EQ(t.peak_rss_bytes, trial_in.peak_rss_bytes);
   EXPECT_EQ(t.repeats, trial_in.repeats);
   EXPECT_EQ(t.decision, trial_in.decision);
+  EXPECT_EQ(t.time_to_first_batch_s, trial_in.time_to_first_batch_s);
+  EXPECT_EQ(t.epoch_boundary_ms, trial_in.epoch_boundary_ms);
+  EXPECT_EQ(t.cv, trial_in.cv);
+  EXPECT_EQ(t.worker_busy_frac, trial_in.worker_busy_frac);
   ASSERT_EQ(t.repeat_rows.size(), trial_in.repeat_rows.size());
   for (size_t i = 0; i < t.repeat_rows.size(); ++i) {
     const RepeatRecord& a = t.repeat_rows[i];
@@ -466,7 +504,7 @@ TEST_F(StoreTest, RefusesNewerSchemaVersion) {
       EXPECT_EQ(std::string(e.what()),
                 path +
                     ": results file has schema version 99, this feedtune understands up to "
-                    "1; upgrade feedtune");
+                    "2; upgrade feedtune");
     }
   }
   EXPECT_EQ(RawPragma(path, "user_version"), 99);

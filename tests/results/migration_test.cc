@@ -1,0 +1,176 @@
+// Schema migrations on a real v1 file (tests/testdata/db/v1.db, written by the
+// v1 code): read as it is, upgraded in place, and still refused when foreign.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "results/store.h"
+
+namespace feedtune::results {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kFixture = fs::path(FEEDTUNE_SOURCE_DIR) / "tests/testdata/db/v1.db";
+
+std::string ReadBytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+int64_t RawInt(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  int64_t value = -1;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK &&
+        sqlite3_step(stmt) == SQLITE_ROW) {
+      value = sqlite3_column_int64(stmt, 0);
+    }
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_close(db);
+  return value;
+}
+
+class MigrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(kFixture)) << kFixture;
+    std::string pattern = (fs::temp_directory_path() / "feedtune_migration_test.XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    copy_ = (dir_ / "v1.db").string();
+    fs::copy_file(kFixture, copy_);
+  }
+  void TearDown() override {
+    std::error_code error;
+    fs::remove_all(dir_, error);
+  }
+
+  fs::path dir_;
+  std::string copy_;
+};
+
+TEST_F(MigrationTest, FixtureIsSchemaV1) {
+  EXPECT_EQ(RawInt(kFixture.string(), "PRAGMA user_version"), 1);
+  EXPECT_EQ(RawInt(kFixture.string(), "PRAGMA application_id"), Store::kApplicationId);
+  EXPECT_EQ(RawInt(kFixture.string(), "SELECT count(*) FROM trials"), 8);
+}
+
+TEST_F(MigrationTest, ReadOnlyReadsV1WithoutChangingIt) {
+  const std::string before = ReadBytes(copy_);
+  {
+    Store store = Store::OpenReadOnly(copy_);
+    EXPECT_EQ(store.schema_version(), 1);
+    const auto run = store.LoadRun(std::nullopt);
+    ASSERT_TRUE(run.has_value());
+    EXPECT_EQ(run->id, 1);
+    EXPECT_EQ(run->status, "done");
+    EXPECT_EQ(run->workload_name, "tiny-v1");
+    EXPECT_FALSE(run->speedup.has_value());
+    EXPECT_FALSE(run->knee_kneedle_workers.has_value());
+    EXPECT_TRUE(run->calibration_json.empty());
+    const auto machine = store.LoadMachine(run->machine_id);
+    ASSERT_TRUE(machine.has_value());
+    EXPECT_EQ(machine->label, "fixture-v1");
+    EXPECT_TRUE(machine->gpus.empty());
+    EXPECT_EQ(run->uid, "v1:" + store.LoadMachines().at(0).hash + ":" + run->started_at + ":1");
+    const auto trials = store.LoadTrials(run->id);
+    ASSERT_EQ(trials.size(), 8u);
+    EXPECT_EQ(trials[0].phase, "baseline");
+    EXPECT_GT(trials[0].samples_per_s, 0);
+    EXPECT_EQ(trials[0].repeat_rows.size(), 2u);
+    EXPECT_TRUE(std::isnan(trials[0].time_to_first_batch_s));  // unknown in v1
+    EXPECT_TRUE(std::isnan(trials[0].worker_busy_frac));
+  }
+  EXPECT_EQ(ReadBytes(copy_), before);
+}
+
+TEST_F(MigrationTest, OpenUpgradesV1InPlaceKeepingEveryRow) {
+  std::string uid_before;
+  std::vector<TrialRecord> trials_before;
+  {
+    Store reader = Store::OpenReadOnly(copy_);
+    uid_before = reader.LoadRun(1)->uid;
+    trials_before = reader.LoadTrials(1);
+  }
+  {
+    Store store = Store::Open(copy_);
+    EXPECT_EQ(store.schema_version(), Store::kSchemaVersion);
+  }
+  EXPECT_EQ(RawInt(copy_, "PRAGMA user_version"), Store::kSchemaVersion);
+  EXPECT_EQ(RawInt(copy_, "PRAGMA application_id"), Store::kApplicationId);
+  EXPECT_EQ(RawInt(copy_, "SELECT count(*) FROM repeats"), 16);
+
+  Store store = Store::Open(copy_);  // a second open has nothing left to do
+  const auto run = store.LoadRun(1);
+  ASSERT_TRUE(run.has_value());
+  EXPECT_EQ(run->uid, uid_before);  // the identity `merge` relies on is unchanged
+  const auto trials = store.LoadTrials(1);
+  ASSERT_EQ(trials.size(), trials_before.size());
+  for (size_t i = 0; i < trials.size(); ++i) {
+    EXPECT_EQ(trials[i].id, trials_before[i].id);
+    EXPECT_EQ(trials[i].knobs, trials_before[i].knobs);
+    EXPECT_EQ(trials[i].samples_per_s, trials_before[i].samples_per_s);
+    EXPECT_EQ(trials[i].decision, trials_before[i].decision);
+    EXPECT_TRUE(std::isnan(trials[i].cv));
+  }
+
+  // The upgraded file takes v2 rows next to the v1 ones.
+  RunRecord next = *run;
+  next.uid.clear();
+  next.started_at.clear();
+  next.calibration_json = R"({"fork_us": 900})";
+  next.id = store.BeginRun(next);
+  TrialRecord trial = trials[0];
+  trial.cv = 0.02;
+  trial.time_to_first_batch_s = 0.5;
+  const int64_t trial_id = store.AddTrial(next.id, trial);
+  next.status = "done";
+  next.speedup = 2.5;
+  next.safe_max_workers = 12;
+  next.calibration_json.clear();  // keeps what BeginRun stored
+  store.FinishRun(next);
+  const auto loaded = store.LoadRun(next.id);
+  EXPECT_EQ(loaded->speedup, 2.5);
+  EXPECT_EQ(loaded->safe_max_workers, 12);
+  EXPECT_EQ(loaded->calibration_json, R"({"fork_us": 900})");
+  EXPECT_NE(loaded->uid, uid_before);
+  EXPECT_EQ(store.LoadTrials(next.id).at(0).id, trial_id);
+  EXPECT_EQ(store.LoadTrials(next.id).at(0).cv, 0.02);
+}
+
+TEST_F(MigrationTest, ForeignApplicationIdIsRefusedAndUntouched) {
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(copy_.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "PRAGMA application_id = 1234", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  const std::string before = ReadBytes(copy_);
+  for (const bool read_only : {false, true}) {
+    try {
+      read_only ? Store::OpenReadOnly(copy_) : Store::Open(copy_);
+      FAIL() << "expected StoreError";
+    } catch (const StoreError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                copy_ + ": not a feedtune results file (application_id 0x000004d2); refusing to "
+                        "modify it");
+    }
+  }
+  EXPECT_EQ(ReadBytes(copy_), before);
+  EXPECT_EQ(RawInt(copy_, "PRAGMA user_version"), 1);
+}
+
+}  // namespace
+}  // namespace feedtune::results
