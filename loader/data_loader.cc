@@ -1,5 +1,6 @@
 #include "loader/data_loader.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -10,9 +11,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Pinned buffers in the pin ring: the batch handed out, plus room for copies the
-// device may still be reading (a non_blocking copy is queued, not done).
-constexpr int kPinRingDepth = 3;
+// How often a waiting pin thread looks at its stop flag. Wake() ends a wait
+// at once; this only bounds a missed wake-up.
+constexpr auto kPinPoll = std::chrono::milliseconds(200);
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -44,10 +45,17 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const LoaderOptio
              static_cast<size_t>(options.knobs.batch_size) * static_cast<size_t>(dataset_->max_sample_bytes())) {
   if (options_.knobs.pin_memory) {
     if (!pinned_alloc) throw std::invalid_argument("pin_memory needs a pinned-memory allocator");
+    // One pinned buffer per slot: a batch keeps its slot number from worker to
+    // consumer, so its pinned copy is never overwritten while it is held.
+    // (num_workers == 0 reads into one slot; two pinned buffers alternate so
+    // the previous batch's queued copy is not overwritten by the next read.)
+    // Known limit: with sync_every_steps == 0 a device stream may lag more
+    // than the slots allow; the CUDA backend then needs per-buffer events.
     const auto start = Clock::now();
-    for (int i = 0; i < kPinRingDepth; ++i) {
-      pinned_ring_.push_back(pinned_alloc(arena_.slot_bytes()));
-      if (!pinned_ring_.back().pinned()) stats_.pinned_pool_locked = false;
+    const int buffers = std::max(arena_.num_slots(), 2);
+    for (int i = 0; i < buffers; ++i) {
+      pinned_.push_back(pinned_alloc(arena_.slot_bytes()));
+      if (!pinned_.back().pinned()) stats_.pinned_pool_locked = false;
     }
     stats_.pinned_pool_alloc_s = SecondsSince(start);
   }
@@ -66,7 +74,59 @@ DataLoader::~DataLoader() { Shutdown(); }
 void DataLoader::Shutdown() noexcept { StopWorkers(); }
 
 void DataLoader::StopWorkers() noexcept {
+  StopPinThread();
   if (pool_ && pool_->running()) pool_->Stop();
+}
+
+void DataLoader::StartPinThread() {
+  pin_stop_ = false;
+  pin_queue_.clear();
+  pin_thread_ = std::thread([this] { PinLoop(); });
+}
+
+void DataLoader::StopPinThread() noexcept {
+  if (!pin_thread_.joinable()) return;
+  {
+    std::lock_guard lock(pin_mu_);
+    pin_stop_ = true;
+  }
+  pool_->Wake();
+  pin_thread_.join();
+  stats_.pin_s += std::exchange(pin_thread_s_, 0.0);
+}
+
+// The pin thread: finished batches from the workers, copied into the pinned
+// buffer of their slot, handed to the consumer in the order they finished
+// (the consumer reorders, as torch's main thread does).
+void DataLoader::PinLoop() {
+  while (true) {
+    {
+      std::lock_guard lock(pin_mu_);
+      if (pin_stop_) return;
+    }
+    BatchDone done;
+    if (!pool_->WaitDone(&done, Clock::now() + kPinPoll)) continue;
+    if (done.error.empty()) {
+      const auto start = Clock::now();
+      const auto slot = arena_.slot(done.slot);
+      std::memcpy(pinned_[static_cast<size_t>(done.slot)].data(), slot.data(), slot.size());
+      pin_thread_s_ += SecondsSince(start);
+    }
+    {
+      std::lock_guard lock(pin_mu_);
+      pin_queue_.push_back(std::move(done));
+    }
+    pin_cv_.notify_one();
+  }
+}
+
+bool DataLoader::NextDone(BatchDone* done, Clock::time_point deadline) {
+  if (!pin_thread_.joinable()) return pool_->WaitDone(done, deadline);
+  std::unique_lock lock(pin_mu_);
+  if (!pin_cv_.wait_until(lock, deadline, [this] { return !pin_queue_.empty(); })) return false;
+  *done = std::move(pin_queue_.front());
+  pin_queue_.pop_front();
+  return true;
 }
 
 int64_t DataLoader::batch_bytes() const {
@@ -80,6 +140,7 @@ void DataLoader::StartEpoch(int64_t epoch) {
   if (abandoned) StopWorkers();
 
   epoch_ = epoch;
+  epoch_start_ = Clock::now();
   plan_ = BatchPlan(EpochOrder(dataset_->size(), options_.shuffle, options_.seed, epoch),
                     options_.knobs.batch_size, options_.drop_last);
   next_to_dispatch_ = 0;
@@ -103,6 +164,7 @@ void DataLoader::StartEpoch(int64_t epoch) {
     pool_->Start();
     stats_.worker_startup_s += SecondsSince(start);
     ++stats_.worker_starts;
+    if (options_.knobs.pin_memory) StartPinThread();
   }
   // Prime the pipeline, as torch does when the iterator is created.
   DispatchUpTo(max_outstanding_);
@@ -136,9 +198,9 @@ std::optional<BatchView> DataLoader::Next() {
     return std::nullopt;
   }
   BatchView view = num_workers_ == 0 ? ReadInline(next_to_return_) : Collect(next_to_return_);
+  if (next_to_return_ == 0) stats_.time_to_first_batch_s = SecondsSince(epoch_start_);
   ++next_to_return_;
   if (num_workers_ > 0) DispatchUpTo(max_outstanding_);
-  if (options_.knobs.pin_memory) view = Pin(view);
   return view;
 }
 
@@ -156,8 +218,10 @@ BatchView DataLoader::ReadInline(int64_t batch_index) {
     }
   }
   held_slot_ = -1;  // slot 0 is reused in place: nothing to release
-  return BatchView{epoch_, batch_index, indices, std::span<const std::byte>(slot.data(), indices.size() * static_cast<size_t>(stride)),
-                   stride, payload, false};
+  const BatchView view{epoch_, batch_index, indices,
+                       std::span<const std::byte>(slot.data(), indices.size() * static_cast<size_t>(stride)), stride,
+                       payload, false};
+  return options_.knobs.pin_memory ? PinInline(view) : view;
 }
 
 BatchView DataLoader::Collect(int64_t batch_index) {
@@ -168,7 +232,7 @@ BatchView DataLoader::Collect(int64_t batch_index) {
                                     : Clock::time_point::max();
   while (!want.done) {
     BatchDone done;
-    if (!pool_->WaitDone(&done, deadline)) {
+    if (!NextDone(&done, deadline)) {
       StopWorkers();
       throw LoaderError("batch " + std::to_string(batch_index) + " of epoch " + std::to_string(epoch_) +
                         " timed out after " + std::to_string(options_.timeout_s) +
@@ -185,17 +249,18 @@ BatchView DataLoader::Collect(int64_t batch_index) {
   held_slot_ = r.slot;
   const auto indices = plan_.batch(batch_index);
   const int64_t stride = dataset_->max_sample_bytes();
-  const auto slot = arena_.slot(r.slot);
+  const bool pinned = options_.knobs.pin_memory;
+  const std::byte* data = pinned ? pinned_[static_cast<size_t>(r.slot)].data() : arena_.slot(r.slot).data();
   BatchView view{epoch_, batch_index, indices,
-                 std::span<const std::byte>(slot.data(), indices.size() * static_cast<size_t>(stride)), stride, r.bytes,
-                 false};
+                 std::span<const std::byte>(data, indices.size() * static_cast<size_t>(stride)), stride, r.bytes,
+                 pinned && pinned_[static_cast<size_t>(r.slot)].pinned()};
   want = Ready{};
   return view;
 }
 
-BatchView DataLoader::Pin(BatchView view) {
+BatchView DataLoader::PinInline(BatchView view) {
   const auto start = Clock::now();
-  device::HostBuffer& dst = pinned_ring_[static_cast<size_t>(pin_cursor_++ % kPinRingDepth)];
+  device::HostBuffer& dst = pinned_[static_cast<size_t>(view.index % 2)];
   std::memcpy(dst.data(), view.data.data(), view.data.size());
   view.data = std::span<const std::byte>(dst.data(), view.data.size());
   view.pinned = dst.pinned();

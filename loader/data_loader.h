@@ -12,20 +12,33 @@
 // - Batches live in prefetch_factor x N + 1 shared-memory slots (SlotArena): the
 //   +1 is the batch the caller holds.
 // - pin_memory: the batch is copied into page-locked memory before it is handed
-//   out (in the consumer thread).
+//   out. With workers this is torch's pin thread: one thread takes finished
+//   batches from the workers, copies each into the pinned buffer of its slot,
+//   and passes it on, so pinning overlaps the consumer's work. With
+//   num_workers == 0 the consumer pins itself, as torch does. The pinned pool
+//   (one buffer per slot) is allocated once, at construction.
 // - persistent_workers == false: workers start at StartEpoch and stop at the
 //   end of the epoch; the start cost is measured (stats().worker_startup_s).
 //
 // One thread owns a DataLoader and calls all of its methods. A batch's memory is
 // valid until the next call to Next() or StartEpoch().
+//
+// The pin thread runs only while workers run and is stopped before workers
+// are started again, so worker processes are always forked from a process
+// whose only loader thread is the owner.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <span>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "loader/dataset.h"
@@ -58,6 +71,7 @@ struct LoaderStats {
   int worker_starts = 0;         // how many times the pool started
   double worker_busy_s = 0;      // summed over workers
   double pin_s = 0;              // time the pin stage spent copying
+  double time_to_first_batch_s = 0;  // StartEpoch to the first batch, last epoch
   double pinned_pool_alloc_s = 0;  // one-off, at construction
   bool pinned_pool_locked = true;  // false when the pool could not be locked (see pin_warning)
   std::string pin_warning;
@@ -101,7 +115,11 @@ class DataLoader {
 
   void DispatchUpTo(int64_t limit);
   BatchView Collect(int64_t batch_index);
-  BatchView Pin(BatchView view);
+  bool NextDone(BatchDone* done, std::chrono::steady_clock::time_point deadline);
+  BatchView PinInline(BatchView view);
+  void PinLoop();
+  void StartPinThread();
+  void StopPinThread() noexcept;
   BatchView ReadInline(int64_t batch_index);
   void ReleaseHeldSlot();
   void StopWorkers() noexcept;
@@ -113,8 +131,16 @@ class DataLoader {
   const int64_t max_outstanding_;  // prefetch_factor x num_workers
   const int64_t batches_per_epoch_;
   SlotArena arena_;
-  std::vector<device::HostBuffer> pinned_ring_;
+  std::vector<device::HostBuffer> pinned_;  // one per slot
   std::unique_ptr<WorkerPool> pool_;
+
+  // The pin stage. pin_queue_ and pin_stop_ are guarded by pin_mu_.
+  std::thread pin_thread_;
+  std::mutex pin_mu_;
+  std::condition_variable pin_cv_;
+  std::deque<BatchDone> pin_queue_;
+  bool pin_stop_ = false;
+  double pin_thread_s_ = 0;  // written by the pin thread, read after join
 
   // Per-epoch state.
   int64_t epoch_ = -1;
@@ -124,8 +150,8 @@ class DataLoader {
   std::vector<Ready> reorder_;     // indexed by batch_index % slots
   std::vector<int> free_slots_;
   int held_slot_ = -1;             // slot of the batch the caller holds
-  int64_t pin_cursor_ = 0;
   bool worker_init_done_inline_ = false;
+  std::chrono::steady_clock::time_point epoch_start_{};
 
   LoaderStats stats_;
 };

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -23,6 +24,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <mutex>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -162,8 +164,19 @@ std::string DescribeExit(const siginfo_t& info) {
 class ProcessWorkerPool final : public WorkerPool {
  public:
   ProcessWorkerPool(const Dataset& dataset, const SlotArena& arena, int num_workers)
-      : dataset_(dataset), arena_(arena), workers_(static_cast<size_t>(num_workers)) {}
-  ~ProcessWorkerPool() override { Stop(); }
+      : dataset_(dataset), arena_(arena), workers_(static_cast<size_t>(num_workers)),
+        wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    if (wake_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd for the worker pool");
+  }
+  ~ProcessWorkerPool() override {
+    Stop();
+    close(wake_fd_);
+  }
+
+  void Wake() override {
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = write(wake_fd_, &one, sizeof one);
+  }
 
   void Start() override {
     int report_pipe[2];
@@ -241,6 +254,7 @@ class ProcessWorkerPool final : public WorkerPool {
     report_fd_ = -1;
     inbuf_.clear();
     inpos_ = 0;
+    TakeWake();
     running_ = false;
   }
 
@@ -254,18 +268,25 @@ class ProcessWorkerPool final : public WorkerPool {
     outbuf_.resize(sizeof header + task.indices.size_bytes());
     std::memcpy(outbuf_.data(), &header, sizeof header);
     std::memcpy(outbuf_.data() + sizeof header, task.indices.data(), task.indices.size_bytes());
-    w.outstanding.push_back(task.batch_index);
+    bool alive = false;
+    {
+      std::lock_guard lock(mu_);
+      w.outstanding.push_back(task.batch_index);
+      alive = w.alive;
+    }
     // A failed write means the worker is gone; WaitDone reports how it ended.
-    if (!w.alive || !SendAll(w.task_fd, outbuf_.data(), outbuf_.size())) return;
+    if (!alive || !SendAll(w.task_fd, outbuf_.data(), outbuf_.size())) return;
   }
 
   bool WaitDone(BatchDone* done, Clock::time_point deadline) override {
     while (true) {
       if (ReadReport(done, std::min(deadline, Clock::now() + kPollInterval))) {
+        std::lock_guard lock(mu_);
         auto& out = workers_[static_cast<size_t>(done->worker)].outstanding;
         if (!out.empty() && out.front() == done->batch_index) out.pop_front();
         return true;
       }
+      if (TakeWake()) return false;
       if (FindDeadWorker(done)) return true;
       if (Clock::now() >= deadline) return false;
     }
@@ -284,10 +305,12 @@ class ProcessWorkerPool final : public WorkerPool {
     while (!TakeBufferedReport(done)) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0) return false;
-      pollfd p{report_fd_, POLLIN, 0};
-      const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+      pollfd p[2] = {{report_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+      const int r = poll(p, 2, static_cast<int>(std::min<int64_t>(left, 1000)));
       if (r < 0 && errno != EINTR) return false;
       if (r <= 0) continue;
+      if (p[1].revents & POLLIN) return false;  // Wake(): the caller takes it
+      if (!(p[0].revents & (POLLIN | POLLHUP))) continue;
       char chunk[65536];
       const ssize_t n = read(report_fd_, chunk, sizeof chunk);
       if (n <= 0) {
@@ -318,7 +341,13 @@ class ProcessWorkerPool final : public WorkerPool {
     return true;
   }
 
+  bool TakeWake() {
+    uint64_t count = 0;
+    return read(wake_fd_, &count, sizeof count) == sizeof count;  // non-blocking eventfd
+  }
+
   bool FindDeadWorker(BatchDone* done) {
+    std::lock_guard lock(mu_);
     for (size_t w = 0; w < workers_.size(); ++w) {
       Worker& worker = workers_[w];
       if (!worker.alive) continue;
@@ -338,7 +367,11 @@ class ProcessWorkerPool final : public WorkerPool {
 
   const Dataset& dataset_;
   const SlotArena& arena_;
+  // `outstanding` and `alive` of each worker are guarded by mu_: the owner
+  // submits while the pin stage waits for reports.
+  std::mutex mu_;
   std::vector<Worker> workers_;
+  const int wake_fd_;
   int report_fd_ = -1;
   bool running_ = false;
   std::vector<char> inbuf_;

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "loader/data_loader.h"
@@ -28,6 +29,7 @@ class ThreadWorkerPool final : public WorkerPool {
     {
       std::lock_guard lock(mu_);
       stopping_ = false;
+      woken_ = false;
       ready_ = 0;
       for (auto& q : queues_) q.clear();
       done_.clear();
@@ -35,6 +37,14 @@ class ThreadWorkerPool final : public WorkerPool {
     for (int w = 0; w < num_workers(); ++w) threads_.emplace_back([this, w] { Run(w); });
     std::unique_lock lock(mu_);
     done_cv_.wait(lock, [this] { return ready_ == num_workers(); });
+  }
+
+  void Wake() override {
+    {
+      std::lock_guard lock(mu_);
+      woken_ = true;
+    }
+    done_cv_.notify_all();
   }
 
   void Stop() noexcept override {
@@ -60,7 +70,8 @@ class ThreadWorkerPool final : public WorkerPool {
 
   bool WaitDone(BatchDone* done, Clock::time_point deadline) override {
     std::unique_lock lock(mu_);
-    if (!done_cv_.wait_until(lock, deadline, [this] { return !done_.empty(); })) return false;
+    if (!done_cv_.wait_until(lock, deadline, [this] { return !done_.empty() || woken_; })) return false;
+    if (std::exchange(woken_, false)) return false;
     *done = std::move(done_.front());
     done_.pop_front();
     return true;
@@ -124,6 +135,7 @@ class ThreadWorkerPool final : public WorkerPool {
   std::vector<std::deque<BatchTask>> queues_;
   std::deque<BatchDone> done_;
   bool stopping_ = false;
+  bool woken_ = false;
   int ready_ = 0;
 
   std::vector<std::condition_variable> wake_;  // one per worker

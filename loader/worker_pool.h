@@ -5,6 +5,9 @@
 // reads the task's samples into the task's slot and reports a BatchDone; the
 // consumer collects them with WaitDone(). Worker errors travel as data (the
 // BatchDone's error), as in libtorch's data loader, never as a crash of the consumer.
+//
+// Threads: Start/Stop/Submit come from the owner thread; WaitDone and Wake may
+// come from one other thread (the pin stage) while the owner submits.
 #pragma once
 
 #include <chrono>
@@ -50,6 +53,9 @@ class WorkerPool {
   // Waits until a task finishes or `deadline`; false on timeout. A worker that
   // died is reported as a BatchDone carrying the error for its oldest task.
   virtual bool WaitDone(BatchDone* done, std::chrono::steady_clock::time_point deadline) = 0;
+  // Makes the current (or next) WaitDone return false at once, so a thread
+  // blocked in it can be stopped without waiting for its deadline.
+  virtual void Wake() = 0;
 };
 
 // Workers as threads of this process.
