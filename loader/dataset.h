@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 namespace feedtune::loader {
 
@@ -22,6 +23,11 @@ class Dataset {
   // Called once in each worker before its first sample (and in the consumer when
   // num_workers == 0), as torch's worker_init_fn / per-worker dataset set-up.
   virtual void InitWorker(int /*worker_id*/) const {}
+
+  // Called by the trial runner, in the consumer process, before each
+  // measurement window (a file-backed dataset evicts its files from the page
+  // cache here). Returns a note for the user about what it did, or empty.
+  virtual std::string BeforeRepeat() const { return {}; }
 
   // Writes sample `index` (0 <= index < size()) into `out`, whose size is
   // max_sample_bytes(); returns the number of bytes written. Throws on failure.
