@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cstring>
 #include <dirent.h>
 #include <set>
@@ -229,16 +230,21 @@ TEST(ProcessWorkers, ASignalIsReportedByName) {
   options.knobs.num_workers = 1;
   options.shuffle = false;
   options.seed = 0;
-  class FromTen final : public Dataset {
+  class Segfaulting final : public Dataset {
    public:
     int64_t size() const override { return 20; }
     int64_t max_sample_bytes() const override { return 8; }
     int64_t Read(int64_t index, std::span<std::byte> /*out*/) const override {
-      if (index == 17) raise(SIGSEGV);
+      if (index == 17) {
+        // Sanitizers catch SIGSEGV and exit instead; restore the default so the
+        // worker dies by the signal as it would in a release build.
+        std::signal(SIGSEGV, SIG_DFL);
+        raise(SIGSEGV);
+      }
       return 8;
     }
   };
-  DataLoader loader(std::make_shared<FromTen>(), options);
+  DataLoader loader(std::make_shared<Segfaulting>(), options);
   loader.StartEpoch(0);
   try {
     while (loader.Next()) {
