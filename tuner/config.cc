@@ -10,6 +10,8 @@
 // and editors jump to file:line:column.
 #include "tuner/config.h"
 
+#include "workloads/command_args.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -108,6 +110,22 @@ template <auto... kMembers>
 void SetList(SweepConfig& c, std::vector<int> v) {
   FieldOf<kMembers...>(c) = std::move(v);
 }
+template <auto... kMembers>
+const std::vector<std::string>& GetStrings(const SweepConfig& c) {
+  return FieldOf<kMembers...>(c);
+}
+template <auto... kMembers>
+void SetStrings(SweepConfig& c, std::vector<std::string> v) {
+  FieldOf<kMembers...>(c) = std::move(v);
+}
+template <typename T, auto... kMembers>
+const T& GetObject(const SweepConfig& c) {
+  return FieldOf<kMembers...>(c);
+}
+template <typename T, auto... kMembers>
+T& MutObject(SweepConfig& c) {
+  return FieldOf<kMembers...>(c);
+}
 template <typename Enum, const char* (*kName)(Enum)>
 const char* EnumName(int value) {
   return kName(static_cast<Enum>(value));
@@ -159,16 +177,51 @@ struct IntListKey {  // non-empty list of distinct integers in [lo, hi]
   void (*set)(SweepConfig&, std::vector<int>);
 };
 
-using KeyType =
-    std::variant<IntKey, AutoIntKey, SeedKey, RealKey, BoolKey, EnumKey, LabelKey, IntListKey>;
+struct StringKey {  // non-empty text without control characters (a path)
+  const std::string& (*get)(const SweepConfig&);
+  void (*set)(SweepConfig&, std::string);
+};
+struct StringListKey {  // non-empty list of strings, the first non-empty (a command line)
+  const std::vector<std::string>& (*get)(const SweepConfig&);
+  void (*set)(SweepConfig&, std::vector<std::string>);
+};
+// An integer in [lo, hi] (a fixed size), or a distribution
+// {dist: lognormal, mean, sigma, min, max} | {dist: uniform, min, max}.
+struct SizeKey {
+  int64_t lo;
+  int64_t hi;
+  const workloads::SyntheticOptions& (*get)(const SweepConfig&);
+  workloads::SyntheticOptions& (*mut)(SweepConfig&);
+};
+struct FaultKey {  // null, or {kind: throw|exit|abort|segv|hang, at_sample: N}
+  const workloads::FaultOptions& (*get)(const SweepConfig&);
+  workloads::FaultOptions& (*mut)(SweepConfig&);
+};
 
-enum class Hashed : bool { kNo, kYes };  // part of WorkloadHash?
+using KeyType = std::variant<IntKey, AutoIntKey, SeedKey, RealKey, BoolKey, EnumKey, LabelKey,
+                             IntListKey, StringKey, StringListKey, SizeKey, FaultKey>;
+
+// Part of WorkloadHash? kIfSet: only when it differs from its default, so a key
+// added later leaves the hashes of existing workloads as they were.
+enum class Hashed { kNo, kYes, kIfSet };
+
+// Which workload kinds a key applies to (a mask of 1 << WorkloadKind).
+using KindMask = unsigned;
+constexpr KindMask KindBit(WorkloadKind kind) { return 1u << static_cast<unsigned>(kind); }
+constexpr KindMask kAllKinds = ~0u;
+constexpr KindMask kSyntheticOnly = KindBit(WorkloadKind::kSynthetic);
+constexpr KindMask kFilesOnly = KindBit(WorkloadKind::kFiles);
+constexpr KindMask kCommandOnly = KindBit(WorkloadKind::kCommand);
+constexpr KindMask kDatasets = kSyntheticOnly | kFilesOnly;  // native datasets: the per-sample cost keys
 
 struct Key {
   std::string_view path;  // dotted, in DESIGN.md §4 order
   Hashed hashed;
   KeyType type;
+  KindMask kinds = kAllKinds;  // keys for other kinds are errors, and left out of ToYaml
 };
+
+bool Applies(const Key& key, WorkloadKind kind) { return (key.kinds & KindBit(kind)) != 0; }
 
 template <auto... kM>
 constexpr IntKey Int(int64_t lo, int64_t hi) {
@@ -202,6 +255,23 @@ template <auto... kM>
 constexpr EnumKey Enum(int count, const char* (*name)(int), std::string_view planned = {}) {
   return {count, name, planned, &GetInt<kM...>, &SetInt<kM...>};
 }
+template <auto... kM>
+constexpr StringKey String() {
+  return {&GetString<kM...>, &SetString<kM...>};
+}
+template <auto... kM>
+constexpr StringListKey StringList() {
+  return {&GetStrings<kM...>, &SetStrings<kM...>};
+}
+template <auto... kM>
+constexpr SizeKey Size(int64_t lo, int64_t hi) {
+  return {lo, hi, &GetObject<workloads::SyntheticOptions, kM...>,
+          &MutObject<workloads::SyntheticOptions, kM...>};
+}
+template <auto... kM>
+constexpr FaultKey Fault() {
+  return {&GetObject<workloads::FaultOptions, kM...>, &MutObject<workloads::FaultOptions, kM...>};
+}
 
 constexpr bool kClosed = false;
 constexpr bool kOpen = true;
@@ -209,6 +279,10 @@ constexpr bool kOpen = true;
 constexpr auto kWorkload = &SweepConfig::workload;
 constexpr auto kSynthetic = &workloads::WorkloadOptions::synthetic;
 using Synthetic = workloads::SyntheticOptions;
+constexpr auto kFiles = &workloads::WorkloadOptions::files;
+using Files = workloads::FilesOptions;
+constexpr auto kCommand = &workloads::WorkloadOptions::command;
+using Command = workloads::CommandOptions;
 constexpr auto kLoader = &SweepConfig::loader;
 constexpr auto kKnobs = &loader::LoaderOptions::knobs;
 using Knobs = loader::Knobs;
@@ -228,21 +302,46 @@ constexpr Key kKeys[] = {
 
     {"workload.kind", Hashed::kYes,
      Enum<kWorkload, &workloads::WorkloadOptions::kind>(
-         static_cast<int>(WorkloadKind::kSynthetic) + 1,
-         &EnumName<WorkloadKind, &workloads::WorkloadKindName>, "files|command")},
+         static_cast<int>(WorkloadKind::kCommand) + 1,
+         &EnumName<WorkloadKind, &workloads::WorkloadKindName>)},
+    // files: where the dataset is and how it is read. The path is where this
+    // machine keeps it, not what it is, so it is not hashed.
+    {"workload.path", Hashed::kNo, String<kWorkload, kFiles, &Files::path>(), kFilesOnly},
+    {"workload.layout", Hashed::kYes,
+     Enum<kWorkload, kFiles, &Files::layout>(
+         static_cast<int>(workloads::FilesLayout::kFiles) + 1,
+         &EnumName<workloads::FilesLayout, &workloads::FilesLayoutName>),
+     kFilesOnly},
+    {"workload.io", Hashed::kYes,
+     Enum<kWorkload, kFiles, &Files::io>(static_cast<int>(workloads::FilesIo::kMmap) + 1,
+                                         &EnumName<workloads::FilesIo, &workloads::FilesIoName>),
+     kFilesOnly},
+    {"workload.cache", Hashed::kYes,
+     Enum<kWorkload, kFiles, &Files::cache>(
+         static_cast<int>(workloads::CacheMode::kCold) + 1,
+         &EnumName<workloads::CacheMode, &workloads::CacheModeName>),
+     kFilesOnly},
+    // command: the user's pipeline, one process per repeat.
+    {"workload.argv", Hashed::kYes, StringList<kWorkload, kCommand, &Command::argv>(),
+     kCommandOnly},
+    {"workload.timeout_s", Hashed::kNo,
+     Real<kWorkload, kCommand, &Command::timeout_s>(0, kOpen, kInf, kOpen), kCommandOnly},
+    // synthetic (and, for the per-sample cost, files).
     {"workload.samples", Hashed::kYes,
-     Int<kWorkload, kSynthetic, &Synthetic::samples>(1, 1'000'000'000)},
-    {"workload.sample_bytes", Hashed::kYes,
-     Int<kWorkload, kSynthetic, &Synthetic::sample_bytes>(1, int64_t{1} << 30)},
+     Int<kWorkload, kSynthetic, &Synthetic::samples>(1, 1'000'000'000), kSyntheticOnly},
+    {"workload.sample_bytes", Hashed::kYes, Size<kWorkload, kSynthetic>(1, int64_t{1} << 30),
+     kSyntheticOnly},
     {"workload.cpu_us_per_sample", Hashed::kYes,
-     Int<kWorkload, kSynthetic, &Synthetic::cpu_us_per_sample>(0, kMaxUs)},
+     Int<kWorkload, kSynthetic, &Synthetic::cpu_us_per_sample>(0, kMaxUs), kDatasets},
     {"workload.io_us_per_sample", Hashed::kYes,
-     Int<kWorkload, kSynthetic, &Synthetic::io_us_per_sample>(0, kMaxUs)},
+     Int<kWorkload, kSynthetic, &Synthetic::io_us_per_sample>(0, kMaxUs), kSyntheticOnly},
     {"workload.jitter", Hashed::kYes,
-     Real<kWorkload, kSynthetic, &Synthetic::jitter>(0, kClosed, 1, kClosed)},
+     Real<kWorkload, kSynthetic, &Synthetic::jitter>(0, kClosed, 1, kClosed), kDatasets},
     {"workload.worker_init_us", Hashed::kYes,
-     Int<kWorkload, kSynthetic, &Synthetic::worker_init_us>(0, kMaxUs)},
-    {"workload.seed", Hashed::kYes, Seed<kWorkload, kSynthetic, &Synthetic::seed>()},
+     Int<kWorkload, kSynthetic, &Synthetic::worker_init_us>(0, kMaxUs), kDatasets},
+    {"workload.fault", Hashed::kIfSet, Fault<kWorkload, kSynthetic, &Synthetic::fault>(),
+     kDatasets},
+    {"workload.seed", Hashed::kYes, Seed<kWorkload, kSynthetic, &Synthetic::seed>(), kDatasets},
 
     {"loader.batch_size", Hashed::kYes, Int<kLoader, kKnobs, &Knobs::batch_size>(1, 65536)},
     {"loader.shuffle", Hashed::kYes, Bool<kLoader, &LoaderOptions::shuffle>()},
@@ -812,12 +911,142 @@ class Parser {
               }
               k.set(config, std::move(items));
             },
+            [&](const StringKey& k) {
+              if (!value.IsScalar() || value.Scalar().empty() || HasControl(value.Scalar())) {
+                Fail(mark, key.path, "expected a non-empty string, got " + Describe(value));
+              }
+              k.set(config, value.Scalar());
+            },
+            [&](const StringListKey& k) {
+              if (!value.IsSequence() || value.size() == 0) {
+                Fail(mark, key.path,
+                     "expected a non-empty list of strings (the command and its arguments), got " +
+                         Describe(value));
+              }
+              std::vector<std::string> items;
+              for (size_t i = 0; i < value.size(); ++i) {
+                const YAML::Node item = value[i];
+                const std::string item_path = std::string(key.path) + "[" + std::to_string(i) + "]";
+                const YAML::Mark item_mark = item.Mark().is_null() ? mark : item.Mark();
+                if (!item.IsScalar() || (i == 0 && item.Scalar().empty())) {
+                  Fail(item_mark, item_path,
+                       std::string(i == 0 ? "expected the command (a non-empty string)"
+                                          : "expected a string") +
+                           ", got " + Describe(item));
+                }
+                if (const std::string unknown = workloads::UnknownPlaceholder(item.Scalar());
+                    !unknown.empty()) {
+                  std::vector<std::string_view> names(workloads::kPlaceholders.begin(),
+                                                      workloads::kPlaceholders.end());
+                  std::string what = "unknown placeholder {" + unknown + "}";
+                  if (std::string_view close = ClosestName(unknown, names); !close.empty()) {
+                    what += "; did you mean {" + std::string(close) + "}?";
+                  } else {
+                    what += "; known: ";
+                    for (size_t n = 0; n < names.size(); ++n) {
+                      what += (n > 0 ? ", {" : "{") + std::string(names[n]) + "}";
+                    }
+                  }
+                  Fail(item_mark, item_path, what);
+                }
+                items.push_back(item.Scalar());
+              }
+              k.set(config, std::move(items));
+            },
+            [&](const SizeKey& k) {
+              workloads::SyntheticOptions& synthetic = k.mut(config);
+              if (value.IsMap()) {
+                ReadSizeDistribution(value, mark, key.path, k, synthetic);
+                return;
+              }
+              int64_t v = 0;
+              const bool parsed = value.IsScalar() && ParseInt64(value.Scalar(), &v);
+              if (!IsPlain(value) || !parsed || v < k.lo || v > k.hi) {
+                Bad(value, mark, key.path,
+                    ExpectedInt(k.lo, k.hi) +
+                        " or a distribution {dist: lognormal|uniform, mean, sigma, min, max}",
+                    parsed && v >= k.lo && v <= k.hi);
+              }
+              synthetic.sample_bytes = v;
+              synthetic.size = workloads::SampleSize{};
+            },
+            [&](const FaultKey& k) {
+              workloads::FaultOptions& fault = k.mut(config);
+              if (value.IsNull()) {
+                fault = workloads::FaultOptions{};
+                return;
+              }
+              if (!value.IsMap()) {
+                Fail(mark, key.path,
+                     "expected null or {kind: throw|exit|abort|segv|hang, at_sample: N}, got " +
+                         Describe(value));
+              }
+              const auto given = ReadSubKeys(value, key.path, {"kind", "at_sample"});
+              workloads::FaultOptions parsed;
+              const std::string kind_path = std::string(key.path) + ".kind";
+              const auto kind = given.find("kind");
+              if (kind == given.end()) {
+                Fail(mark, kind_path, "expected one of throw|exit|abort|segv|hang, got nothing");
+              }
+              std::vector<std::string_view> names;
+              for (int i = 1; i <= static_cast<int>(workloads::FaultKind::kHang); ++i) {
+                names.emplace_back(workloads::FaultKindName(static_cast<workloads::FaultKind>(i)));
+              }
+              const YAML::Node& kind_value = kind->second.first;
+              const auto found = kind_value.IsScalar()
+                                     ? std::find(names.begin(), names.end(), kind_value.Scalar())
+                                     : names.end();
+              if (found == names.end()) {
+                std::string what =
+                    "expected one of throw|exit|abort|segv|hang, got " + Describe(kind_value);
+                if (kind_value.IsScalar()) {
+                  if (std::string_view close = ClosestName(kind_value.Scalar(), names);
+                      !close.empty()) {
+                    what += "; did you mean '" + std::string(close) + "'?";
+                  }
+                }
+                Fail(kind->second.second, kind_path, what);
+              }
+              parsed.kind = static_cast<workloads::FaultKind>(found - names.begin() + 1);
+              if (const auto at = given.find("at_sample"); at != given.end()) {
+                parsed.at_sample = ReadInt(at->second.first, at->second.second,
+                                           std::string(key.path) + ".at_sample", 0, 1'000'000'000);
+              }
+              fault = parsed;
+            },
         },
         key.type);
   }
 
   // Checks between keys, after all of them are read.
   void CheckCrossKey(const SweepConfig& config) const {
+    const WorkloadKind kind = config.workload.kind;
+    const std::string kind_name = workloads::WorkloadKindName(kind);
+    for (const Key& key : kKeys) {
+      const auto it = given_.find(std::string(key.path));
+      if (it == given_.end() || Applies(key, kind)) continue;
+      std::string kinds;
+      for (int k = 0; k <= static_cast<int>(WorkloadKind::kCommand); ++k) {
+        if (Applies(key, static_cast<WorkloadKind>(k))) {
+          kinds += std::string(kinds.empty() ? "" : " and ") +
+                   workloads::WorkloadKindName(static_cast<WorkloadKind>(k));
+        }
+      }
+      Fail(it->second, key.path,
+           "unknown key for workload.kind " + kind_name + " (it is for " + kinds + ")");
+    }
+    if (kind == WorkloadKind::kFiles && config.workload.files.path.empty()) {
+      FailAtFirstGiven({"workload.kind"},
+                       "expected workload.path, the dataset's directory, when workload.kind is "
+                       "files (make one with `feedtune gen-data`), got none");
+    }
+    if (kind == WorkloadKind::kCommand && config.workload.command.argv.empty()) {
+      FailAtFirstGiven({"workload.kind"},
+                       "expected workload.argv, the command to run, when workload.kind is "
+                       "command, got none");
+    }
+    if (kind != WorkloadKind::kSynthetic) return;
+
     const int64_t batch_size = config.loader.knobs.batch_size;
     const int64_t sample_bytes = config.workload.synthetic.sample_bytes;
     // Both are range-checked first, so the product cannot overflow (2^16 * 2^30).
@@ -836,6 +1065,12 @@ class Parser {
           "expected workload.samples >= loader.batch_size when loader.drop_last is true "
           "(else an epoch has no batch), got " +
               std::to_string(samples) + " < " + std::to_string(batch_size));
+    }
+    const workloads::FaultOptions& fault = config.workload.synthetic.fault;
+    if (fault.kind != workloads::FaultKind::kNone && fault.at_sample >= samples) {
+      FailAtFirstGiven({"workload.fault", "workload.samples"},
+                       "expected fault.at_sample < workload.samples (else it never fires), got " +
+                           std::to_string(fault.at_sample) + " >= " + std::to_string(samples));
     }
   }
 
@@ -869,6 +1104,139 @@ class Parser {
       what += " (quoted, so a string)";
     }
     Fail(mark, path, what);
+  }
+
+  static bool HasControl(std::string_view text) {
+    return std::any_of(text.begin(), text.end(),
+                       [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+  }
+
+  // The entries of a leaf's mapping value ({dist: ..., mean: ...}): name ->
+  // (value, mark). Unknown and duplicate names are errors, as in sections.
+  std::map<std::string, std::pair<YAML::Node, YAML::Mark>> ReadSubKeys(
+      const YAML::Node& map, std::string_view path,
+      const std::vector<std::string_view>& allowed) const {
+    std::map<std::string, std::pair<YAML::Node, YAML::Mark>> out;
+    std::map<std::string, YAML::Mark> name_marks;  // for "first given at"
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      const YAML::Node name_node = it->first;
+      const YAML::Node value = it->second;
+      if (!name_node.IsScalar()) {
+        Fail(name_node.Mark(), path,
+             "expected a key name, got " + Describe(name_node) + " as a key");
+      }
+      const std::string& name = name_node.Scalar();
+      const std::string sub_path = std::string(path) + "." + name;
+      if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+        if (std::string_view close = ClosestName(name, allowed); !close.empty()) {
+          Fail(name_node.Mark(), sub_path, "unknown key; did you mean '" + std::string(close) + "'?");
+        }
+        Fail(name_node.Mark(), sub_path, "unknown key; allowed keys: " + JoinList(allowed, ", "));
+      }
+      if (auto [first, inserted] = name_marks.emplace(name, name_node.Mark()); !inserted) {
+        std::string what = "duplicate key";
+        if (use_marks_) {
+          what += "; first given at line " + std::to_string(first->second.line + 1) +
+                  ", column " + std::to_string(first->second.column + 1);
+        }
+        Fail(name_node.Mark(), sub_path, what);
+      }
+      out.emplace(name, std::make_pair(value, ValueMark(name_node, value)));
+    }
+    return out;
+  }
+
+  double ReadReal(const YAML::Node& value, const YAML::Mark& mark, std::string_view path,
+                  const RealKey& bounds) const {
+    double v = 0;
+    const bool parsed = value.IsScalar() && ParseReal(value.Scalar(), &v);
+    if (!IsPlain(value) || !parsed || !InRange(bounds, v)) {
+      Bad(value, mark, path, ExpectedReal(bounds, parsed && !std::isfinite(v)),
+          parsed && InRange(bounds, v));
+    }
+    return v;
+  }
+
+  // {dist: lognormal, mean: M, sigma: S[, min: A][, max: B]} or
+  // {dist: uniform, min: A, max: B}. With lognormal, max defaults to
+  // exp(mu + 4 sigma) (above all but 3 in 100,000 draws), which then sizes the slots.
+  void ReadSizeDistribution(const YAML::Node& map, const YAML::Mark& mark, std::string_view path,
+                            const SizeKey& k, workloads::SyntheticOptions& synthetic) const {
+    const auto given = ReadSubKeys(map, path, {"dist", "mean", "sigma", "min", "max"});
+    const std::string base(path);
+    const auto dist = given.find("dist");
+    if (dist == given.end()) Fail(mark, base + ".dist", "expected lognormal or uniform, got nothing");
+    const YAML::Node& dist_value = dist->second.first;
+    workloads::SampleSize size;
+    if (dist_value.IsScalar() && dist_value.Scalar() == "lognormal") {
+      size.dist = workloads::SizeDist::kLognormal;
+    } else if (dist_value.IsScalar() && dist_value.Scalar() == "uniform") {
+      size.dist = workloads::SizeDist::kUniform;
+    } else {
+      std::string what = "expected lognormal or uniform, got " + Describe(dist_value);
+      if (dist_value.IsScalar()) {
+        if (std::string_view close = ClosestName(dist_value.Scalar(), {"lognormal", "uniform"});
+            !close.empty()) {
+          what += "; did you mean '" + std::string(close) + "'?";
+        }
+      }
+      Fail(dist->second.second, base + ".dist", what);
+    }
+    const auto read_int = [&](const char* name) {
+      const auto& [node, at] = given.at(name);
+      return ReadInt(node, at, base + "." + name, k.lo, k.hi);
+    };
+    const auto require = [&](const char* name) {
+      if (given.count(name) == 0) {
+        Fail(mark, base + "." + name,
+             std::string("expected a value (required with dist ") +
+                 workloads::SizeDistName(size.dist) + "), got nothing");
+      }
+    };
+    if (size.dist == workloads::SizeDist::kLognormal) {
+      require("mean");
+      require("sigma");
+      size.mean = read_int("mean");
+      const RealKey sigma_bounds{0, kOpen, 4, kClosed, nullptr, nullptr};
+      size.sigma = ReadReal(given.at("sigma").first, given.at("sigma").second, base + ".sigma",
+                            sigma_bounds);
+      size.min = given.count("min") != 0 ? read_int("min") : k.lo;
+      if (given.count("max") != 0) {
+        size.max = read_int("max");
+      } else {
+        const double mu = std::log(static_cast<double>(size.mean)) - size.sigma * size.sigma / 2;
+        const double tail = std::ceil(std::exp(mu + 4 * size.sigma));
+        size.max = std::max(size.mean, static_cast<int64_t>(std::min(tail, static_cast<double>(k.hi))));
+      }
+      if (size.min > size.mean) {
+        Fail(given.at("min").second, base + ".min",
+             "expected at most mean (" + std::to_string(size.mean) + "), got " +
+                 std::to_string(size.min));
+      }
+      if (size.max < size.mean) {
+        Fail(given.at("max").second, base + ".max",
+             "expected at least mean (" + std::to_string(size.mean) + "), got " +
+                 std::to_string(size.max));
+      }
+    } else {
+      for (const char* name : {"mean", "sigma"}) {
+        if (const auto it = given.find(name); it != given.end()) {
+          Fail(it->second.second, base + "." + name,
+               "unknown key for dist uniform; allowed keys: dist, min, max");
+        }
+      }
+      require("min");
+      require("max");
+      size.min = read_int("min");
+      size.max = read_int("max");
+      if (size.max < size.min) {
+        Fail(given.at("max").second, base + ".max",
+             "expected at least min (" + std::to_string(size.min) + "), got " +
+                 std::to_string(size.max));
+      }
+    }
+    synthetic.size = size;
+    synthetic.sample_bytes = size.max;  // the largest sample sizes the slots
   }
 
   int64_t ReadInt(const YAML::Node& value, const YAML::Mark& mark, std::string_view path,
@@ -916,8 +1284,50 @@ std::string FormatValue(const Key& key, const SweepConfig& config) {
             for (int v : k.get(config)) out += (out.size() > 1 ? ", " : "") + std::to_string(v);
             return out + "]";
           },
+          [&](const StringKey& k) { return k.get(config); },
+          [&](const StringListKey& k) {
+            // Unambiguous for hashing (ToYaml prints the list itself): each item quoted.
+            std::string out = "[";
+            for (const std::string& v : k.get(config)) out += (out.size() > 1 ? ", " : "") + Quote(v);
+            return out + "]";
+          },
+          [&](const SizeKey& k) {
+            const workloads::SyntheticOptions& synthetic = k.get(config);
+            const workloads::SampleSize& size = synthetic.size;
+            switch (size.dist) {
+              case workloads::SizeDist::kFixed:
+                break;
+              case workloads::SizeDist::kLognormal:
+                return "{dist: lognormal, mean: " + std::to_string(size.mean) +
+                       ", sigma: " + FormatReal(size.sigma) + ", min: " + std::to_string(size.min) +
+                       ", max: " + std::to_string(size.max) + "}";
+              case workloads::SizeDist::kUniform:
+                return "{dist: uniform, min: " + std::to_string(size.min) +
+                       ", max: " + std::to_string(size.max) + "}";
+            }
+            return std::to_string(synthetic.sample_bytes);
+          },
+          [&](const FaultKey& k) {
+            const workloads::FaultOptions& fault = k.get(config);
+            if (fault.kind == workloads::FaultKind::kNone) return std::string("null");
+            return std::string("{kind: ") + workloads::FaultKindName(fault.kind) +
+                   ", at_sample: " + std::to_string(fault.at_sample) + "}";
+          },
       },
       key.type);
+}
+
+// Writes a string so that it reads back as the same string: quoted when plain
+// YAML would read it as something else (null, a number, a boolean, a flow collection).
+void EmitString(YAML::Emitter& out, const std::string& text) {
+  int64_t i;
+  double d;
+  bool b;
+  const bool ambiguous = text.empty() || text == "~" || text == "null" || text == "Null" ||
+                         text == "NULL" || ParseInt64(text, &i) || ParseReal(text, &d) ||
+                         IsBoolText(text, &b);
+  if (ambiguous) out << YAML::DoubleQuoted;
+  out << text;
 }
 
 uint64_t Fnv1a64(std::string_view data) {
@@ -1049,9 +1459,11 @@ void ApplyOverride(SweepConfig& config, const std::string& assignment) {
 
 std::string ToYaml(const SweepConfig& config) {
   YAML::Emitter out;
+  out.SetNullFormat(YAML::LowerNull);  // "fault: null", as DESIGN.md writes it
   out << YAML::BeginMap;
   std::vector<std::string_view> open;  // sections currently open, outermost first
   for (const Key& key : kKeys) {
+    if (!Applies(key, config.workload.kind)) continue;
     const std::vector<std::string_view> parts = SplitPath(key.path);
     size_t common = 0;
     while (common < open.size() && common + 1 < parts.size() && open[common] == parts[common])
@@ -1069,6 +1481,33 @@ std::string ToYaml(const SweepConfig& config) {
       out << YAML::Flow << YAML::BeginSeq;
       for (int v : list->get(config)) out << std::to_string(v);
       out << YAML::EndSeq;
+    } else if (const auto* strings = std::get_if<StringListKey>(&key.type)) {
+      out << YAML::Flow << YAML::BeginSeq;
+      for (const std::string& v : strings->get(config)) EmitString(out, v);
+      out << YAML::EndSeq;
+    } else if (const auto* text = std::get_if<StringKey>(&key.type)) {
+      EmitString(out, text->get(config));
+    } else if (const auto* size = std::get_if<SizeKey>(&key.type);
+               size != nullptr && size->get(config).size.dist != workloads::SizeDist::kFixed) {
+      const workloads::SampleSize& s = size->get(config).size;
+      out << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "dist" << YAML::Value << workloads::SizeDistName(s.dist);
+      if (s.dist == workloads::SizeDist::kLognormal) {
+        out << YAML::Key << "mean" << YAML::Value << std::to_string(s.mean);
+        out << YAML::Key << "sigma" << YAML::Value << FormatReal(s.sigma);
+      }
+      out << YAML::Key << "min" << YAML::Value << std::to_string(s.min);
+      out << YAML::Key << "max" << YAML::Value << std::to_string(s.max);
+      out << YAML::EndMap;
+    } else if (const auto* fault = std::get_if<FaultKey>(&key.type);
+               fault != nullptr && fault->get(config).kind != workloads::FaultKind::kNone) {
+      const workloads::FaultOptions& f = fault->get(config);
+      out << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "kind" << YAML::Value << workloads::FaultKindName(f.kind);
+      out << YAML::Key << "at_sample" << YAML::Value << std::to_string(f.at_sample);
+      out << YAML::EndMap;
+    } else if (std::holds_alternative<FaultKey>(key.type)) {
+      out << YAML::Null;  // no fault (a set one is handled above)
     } else {
       out << FormatValue(key, config);
     }
@@ -1081,13 +1520,15 @@ std::string ToYaml(const SweepConfig& config) {
 std::string WorkloadHash(const SweepConfig& config) {
   // Versioned so a change in what is hashed cannot collide with old results.
   std::string canonical = "feedtune-workload-v1\n";
+  const SweepConfig defaults;
   for (const Key& key : kKeys) {
-    if (key.hashed == Hashed::kYes) {
-      canonical += key.path;
-      canonical += '=';
-      canonical += FormatValue(key, config);
-      canonical += '\n';
-    }
+    if (key.hashed == Hashed::kNo || !Applies(key, config.workload.kind)) continue;
+    const std::string value = FormatValue(key, config);
+    if (key.hashed == Hashed::kIfSet && value == FormatValue(key, defaults)) continue;
+    canonical += key.path;
+    canonical += '=';
+    canonical += value;
+    canonical += '\n';
   }
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(Fnv1a64(canonical)));

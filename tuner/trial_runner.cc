@@ -90,6 +90,8 @@ results::TrialRecord TrialRunner::Measure(const loader::Knobs& knobs) {
     for (int r = 0; r < config_.sweep.repeats; ++r) {
       std::vector<double> waits_us;
       int64_t samples = 0, bytes = 0;
+      // E.g. a cold cache: the dataset evicts its files before each window.
+      if (std::string note = dataset_->BeforeRepeat(); !note.empty() && last_warning_.empty()) last_warning_ = note;
       const TreeUsage usage_before = ReadTreeUsage();
       device_.BeginWindow();
       const auto window_start = Clock::now();

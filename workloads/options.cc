@@ -5,8 +5,39 @@ namespace feedtune::workloads {
 const char* WorkloadKindName(WorkloadKind kind) {
   switch (kind) {
     case WorkloadKind::kSynthetic: return "synthetic";
+    case WorkloadKind::kFiles: return "files";
+    case WorkloadKind::kCommand: return "command";
   }
   return "?";
 }
+
+const char* SizeDistName(SizeDist dist) {
+  switch (dist) {
+    case SizeDist::kFixed: return "fixed";
+    case SizeDist::kLognormal: return "lognormal";
+    case SizeDist::kUniform: return "uniform";
+  }
+  return "?";
+}
+
+const char* FaultKindName(FaultKind kind) {
+  switch (kind) {
+    case FaultKind::kNone: return "none";
+    case FaultKind::kThrow: return "throw";
+    case FaultKind::kExit: return "exit";
+    case FaultKind::kAbort: return "abort";
+    case FaultKind::kSegv: return "segv";
+    case FaultKind::kHang: return "hang";
+  }
+  return "?";
+}
+
+const char* FilesLayoutName(FilesLayout layout) {
+  return layout == FilesLayout::kShards ? "shards" : "files";
+}
+
+const char* FilesIoName(FilesIo io) { return io == FilesIo::kPread ? "pread" : "mmap"; }
+
+const char* CacheModeName(CacheMode mode) { return mode == CacheMode::kWarm ? "warm" : "cold"; }
 
 }  // namespace feedtune::workloads

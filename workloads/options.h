@@ -1,31 +1,86 @@
-// WorkloadOptions: what a trial loads. The synthetic kind is a dataset whose
-// per-sample size and cost are configured; other kinds come with their own
-// fields. Plain values, no behaviour.
+// WorkloadOptions: what a trial loads (DESIGN.md §4). Three kinds:
+//   synthetic  samples whose size and cost are configured (SyntheticOptions)
+//   files      a dataset on disk, shards or one file per sample (FilesOptions;
+//              the per-sample CPU cost, jitter, worker set-up, seed and fault
+//              of SyntheticOptions apply to it too)
+//   command    the user's own PyTorch pipeline, one process per repeat (CommandOptions)
+// Plain values, no behaviour beyond naming the enums.
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
+#include <vector>
 
 namespace feedtune::workloads {
 
-enum class WorkloadKind { kSynthetic };
+enum class WorkloadKind { kSynthetic, kFiles, kCommand };
+
+// How sample sizes spread. kFixed: every sample is SyntheticOptions::sample_bytes.
+// kLognormal: exp(N(mu, sigma)) with mu chosen so the mean is `mean`, clamped
+// to [min, max]. kUniform: uniform in [min, max]. Sizes are deterministic in
+// (seed, index).
+enum class SizeDist { kFixed, kLognormal, kUniform };
+
+struct SampleSize {
+  SizeDist dist = SizeDist::kFixed;
+  int64_t mean = 0;    // lognormal only
+  double sigma = 0;    // lognormal only: of the underlying normal
+  int64_t min = 1;
+  int64_t max = 0;     // also SyntheticOptions::sample_bytes, the slot bound
+};
+
+// An injected failure, for tests and drills: when sample `at_sample` is read,
+// kThrow throws; kExit, kAbort, kSegv and kHang act only inside a worker
+// process (elsewhere they throw, so feedtune itself never dies).
+enum class FaultKind { kNone, kThrow, kExit, kAbort, kSegv, kHang };
+
+struct FaultOptions {
+  FaultKind kind = FaultKind::kNone;
+  int64_t at_sample = 0;
+
+  bool operator==(const FaultOptions&) const = default;
+};
 
 struct SyntheticOptions {
   int64_t samples = 4096;            // per epoch
-  int64_t sample_bytes = 150528;     // 3x224x224 uint8
+  int64_t sample_bytes = 150528;     // fixed size; with a distribution, its max (the slot size)
+  SampleSize size;                   // kFixed unless a distribution is configured
   int64_t cpu_us_per_sample = 200;   // real CPU work per sample
   int64_t io_us_per_sample = 0;      // waiting per sample, no CPU
   double jitter = 0.1;               // relative spread of per-sample cost, in [0, 1]
   int64_t worker_init_us = 0;        // per-worker set-up cost, paid at each worker start
-  uint64_t seed = 0;                 // content and cost are deterministic in (seed, index)
+  FaultOptions fault;
+  uint64_t seed = 0;                 // content, size and cost are deterministic in (seed, index)
+};
+
+enum class FilesLayout { kShards, kFiles };
+enum class FilesIo { kPread, kMmap };
+enum class CacheMode { kWarm, kCold };
+
+struct FilesOptions {
+  std::string path;                     // a directory (made by `feedtune gen-data`, or your files)
+  FilesLayout layout = FilesLayout::kShards;
+  FilesIo io = FilesIo::kPread;
+  CacheMode cache = CacheMode::kWarm;   // kCold: evict from the page cache before each repeat
+};
+
+struct CommandOptions {
+  std::vector<std::string> argv;  // placeholders {num_workers} ... substituted per trial
+  double timeout_s = 300;         // per run of the command
 };
 
 struct WorkloadOptions {
   WorkloadKind kind = WorkloadKind::kSynthetic;
   SyntheticOptions synthetic;
+  FilesOptions files;
+  CommandOptions command;
 };
 
 const char* WorkloadKindName(WorkloadKind kind);
+const char* SizeDistName(SizeDist dist);
+const char* FaultKindName(FaultKind kind);
+const char* FilesLayoutName(FilesLayout layout);
+const char* FilesIoName(FilesIo io);
+const char* CacheModeName(CacheMode mode);
 
 }  // namespace feedtune::workloads

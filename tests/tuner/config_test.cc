@@ -16,6 +16,12 @@
 #endif
 
 using feedtune::device::BackendChoice;
+using feedtune::workloads::CacheMode;
+using feedtune::workloads::FaultKind;
+using feedtune::workloads::FilesIo;
+using feedtune::workloads::FilesLayout;
+using feedtune::workloads::SizeDist;
+using feedtune::workloads::WorkloadKind;
 using feedtune::loader::WorkerMode;
 using feedtune::tuner::ApplyOverride;
 using feedtune::tuner::ConfigError;
@@ -58,6 +64,18 @@ static void ExpectSameConfig(const SweepConfig& a, const SweepConfig& b) {
   EXPECT_EQ(sa.jitter, sb.jitter);
   EXPECT_EQ(sa.worker_init_us, sb.worker_init_us);
   EXPECT_EQ(sa.seed, sb.seed);
+  EXPECT_EQ(sa.size.dist, sb.size.dist);
+  EXPECT_EQ(sa.size.mean, sb.size.mean);
+  EXPECT_EQ(sa.size.sigma, sb.size.sigma);
+  EXPECT_EQ(sa.size.min, sb.size.min);
+  EXPECT_EQ(sa.size.max, sb.size.max);
+  EXPECT_EQ(sa.fault, sb.fault);
+  EXPECT_EQ(a.workload.files.path, b.workload.files.path);
+  EXPECT_EQ(a.workload.files.layout, b.workload.files.layout);
+  EXPECT_EQ(a.workload.files.io, b.workload.files.io);
+  EXPECT_EQ(a.workload.files.cache, b.workload.files.cache);
+  EXPECT_EQ(a.workload.command.argv, b.workload.command.argv);
+  EXPECT_EQ(a.workload.command.timeout_s, b.workload.command.timeout_s);
   EXPECT_EQ(a.loader.knobs, b.loader.knobs);
   EXPECT_EQ(a.loader.shuffle, b.loader.shuffle);
   EXPECT_EQ(a.loader.drop_last, b.loader.drop_last);
@@ -88,10 +106,12 @@ static SweepConfig Unusual() {
   c.name = "null";
   c.workload.synthetic = {.samples = 1000000000,
                           .sample_bytes = 3,
+                          .size = {},
                           .cpu_us_per_sample = 10000000,
                           .io_us_per_sample = 7,
                           .jitter = 0.1 + 0.2,
                           .worker_init_us = 1,
+                          .fault = {.kind = FaultKind::kSegv, .at_sample = 999999999},
                           .seed = std::numeric_limits<uint64_t>::max()};
   c.loader.knobs = {.batch_size = 65536,
                     .num_workers = 1024,
@@ -209,12 +229,112 @@ TEST(ConfigErrorTest, EnumTypoSuggests) {
             "x.yaml:2:12: device.backend: expected one of auto|cuda|host-sim, got \"gpu\"");
 }
 
-TEST(ConfigErrorTest, UnsupportedWorkloadKind) {
-  EXPECT_EQ(
-      ErrorOf("workload:\n  kind: files\n"),
-      "x.yaml:2:9: workload.kind: expected one of synthetic, got \"files\" (not supported yet)");
+TEST(ConfigErrorTest, WorkloadKind) {
   EXPECT_EQ(ErrorOf("workload:\n  kind: bogus\n"),
-            "x.yaml:2:9: workload.kind: expected one of synthetic, got \"bogus\"");
+            "x.yaml:2:9: workload.kind: expected one of synthetic|files|command, got \"bogus\"");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: file\n"),
+            "x.yaml:2:9: workload.kind: expected one of synthetic|files|command, got \"file\"; did "
+            "you mean 'files'?");
+}
+
+TEST(ConfigErrorTest, FilesNeedAPathAndCommandsAnArgv) {
+  EXPECT_EQ(ErrorOf("workload:\n  kind: files\n"),
+            "x.yaml:2:9: workload.kind: expected workload.path, the dataset's directory, when "
+            "workload.kind is files (make one with `feedtune gen-data`), got none");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: command\n"),
+            "x.yaml:2:9: workload.kind: expected workload.argv, the command to run, when "
+            "workload.kind is command, got none");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: files\n  path: \"\"\n"),
+            "x.yaml:3:9: workload.path: expected a non-empty string, got \"\"");
+}
+
+TEST(ConfigErrorTest, KeyOfAnotherWorkloadKind) {
+  EXPECT_EQ(ErrorOf("workload:\n  kind: synthetic\n  path: data\n"),
+            "x.yaml:3:9: workload.path: unknown key for workload.kind synthetic (it is for files)");
+  EXPECT_EQ(ErrorOf("workload:\n  samples: 10\n  kind: files\n  path: d\n"),
+            "x.yaml:2:12: workload.samples: unknown key for workload.kind files (it is for "
+            "synthetic)");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [a]\n  cpu_us_per_sample: 5\n"),
+            "x.yaml:4:22: workload.cpu_us_per_sample: unknown key for workload.kind command (it is "
+            "for synthetic and files)");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: files\n  path: d\n  layout: file\n"),
+            "x.yaml:4:11: workload.layout: expected one of shards|files, got \"file\"; did you mean "
+            "'files'?");
+}
+
+TEST(ConfigErrorTest, CommandArgv) {
+  EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: python3\n"),
+            "x.yaml:3:9: workload.argv: expected a non-empty list of strings (the command and its "
+            "arguments), got \"python3\"");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [python3, {a: 1}]\n"),
+            "x.yaml:3:19: workload.argv[1]: expected a string, got a mapping");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [\"\", x]\n"),
+            "x.yaml:3:10: workload.argv[0]: expected the command (a non-empty string), got \"\"");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [p, \"--n={num_worker}\"]\n"),
+            "x.yaml:3:13: workload.argv[1]: unknown placeholder {num_worker}; did you mean "
+            "{num_workers}?");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [p, \"{zzz}\"]\n"),
+            "x.yaml:3:13: workload.argv[1]: unknown placeholder {zzz}; known: {num_workers}, "
+            "{pin_memory}, {non_blocking}, {prefetch_factor}, {persistent_workers}, {batch_size}, "
+            "{measure_seconds}, {warmup_batches}, {step_us}, {sync_every_steps}");
+  // JSON in an argument is not a placeholder.
+  EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [p, '{\"a\": 1}', '{}', '{A}']\n"),
+            "no error");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [p]\n  timeout_s: 0\n"),
+            "x.yaml:4:14: workload.timeout_s: expected a number > 0, got 0");
+}
+
+TEST(ConfigErrorTest, SampleBytesDistribution) {
+  const std::string prefix = "workload:\n  sample_bytes: ";
+  EXPECT_EQ(ErrorOf(prefix + "big\n"),
+            "x.yaml:2:17: workload.sample_bytes: expected an integer in [1, 1073741824] or a "
+            "distribution {dist: lognormal|uniform, mean, sigma, min, max}, got \"big\"");
+  EXPECT_EQ(ErrorOf(prefix + "{mean: 5}\n"),
+            "x.yaml:2:17: workload.sample_bytes.dist: expected lognormal or uniform, got nothing");
+  EXPECT_EQ(ErrorOf(prefix + "{dist: lognorm, mean: 5}\n"),
+            "x.yaml:2:24: workload.sample_bytes.dist: expected lognormal or uniform, got "
+            "\"lognorm\"; did you mean 'lognormal'?");
+  EXPECT_EQ(ErrorOf(prefix + "{dist: lognormal, mean: 5}\n"),
+            "x.yaml:2:17: workload.sample_bytes.sigma: expected a value (required with dist "
+            "lognormal), got nothing");
+  EXPECT_EQ(ErrorOf(prefix + "{dist: lognormal, mean: 5, sigma: 0}\n"),
+            "x.yaml:2:51: workload.sample_bytes.sigma: expected a number in (0, 4], got 0");
+  EXPECT_EQ(ErrorOf(prefix + "{dist: lognormal, mean: 500, sigma: 1, max: 100}\n"),
+            "x.yaml:2:61: workload.sample_bytes.max: expected at least mean (500), got 100");
+  EXPECT_EQ(ErrorOf(prefix + "{dist: lognormal, mean: 500, sigmaa: 1}\n"),
+            "x.yaml:2:46: workload.sample_bytes.sigmaa: unknown key; did you mean 'sigma'?");
+  EXPECT_EQ(ErrorOf(prefix + "{dist: uniform, min: 5, max: 9, sigma: 1}\n"),
+            "x.yaml:2:56: workload.sample_bytes.sigma: unknown key for dist uniform; allowed keys: "
+            "dist, min, max");
+  EXPECT_EQ(ErrorOf(prefix + "{dist: uniform, min: 9, max: 5}\n"),
+            "x.yaml:2:46: workload.sample_bytes.max: expected at least min (9), got 5");
+  EXPECT_EQ(ErrorOf(prefix + "{dist: uniform, min: 1, min: 2, max: 5}\n"),
+            "x.yaml:2:41: workload.sample_bytes.min: duplicate key; first given at line 2, column "
+            "33");
+  // The largest size counts against the batch-memory limit.
+  EXPECT_EQ(ErrorOf(prefix + "{dist: uniform, min: 1, max: 1073741824}\n"),
+            "x.yaml:2:17: workload.sample_bytes: expected loader.batch_size * "
+            "workload.sample_bytes <= 2147483648 (2 GiB) so a batch fits in memory, got 64 * "
+            "1073741824 = 68719476736");
+}
+
+TEST(ConfigErrorTest, Fault) {
+  EXPECT_EQ(ErrorOf("workload:\n  fault: exit\n"),
+            "x.yaml:2:10: workload.fault: expected null or {kind: throw|exit|abort|segv|hang, "
+            "at_sample: N}, got \"exit\"");
+  EXPECT_EQ(ErrorOf("workload:\n  fault: {at_sample: 3}\n"),
+            "x.yaml:2:10: workload.fault.kind: expected one of throw|exit|abort|segv|hang, got "
+            "nothing");
+  EXPECT_EQ(ErrorOf("workload:\n  fault: {kind: segfault}\n"),
+            "x.yaml:2:17: workload.fault.kind: expected one of throw|exit|abort|segv|hang, got "
+            "\"segfault\"");
+  EXPECT_EQ(ErrorOf("workload:\n  fault: {kind: exit, at_sample: -1}\n"),
+            "x.yaml:2:34: workload.fault.at_sample: expected an integer in [0, 1000000000], got -1");
+  EXPECT_EQ(ErrorOf("workload:\n  fault: {kind: exit, at: 1}\n"),
+            "x.yaml:2:23: workload.fault.at: unknown key; allowed keys: kind, at_sample");
+  EXPECT_EQ(ErrorOf("workload:\n  samples: 100\n  fault: {kind: exit, at_sample: 100}\n"),
+            "x.yaml:3:10: workload.fault: expected fault.at_sample < workload.samples (else it "
+            "never fires), got 100 >= 100");
 }
 
 TEST(ConfigErrorTest, NameMustBeALabel) {
@@ -480,6 +600,7 @@ TEST(ConfigTest, ToYamlOfDefaults) {
             "  io_us_per_sample: 0\n"
             "  jitter: 0.1\n"
             "  worker_init_us: 0\n"
+            "  fault: null\n"
             "  seed: 0\n"
             "loader:\n"
             "  batch_size: 64\n"
@@ -519,6 +640,92 @@ TEST(ConfigTest, ToYamlRoundTrips) {
   const SweepConfig parsed = ParseConfig(yaml, "rt.yaml");
   ExpectSameConfig(parsed, unusual);
   EXPECT_EQ(ToYaml(parsed), yaml);
+}
+
+TEST(ConfigTest, FilesAndCommandKinds) {
+  const SweepConfig files = ParseConfig(
+      "workload:\n  kind: files\n  path: data/my shards\n  layout: files\n  io: mmap\n"
+      "  cache: cold\n  cpu_us_per_sample: 50\n  fault: {kind: throw, at_sample: 7}\n",
+      "x.yaml");
+  EXPECT_EQ(files.workload.kind, WorkloadKind::kFiles);
+  EXPECT_EQ(files.workload.files.path, "data/my shards");
+  EXPECT_EQ(files.workload.files.layout, FilesLayout::kFiles);
+  EXPECT_EQ(files.workload.files.io, FilesIo::kMmap);
+  EXPECT_EQ(files.workload.files.cache, CacheMode::kCold);
+  EXPECT_EQ(files.workload.synthetic.cpu_us_per_sample, 50);
+  EXPECT_EQ(files.workload.synthetic.fault.kind, FaultKind::kThrow);
+  EXPECT_EQ(files.workload.synthetic.fault.at_sample, 7);
+  const std::string files_yaml = ToYaml(files);
+  EXPECT_TRUE(files_yaml.starts_with(
+            "name: unnamed\n"
+            "workload:\n"
+            "  kind: files\n"
+            "  path: data/my shards\n"
+            "  layout: files\n"
+            "  io: mmap\n"
+            "  cache: cold\n"
+            "  cpu_us_per_sample: 50\n"
+            "  jitter: 0.1\n"
+            "  worker_init_us: 0\n"
+            "  fault: {kind: throw, at_sample: 7}\n"
+            "  seed: 0\n"
+            "loader:\n"
+            "  batch_size: 64\n"
+            "  shuffle: true\n"
+            "  drop_last: true\n"
+            "  worker_mode: process\n"))
+      << files_yaml;
+  ExpectSameConfig(ParseConfig(ToYaml(files), "rt.yaml"), files);
+
+  const SweepConfig command = ParseConfig(
+      "workload:\n  kind: command\n"
+      "  argv: [python3, probe.py, --workers, \"{num_workers}\", '{\"a\": 1}', \"\", \"null\", 4, true]\n"
+      "  timeout_s: 60\n",
+      "x.yaml");
+  EXPECT_EQ(command.workload.kind, WorkloadKind::kCommand);
+  EXPECT_EQ(command.workload.command.argv,
+            (std::vector<std::string>{"python3", "probe.py", "--workers", "{num_workers}",
+                                      "{\"a\": 1}", "", "null", "4", "true"}));
+  EXPECT_EQ(command.workload.command.timeout_s, 60.0);
+  const std::string yaml = ToYaml(command);
+  EXPECT_NE(yaml.find("workload:\n  kind: command\n  argv: [python3, probe.py, --workers, "
+                      "\"{num_workers}\", \"{\\\"a\\\": 1}\", \"\", \"null\", \"4\", \"true\"]\n"
+                      "  timeout_s: 60.0\nloader:\n"),
+            std::string::npos)
+      << yaml;
+  ExpectSameConfig(ParseConfig(yaml, "rt.yaml"), command);
+  EXPECT_EQ(ToYaml(ParseConfig(yaml, "rt.yaml")), yaml);
+}
+
+TEST(ConfigTest, SampleSizeDistributions) {
+  const SweepConfig lognormal = ParseConfig(
+      "workload:\n  sample_bytes: {dist: lognormal, mean: 150528, sigma: 0.5}\n", "x.yaml");
+  const auto& size = lognormal.workload.synthetic.size;
+  EXPECT_EQ(size.dist, SizeDist::kLognormal);
+  EXPECT_EQ(size.mean, 150528);
+  EXPECT_EQ(size.sigma, 0.5);
+  EXPECT_EQ(size.min, 1);
+  // exp(ln(150528) - 0.125 + 4 * 0.5): above all but 3 in 100,000 draws.
+  EXPECT_EQ(size.max, 981566);
+  EXPECT_EQ(lognormal.workload.synthetic.sample_bytes, size.max);  // sizes the slots
+  EXPECT_NE(ToYaml(lognormal).find(
+                "  sample_bytes: {dist: lognormal, mean: 150528, sigma: 0.5, min: 1, max: 981566}\n"),
+            std::string::npos);
+  ExpectSameConfig(ParseConfig(ToYaml(lognormal), "rt.yaml"), lognormal);
+
+  const SweepConfig uniform = ParseConfig(
+      "workload:\n  sample_bytes:\n    dist: uniform\n    min: 1000\n    max: 5000\n", "x.yaml");
+  EXPECT_EQ(uniform.workload.synthetic.size.dist, SizeDist::kUniform);
+  EXPECT_EQ(uniform.workload.synthetic.sample_bytes, 5000);
+  EXPECT_NE(ToYaml(uniform).find("  sample_bytes: {dist: uniform, min: 1000, max: 5000}\n"),
+            std::string::npos);
+  ExpectSameConfig(ParseConfig(ToYaml(uniform), "rt.yaml"), uniform);
+
+  // Back to a fixed size with --set.
+  SweepConfig fixed = uniform;
+  ApplyOverride(fixed, "workload.sample_bytes=4096");
+  EXPECT_EQ(fixed.workload.synthetic.size.dist, SizeDist::kFixed);
+  EXPECT_EQ(fixed.workload.synthetic.sample_bytes, 4096);
 }
 
 // ---------------------------------------------------------------------------
@@ -624,4 +831,39 @@ TEST(ConfigHashTest, StableAndScopedToTheWorkload) {
   SweepConfig no_shuffle = base;
   no_shuffle.loader.shuffle = false;
   EXPECT_NE(WorkloadHash(no_shuffle), hash);
+
+  SweepConfig faulty = base;
+  faulty.workload.synthetic.fault = {.kind = FaultKind::kThrow, .at_sample = 1};
+  EXPECT_NE(WorkloadHash(faulty), hash);
+
+  // Keys of other kinds do not count; the dataset's path (where this machine
+  // keeps it) does not either, but how it is read does.
+  SweepConfig synthetic_with_stale_path = base;
+  synthetic_with_stale_path.workload.files.path = "x";
+  EXPECT_EQ(WorkloadHash(synthetic_with_stale_path), hash);
+  SweepConfig files = base;
+  files.workload.kind = WorkloadKind::kFiles;
+  files.workload.files.path = "/data/a";
+  SweepConfig files_elsewhere = files;
+  files_elsewhere.workload.files.path = "/mnt/b";
+  EXPECT_EQ(WorkloadHash(files_elsewhere), WorkloadHash(files));
+  SweepConfig files_cold = files;
+  files_cold.workload.files.cache = CacheMode::kCold;
+  EXPECT_NE(WorkloadHash(files_cold), WorkloadHash(files));
+}
+
+TEST(ConfigOverrideTest, WorkloadKeys) {
+  SweepConfig config;
+  ApplyOverride(config, "workload.fault={kind: hang, at_sample: 2}");
+  EXPECT_EQ(config.workload.synthetic.fault.kind, FaultKind::kHang);
+  ApplyOverride(config, "workload.fault=null");
+  EXPECT_EQ(config.workload.synthetic.fault.kind, FaultKind::kNone);
+  EXPECT_EQ(OverrideErrorOf(config, "workload.fault={kind: nope}"),
+            "--set workload.fault={kind: nope}: workload.fault.kind: expected one of "
+            "throw|exit|abort|segv|hang, got \"nope\"");
+  ApplyOverride(config, "workload={kind: command, argv: [sh, -c, 'echo {}']}");
+  EXPECT_EQ(config.workload.kind, WorkloadKind::kCommand);
+  EXPECT_EQ(OverrideErrorOf(config, "workload.path=x"),
+            "--set workload.path=x: workload.path: unknown key for workload.kind command (it is for "
+            "files)");
 }

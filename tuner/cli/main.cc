@@ -39,6 +39,7 @@ Commands:
   validate CONFIG   check a config and print it with every default filled in
   report            show a stored run as a table or JSON
   machine           print this machine's fingerprint
+  gen-data          write a file-backed dataset (shards or one file per sample)
 
 Options:
   -h, --help        this help
@@ -77,6 +78,7 @@ int main(int argc, char** argv) {
   if (command == "validate") return RunValidate(args);
   if (command == "report") return RunReport(args);
   if (command == "machine") return RunMachine(args);
+  if (command == "gen-data") return RunGenData(args, g_stop);
   std::fprintf(stderr, "feedtune: unknown command '%s'; run `feedtune --help` for the list\n", command.c_str());
   return kExitUsage;
 }

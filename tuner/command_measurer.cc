@@ -1,0 +1,403 @@
+#include "tuner/command_measurer.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string_view>
+#include <system_error>
+#include <thread>
+
+#include "tuner/stats.h"
+#include "workloads/command_args.h"
+
+extern char** environ;
+
+namespace feedtune::tuner {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kStdoutKeep = 64 * 1024;
+constexpr size_t kStderrKeep = 16 * 1024;
+constexpr auto kPoll = std::chrono::milliseconds(100);
+// After the command exits, how long its leftovers may hold the output pipes open.
+constexpr auto kDrainGrace = std::chrono::seconds(2);
+constexpr size_t kErrorTailLines = 12;
+constexpr size_t kErrorTailChars = 2000;
+
+std::string Errno(int error) { return std::generic_category().message(error); }
+
+struct Fd {
+  int fd = -1;
+  Fd() = default;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { Close(); }
+  void Close() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+};
+
+// Appends, keeping only the last `keep` bytes.
+void AppendTail(std::string& tail, const char* data, size_t n, size_t keep) {
+  tail.append(data, n);
+  if (tail.size() > keep * 2) tail.erase(0, tail.size() - keep);
+}
+
+void Trim(std::string& tail, size_t keep) {
+  if (tail.size() > keep) tail.erase(0, tail.size() - keep);
+}
+
+// Reads what is available; false at end of file (or on error).
+bool Drain(int fd, std::string& tail, size_t keep) {
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      AppendTail(tail, buf, static_cast<size_t>(n), keep);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    return false;
+  }
+}
+
+std::string SignalName(int sig) {
+  std::string text = std::to_string(sig);
+  if (const char* abbrev = sigabbrev_np(sig)) text += std::string(" (SIG") + abbrev + ")";
+  return text;
+}
+
+std::string FormatSeconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
+// The last lines of `text`, at most kErrorTailLines and kErrorTailChars.
+std::string LastLines(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  size_t pos = text.size();
+  size_t lines = 0;
+  while (pos > 0) {
+    --pos;
+    if (text[pos] == '\n' && ++lines == kErrorTailLines) {
+      ++pos;
+      break;
+    }
+  }
+  std::string_view tail = text.substr(pos);
+  if (tail.size() > kErrorTailChars) tail = tail.substr(tail.size() - kErrorTailChars);
+  return std::string(tail);
+}
+
+std::string JoinArgv(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& a : argv) {
+    if (!out.empty()) out += ' ';
+    const bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$`") == std::string::npos;
+    out += plain ? a : "'" + a + "'";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string CommandRun::Cause(double timeout_s) const {
+  if (!started) return "could not be started: " + spawn_error;
+  if (timed_out) return "timed out after " + FormatSeconds(timeout_s) + " s (workload.timeout_s) and was killed";
+  if (signal != 0) return "was killed by signal " + SignalName(signal);
+  if (exit_code != 0) return "exited with code " + std::to_string(exit_code);
+  return "succeeded";
+}
+
+std::string ResolveCommand(const std::string& argv0) {
+  if (argv0.empty()) return {};
+  if (argv0.find('/') != std::string::npos) return ::access(argv0.c_str(), X_OK) == 0 ? argv0 : std::string();
+  const char* path_env = std::getenv("PATH");
+  const std::string path = path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  for (;;) {
+    const size_t colon = path.find(':', start);
+    std::string dir = path.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    if (dir.empty()) dir = ".";
+    const std::string candidate = dir + "/" + argv0;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (colon == std::string::npos) return {};
+    start = colon + 1;
+  }
+}
+
+CommandRun RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+                      double timeout_s, const std::atomic<bool>* stop) {
+  CommandRun run;
+  if (argv.empty()) {
+    run.spawn_error = "empty command";
+    return run;
+  }
+  const std::string path = ResolveCommand(argv[0]);
+  if (path.empty()) {
+    run.spawn_error = "'" + argv[0] + "' not found" +
+                      (argv[0].find('/') == std::string::npos ? " in PATH" : " or not executable");
+    return run;
+  }
+
+  // Everything the child needs is built before it exists.
+  std::vector<char*> child_argv;
+  for (const std::string& a : argv) child_argv.push_back(const_cast<char*>(a.c_str()));
+  child_argv.push_back(nullptr);
+  std::vector<std::string> env_storage;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const std::string_view name = entry.substr(0, entry.find('='));
+    const bool overridden = std::any_of(extra_env.begin(), extra_env.end(), [&](const std::string& x) {
+      return std::string_view(x).substr(0, x.find('=')) == name;
+    });
+    if (!overridden) env_storage.emplace_back(entry);
+  }
+  env_storage.insert(env_storage.end(), extra_env.begin(), extra_env.end());
+  std::vector<char*> child_env;
+  for (std::string& e : env_storage) child_env.push_back(e.data());
+  child_env.push_back(nullptr);
+
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
+  Fd out_read(out_pipe[0]), out_write(out_pipe[1]);
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
+  Fd err_read(err_pipe[0]), err_write(err_pipe[1]);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out_write.fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, err_write.fd, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  // Its own process group, so a timeout can kill everything it started; default
+  // signal dispositions and an empty mask, whatever this process has set.
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);
+  sigset_t empty, defaults;
+  sigemptyset(&empty);
+  posix_spawnattr_setsigmask(&attr, &empty);
+  sigemptyset(&defaults);
+  for (int sig : {SIGINT, SIGTERM, SIGQUIT, SIGPIPE, SIGCHLD, SIGHUP}) sigaddset(&defaults, sig);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+
+  pid_t pid = -1;
+  const auto start = Clock::now();
+  const int spawn_error = ::posix_spawn(&pid, path.c_str(), &actions, &attr, child_argv.data(), child_env.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (spawn_error != 0) {
+    run.spawn_error = path + ": " + Errno(spawn_error);
+    return run;
+  }
+  run.started = true;
+  out_write.Close();
+  err_write.Close();
+  ::fcntl(out_read.fd, F_SETFL, O_NONBLOCK);
+  ::fcntl(err_read.fd, F_SETFL, O_NONBLOCK);
+
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  bool out_open = true, err_open = true, exited = false, killed = false, interrupted = false;
+  Clock::time_point exited_at{};
+  const auto kill_group = [&] {
+    ::kill(-pid, SIGKILL);  // the group outlives its leader while it has members
+    killed = true;
+  };
+  while (out_open || err_open || !exited) {
+    const auto now = Clock::now();
+    if (!killed && stop != nullptr && stop->load(std::memory_order_relaxed)) {
+      interrupted = true;
+      kill_group();
+    }
+    if (!killed && !exited && now >= deadline) {
+      run.timed_out = true;
+      kill_group();
+    }
+    // Leftover processes of a command that has exited keep the pipes open; do not wait for them long.
+    if (!killed && exited && now - exited_at >= kDrainGrace) kill_group();
+
+    pollfd fds[2];
+    nfds_t n = 0;
+    if (out_open) fds[n++] = {out_read.fd, POLLIN, 0};
+    if (err_open) fds[n++] = {err_read.fd, POLLIN, 0};
+    if (n > 0) {
+      const int ready = ::poll(fds, n, static_cast<int>(kPoll.count()));
+      if (ready < 0 && errno != EINTR) break;
+      if (out_open && !Drain(out_read.fd, run.stdout_tail, kStdoutKeep)) out_open = false;
+      if (err_open && !Drain(err_read.fd, run.stderr_tail, kStderrKeep)) err_open = false;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!exited) {
+      // Look without reaping: the group must still exist when it is killed below.
+      siginfo_t info{};
+      if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid) {
+        exited = true;
+        exited_at = Clock::now();
+        run.wall_s = std::chrono::duration<double>(exited_at - start).count();
+      }
+    }
+  }
+  // Whatever the command left running (its DataLoader workers, say) goes with it.
+  ::kill(-pid, SIGKILL);
+  int status = 0;
+  rusage usage{};
+  while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
+  }
+  if (run.wall_s == 0) run.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  if (WIFEXITED(status)) run.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status) && !(killed && WTERMSIG(status) == SIGKILL)) run.signal = WTERMSIG(status);
+  run.cpu_s = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+              static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+  run.max_rss_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;
+  Trim(run.stdout_tail, kStdoutKeep);
+  Trim(run.stderr_tail, kStderrKeep);
+  if (interrupted) throw Interrupted();
+  return run;
+}
+
+CommandReport ParseCommandReport(const std::string& stdout_text) {
+  std::string_view text = stdout_text;
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  if (text.empty()) {
+    throw std::runtime_error("it printed nothing on stdout; expected a JSON line such as {\"samples_per_s\": 1234.5} last");
+  }
+  const size_t nl = text.rfind('\n');
+  std::string_view line = nl == std::string_view::npos ? text : text.substr(nl + 1);
+  while (!line.empty() && std::isspace(static_cast<unsigned char>(line.front()))) line.remove_prefix(1);
+  std::string shown(line.substr(0, 200));
+  if (line.size() > 200) shown += "...";
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    throw std::runtime_error("its last stdout line is not a JSON object: '" + shown +
+                             "'; expected a JSON line such as {\"samples_per_s\": 1234.5} last");
+  }
+  const auto number = [&](const char* name, bool required, double lo, double hi) -> std::optional<double> {
+    const auto it = j.find(name);
+    if (it == j.end() || it->is_null()) {
+      if (required) throw std::runtime_error(std::string("its JSON line has no \"") + name + "\": '" + shown + "'");
+      return std::nullopt;
+    }
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < lo || it->get<double>() > hi) {
+      throw std::runtime_error(std::string("its JSON line has \"") + name + "\": " + it->dump() +
+                               ", expected a number in [" + FormatSeconds(lo) + ", " + FormatSeconds(hi) + "]");
+    }
+    return it->get<double>();
+  };
+  constexpr double kBig = 1e18;
+  CommandReport r;
+  r.samples_per_s = *number("samples_per_s", true, 0, kBig);
+  r.gpu_idle_frac = number("gpu_idle_frac", false, 0, 1);
+  r.wait_p50_us = number("wait_p50_us", false, 0, kBig);
+  r.wait_p99_us = number("wait_p99_us", false, 0, kBig);
+  r.startup_s = number("startup_s", false, 0, kBig);
+  r.peak_rss_bytes = number("peak_rss_bytes", false, 0, kBig);
+  r.mb_per_s = number("mb_per_s", false, 0, kBig);
+  return r;
+}
+
+CommandMeasurer::CommandMeasurer(const SweepConfig& config, const std::atomic<bool>* stop)
+    : config_(config), stop_(stop) {}
+
+results::TrialRecord CommandMeasurer::Measure(const loader::Knobs& knobs) {
+  results::TrialRecord trial;
+  trial.knobs = knobs;
+  last_warning_.clear();
+  workloads::CommandContext context;
+  context.knobs = knobs;
+  context.measure_seconds = config_.sweep.measure_seconds;
+  context.warmup_batches = config_.sweep.warmup_batches;
+  context.step_us = config_.device.step_us;
+  context.sync_every_steps = config_.device.sync_every_steps;
+  std::vector<std::string> argv;
+  for (const std::string& a : config_.workload.command.argv) argv.push_back(workloads::ExpandPlaceholders(a, context));
+  const std::vector<std::string> env = workloads::PlaceholderEnvironment(context);
+  const double timeout_s = config_.workload.command.timeout_s;
+  const int repeats = config_.sweep.repeats;
+
+  std::vector<double> rates, mbps, idles, p50s, p99s, startups;
+  double cpu_util = 0;
+  int64_t peak_rss = 0;
+  bool idle_missing = false;
+  for (int r = 0; r < repeats; ++r) {
+    std::vector<std::string> run_env = env;
+    run_env.push_back("FEEDTUNE_REPEAT=" + std::to_string(r));
+    if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) throw Interrupted();
+    const CommandRun run = RunCommand(argv, run_env, timeout_s, stop_);  // throws Interrupted
+    std::string failure;
+    CommandReport report;
+    if (!run.ok()) {
+      failure = run.Cause(timeout_s);
+    } else {
+      try {
+        report = ParseCommandReport(run.stdout_tail);
+      } catch (const std::runtime_error& e) {
+        failure = e.what();
+      }
+    }
+    if (!failure.empty()) {
+      std::string error = "repeat " + std::to_string(r + 1) + " of " + std::to_string(repeats) + ": the command " +
+                          failure + "\n  command: " + JoinArgv(argv);
+      const std::string tail = LastLines(run.stderr_tail);
+      error += tail.empty() ? "\n  stderr: (empty)" : "\n  stderr (last lines):\n" + tail;
+      trial.status = "failed";
+      trial.error = error;
+      trial.repeats = r;
+      return trial;
+    }
+    results::RepeatRecord rep;
+    rep.index = r;
+    rep.wall_s = run.wall_s;
+    rep.samples_per_s = report.samples_per_s;
+    rep.mb_per_s = report.mb_per_s.value_or(0);
+    rep.gpu_idle_frac = report.gpu_idle_frac.value_or(0);
+    rep.wait_p50_us = report.wait_p50_us.value_or(0);
+    rep.wait_p99_us = report.wait_p99_us.value_or(0);
+    trial.repeat_rows.push_back(rep);
+    rates.push_back(rep.samples_per_s);
+    mbps.push_back(rep.mb_per_s);
+    idles.push_back(rep.gpu_idle_frac);
+    p50s.push_back(rep.wait_p50_us);
+    p99s.push_back(rep.wait_p99_us);
+    if (report.startup_s) startups.push_back(*report.startup_s);
+    idle_missing = idle_missing || !report.gpu_idle_frac;
+    if (run.wall_s > 0) cpu_util = std::max(cpu_util, run.cpu_s / run.wall_s);
+    peak_rss = std::max({peak_rss, run.max_rss_bytes, static_cast<int64_t>(report.peak_rss_bytes.value_or(0))});
+  }
+  const Summary s = Summarize(rates);
+  for (size_t i = 0; i < s.outliers.size() && i < trial.repeat_rows.size(); ++i) trial.repeat_rows[i].outlier = s.outliers[i];
+  trial.samples_per_s = s.median;
+  trial.ci_low = s.ci_low;
+  trial.ci_high = s.ci_high;
+  trial.mb_per_s = Median(mbps);
+  trial.gpu_idle_frac = Median(idles);
+  trial.wait_p50_us = Median(p50s);
+  trial.wait_p99_us = Median(p99s);
+  trial.worker_startup_s = startups.empty() ? 0 : Median(startups);
+  trial.cpu_util = cpu_util;
+  trial.peak_rss_bytes = peak_rss;
+  trial.repeats = repeats;
+  trial.status = "ok";
+  if (idle_missing) last_warning_ = "the command reported no gpu_idle_frac; it is recorded as 0";
+  return trial;
+}
+
+}  // namespace feedtune::tuner

@@ -1,0 +1,92 @@
+// CommandMeasurer: measures a trial by running the user's own pipeline
+// (workload.kind command), once per repeat, since a real PyTorch job cannot go
+// through the native loader.
+//
+// Per run: the knobs are substituted into workload.argv ({num_workers}, ...,
+// workloads/command_args.h) and exported as FEEDTUNE_NUM_WORKERS, ... (plus
+// FEEDTUNE_REPEAT, the 0-based repeat); the command runs in its own process
+// group with stdin from /dev/null and stdout/stderr captured; after
+// workload.timeout_s the whole group is killed (SIGKILL). The command's last
+// non-empty stdout line must be one JSON object:
+//
+//   {"samples_per_s": 1234.5,                          required, >= 0
+//    "gpu_idle_frac": 0.12, "wait_p50_us": 800, "wait_p99_us": 2500,
+//    "startup_s": 1.9, "peak_rss_bytes": 123456789, "mb_per_s": 180.2}   optional
+//
+// Warm-up is the command's job (feedtune_probe.py does it). A non-zero exit, a
+// death by signal, a timeout, or a missing or invalid JSON line fails the trial
+// with the cause and the tail of stderr; the sweep goes on. The trial's figures
+// are the median over repeats (samples/s with its 95% interval, tuner/stats.h).
+//
+// One thread uses a CommandMeasurer. The stop flag is polled every 100 ms while
+// a command runs; when raised, the group is killed and Interrupted is thrown.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tuner/config.h"
+#include "tuner/trial_runner.h"
+
+namespace feedtune::tuner {
+
+// What one run of a command did.
+struct CommandRun {
+  bool started = false;         // false: it could not be started (spawn_error says why)
+  std::string spawn_error;
+  bool timed_out = false;
+  int exit_code = -1;           // when it exited
+  int signal = 0;               // when a signal killed it (not counting our timeout kill)
+  double wall_s = 0;
+  double cpu_s = 0;             // user + system of the command and the children it waited for
+  int64_t max_rss_bytes = 0;    // the largest resident set among them
+  std::string stdout_tail;      // the last 64 KiB
+  std::string stderr_tail;      // the last 16 KiB
+
+  bool ok() const { return started && !timed_out && signal == 0 && exit_code == 0; }
+  // "exited with code 3", "was killed by signal 11 (SIGSEGV)", "timed out after 5 s", ...
+  std::string Cause(double timeout_s) const;
+};
+
+// Runs argv[0] (searched in PATH when it has no '/') with `extra_env` added to
+// this process's environment. Throws Interrupted when `stop` is raised.
+CommandRun RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+                      double timeout_s, const std::atomic<bool>* stop);
+
+// The figures a command reports on its last stdout line.
+struct CommandReport {
+  double samples_per_s = 0;
+  std::optional<double> gpu_idle_frac;
+  std::optional<double> wait_p50_us;
+  std::optional<double> wait_p99_us;
+  std::optional<double> startup_s;
+  std::optional<double> peak_rss_bytes;
+  std::optional<double> mb_per_s;
+};
+
+// Parses the last non-empty line of `stdout_text`. Throws std::runtime_error
+// saying what is missing or wrong.
+CommandReport ParseCommandReport(const std::string& stdout_text);
+
+// The full path argv0 runs as: itself when it holds a '/', else the first
+// executable match in PATH; empty when there is none.
+std::string ResolveCommand(const std::string& argv0);
+
+class CommandMeasurer final : public TrialMeasurer {
+ public:
+  // `stop` may be null.
+  CommandMeasurer(const SweepConfig& config, const std::atomic<bool>* stop);
+
+  results::TrialRecord Measure(const loader::Knobs& knobs) override;
+  std::string last_warning() const override { return last_warning_; }
+
+ private:
+  const SweepConfig config_;
+  const std::atomic<bool>* const stop_;
+  std::string last_warning_;
+};
+
+}  // namespace feedtune::tuner

@@ -1,0 +1,47 @@
+// The command workload's argument template: placeholders such as
+// {num_workers} in workload.argv are replaced per trial, and the same values
+// are exported as FEEDTUNE_NUM_WORKERS, ... environment variables.
+//
+// A placeholder is '{' + lower-case letters and '_' + '}'. Any other brace text
+// (JSON in an argument, say) is left as it is. Booleans are written true/false.
+// Pure functions; thread-safe.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "loader/options.h"
+
+namespace feedtune::workloads {
+
+// What a run of the command is told.
+struct CommandContext {
+  loader::Knobs knobs;
+  double measure_seconds = 2.0;  // sweep.measure_seconds
+  int warmup_batches = 8;        // sweep.warmup_batches
+  int64_t step_us = 20000;       // device.step_us
+  int sync_every_steps = 1;      // device.sync_every_steps
+};
+
+inline constexpr std::array<std::string_view, 10> kPlaceholders = {
+    "num_workers",     "pin_memory",     "non_blocking",  "prefetch_factor", "persistent_workers",
+    "batch_size",      "measure_seconds", "warmup_batches", "step_us",        "sync_every_steps"};
+
+// (placeholder name, value), in kPlaceholders order.
+std::vector<std::pair<std::string, std::string>> PlaceholderValues(const CommandContext& context);
+
+// `arg` with every known placeholder replaced.
+std::string ExpandPlaceholders(std::string_view arg, const CommandContext& context);
+
+// The first placeholder-shaped name in `arg` that is not a known placeholder
+// (without braces), or empty when there is none.
+std::string UnknownPlaceholder(std::string_view arg);
+
+// "FEEDTUNE_NUM_WORKERS=4", ... one per placeholder.
+std::vector<std::string> PlaceholderEnvironment(const CommandContext& context);
+
+}  // namespace feedtune::workloads

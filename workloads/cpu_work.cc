@@ -1,0 +1,138 @@
+#include "workloads/cpu_work.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+namespace feedtune::workloads {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Clock reads should cost at most this share of the spent time...
+constexpr double kClockShare = 0.02;
+// ... but a chunk stays short, so the last one overshoots the request by little.
+constexpr double kMaxChunkNs = 20'000;
+constexpr double kMinChunkNs = 1'000;
+constexpr size_t kMinChunkBytes = 256;
+
+// One pass of the work loop: a multiply-xor checksum over 8-byte words (the
+// tail shorter than a word is left out, as SIMD decoders do with theirs).
+uint64_t Work(const std::byte* p, size_t n, uint64_t acc) {
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    acc = (acc ^ w) * 0x100000001B3ULL;
+  }
+  return acc;
+}
+
+double Ns(Clock::duration d) { return std::chrono::duration<double, std::nano>(d).count(); }
+
+}  // namespace
+
+int64_t ThreadCpuNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+uint64_t BurnCpu(int64_t ns, std::span<const std::byte> data, const CpuCalibration& calibration) {
+  if (ns <= 0) return 0;
+  std::array<std::byte, 4096> scratch{};
+  if (data.size() < 64) {
+    for (size_t i = 0; i < scratch.size(); ++i) scratch[i] = static_cast<std::byte>(i * 131);
+    data = scratch;
+  }
+  const double bytes_per_ns = calibration.work_bytes_per_s > 0 ? calibration.work_bytes_per_s / 1e9 : 1.0;
+  const size_t chunk = std::max(kMinChunkBytes, calibration.chunk_bytes);
+  const int64_t until = ThreadCpuNs() + ns;
+  uint64_t acc = 0;
+  size_t pos = 0;
+  for (;;) {
+    const int64_t left = until - ThreadCpuNs();
+    if (left <= 0) break;
+    // Near the end, work only as long as is left, so the overshoot is one clock read.
+    size_t budget = std::clamp(static_cast<size_t>(static_cast<double>(left) * bytes_per_ns), size_t{64}, chunk);
+    while (budget > 0) {
+      const size_t n = std::min(budget, data.size() - pos);
+      acc = Work(data.data() + pos, n, acc);
+      budget -= n;
+      pos += n;
+      if (pos + 8 > data.size()) pos = 0;
+    }
+    asm volatile("" : : "r"(acc) : "memory");
+  }
+  return acc;
+}
+
+CpuCalibration Calibrate() {
+  const auto start = Clock::now();
+  CpuCalibration c;
+
+  // One clock read: the best of a few rounds, so a preemption does not count.
+  double best_read = 1e9;
+  for (int round = 0; round < 5; ++round) {
+    constexpr int kReads = 2000;
+    int64_t sink = 0;
+    const auto t0 = Clock::now();
+    for (int i = 0; i < kReads; ++i) sink += ThreadCpuNs();
+    const double each = Ns(Clock::now() - t0) / kReads;
+    asm volatile("" : : "r"(sink) : "memory");
+    best_read = std::min(best_read, each);
+  }
+  c.clock_read_ns = best_read;
+
+  // The work loop's rate over a buffer that stays in cache, as a sample being
+  // decoded mostly does. Measured in thread CPU time; the best of a few rounds.
+  std::vector<std::byte> buffer(64 * 1024);
+  for (size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<std::byte>(i * 2654435761u >> 13);
+  double best_rate = 0;
+  uint64_t acc = 0;
+  for (int round = 0; round < 5; ++round) {
+    constexpr int kPasses = 32;
+    const int64_t t0 = ThreadCpuNs();
+    for (int p = 0; p < kPasses; ++p) acc = Work(buffer.data(), buffer.size(), acc);
+    const int64_t spent = ThreadCpuNs() - t0;
+    asm volatile("" : : "r"(acc) : "memory");
+    if (spent > 0) {
+      best_rate = std::max(best_rate, static_cast<double>(buffer.size()) * kPasses / (static_cast<double>(spent) / 1e9));
+    }
+  }
+  c.work_bytes_per_s = best_rate > 0 ? best_rate : 1e9;
+
+  const double chunk_ns = std::clamp(c.clock_read_ns / kClockShare, kMinChunkNs, kMaxChunkNs);
+  const double bytes = c.work_bytes_per_s / 1e9 * chunk_ns;
+  c.chunk_bytes = std::max(kMinChunkBytes, static_cast<size_t>(bytes) / 64 * 64);
+  c.chunk_us = static_cast<double>(c.chunk_bytes) / c.work_bytes_per_s * 1e6;
+  c.clock_overhead = c.clock_read_ns / (c.clock_read_ns + c.chunk_us * 1e3);
+
+  // Self-check: ask for 2 ms and measure what was spent.
+  c.check_requested_us = 2000;
+  const int64_t t0 = ThreadCpuNs();
+  BurnCpu(static_cast<int64_t>(c.check_requested_us * 1e3), buffer, c);
+  c.check_spent_us = static_cast<double>(ThreadCpuNs() - t0) / 1e3;
+
+  c.calibration_s = Ns(Clock::now() - start) / 1e9;
+  return c;
+}
+
+std::string CpuCalibration::ToJson() const {
+  const nlohmann::json j = {{"clock", "CLOCK_THREAD_CPUTIME_ID"},
+                            {"clock_read_ns", clock_read_ns},
+                            {"work_bytes_per_s", work_bytes_per_s},
+                            {"chunk_bytes", chunk_bytes},
+                            {"chunk_us", chunk_us},
+                            {"clock_overhead", clock_overhead},
+                            {"check_requested_us", check_requested_us},
+                            {"check_spent_us", check_spent_us},
+                            {"calibration_s", calibration_s}};
+  return j.dump();
+}
+
+}  // namespace feedtune::workloads
