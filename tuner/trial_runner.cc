@@ -81,8 +81,13 @@ results::TrialRecord TrialRunner::Measure(const loader::Knobs& knobs) {
 
     Loop loop(data_loader, device_, knobs, config_.device.sync_every_steps, stop_);
     loop.Begin();
-    for (int i = 0; i < config_.sweep.warmup_batches; ++i) loop.Step();
+    for (int i = 0; i < config_.sweep.warmup_batches; ++i) {
+      loop.Step();
+      if (i == 0) trial.time_to_first_batch_s = data_loader.stats().time_to_first_batch_s;
+    }
     device_.Synchronize();
+    const double busy_before = data_loader.stats().worker_busy_s;
+    double window_wall_s = 0;
 
     std::vector<double> rates, mbps, idles, p50s, p99s;
     double copy_s = 0, cpu_util = 0;
@@ -105,6 +110,7 @@ results::TrialRecord TrialRunner::Measure(const loader::Knobs& knobs) {
       } while (Clock::now() < window_end);
       const device::DeviceWindow window = device_.EndWindow();
       const double wall = Seconds(Clock::now() - window_start);
+      window_wall_s += wall;
       const TreeUsage usage_after = ReadTreeUsage();
 
       results::RepeatRecord rep;
@@ -129,6 +135,7 @@ results::TrialRecord TrialRunner::Measure(const loader::Knobs& knobs) {
     const Summary s = Summarize(rates);
     for (size_t i = 0; i < s.outliers.size(); ++i) trial.repeat_rows[i].outlier = s.outliers[i];
     trial.samples_per_s = s.median;
+    trial.cv = s.cv;
     trial.ci_low = s.ci_low;
     trial.ci_high = s.ci_high;
     trial.mb_per_s = Median(mbps);
@@ -140,6 +147,10 @@ results::TrialRecord TrialRunner::Measure(const loader::Knobs& knobs) {
     trial.peak_rss_bytes = peak_rss;
     trial.repeats = config_.sweep.repeats;
     const auto& stats = data_loader.stats();
+    if (trial.time_to_first_batch_s == 0) trial.time_to_first_batch_s = stats.time_to_first_batch_s;
+    if (knobs.num_workers > 0 && window_wall_s > 0) {
+      trial.worker_busy_frac = (stats.worker_busy_s - busy_before) / (knobs.num_workers * window_wall_s);
+    }
     trial.worker_startup_s = stats.worker_starts > 0 ? stats.worker_startup_s / stats.worker_starts
                                                      : stats.worker_startup_s;
     trial.status = "ok";

@@ -3,6 +3,7 @@
 #include <ctime>
 #include <iostream>
 
+#include "loader/device/gpu_probe.h"
 #include "results/fingerprint.h"
 
 namespace feedtune::cli {
@@ -39,6 +40,20 @@ std::string NowIso8601() {
 results::Fingerprint MachineFingerprint(const std::string& label) {
   results::Fingerprint fp = results::ReadFingerprint();
   fp.label = label.empty() ? fp.hostname : label;
+  // The GPUs come from the device layer; none without CUDA or without a driver.
+  std::string why_none;
+  for (const device::GpuDescription& g : device::DescribeGpus(&why_none)) {
+    fp.gpus.push_back({g.name, g.mem_bytes, g.driver, g.runtime, g.pci_bus_id, g.link});
+  }
+  if (!fp.gpus.empty()) {
+    const results::GpuInfo& first = fp.gpus.front();
+    fp.gpu_name = first.name;
+    fp.gpu_count = static_cast<int>(fp.gpus.size());
+    fp.gpu_mem_bytes = first.mem_bytes;
+    fp.gpu_driver = first.driver;
+    fp.gpu_runtime = first.runtime;
+    fp.pcie_link = first.link;
+  }
   return fp;
 }
 
