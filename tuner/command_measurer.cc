@@ -278,7 +278,7 @@ CommandReport ParseCommandReport(const std::string& stdout_text) {
   std::string_view text = stdout_text;
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
   if (text.empty()) {
-    throw std::runtime_error("it printed nothing on stdout; expected a JSON line such as {\"samples_per_s\": 1234.5} last");
+    throw std::runtime_error("the command printed nothing on stdout; expected a JSON line such as {\"samples_per_s\": 1234.5} last");
   }
   const size_t nl = text.rfind('\n');
   std::string_view line = nl == std::string_view::npos ? text : text.substr(nl + 1);
@@ -287,17 +287,17 @@ CommandReport ParseCommandReport(const std::string& stdout_text) {
   if (line.size() > 200) shown += "...";
   const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
-    throw std::runtime_error("its last stdout line is not a JSON object: '" + shown +
+    throw std::runtime_error("the command's last stdout line is not a JSON object: '" + shown +
                              "'; expected a JSON line such as {\"samples_per_s\": 1234.5} last");
   }
   const auto number = [&](const char* name, bool required, double lo, double hi) -> std::optional<double> {
     const auto it = j.find(name);
     if (it == j.end() || it->is_null()) {
-      if (required) throw std::runtime_error(std::string("its JSON line has no \"") + name + "\": '" + shown + "'");
+      if (required) throw std::runtime_error(std::string("the command's JSON line has no \"") + name + "\": '" + shown + "'");
       return std::nullopt;
     }
     if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < lo || it->get<double>() > hi) {
-      throw std::runtime_error(std::string("its JSON line has \"") + name + "\": " + it->dump() +
+      throw std::runtime_error(std::string("the command's JSON line has \"") + name + "\": " + it->dump() +
                                ", expected a number in [" + FormatSeconds(lo) + ", " + FormatSeconds(hi) + "]");
     }
     return it->get<double>();
@@ -345,7 +345,7 @@ results::TrialRecord CommandMeasurer::Measure(const loader::Knobs& knobs) {
     std::string failure;
     CommandReport report;
     if (!run.ok()) {
-      failure = run.Cause(timeout_s);
+      failure = "the command " + run.Cause(timeout_s);
     } else {
       try {
         report = ParseCommandReport(run.stdout_tail);
@@ -354,8 +354,8 @@ results::TrialRecord CommandMeasurer::Measure(const loader::Knobs& knobs) {
       }
     }
     if (!failure.empty()) {
-      std::string error = "repeat " + std::to_string(r + 1) + " of " + std::to_string(repeats) + ": the command " +
-                          failure + "\n  command: " + JoinArgv(argv);
+      std::string error = "repeat " + std::to_string(r + 1) + " of " + std::to_string(repeats) + ": " + failure +
+                          "\n  command: " + JoinArgv(argv);
       const std::string tail = LastLines(run.stderr_tail);
       error += tail.empty() ? "\n  stderr: (empty)" : "\n  stderr (last lines):\n" + tail;
       trial.status = "failed";

@@ -10,8 +10,7 @@
 // and editors jump to file:line:column.
 #include "tuner/config.h"
 
-#include "workloads/command_args.h"
-
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,6 +33,9 @@
 #include <utility>
 #include <variant>
 #include <vector>
+
+#include "workloads/command_args.h"
+#include "workloads/shard_format.h"
 
 namespace feedtune::tuner {
 namespace {
@@ -1074,6 +1076,44 @@ class Parser {
     }
   }
 
+  // The inputs the config names must exist on this machine: a files
+  // workload's directory, not empty, with an index for the shards layout.
+  void CheckInputs(const SweepConfig& config) const {
+    if (config.workload.kind != WorkloadKind::kFiles) return;
+    const workloads::FilesOptions& files = config.workload.files;
+    const std::string make = "make one with `feedtune gen-data --out " + files.path + " --layout " +
+                             workloads::FilesLayoutName(files.layout) + " ...`";
+    const auto fail = [&](const std::string& why) {
+      FailAtFirstGiven({"workload.path", "workload.kind"},
+                       "expected a directory holding a dataset, got \"" + files.path + "\" (" +
+                           why + ")");
+    };
+    struct stat info {};
+    if (::stat(files.path.c_str(), &info) != 0) {
+      fail(std::generic_category().message(errno) + "; " + make);
+    }
+    if (!S_ISDIR(info.st_mode)) fail("not a directory");
+    DIR* dir = ::opendir(files.path.c_str());
+    if (dir == nullptr) fail("cannot list it: " + std::generic_category().message(errno));
+    bool empty = true;
+    while (const dirent* entry = ::readdir(dir)) {
+      const std::string_view name = entry->d_name;
+      if (name != "." && name != "..") {
+        empty = false;
+        break;
+      }
+    }
+    ::closedir(dir);
+    if (empty) fail("the directory is empty; " + make);
+    if (files.layout == workloads::FilesLayout::kShards) {
+      const std::string index = files.path + "/" + workloads::kIndexFileName;
+      if (::stat(index.c_str(), &info) != 0) {
+        fail(std::string("no ") + workloads::kIndexFileName +
+             ", so not a sharded dataset; for a directory of your own files use layout: files");
+      }
+    }
+  }
+
  private:
   // Empty values ("key:" then a newline) get the mark of whatever follows; the
   // key itself is the better place to point at.
@@ -1376,9 +1416,9 @@ std::string ReadConfigFile(const std::string& path) {
 
 }  // namespace
 
-SweepConfig LoadConfig(const std::string& path) { return ParseConfig(ReadConfigFile(path), path); }
+namespace {
 
-SweepConfig ParseConfig(const std::string& text, const std::string& source) {
+SweepConfig Parse(const std::string& text, const std::string& source, bool check_inputs) {
   Parser parser(source, /*use_marks=*/true);
   try {
     const std::vector<YAML::Node> documents = YAML::LoadAll(text);
@@ -1398,10 +1438,21 @@ SweepConfig ParseConfig(const std::string& text, const std::string& source) {
     config.source = source;
     parser.ParseSection(root, "", config);
     parser.CheckCrossKey(config);
+    if (check_inputs) parser.CheckInputs(config);
     return config;
   } catch (const YAML::Exception& e) {
     parser.Fail(e.mark, "", "invalid YAML: " + e.msg);
   }
+}
+
+}  // namespace
+
+SweepConfig LoadConfig(const std::string& path) {
+  return Parse(ReadConfigFile(path), path, /*check_inputs=*/true);
+}
+
+SweepConfig ParseConfig(const std::string& text, const std::string& source) {
+  return Parse(text, source, /*check_inputs=*/false);
 }
 
 void ApplyOverride(SweepConfig& config, const std::string& assignment) {

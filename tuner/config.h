@@ -2,7 +2,8 @@
 // structs. Every key has a default; unknown keys, wrong types and out-of-range
 // values are ConfigErrors that name file:line:column and the key path.
 //
-// LoadConfig / ParseConfig are pure functions: no global state, safe from any thread.
+// LoadConfig / ParseConfig keep no state and are safe from any thread; ParseConfig
+// does not touch the file system.
 #pragma once
 
 #include <stdexcept>
@@ -48,7 +49,11 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Reads and parses `path`. Throws ConfigError (missing, unreadable, empty, or invalid file).
+// Reads and parses `path`, and checks that the inputs it names exist on this
+// machine (a files workload's directory: present, not empty, with an index for
+// the shards layout; relative paths are taken from the working directory), with
+// the same file:line:column errors. Throws ConfigError (missing, unreadable,
+// empty, or invalid file; missing inputs).
 SweepConfig LoadConfig(const std::string& path);
 
 // Parses YAML text; `source` names it in messages. Throws ConfigError.

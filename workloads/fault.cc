@@ -28,6 +28,7 @@ void FaultInjector::OnRead(int64_t index) const {
     case FaultKind::kAbort:
       std::abort();
     case FaultKind::kSegv:
+      signal(SIGSEGV, SIG_DFL);  // die by the signal even where a sanitizer handles it
       raise(SIGSEGV);
       _exit(128 + SIGSEGV);  // only if SIGSEGV is blocked or ignored
     case FaultKind::kHang:

@@ -532,6 +532,32 @@ TEST_F(ConfigFileTest, LoadsAndRecordsSource) {
   EXPECT_EQ(config.loader.knobs.num_workers, 3);
 }
 
+TEST_F(ConfigFileTest, FilesWorkloadDirectoryMustHoldADataset) {
+  const std::string data = (dir_ / "data").string();
+  const auto config_for = [&](const std::string& layout) {
+    return Write("f.yaml", "workload:\n  kind: files\n  path: " + data + "\n  layout: " + layout + "\n");
+  };
+  std::string path = config_for("shards");
+  EXPECT_EQ(LoadErrorOf(path),
+            path + ":3:9: workload.path: expected a directory holding a dataset, got \"" + data +
+                "\" (No such file or directory; make one with `feedtune gen-data --out " + data +
+                " --layout shards ...`)");
+  std::filesystem::create_directories(data);
+  EXPECT_EQ(LoadErrorOf(path),
+            path + ":3:9: workload.path: expected a directory holding a dataset, got \"" + data +
+                "\" (the directory is empty; make one with `feedtune gen-data --out " + data +
+                " --layout shards ...`)");
+  std::ofstream(data + "/a.jpg") << "x";
+  EXPECT_EQ(LoadErrorOf(path),
+            path + ":3:9: workload.path: expected a directory holding a dataset, got \"" + data +
+                "\" (no index.ftidx, so not a sharded dataset; for a directory of your own files use "
+                "layout: files)");
+  path = config_for("files");
+  EXPECT_EQ(LoadErrorOf(path), "no error");
+  // ParseConfig does not look at the file system.
+  EXPECT_NO_THROW(ParseConfig("workload: {kind: files, path: /nonexistent/x}\n", "x.yaml"));
+}
+
 // ---------------------------------------------------------------------------
 // Accepted configs.
 

@@ -4,7 +4,12 @@
 #include <time.h>
 
 #include <chrono>
+#include <cmath>
+#include <stdexcept>
+#include <string>
 #include <vector>
+
+#include "workloads/cpu_work.h"
 
 namespace feedtune::workloads {
 namespace {
@@ -74,6 +79,135 @@ TEST(SyntheticDataset, JitterStaysInItsBand) {
   EXPECT_LE(hi, 1.25);
   EXPECT_LT(lo, 0.8);
   EXPECT_GT(hi, 1.2);
+}
+
+TEST(SyntheticDataset, EveryByteOfEverySizeIsDeterministic) {
+  SyntheticOptions o;
+  o.samples = 50;
+  o.size = {.dist = SizeDist::kUniform, .mean = 0, .sigma = 0, .min = 1, .max = 3001};
+  o.sample_bytes = 3001;
+  o.cpu_us_per_sample = 0;
+  o.seed = 11;
+  SyntheticDataset d(o);
+  std::vector<std::byte> out(3001);
+  for (int64_t i = 0; i < o.samples; ++i) {
+    const int64_t n = d.Read(i, out);
+    ASSERT_EQ(n, d.SampleBytes(i));
+    ASSERT_EQ(n, SyntheticDataset::DrawSize(o.size, o.sample_bytes, 11, i));
+    for (int64_t off = 0; off < n; ++off) {
+      ASSERT_EQ(out[static_cast<size_t>(off)], SyntheticDataset::ExpectedByte(11, i, off)) << i << " " << off;
+    }
+  }
+}
+
+TEST(SyntheticDataset, LognormalSizesHaveTheConfiguredMean) {
+  SampleSize size{.dist = SizeDist::kLognormal, .mean = 150528, .sigma = 0.5, .min = 1, .max = 981566};
+  double sum = 0;
+  int64_t lo = size.max, hi = 0;
+  constexpr int kDraws = 20000;
+  for (int i = 0; i < kDraws; ++i) {
+    const int64_t n = SyntheticDataset::DrawSize(size, size.max, 7, i);
+    sum += static_cast<double>(n);
+    lo = std::min(lo, n);
+    hi = std::max(hi, n);
+  }
+  EXPECT_NEAR(sum / kDraws, 150528, 150528 * 0.03);
+  EXPECT_GE(lo, 1);
+  EXPECT_LE(hi, size.max);
+  EXPECT_LT(lo, 150528 / 2);  // it does spread
+  EXPECT_GT(hi, 150528 * 2);
+  // Clamped to [min, max].
+  size.min = 100000;
+  size.max = 200000;
+  for (int i = 0; i < 1000; ++i) {
+    const int64_t n = SyntheticDataset::DrawSize(size, size.max, 7, i);
+    EXPECT_GE(n, 100000);
+    EXPECT_LE(n, 200000);
+  }
+}
+
+TEST(SyntheticDataset, UniformSizesCoverTheirRange) {
+  const SampleSize size{.dist = SizeDist::kUniform, .mean = 0, .sigma = 0, .min = 1000, .max = 2000};
+  double sum = 0;
+  int64_t lo = 5000, hi = 0;
+  for (int i = 0; i < 10000; ++i) {
+    const int64_t n = SyntheticDataset::DrawSize(size, 2000, 3, i);
+    sum += static_cast<double>(n);
+    lo = std::min(lo, n);
+    hi = std::max(hi, n);
+  }
+  EXPECT_NEAR(sum / 10000, 1500, 15);
+  EXPECT_EQ(lo, 1000);
+  EXPECT_EQ(hi, 2000);
+}
+
+// The CPU cost is what was asked for, within 20% (measured in this thread's
+// CPU time, which other load on the machine does not inflate).
+TEST(CpuCalibration, RequestedCpuTimeIsSpent) {
+  const CpuCalibration c = Calibrate();
+  EXPECT_GT(c.clock_read_ns, 0);
+  EXPECT_GT(c.work_bytes_per_s, 1e8);  // any machine checksums faster than 100 MB/s
+  EXPECT_GE(c.chunk_bytes, 256u);
+  EXPECT_LT(c.clock_overhead, 0.2);
+  EXPECT_GE(c.check_spent_us, c.check_requested_us * 0.8);
+  EXPECT_LE(c.check_spent_us, c.check_requested_us * 1.2);
+  const std::string json = c.ToJson();
+  EXPECT_NE(json.find("\"work_bytes_per_s\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"clock_read_ns\""), std::string::npos) << json;
+
+  for (int64_t us : {50, 1000, 5000}) {
+    SyntheticOptions o;
+    o.samples = 20;
+    o.sample_bytes = 4096;
+    o.cpu_us_per_sample = us;
+    o.jitter = 0;
+    SyntheticDataset d(o, c);
+    std::vector<std::byte> out(4096);
+    const int64_t t0 = ThreadCpuNs();
+    for (int i = 0; i < 20; ++i) d.Read(i, out);
+    const double spent_us = static_cast<double>(ThreadCpuNs() - t0) / 1e3 / 20;
+    EXPECT_GE(spent_us, static_cast<double>(us) * 0.8) << us;
+    EXPECT_LE(spent_us, static_cast<double>(us) * 1.2 + 5) << us;  // + the content fill
+  }
+}
+
+TEST(SyntheticDataset, FaultThrowsAtItsSample) {
+  SyntheticOptions o;
+  o.samples = 10;
+  o.sample_bytes = 16;
+  o.cpu_us_per_sample = 0;
+  o.fault = {.kind = FaultKind::kThrow, .at_sample = 3};
+  SyntheticDataset d(o);
+  std::vector<std::byte> out(16);
+  EXPECT_EQ(d.Read(2, out), 16);
+  try {
+    d.Read(3, out);
+    FAIL() << "no fault";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "injected fault at sample 3");
+  }
+}
+
+// Destructive faults never take the tool down: outside a worker process they throw.
+TEST(SyntheticDataset, DestructiveFaultsThrowInTheMainProcess) {
+  for (FaultKind kind : {FaultKind::kExit, FaultKind::kAbort, FaultKind::kSegv, FaultKind::kHang}) {
+    SyntheticOptions o;
+    o.samples = 10;
+    o.sample_bytes = 16;
+    o.cpu_us_per_sample = 0;
+    o.fault = {.kind = kind, .at_sample = 0};
+    SyntheticDataset d(o);
+    std::vector<std::byte> out(16);
+    try {
+      d.Read(0, out);
+      FAIL() << "no fault";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                std::string("injected fault at sample 0 (fault kind '") + FaultKindName(kind) +
+                    "' is simulated as an exception outside a worker process, so feedtune itself does "
+                    "not die; use process-mode workers to see the real thing)");
+    }
+  }
 }
 
 }  // namespace

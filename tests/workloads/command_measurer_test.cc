@@ -1,0 +1,213 @@
+// The command workload: success, each way a run fails (exit code, signal,
+// timeout, bad or missing JSON), placeholders and environment, leftovers that
+// hold the pipes, and Ctrl-C.
+#include "tuner/command_measurer.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "workloads/command_args.h"
+
+namespace feedtune::tuner {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+SweepConfig ShellConfig(const std::string& script, int repeats = 1, double timeout_s = 30) {
+  SweepConfig config;
+  config.workload.kind = workloads::WorkloadKind::kCommand;
+  config.workload.command.argv = {"/bin/sh", "-c", script, "sh", "{num_workers}", "{pin_memory}", "{batch_size}"};
+  config.workload.command.timeout_s = timeout_s;
+  config.sweep.repeats = repeats;
+  return config;
+}
+
+results::TrialRecord MeasureShell(const std::string& script, int repeats = 1, double timeout_s = 30,
+                                  loader::Knobs knobs = {}) {
+  CommandMeasurer measurer(ShellConfig(script, repeats, timeout_s), nullptr);
+  return measurer.Measure(knobs);
+}
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+TEST(CommandMeasurer, ReadsTheLastJsonLineOfEachRepeat) {
+  const results::TrialRecord t = MeasureShell(
+      "echo starting; echo 'warning: noise' >&2; "
+      "echo '{\"samples_per_s\": '$((100 + FEEDTUNE_REPEAT * 10))', \"gpu_idle_frac\": 0.25, "
+      "\"wait_p50_us\": 800, \"wait_p99_us\": 2500, \"startup_s\": 1.5, \"peak_rss_bytes\": 1000000, "
+      "\"mb_per_s\": 12.5, \"extra\": \"ignored\"}'",
+      3);
+  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  EXPECT_EQ(t.samples_per_s, 110);  // median of 100, 110, 120
+  EXPECT_LE(t.ci_low, 110);
+  EXPECT_GE(t.ci_high, 110);
+  EXPECT_EQ(t.gpu_idle_frac, 0.25);
+  EXPECT_EQ(t.wait_p50_us, 800);
+  EXPECT_EQ(t.wait_p99_us, 2500);
+  EXPECT_EQ(t.worker_startup_s, 1.5);
+  EXPECT_EQ(t.mb_per_s, 12.5);
+  EXPECT_GE(t.peak_rss_bytes, 1000000);
+  EXPECT_EQ(t.repeats, 3);
+  ASSERT_EQ(t.repeat_rows.size(), 3u);
+  EXPECT_EQ(t.repeat_rows[2].samples_per_s, 120);
+  EXPECT_GT(t.repeat_rows[0].wall_s, 0);
+}
+
+TEST(CommandMeasurer, SubstitutesKnobsIntoArgvAndExportsThem) {
+  loader::Knobs knobs;
+  knobs.num_workers = 6;
+  knobs.pin_memory = true;
+  knobs.batch_size = 32;
+  // $1 $2 $3 are {num_workers} {pin_memory} {batch_size}; the environment must agree.
+  const results::TrialRecord t = MeasureShell(
+      "[ \"$1\" = 6 ] && [ \"$2\" = true ] && [ \"$3\" = 32 ] && [ \"$FEEDTUNE_NUM_WORKERS\" = 6 ] && "
+      "[ \"$FEEDTUNE_PIN_MEMORY\" = true ] && [ \"$FEEDTUNE_NON_BLOCKING\" = false ] && "
+      "[ \"$FEEDTUNE_PREFETCH_FACTOR\" = 2 ] && [ \"$FEEDTUNE_PERSISTENT_WORKERS\" = false ] && "
+      "[ \"$FEEDTUNE_BATCH_SIZE\" = 32 ] && [ \"$FEEDTUNE_MEASURE_SECONDS\" = 2 ] && "
+      "[ \"$FEEDTUNE_WARMUP_BATCHES\" = 8 ] && [ \"$FEEDTUNE_STEP_US\" = 20000 ] && "
+      "[ \"$FEEDTUNE_REPEAT\" = 0 ] || { echo \"got $1 $2 $3\" >&2; exit 9; }; "
+      "echo '{\"samples_per_s\": 1}'",
+      1, 30, knobs);
+  EXPECT_EQ(t.status, "ok") << t.error.value_or("");
+}
+
+TEST(CommandArgs, Placeholders) {
+  workloads::CommandContext c;
+  c.knobs.num_workers = 3;
+  c.measure_seconds = 0.25;
+  EXPECT_EQ(workloads::ExpandPlaceholders("--nw={num_workers}/{num_workers} {x} {\"a\": 1} {measure_seconds}", c),
+            "--nw=3/3 {x} {\"a\": 1} 0.25");
+  EXPECT_EQ(workloads::UnknownPlaceholder("a {x_y} {num_workers}"), "x_y");
+  EXPECT_EQ(workloads::UnknownPlaceholder("{num_workers} {} {A} {\"q\"}"), "");
+}
+
+TEST(CommandMeasurer, NonZeroExitFailsWithTheStderrTail) {
+  const results::TrialRecord t =
+      MeasureShell("for i in $(seq 1 30); do echo \"line $i\" >&2; done; echo 'ValueError: bad' >&2; exit 3");
+  ASSERT_EQ(t.status, "failed");
+  const std::string& e = *t.error;
+  EXPECT_EQ(e.rfind("repeat 1 of 1: the command exited with code 3\n  command: /bin/sh -c ", 0), 0u) << e;
+  EXPECT_NE(e.find("\n  stderr (last lines):\nline 20\nline 21\n"), std::string::npos) << e;
+  EXPECT_NE(e.find("line 30\nValueError: bad"), std::string::npos) << e;
+  EXPECT_EQ(e.find("line 19\n"), std::string::npos) << e;  // only the tail
+}
+
+TEST(CommandMeasurer, AFailedRepeatFailsTheTrial) {
+  const results::TrialRecord t =
+      MeasureShell("[ \"$FEEDTUNE_REPEAT\" = 1 ] && exit 4; echo '{\"samples_per_s\": 5}'", 3);
+  ASSERT_EQ(t.status, "failed");
+  EXPECT_EQ(t.error->rfind("repeat 2 of 3: the command exited with code 4", 0), 0u) << *t.error;
+  EXPECT_NE(t.error->find("stderr: (empty)"), std::string::npos) << *t.error;
+}
+
+TEST(CommandMeasurer, DeathBySignal) {
+  const results::TrialRecord t = MeasureShell("kill -SEGV $$");
+  ASSERT_EQ(t.status, "failed");
+  EXPECT_EQ(t.error->rfind("repeat 1 of 1: the command was killed by signal 11 (SIGSEGV)", 0), 0u) << *t.error;
+}
+
+TEST(CommandMeasurer, TimeoutKillsTheWholeGroup) {
+  const std::string pid_file =
+      (std::filesystem::temp_directory_path() / ("feedtune-cmd-" + std::to_string(getpid()))).string();
+  const auto start = Clock::now();
+  const results::TrialRecord t =
+      MeasureShell("sleep 30 & echo $! > " + pid_file + "; echo 'still going' >&2; sleep 30", 1, 0.5);
+  EXPECT_LT(Seconds(Clock::now() - start), 5.0);
+  ASSERT_EQ(t.status, "failed");
+  EXPECT_EQ(t.error->rfind("repeat 1 of 1: the command timed out after 0.5 s (workload.timeout_s) and was killed", 0),
+            0u)
+      << *t.error;
+  EXPECT_NE(t.error->find("still going"), std::string::npos) << *t.error;
+  // The background child went with it.
+  pid_t child = 0;
+  std::ifstream(pid_file) >> child;
+  std::filesystem::remove(pid_file);
+  ASSERT_GT(child, 0);
+  // Gone, or a zombie waiting for init to reap it: either way, not running.
+  const auto running = [](pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return false;
+    const size_t paren = line.rfind(')');
+    return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z';
+  };
+  bool gone = false;
+  for (int i = 0; i < 50 && !gone; ++i) {
+    gone = !running(child);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(gone) << "pid " << child << " survived";
+}
+
+TEST(CommandMeasurer, BadOrMissingJson) {
+  results::TrialRecord t = MeasureShell("echo 'done: 123 samples/s'");
+  ASSERT_EQ(t.status, "failed");
+  EXPECT_EQ(t.error->rfind("repeat 1 of 1: the command's last stdout line is not a JSON object: 'done: 123 "
+                           "samples/s'; expected a JSON line such as {\"samples_per_s\": 1234.5} last",
+                           0),
+            0u)
+      << *t.error;
+  t = MeasureShell("echo '{\"samples_per_sec\": 5}'");
+  EXPECT_EQ(t.error->rfind("repeat 1 of 1: the command's JSON line has no \"samples_per_s\"", 0), 0u) << *t.error;
+  t = MeasureShell("echo '{\"samples_per_s\": \"fast\"}'");
+  EXPECT_EQ(t.error->rfind("repeat 1 of 1: the command's JSON line has \"samples_per_s\": \"fast\", expected a "
+                           "number in [0, 1e+18]",
+                           0),
+            0u)
+      << *t.error;
+  t = MeasureShell("echo '{\"samples_per_s\": 5, \"gpu_idle_frac\": 1.5}'");
+  EXPECT_NE(t.error->find("\"gpu_idle_frac\": 1.5, expected a number in [0, 1]"), std::string::npos) << *t.error;
+  t = MeasureShell("true");
+  EXPECT_EQ(t.error->rfind("repeat 1 of 1: the command printed nothing on stdout", 0), 0u) << *t.error;
+  t = MeasureShell("echo '[1, 2]'");
+  EXPECT_NE(t.error->find("is not a JSON object: '[1, 2]'"), std::string::npos) << *t.error;
+}
+
+TEST(CommandMeasurer, CommandNotFound) {
+  SweepConfig config = ShellConfig("");
+  config.workload.command.argv = {"/nonexistent/feedtune-probe"};
+  CommandMeasurer measurer(config, nullptr);
+  const results::TrialRecord t = measurer.Measure({});
+  ASSERT_EQ(t.status, "failed");
+  EXPECT_EQ(t.error->rfind("repeat 1 of 1: the command could not be started: '/nonexistent/feedtune-probe' not "
+                           "found or not executable",
+                           0),
+            0u)
+      << *t.error;
+  EXPECT_EQ(ResolveCommand("sh").empty(), false);
+  EXPECT_EQ(ResolveCommand("feedtune-no-such-command"), "");
+}
+
+// A command that exits but leaves a process holding its stdout: the result
+// counts, the leftover is killed, and the wait for it is short.
+TEST(CommandMeasurer, LeftoversDoNotHoldTheTrial) {
+  const auto start = Clock::now();
+  const results::TrialRecord t = MeasureShell("sleep 30 & echo '{\"samples_per_s\": 7}'");
+  EXPECT_LT(Seconds(Clock::now() - start), 8.0);
+  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  EXPECT_EQ(t.samples_per_s, 7);
+}
+
+TEST(CommandMeasurer, StopFlagInterrupts) {
+  std::atomic<bool> stop{false};
+  CommandMeasurer measurer(ShellConfig("sleep 30"), &stop);
+  std::thread raiser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    stop = true;
+  });
+  const auto start = Clock::now();
+  EXPECT_THROW(measurer.Measure({}), Interrupted);
+  raiser.join();
+  EXPECT_LT(Seconds(Clock::now() - start), 3.0);
+}
+
+}  // namespace
+}  // namespace feedtune::tuner
