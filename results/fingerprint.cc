@@ -360,6 +360,29 @@ std::string Fingerprint::Hash() const {
   return hex;
 }
 
+void SetGpus(Fingerprint* fingerprint, const std::vector<GpuInfo>& gpus) {
+  Fingerprint& f = *fingerprint;
+  f.gpus = gpus;
+  f.gpu_count = static_cast<int>(gpus.size());
+  if (gpus.empty()) {
+    f.gpu_name.clear();
+    f.gpu_mem_bytes = 0;
+    f.gpu_driver.clear();
+    f.gpu_runtime.clear();
+    f.pcie_link.clear();
+    return;
+  }
+  const GpuInfo& first = gpus.front();
+  // Mixed boxes exist; the summary says so rather than naming only GPU 0.
+  const bool mixed = std::any_of(gpus.begin(), gpus.end(),
+                                 [&first](const GpuInfo& g) { return g.name != first.name; });
+  f.gpu_name = mixed ? first.name + " (+ other models)" : first.name;
+  f.gpu_mem_bytes = first.mem_bytes;
+  f.gpu_driver = first.driver;
+  f.gpu_runtime = first.runtime;
+  f.pcie_link = first.link;
+}
+
 Fingerprint ReadFingerprint(const std::string& root) {
   const bool live = root.empty();
   Fingerprint f;

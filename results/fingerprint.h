@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "results/records.h"
 
@@ -14,5 +15,12 @@ namespace feedtune::results {
 // kernel) are read from the live system when root is empty, and from files
 // under root (etc/hostname, proc/sys/kernel/osrelease) otherwise.
 Fingerprint ReadFingerprint(const std::string& root = "");
+
+// Fills the GPU fields from what the device layer reports (results never
+// queries CUDA itself): `gpus` in full, and the summary fields (name, count,
+// memory, driver, runtime, link) from GPU 0. An empty list clears them.
+// The machine hash covers name, count and memory, so adding a GPU or swapping
+// it for another model makes a new machine.
+void SetGpus(Fingerprint* fingerprint, const std::vector<GpuInfo>& gpus);
 
 }  // namespace feedtune::results

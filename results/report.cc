@@ -34,22 +34,6 @@ const TrialRecord* FindTrial(const RunView& view, std::optional<int64_t> id) {
   return nullptr;
 }
 
-// The run records its baseline when it finishes; a run still in progress (or
-// one that died) has not, but its first baseline-phase trial is unambiguous.
-const TrialRecord* BaselineTrial(const RunView& view) {
-  if (const TrialRecord* trial = FindTrial(view, view.run.baseline_trial_id)) return trial;
-  for (const TrialRecord& trial : view.trials) {
-    if (trial.phase == "baseline" && trial.status == "ok") return &trial;
-  }
-  return nullptr;
-}
-
-std::optional<double> Speedup(const TrialRecord* baseline, const TrialRecord* best) {
-  if (baseline == nullptr || best == nullptr) return std::nullopt;
-  if (!(baseline->samples_per_s > 0) || !std::isfinite(best->samples_per_s)) return std::nullopt;
-  return best->samples_per_s / baseline->samples_per_s;
-}
-
 Json SummaryJson(const TrialRecord* trial) {
   if (trial == nullptr) return nullptr;
   return Json{{"config", ConfigJson(trial->knobs)},
@@ -65,7 +49,18 @@ Json MachineJson(const std::optional<Fingerprint>& machine) {
     gpu = Json{{"name", m.gpu_name},
                {"count", m.gpu_count},
                {"mem_bytes", m.gpu_mem_bytes},
-               {"driver", m.gpu_driver}};
+               {"driver", m.gpu_driver},
+               {"runtime", m.gpu_runtime},
+               {"pcie_link", m.pcie_link}};
+  }
+  Json gpus = Json::array();
+  for (const GpuInfo& g : m.gpus) {
+    gpus.push_back(Json{{"name", g.name},
+                        {"mem_bytes", g.mem_bytes},
+                        {"driver", g.driver},
+                        {"runtime", g.runtime},
+                        {"pci_bus_id", g.pci_bus_id},
+                        {"link", g.link}});
   }
   return Json{{"hostname", m.hostname},
               {"label", m.label},
@@ -73,9 +68,16 @@ Json MachineJson(const std::optional<Fingerprint>& machine) {
               {"cpu_model", m.cpu_model},
               {"usable_cpus", m.usable_cpus},
               {"logical_cpus", m.logical_cpus},
+              {"cgroup_cpu_limit", m.cgroup_cpu_limit > 0 ? Json(m.cgroup_cpu_limit) : Json(nullptr)},
+              {"numa_nodes", m.numa_nodes},
               {"mem_total_bytes", m.mem_total_bytes},
+              {"cgroup_mem_limit_bytes",
+               m.cgroup_mem_limit_bytes > 0 ? Json(m.cgroup_mem_limit_bytes) : Json(nullptr)},
               {"shm_bytes", m.shm_bytes},
-              {"gpu", gpu}};
+              {"nofile_limit", m.nofile_limit},
+              {"kernel", m.kernel},
+              {"gpu", gpu},
+              {"gpus", gpus}};
 }
 
 Json TrialJson(const TrialRecord& t) {
@@ -95,19 +97,14 @@ Json TrialJson(const TrialRecord& t) {
               {"peak_rss_bytes", t.peak_rss_bytes},
               {"repeats", t.repeats},
               {"decision", t.decision},
-              {"error", t.error ? Json(*t.error) : Json(nullptr)}};
+              {"error", t.error ? Json(*t.error) : Json(nullptr)},
+              {"time_to_first_batch_s", Number(t.time_to_first_batch_s)},
+              {"epoch_boundary_ms", Number(t.epoch_boundary_ms)},
+              {"cv", Number(t.cv)},
+              {"worker_busy_frac", Number(t.worker_busy_frac)}};
 }
 
 Json OptionalString(const std::string& text) { return text.empty() ? Json(nullptr) : Json(text); }
-
-// --- table ---------------------------------------------------------------
-
-std::string Fixed(double value, int decimals) {
-  if (!std::isfinite(value)) return "-";
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "%.*f", decimals, value);
-  return buffer;
-}
 
 const char* YesNo(bool value) { return value ? "yes" : "no"; }
 
@@ -125,6 +122,18 @@ std::string OneLine(std::string_view text) {
   return line;
 }
 
+
+}  // namespace
+
+namespace internal {
+
+std::string Fixed(double value, int decimals) {
+  if (!std::isfinite(value)) return "-";
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.*f", decimals, value);
+  return buffer;
+}
+
 std::string KnobsText(const loader::Knobs& k) {
   const auto flag = [](bool value) { return value ? "true" : "false"; };
   return "batch_size=" + std::to_string(k.batch_size) +
@@ -133,11 +142,6 @@ std::string KnobsText(const loader::Knobs& k) {
          " prefetch_factor=" + std::to_string(k.prefetch_factor) +
          " persistent_workers=" + flag(k.persistent_workers);
 }
-
-struct Column {
-  std::string header;
-  bool right_aligned;
-};
 
 std::string RenderRows(const std::vector<Column>& columns,
                        const std::vector<std::vector<std::string>>& rows) {
@@ -171,7 +175,59 @@ std::string RenderRows(const std::vector<Column>& columns,
   return text;
 }
 
-}  // namespace
+std::string EscapeHtml(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace internal
+
+using internal::Column;
+using internal::Fixed;
+using internal::KnobsText;
+using internal::RenderRows;
+
+const TrialRecord* BaselineTrial(const RunView& view) {
+  // The run records its baseline when it finishes; a run still in progress (or
+  // one that died) has not, but its first baseline-phase trial is unambiguous.
+  if (const TrialRecord* trial = FindTrial(view, view.run.baseline_trial_id)) return trial;
+  for (const TrialRecord& trial : view.trials) {
+    if (trial.phase == "baseline" && trial.status == "ok") return &trial;
+  }
+  return nullptr;
+}
+
+const TrialRecord* BestTrial(const RunView& view) { return FindTrial(view, view.run.best_trial_id); }
+
+std::optional<double> RunSpeedup(const RunView& view) {
+  if (view.run.speedup && std::isfinite(*view.run.speedup)) return view.run.speedup;
+  const TrialRecord* baseline = BaselineTrial(view);
+  const TrialRecord* best = BestTrial(view);
+  if (baseline == nullptr || best == nullptr) return std::nullopt;
+  if (!(baseline->samples_per_s > 0) || !std::isfinite(best->samples_per_s)) return std::nullopt;
+  return best->samples_per_s / baseline->samples_per_s;
+}
+
+const TrialRecord* TrialAtWorkers(const RunView& view, int num_workers) {
+  const TrialRecord* found = nullptr;
+  for (const TrialRecord& t : view.trials) {
+    if (t.status != "ok" || t.knobs.num_workers != num_workers) continue;
+    if (t.phase != "num_workers" && t.phase != "baseline") continue;
+    if (found == nullptr || t.samples_per_s > found->samples_per_s) found = &t;
+  }
+  return found;
+}
 
 RunView LoadRunView(const Store& store, std::optional<int64_t> run_id) {
   std::optional<RunRecord> run = store.LoadRun(run_id);
@@ -191,14 +247,31 @@ RunView LoadRunView(const Store& store, std::optional<int64_t> run_id) {
 std::string RenderJson(const RunView& view) {
   const RunRecord& run = view.run;
   const TrialRecord* baseline = BaselineTrial(view);
-  const TrialRecord* best = FindTrial(view, run.best_trial_id);
-  const std::optional<double> speedup = Speedup(baseline, best);
+  const TrialRecord* best = BestTrial(view);
+  const std::optional<double> speedup = RunSpeedup(view);
 
   Json knee = nullptr;
   if (run.knee_workers) {
     knee = Json{{"num_workers", *run.knee_workers},
                 {"samples_per_s",
                  run.knee_samples_per_s ? Number(*run.knee_samples_per_s) : Json(nullptr)}};
+  }
+  Json knee_kneedle = nullptr;
+  if (run.knee_kneedle_workers) {
+    const TrialRecord* at = TrialAtWorkers(view, *run.knee_kneedle_workers);
+    knee_kneedle = Json{{"num_workers", *run.knee_kneedle_workers},
+                        {"samples_per_s", at != nullptr ? Number(at->samples_per_s) : Json(nullptr)}};
+  }
+  Json speedup_ci = nullptr;
+  if (run.speedup_ci_low && run.speedup_ci_high) {
+    speedup_ci = Json::array({Number(*run.speedup_ci_low), Number(*run.speedup_ci_high)});
+  }
+  // The tuner's calibration is its own JSON object; text that does not parse
+  // is passed on as a string rather than dropped.
+  Json calibration = nullptr;
+  if (!run.calibration_json.empty()) {
+    calibration = Json::parse(run.calibration_json, nullptr, /*allow_exceptions=*/false);
+    if (calibration.is_discarded()) calibration = run.calibration_json;
   }
   Json trials = Json::array();
   for (const TrialRecord& trial : view.trials) trials.push_back(TrialJson(trial));
@@ -215,7 +288,16 @@ std::string RenderJson(const RunView& view) {
                  {"best", SummaryJson(best)},
                  {"knee", knee},
                  {"speedup", speedup ? Number(*speedup) : Json(nullptr)},
-                 {"trials", trials}};
+                 {"trials", trials},
+                 // Additions after DESIGN.md §6's first version; never removed.
+                 {"knee_kneedle", knee_kneedle},
+                 {"safe_max_workers",
+                  run.safe_max_workers ? Json(*run.safe_max_workers) : Json(nullptr)},
+                 {"speedup_ci", speedup_ci},
+                 {"run_uid", OptionalString(run.uid)},
+                 {"version", OptionalString(run.version)},
+                 {"calibration", calibration},
+                 {"config_yaml", OptionalString(run.config_yaml)}};
   // Error text from workers and commands is not guaranteed UTF-8; replace bad
   // bytes rather than fail the whole report.
   return out.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
@@ -224,8 +306,8 @@ std::string RenderJson(const RunView& view) {
 std::string RenderTable(const RunView& view) {
   const RunRecord& run = view.run;
   const TrialRecord* baseline = BaselineTrial(view);
-  const TrialRecord* best = FindTrial(view, run.best_trial_id);
-  const std::optional<double> speedup = Speedup(baseline, best);
+  const TrialRecord* best = BestTrial(view);
+  const std::optional<double> speedup = RunSpeedup(view);
 
   std::string text;
   text += "run:      " + std::to_string(run.id) + "\n";
@@ -273,7 +355,8 @@ std::string RenderTable(const RunView& view) {
     if (&t == best) marks.emplace_back("*best*");
     if (run.knee_workers && ok && t.phase == "num_workers" &&
         t.knobs.num_workers == *run.knee_workers) {
-      marks.push_back("knee (" + std::to_string(*run.knee_workers) + " workers)");
+      marks.push_back("knee (" + std::to_string(*run.knee_workers) +
+                      (*run.knee_workers == 1 ? " worker)" : " workers)"));
     }
     std::string note = t.status;
     for (const std::string& mark : marks) note += "  " + mark;
@@ -297,11 +380,19 @@ std::string RenderTable(const RunView& view) {
 
   text += "\n";
   if (run.knee_workers) {
-    text += "knee:     " + std::to_string(*run.knee_workers) + " workers";
+    text += "knee:     " + std::to_string(*run.knee_workers) +
+            (*run.knee_workers == 1 ? " worker" : " workers");
     if (run.knee_samples_per_s) text += " (" + Fixed(*run.knee_samples_per_s, 1) + " samples/s)";
+    if (run.knee_kneedle_workers && *run.knee_kneedle_workers != *run.knee_workers) {
+      text += " [Kneedle: " + std::to_string(*run.knee_kneedle_workers) + " workers]";
+    }
     text += "\n";
   } else {
     text += "knee:     -\n";
+  }
+  if (run.safe_max_workers) {
+    text += "safe max: " + std::to_string(*run.safe_max_workers) +
+            " workers (memory, /dev/shm and open-file budgets)\n";
   }
   if (best != nullptr) {
     text += "best:     trial " + std::to_string(best->id) + ": " + KnobsText(best->knobs) + " (" +
@@ -315,7 +406,12 @@ std::string RenderTable(const RunView& view) {
             Fixed(baseline->samples_per_s, 1) + " samples/s, GPU idle " +
             Fixed(baseline->gpu_idle_frac * 100, 1) + "%)\n";
   }
-  text += "speedup:  " + (speedup ? "x" + Fixed(*speedup, 2) + " over baseline" : "-") + "\n";
+  std::string speedup_text = speedup ? "x" + Fixed(*speedup, 2) + " over baseline" : "-";
+  if (speedup && run.speedup_ci_low && run.speedup_ci_high) {
+    speedup_text += " (95% CI x" + Fixed(*run.speedup_ci_low, 2) + "-x" +
+                    Fixed(*run.speedup_ci_high, 2) + ")";
+  }
+  text += "speedup:  " + speedup_text + "\n";
   return text;
 }
 

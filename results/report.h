@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "results/records.h"
@@ -20,7 +21,42 @@ struct RunView {
 class Store;
 RunView LoadRunView(const Store& store, std::optional<int64_t> run_id);
 
+// What every renderer says about a run, decided in one place so the table,
+// the JSON, the HTML, compare and export never disagree.
+// The baseline the run recorded, else (a run still in progress, or one that
+// died) its first ok baseline-phase trial; nullptr when there is none.
+const TrialRecord* BaselineTrial(const RunView& view);
+// The best trial the run recorded; nullptr when it recorded none.
+const TrialRecord* BestTrial(const RunView& view);
+// The speedup the tuner stored, else best over baseline samples/s.
+std::optional<double> RunSpeedup(const RunView& view);
+// The ok num_workers-phase (or baseline) trial with this many workers that
+// measured the most samples/s; nullptr when there is none.
+const TrialRecord* TrialAtWorkers(const RunView& view, int num_workers);
+
 std::string RenderTable(const RunView& view);
 std::string RenderJson(const RunView& view);  // pretty-printed, ends with a newline
+// One self-contained HTML page (inline CSS and SVG, no script, no network):
+// samples/s and GPU idle against num_workers, the trial table, the machine and
+// the effective config.
+std::string RenderHtml(const RunView& view);
+
+// Shared by the renderers of this folder.
+namespace internal {
+std::string Fixed(double value, int decimals);  // "-" when not finite
+std::string KnobsText(const loader::Knobs& knobs);
+// Aligned text columns, numbers right-aligned; no trailing blanks.
+struct Column {
+  std::string header;
+  bool right_aligned;
+};
+std::string RenderRows(const std::vector<Column>& columns,
+                       const std::vector<std::vector<std::string>>& rows);
+std::string EscapeHtml(std::string_view text);
+// Shortest text that reads back as the same double ("" when not finite).
+std::string ExactNumber(double value);
+// A complete page around `body`, with the shared inline stylesheet.
+std::string HtmlPage(std::string_view title, std::string_view body);
+}  // namespace internal
 
 }  // namespace feedtune::results

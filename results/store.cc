@@ -782,6 +782,90 @@ void Store::FinishRun(const RunRecord& run) {
   transaction.Commit();
 }
 
+MergeStats Store::MergeFrom(const Store& source) {
+  const std::string operation = "merge " + source.path();
+  MergeStats stats;
+  // Read everything first: the source is another connection (maybe another
+  // version) and must not be read while this file's write lock is held longer
+  // than needed.
+  const std::vector<StoredMachine> machines = source.LoadMachines();
+  const std::vector<RunRecord> runs = source.LoadRuns();
+
+  Transaction transaction(db_.get(), path_, operation);
+  std::map<int64_t, int64_t> machine_ids;  // source id -> id here
+  for (const StoredMachine& m : machines) {
+    Statement find(db_.get(), path_, operation, "SELECT id FROM machines WHERE hash = ?");
+    find.BindAll(m.hash);
+    if (find.Step()) {
+      machine_ids[m.id] = find.Int(0);
+    } else {
+      machine_ids[m.id] = InsertMachine(m.hash, m.fingerprint, NullIfEmpty(m.first_seen));
+      ++stats.machines_added;
+    }
+  }
+
+  for (const RunRecord& run : runs) {
+    bool replacing = false;
+    {
+      Statement find(db_.get(), path_, operation, "SELECT id, status FROM runs WHERE uid = ?");
+      find.BindAll(run.uid);
+      if (find.Step()) {
+        const int64_t existing = find.Int(0);
+        if (find.Text(1) != "running" || run.status == "running") {
+          ++stats.runs_skipped;
+          continue;
+        }
+        // Trials and repeats go with it (ON DELETE CASCADE); the run's own
+        // references to its trials are dropped first so no row points at a deleted trial.
+        Statement clear(db_.get(), path_, operation,
+                        "UPDATE runs SET best_trial_id = NULL, baseline_trial_id = NULL WHERE id = ?");
+        clear.BindAll(existing).Run();
+        Statement remove(db_.get(), path_, operation, "DELETE FROM runs WHERE id = ?");
+        remove.BindAll(existing).Run();
+        replacing = true;
+      }
+    }
+    const auto machine = machine_ids.find(run.machine_id);
+    if (machine == machine_ids.end()) {
+      throw StoreError(source.path() + ": run " + std::to_string(run.id) + " names machine " +
+                       std::to_string(run.machine_id) +
+                       ", which is not in the file; the file is damaged, nothing was merged");
+    }
+    const std::string sql =
+        "INSERT INTO runs (machine_id, workload_name, workload_hash, config_yaml, backend, "
+        "version, started_at, ended_at, status, knee_workers, knee_samples_per_s, "
+        "knee_kneedle_workers, safe_max_workers, speedup, speedup_ci_low, speedup_ci_high, "
+        "calibration_json, uid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    Statement insert(db_.get(), path_, operation, sql.c_str());
+    insert
+        .BindAll(machine->second, run.workload_name, run.workload_hash, run.config_yaml, run.backend,
+                 run.version, run.started_at, NullIfEmpty(run.ended_at), run.status,
+                 run.knee_workers, run.knee_samples_per_s, run.knee_kneedle_workers,
+                 run.safe_max_workers, run.speedup, run.speedup_ci_low, run.speedup_ci_high,
+                 run.calibration_json, run.uid)
+        .Run();
+    const int64_t run_id = sqlite3_last_insert_rowid(db_.get());
+    ++(replacing ? stats.runs_updated : stats.runs_added);
+
+    std::map<int64_t, int64_t> trial_ids;
+    for (const TrialRecord& trial : source.LoadTrials(run.id)) {
+      trial_ids[trial.id] = InsertTrial(run_id, trial, operation);
+      ++stats.trials_added;
+    }
+    const auto mapped = [&trial_ids](const std::optional<int64_t>& id) -> std::optional<int64_t> {
+      if (!id) return std::nullopt;
+      const auto it = trial_ids.find(*id);
+      if (it == trial_ids.end()) return std::nullopt;
+      return it->second;
+    };
+    Statement link(db_.get(), path_, operation,
+                   "UPDATE runs SET best_trial_id = ?, baseline_trial_id = ? WHERE id = ?");
+    link.BindAll(mapped(run.best_trial_id), mapped(run.baseline_trial_id), run_id).Run();
+  }
+  transaction.Commit();
+  return stats;
+}
+
 std::optional<RunRecord> Store::LoadRun(std::optional<int64_t> id) const {
   const std::string sql = "SELECT " + RunColumns(schema_version_) + " FROM runs" +
                           (id.has_value() ? " WHERE id = ?" : " ORDER BY id DESC LIMIT 1");

@@ -34,6 +34,15 @@ struct StoredMachine {
   Fingerprint fingerprint;
 };
 
+// What MergeFrom did.
+struct MergeStats {
+  int machines_added = 0;
+  int runs_added = 0;
+  int runs_updated = 0;  // copies of runs that were still running, replaced by their finished form
+  int runs_skipped = 0;  // already here, unchanged
+  int trials_added = 0;
+};
+
 class Store {
  public:
   static constexpr int kSchemaVersion = 2;
@@ -65,6 +74,13 @@ class Store {
   std::vector<TrialRecord> LoadTrials(int64_t run_id) const;  // in id order, with repeats
   std::optional<Fingerprint> LoadMachine(int64_t machine_id) const;
   std::vector<StoredMachine> LoadMachines() const;  // in id order
+
+  // Copies into this file every run of `source` it lacks, matched by run uid,
+  // with its machine (matched by hash: identity and label are kept), trials and
+  // repeats; ids are renumbered. Merging the same source again adds nothing; a
+  // run copied while it was still running is replaced once it has finished.
+  // One transaction: on any error nothing is merged.
+  MergeStats MergeFrom(const Store& source);
 
   const std::string& path() const { return path_; }
   // The schema version of the file as opened (kSchemaVersion unless opened read-only).

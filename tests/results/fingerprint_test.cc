@@ -187,3 +187,52 @@ TEST(FingerprintTest, HashOfKnownInputIsFixed) {
 
 }  // namespace
 }  // namespace feedtune::results
+
+namespace feedtune::results {
+namespace {
+
+TEST(SetGpusTest, FillsSummaryFromTheDeviceLayersListAndChangesTheHash) {
+  Fingerprint f;
+  f.cpu_model = "Fake CPU";
+  f.logical_cpus = 4;
+  f.usable_cpus = 4;
+  const std::string cpu_only = f.Hash();
+  const GpuInfo h200{.name = "NVIDIA H200",
+                     .mem_bytes = int64_t{141} << 30,
+                     .driver = "560.35.03",
+                     .runtime = "12.6",
+                     .pci_bus_id = "0000:3b:00.0",
+                     .link = "gen5 x16"};
+  GpuInfo second = h200;
+  second.pci_bus_id = "0000:5e:00.0";
+  SetGpus(&f, {h200, second});
+  EXPECT_EQ(f.gpu_count, 2);
+  EXPECT_EQ(f.gpu_name, "NVIDIA H200");
+  EXPECT_EQ(f.gpu_mem_bytes, int64_t{141} << 30);
+  EXPECT_EQ(f.gpu_driver, "560.35.03");
+  EXPECT_EQ(f.gpu_runtime, "12.6");
+  EXPECT_EQ(f.pcie_link, "gen5 x16");
+  ASSERT_EQ(f.gpus.size(), 2u);
+  EXPECT_EQ(f.gpus[1].pci_bus_id, "0000:5e:00.0");
+  EXPECT_NE(f.Hash(), cpu_only) << "a GPU makes another machine";
+
+  // A PCIe link or a driver update is the same machine; another GPU model is not.
+  const std::string two_h200 = f.Hash();
+  second.link = "gen4 x16";
+  second.driver = "570.1";
+  SetGpus(&f, {h200, second});
+  EXPECT_EQ(f.Hash(), two_h200);
+  second.name = "NVIDIA A100";
+  SetGpus(&f, {h200, second});
+  EXPECT_EQ(f.gpu_name, "NVIDIA H200 (+ other models)");
+  EXPECT_NE(f.Hash(), two_h200);
+
+  SetGpus(&f, {});
+  EXPECT_EQ(f.gpu_count, 0);
+  EXPECT_TRUE(f.gpu_name.empty());
+  EXPECT_TRUE(f.gpus.empty());
+  EXPECT_EQ(f.Hash(), cpu_only);
+}
+
+}  // namespace
+}  // namespace feedtune::results

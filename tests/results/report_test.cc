@@ -105,7 +105,10 @@ TEST(RenderJsonTest, HasEveryDesignKeyWithValues) {
 
   EXPECT_EQ(Keys(out), (std::set<std::string>{"run_id", "status", "workload", "workload_hash",
                                               "backend", "started_at", "ended_at", "machine",
-                                              "baseline", "best", "knee", "speedup", "trials"}));
+                                              "baseline", "best", "knee", "speedup", "trials",
+                                              // additions, never removals
+                                              "knee_kneedle", "safe_max_workers", "speedup_ci",
+                                              "run_uid", "version", "calibration", "config_yaml"}));
   EXPECT_EQ(out["run_id"], 3);
   EXPECT_EQ(out["status"], "done");
   EXPECT_EQ(out["workload"], "quickstart");
@@ -117,7 +120,9 @@ TEST(RenderJsonTest, HasEveryDesignKeyWithValues) {
   const json& machine = out["machine"];
   EXPECT_EQ(Keys(machine),
             (std::set<std::string>{"hostname", "label", "hash", "cpu_model", "usable_cpus",
-                                   "logical_cpus", "mem_total_bytes", "shm_bytes", "gpu"}));
+                                   "logical_cpus", "mem_total_bytes", "shm_bytes", "gpu",
+                                   "cgroup_cpu_limit", "numa_nodes", "cgroup_mem_limit_bytes",
+                                   "nofile_limit", "kernel", "gpus"}));
   EXPECT_EQ(machine["hostname"], "box-a");
   EXPECT_EQ(machine["label"], "lab box");
   EXPECT_EQ(machine["hash"], ExampleView().machine->Hash());
@@ -154,7 +159,9 @@ TEST(RenderJsonTest, HasEveryDesignKeyWithValues) {
               (std::set<std::string>{"id", "phase", "config", "status", "samples_per_s", "ci",
                                      "mb_per_s", "gpu_idle_frac", "copy_s", "wait_p50_us",
                                      "wait_p99_us", "worker_startup_s", "cpu_util",
-                                     "peak_rss_bytes", "repeats", "decision", "error"}));
+                                     "peak_rss_bytes", "repeats", "decision", "error",
+                                     "time_to_first_batch_s", "epoch_boundary_ms", "cv",
+                                     "worker_busy_frac"}));
     EXPECT_EQ(Keys(trial["config"]), kConfigKeys);
     EXPECT_EQ(trial["ci"].size(), 2u);
   }
@@ -184,6 +191,61 @@ TEST(RenderJsonTest, HasEveryDesignKeyWithValues) {
   EXPECT_EQ(failed["config"]["num_workers"], 16);
 }
 
+TEST(RenderJsonTest, SchemaV2FiguresAreAdded) {
+  RunView view = ExampleView();
+  // The example's figures as the tuner stores them since schema v2.
+  for (TrialRecord& t : view.trials) {
+    t.time_to_first_batch_s = 0.5;
+    t.epoch_boundary_ms = 12.5;
+    t.cv = 0.02;
+    t.worker_busy_frac = 0.75;
+  }
+  view.run.knee_kneedle_workers = 8;
+  view.run.safe_max_workers = 20;
+  view.run.speedup = 7.5;
+  view.run.speedup_ci_low = 7.25;
+  view.run.speedup_ci_high = 7.75;
+  view.run.calibration_json = R"({"fork_us": 900})";
+  view.run.uid = "abc:2024:01";
+  const json out = json::parse(RenderJson(view));
+  EXPECT_EQ(out["knee_kneedle"], (json{{"num_workers", 8}, {"samples_per_s", 6311.0}}));
+  EXPECT_EQ(out["safe_max_workers"], 20);
+  EXPECT_EQ(out["speedup"], 7.5);  // the tuner's figure wins over the recomputed ratio
+  EXPECT_EQ(out["speedup_ci"], json::array({7.25, 7.75}));
+  EXPECT_EQ(out["calibration"], (json{{"fork_us", 900}}));
+  EXPECT_EQ(out["run_uid"], "abc:2024:01");
+  const json& trial = out["trials"][0];
+  EXPECT_EQ(trial["time_to_first_batch_s"], 0.5);
+  EXPECT_EQ(trial["epoch_boundary_ms"], 12.5);
+  EXPECT_EQ(trial["cv"], 0.02);
+  EXPECT_EQ(trial["worker_busy_frac"], 0.75);
+
+  view.run.calibration_json = "not json";
+  EXPECT_EQ(json::parse(RenderJson(view))["calibration"], "not json");
+
+  const std::string table = RenderTable(view);
+  EXPECT_NE(table.find("safe max: 20 workers"), std::string::npos) << table;
+  EXPECT_NE(table.find("speedup:  x7.50 over baseline (95% CI x7.25-x7.75)"), std::string::npos)
+      << table;
+  view.run.knee_kneedle_workers = 4;
+  EXPECT_NE(RenderTable(view).find("knee:     8 workers (6311.0 samples/s) [Kneedle: 4 workers]"),
+            std::string::npos)
+      << RenderTable(view);
+}
+
+TEST(RenderJsonTest, V1FiguresReadAsUnknownBecomeNull) {
+  RunView view = ExampleView();
+  view.trials[0].cv = std::nan("");
+  view.trials[0].time_to_first_batch_s = std::nan("");
+  const json out = json::parse(RenderJson(view));
+  EXPECT_TRUE(out["trials"][0]["cv"].is_null());
+  EXPECT_TRUE(out["trials"][0]["time_to_first_batch_s"].is_null());
+  EXPECT_TRUE(out["knee_kneedle"].is_null());
+  EXPECT_TRUE(out["safe_max_workers"].is_null());
+  EXPECT_TRUE(out["speedup_ci"].is_null());
+  EXPECT_TRUE(out["calibration"].is_null());
+}
+
 TEST(RenderJsonTest, RunWithoutResultsHasNulls) {
   RunView view;
   view.run.id = 7;
@@ -209,7 +271,22 @@ TEST(RenderJsonTest, GpuObjectWhenMachineHasOne) {
   EXPECT_EQ(out["machine"]["gpu"], (json{{"name", "NVIDIA H200"},
                                          {"count", 1},
                                          {"mem_bytes", int64_t{141} << 30},
-                                         {"driver", "550.54"}}));
+                                         {"driver", "550.54"},
+                                         {"runtime", ""},
+                                         {"pcie_link", ""}}));
+  EXPECT_TRUE(out["machine"]["gpus"].empty());
+
+  view.machine->gpus = {{.name = "NVIDIA H200",
+                         .mem_bytes = int64_t{141} << 30,
+                         .driver = "550.54",
+                         .runtime = "12.4",
+                         .pci_bus_id = "0000:3b:00.0",
+                         .link = "gen5 x16"}};
+  const json detail = json::parse(RenderJson(view));
+  ASSERT_EQ(detail["machine"]["gpus"].size(), 1u);
+  EXPECT_EQ(detail["machine"]["gpus"][0]["pci_bus_id"], "0000:3b:00.0");
+  EXPECT_EQ(detail["machine"]["gpus"][0]["runtime"], "12.4");
+  EXPECT_EQ(detail["machine"]["gpus"][0]["link"], "gen5 x16");
 }
 
 TEST(RenderJsonTest, BaselineFallsBackToBaselinePhaseWhileRunning) {

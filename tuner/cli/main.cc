@@ -37,7 +37,10 @@ Commands:
                      prefetch_factor -> persistent_workers)
   trial CONFIG      measure one configuration, no search (--set key=value to vary it)
   validate CONFIG   check a config and print it with every default filled in
-  report            show a stored run as a table or JSON
+  report            show a stored run as a table, JSON or an HTML page with charts
+  compare           machines side by side, per workload (several --db files at once)
+  merge OUT IN...   gather the runs of many results files into one
+  export            the best settings of a run for a training job (torch, json, yaml, env)
   machine           print this machine's fingerprint
   gen-data          write a file-backed dataset (shards or one file per sample)
 
@@ -78,6 +81,9 @@ int main(int argc, char** argv) {
   if (command == "validate") return RunValidate(args);
   if (command == "report") return RunReport(args);
   if (command == "machine") return RunMachine(args);
+  if (command == "compare") return RunCompare(args);
+  if (command == "merge") return RunMerge(args);
+  if (command == "export") return RunExport(args);
   if (command == "gen-data") return RunGenData(args, g_stop);
   std::fprintf(stderr, "feedtune: unknown command '%s'; run `feedtune --help` for the list\n", command.c_str());
   return kExitUsage;

@@ -1,10 +1,12 @@
-// `feedtune report` and `feedtune machine`: reading stored results and this machine.
+// `feedtune report`, `feedtune export` and `feedtune machine`: reading one
+// stored run, and this machine.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "results/export.h"
 #include "results/fingerprint.h"
 #include "results/report.h"
 #include "results/store.h"
@@ -12,15 +14,53 @@
 
 namespace feedtune::cli {
 namespace {
-constexpr const char* kReportUsage = R"(Usage: feedtune report [--db FILE] [--run N|latest] [--format table|json] [--out FILE]
+
+// --run N|latest; nullopt (with *ok true) means latest.
+std::optional<int64_t> ParseRunId(const std::string& run_arg, bool* ok) {
+  *ok = true;
+  if (run_arg == "latest") return std::nullopt;
+  try {
+    size_t used = 0;
+    const int64_t id = std::stoll(run_arg, &used);
+    if (used == run_arg.size() && id >= 1) return id;
+  } catch (const std::exception&) {
+  }
+  std::cerr << "feedtune: --run must be a run id (a positive integer) or latest, got '" << run_arg
+            << "'\n";
+  *ok = false;
+  return std::nullopt;
+}
+
+// Writes to stdout, or to `out_path` when given; false (after saying why) when it cannot.
+bool WriteOutput(const std::string& text, const std::string& out_path) {
+  if (out_path.empty()) {
+    std::cout << text;
+    std::cout.flush();
+    return static_cast<bool>(std::cout);
+  }
+  errno = 0;
+  std::FILE* f = std::fopen(out_path.c_str(), "w");
+  bool written = f != nullptr && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const int error = errno;
+  if (f != nullptr && std::fclose(f) != 0) written = false;
+  if (!written) {
+    std::cerr << "feedtune: cannot write " << out_path << ": " << std::strerror(error != 0 ? error : errno)
+              << " (check the folder exists and is writable)\n";
+  }
+  return written;
+}
+
+constexpr const char* kReportUsage = R"(Usage: feedtune report [--db FILE] [--run N|latest] [--format table|json|html] [--out FILE]
 
 Shows a stored run: every trial with its phase, knobs, samples/s with its 95%
 interval, GPU idle, data wait and the phase's decision; then the knee, the best
-config and the speedup. The JSON form is a stable interface for scripts.
+config and the speedup. The JSON form is a stable interface for scripts; the
+HTML form is one self-contained page with charts (opens offline).
 
 Examples:
   feedtune report
-  feedtune report --run 3 --format json --out run3.json)";
+  feedtune report --run 3 --format json --out run3.json
+  feedtune report --format html --out report.html)";
 }  // namespace
 
 int RunReport(const Args& args) {
@@ -29,43 +69,78 @@ int RunReport(const Args& args) {
   options.add_options()("help,h", "this help")("db", po::value(&db_path)->default_value(kDefaultDb),
                                                "results file (SQLite)")(
       "run", po::value(&run_arg)->default_value("latest"), "run id, or latest")(
-      "format", po::value(&format)->default_value("table"), "table | json")(
+      "format", po::value(&format)->default_value("table"), "table | json | html")(
       "out", po::value(&out_path), "write to this file instead of stdout");
   po::positional_options_description positional;
   int code = kExitOk;
   const auto vm = Parse(args, options, positional, kReportUsage, &code);
   if (!vm) return code;
-  if (format != "table" && format != "json") {
-    std::cerr << "feedtune: --format must be table or json, got '" << format << "'\n";
+  if (format != "table" && format != "json" && format != "html") {
+    std::cerr << "feedtune: --format must be table, json or html, got '" << format << "'\n";
     return kExitUsage;
   }
-  std::optional<int64_t> run_id;
-  if (run_arg != "latest") {
-    try {
-      size_t used = 0;
-      run_id = std::stoll(run_arg, &used);
-      if (used != run_arg.size() || *run_id < 1) throw std::invalid_argument(run_arg);
-    } catch (const std::exception&) {
-      std::cerr << "feedtune: --run must be a run id (a positive integer) or latest, got '" << run_arg << "'\n";
-      return kExitUsage;
-    }
-  }
+  bool run_ok = true;
+  const std::optional<int64_t> run_id = ParseRunId(run_arg, &run_ok);
+  if (!run_ok) return kExitUsage;
   try {
     const results::Store store = results::Store::OpenReadOnly(db_path);
     const results::RunView view = results::LoadRunView(store, run_id);
-    const std::string text = format == "json" ? results::RenderJson(view) : results::RenderTable(view);
-    if (out_path.empty()) {
-      std::cout << text;
-    } else {
-      std::FILE* f = std::fopen(out_path.c_str(), "w");
-      if (f == nullptr || std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fclose(f) != 0) {
-        std::cerr << "feedtune: cannot write " << out_path << ": " << std::strerror(errno) << "\n";
-        return kExitFailure;
-      }
-    }
-    return kExitOk;
+    const std::string text = format == "json"   ? results::RenderJson(view)
+                             : format == "html" ? results::RenderHtml(view)
+                                                : results::RenderTable(view);
+    return WriteOutput(text, out_path) ? kExitOk : kExitFailure;
   } catch (const results::StoreError& e) {
     std::cerr << "feedtune: " << e.what() << "\n";
+    return kExitFailure;
+  }
+}
+
+namespace {
+constexpr const char* kExportUsage = R"(Usage: feedtune export [--db FILE] [--run N|latest] [--format torch|json|yaml|env] [--out FILE]
+
+Prints the best settings of a run in a form a training job takes as it is:
+  torch  Python defining DATALOADER_KWARGS (pass to torch.utils.data.DataLoader)
+         and NON_BLOCKING (for x.to(device, non_blocking=NON_BLOCKING))
+  json   the keys of the report's best.config
+  yaml   the same keys, with where they came from as comments
+  env    FEEDTUNE_<KEY>=<value> lines (booleans 1/0)
+Settings an older torch lacks are noted, never dropped.
+
+Examples:
+  feedtune export --format torch --out feedtune_settings.py
+  feedtune export --run 3 --format env >> job.env)";
+}  // namespace
+
+int RunExport(const Args& args) {
+  po::options_description options("Options");
+  std::string db_path, run_arg, format, out_path;
+  options.add_options()("help,h", "this help")("db", po::value(&db_path)->default_value(kDefaultDb),
+                                               "results file (SQLite)")(
+      "run", po::value(&run_arg)->default_value("latest"), "run id, or latest")(
+      "format", po::value(&format)->default_value("torch"), "torch | json | yaml | env")(
+      "out", po::value(&out_path), "write to this file instead of stdout");
+  po::positional_options_description positional;
+  int code = kExitOk;
+  const auto vm = Parse(args, options, positional, kExportUsage, &code);
+  if (!vm) return code;
+  const std::optional<results::ExportFormat> export_format = results::ParseExportFormat(format);
+  if (!export_format) {
+    std::cerr << "feedtune: --format must be torch, json, yaml or env, got '" << format << "'\n";
+    return kExitUsage;
+  }
+  bool run_ok = true;
+  const std::optional<int64_t> run_id = ParseRunId(run_arg, &run_ok);
+  if (!run_ok) return kExitUsage;
+  try {
+    const results::Store store = results::Store::OpenReadOnly(db_path);
+    const results::RunView view = results::LoadRunView(store, run_id);
+    return WriteOutput(results::RenderExport(view, *export_format), out_path) ? kExitOk
+                                                                              : kExitFailure;
+  } catch (const results::StoreError& e) {
+    std::cerr << "feedtune: " << e.what() << "\n";
+    return kExitFailure;
+  } catch (const results::ExportError& e) {
+    std::cerr << "feedtune: " << db_path << ": " << e.what() << "\n";
     return kExitFailure;
   }
 }
@@ -101,7 +176,18 @@ int RunMachine(const Args& args) {
                               {"shm_bytes", fp.shm_bytes},
                               {"nofile_limit", fp.nofile_limit},
                               {"kernel", fp.kernel},
-                              {"cuda_backend_built", device::CudaCompiledIn()}};
+                              {"cuda_backend_built", device::CudaCompiledIn()},
+                              {"gpu_count", fp.gpu_count}};
+  nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
+  for (const results::GpuInfo& g : fp.gpus) {
+    gpus.push_back({{"name", g.name},
+                    {"mem_bytes", g.mem_bytes},
+                    {"driver", g.driver},
+                    {"runtime", g.runtime},
+                    {"pci_bus_id", g.pci_bus_id},
+                    {"link", g.link}});
+  }
+  j["gpus"] = gpus;
   if (vm->count("json")) {
     std::cout << j.dump() << "\n";
   } else {

@@ -1,0 +1,221 @@
+#include "results/export.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace feedtune::results {
+namespace {
+
+using internal::Fixed;
+
+// The oldest torch that knows each DataLoader argument feedtune sets (both
+// arrived with torch 1.7). batch_size, num_workers and pin_memory are older
+// than any torch a CUDA job still runs.
+struct TorchNeed {
+  const char* key;
+  int major;
+  int minor;
+};
+constexpr TorchNeed kTorchNeeds[] = {{"prefetch_factor", 1, 7}, {"persistent_workers", 1, 7}};
+
+// The settings as a training job should take them: torch refuses
+// prefetch_factor and persistent_workers=True without workers.
+struct Settings {
+  loader::Knobs knobs;
+  bool prefetch_applies;  // false: leave prefetch_factor to torch
+  bool persistent_forced_off;
+};
+
+Settings SettingsOf(const TrialRecord& best) {
+  Settings s{best.knobs, best.knobs.num_workers > 0, false};
+  if (s.knobs.num_workers == 0 && s.knobs.persistent_workers) {
+    s.knobs.persistent_workers = false;
+    s.persistent_forced_off = true;
+  }
+  return s;
+}
+
+// Provenance text can come from config names and hostnames; one line each, no
+// control characters, so it cannot end a comment early.
+std::string CommentSafe(std::string_view text) {
+  std::string out;
+  for (char c : text) out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? ' ' : c;
+  return out;
+}
+
+std::vector<std::string> Provenance(const RunView& view, const TrialRecord& best) {
+  const RunRecord& run = view.run;
+  std::vector<std::string> lines;
+  std::string machine = "unknown machine";
+  if (view.machine) {
+    machine = (view.machine->label.empty() ? view.machine->hostname : view.machine->label) +
+              " (" + view.machine->Hash() + ")";
+  }
+  lines.push_back("the best DataLoader settings of feedtune run " + std::to_string(run.id) + " (" +
+                  run.status + ", " + (run.ended_at.empty() ? run.started_at : run.ended_at) + ")");
+  lines.push_back("workload " + run.workload_name + " (hash " + run.workload_hash + ") on " + machine +
+                  ", backend " + run.backend);
+  std::string figures = "measured " + Fixed(best.samples_per_s, 1) + " samples/s, GPU idle " +
+                        Fixed(best.gpu_idle_frac * 100, 1) + "%";
+  if (const auto speedup = RunSpeedup(view)) figures += ", x" + Fixed(*speedup, 2) + " over the baseline";
+  lines.push_back(figures);
+  if (run.backend == "host-sim") {
+    lines.push_back("(host-sim backend: the GPU side was modelled; re-run the sweep on the GPU machine)");
+  }
+  for (std::string& line : lines) line = CommentSafe(line);
+  return lines;
+}
+
+std::string NeedsNote() {
+  std::string note;
+  for (const TorchNeed& need : kTorchNeeds) {
+    if (!note.empty()) note += ", ";
+    note += std::string(need.key) + " needs torch >= " + std::to_string(need.major) + "." +
+            std::to_string(need.minor);
+  }
+  return note;
+}
+
+const char* PyBool(bool value) { return value ? "True" : "False"; }
+
+std::string Torch(const RunView& view, const TrialRecord& best) {
+  const Settings s = SettingsOf(best);
+  std::string py = "# feedtune export --format torch\n";
+  for (const std::string& line : Provenance(view, best)) py += "# " + line + "\n";
+  py += R"(#
+# Use in the training job:
+#   from feedtune_settings import DATALOADER_KWARGS, NON_BLOCKING
+#   loader = torch.utils.data.DataLoader(dataset, **DATALOADER_KWARGS)
+#   for x, y in loader:
+#       x = x.to(device, non_blocking=NON_BLOCKING)
+
+DATALOADER_KWARGS = {
+)";
+  py += "    \"batch_size\": " + std::to_string(s.knobs.batch_size) +
+        ",  # as measured; another batch size needs another sweep\n";
+  py += "    \"num_workers\": " + std::to_string(s.knobs.num_workers) + ",\n";
+  py += "    \"pin_memory\": " + std::string(PyBool(s.knobs.pin_memory)) + ",\n";
+  if (s.prefetch_applies) {
+    py += "    \"prefetch_factor\": " + std::to_string(s.knobs.prefetch_factor) + ",  # torch >= 1.7\n";
+  } else {
+    py += "    # prefetch_factor: left to torch; it applies only with workers (torch rejects it when "
+          "num_workers=0)\n";
+  }
+  py += "    \"persistent_workers\": " + std::string(PyBool(s.knobs.persistent_workers)) + ",  # torch >= 1.7";
+  if (s.persistent_forced_off) py += "; False because torch requires workers for it";
+  py += "\n}\n\n";
+  py += "# non_blocking is not a DataLoader argument: pass it to the host-to-device copy,\n"
+        "#   x = x.to(device, non_blocking=NON_BLOCKING)\n"
+        "# It overlaps the copy with compute only from pinned memory (pin_memory=True);\n"
+        "# from pageable memory the copy is synchronous anyway.\n";
+  py += "NON_BLOCKING = " + std::string(PyBool(s.knobs.non_blocking)) + "\n\n";
+  py += "# Settings an older torch lacks are kept, not dropped: DataLoader would reject them\n"
+        "# there, so say which one and why before it does.\n"
+        "_FEEDTUNE_TORCH_NEEDS = {";
+  for (size_t i = 0; i < std::size(kTorchNeeds); ++i) {
+    py += std::string(i > 0 ? ", " : "") + "\"" + kTorchNeeds[i].key + "\": (" +
+          std::to_string(kTorchNeeds[i].major) + ", " + std::to_string(kTorchNeeds[i].minor) + ")";
+  }
+  py += R"py(}
+
+
+def _feedtune_check_torch_version():
+    import re
+    import warnings
+    try:
+        import torch
+    except ImportError:
+        return
+    match = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    if match is None:
+        return
+    found = (int(match.group(1)), int(match.group(2)))
+    for key, needed in _FEEDTUNE_TORCH_NEEDS.items():
+        if key in DATALOADER_KWARGS and found < needed:
+            warnings.warn("feedtune: DataLoader argument %s needs torch >= %d.%d, this is torch %s; "
+                          "upgrade torch or remove it from DATALOADER_KWARGS" % (key, needed[0], needed[1],
+                                                                                torch.__version__))
+
+
+_feedtune_check_torch_version()
+)py";
+  return py;
+}
+
+nlohmann::ordered_json ConfigJson(const Settings& s) {
+  return {{"batch_size", s.knobs.batch_size},
+          {"num_workers", s.knobs.num_workers},
+          {"pin_memory", s.knobs.pin_memory},
+          {"non_blocking", s.knobs.non_blocking},
+          {"prefetch_factor", s.prefetch_applies ? nlohmann::ordered_json(s.knobs.prefetch_factor)
+                                                 : nlohmann::ordered_json(nullptr)},
+          {"persistent_workers", s.knobs.persistent_workers}};
+}
+
+std::string Yaml(const RunView& view, const TrialRecord& best) {
+  const Settings s = SettingsOf(best);
+  std::string yaml = "# feedtune export --format yaml\n";
+  for (const std::string& line : Provenance(view, best)) yaml += "# " + line + "\n";
+  yaml += "# " + NeedsNote() + "; non_blocking goes to x.to(device, non_blocking=...), not to DataLoader\n";
+  const auto flag = [](bool value) { return value ? "true" : "false"; };
+  yaml += "batch_size: " + std::to_string(s.knobs.batch_size) + "\n";
+  yaml += "num_workers: " + std::to_string(s.knobs.num_workers) + "\n";
+  yaml += std::string("pin_memory: ") + flag(s.knobs.pin_memory) + "\n";
+  yaml += std::string("non_blocking: ") + flag(s.knobs.non_blocking) + "\n";
+  yaml += "prefetch_factor: " +
+          (s.prefetch_applies ? std::to_string(s.knobs.prefetch_factor)
+                              : std::string("null  # only with workers: torch rejects it when num_workers is 0")) +
+          "\n";
+  yaml += std::string("persistent_workers: ") + flag(s.knobs.persistent_workers) + "\n";
+  return yaml;
+}
+
+std::string Env(const RunView& view, const TrialRecord& best) {
+  const Settings s = SettingsOf(best);
+  std::string env = "# feedtune export --format env (booleans 1/0; an empty value: leave the setting to torch)\n";
+  for (const std::string& line : Provenance(view, best)) env += "# " + line + "\n";
+  env += "# " + NeedsNote() + "; FEEDTUNE_NON_BLOCKING is for x.to(device, non_blocking=...)\n";
+  const auto flag = [](bool value) { return value ? "1" : "0"; };
+  env += "FEEDTUNE_BATCH_SIZE=" + std::to_string(s.knobs.batch_size) + "\n";
+  env += "FEEDTUNE_NUM_WORKERS=" + std::to_string(s.knobs.num_workers) + "\n";
+  env += std::string("FEEDTUNE_PIN_MEMORY=") + flag(s.knobs.pin_memory) + "\n";
+  env += std::string("FEEDTUNE_NON_BLOCKING=") + flag(s.knobs.non_blocking) + "\n";
+  env += "FEEDTUNE_PREFETCH_FACTOR=" +
+         (s.prefetch_applies ? std::to_string(s.knobs.prefetch_factor) : std::string()) + "\n";
+  env += std::string("FEEDTUNE_PERSISTENT_WORKERS=") + flag(s.knobs.persistent_workers) + "\n";
+  return env;
+}
+
+}  // namespace
+
+std::optional<ExportFormat> ParseExportFormat(std::string_view name) {
+  if (name == "torch") return ExportFormat::kTorch;
+  if (name == "json") return ExportFormat::kJson;
+  if (name == "yaml") return ExportFormat::kYaml;
+  if (name == "env") return ExportFormat::kEnv;
+  return std::nullopt;
+}
+
+std::string RenderExport(const RunView& view, ExportFormat format) {
+  const TrialRecord* best = BestTrial(view);
+  if (best == nullptr || !std::isfinite(best->samples_per_s)) {
+    throw ExportError("run " + std::to_string(view.run.id) + " (" + view.run.status +
+                      ") has no best setting to export; let a sweep finish, or pick a finished run "
+                      "with --run N (see `feedtune report`)");
+  }
+  switch (format) {
+    case ExportFormat::kTorch:
+      return Torch(view, *best);
+    case ExportFormat::kJson:
+      return ConfigJson(SettingsOf(*best)).dump(2) + "\n";
+    case ExportFormat::kYaml:
+      return Yaml(view, *best);
+    case ExportFormat::kEnv:
+      return Env(view, *best);
+  }
+  return {};
+}
+
+}  // namespace feedtune::results

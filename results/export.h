@@ -1,0 +1,38 @@
+// `feedtune export`: the best settings of a run, in a form a training job takes
+// as it is. Pure functions of a loaded run (report.h's RunView).
+//
+//   torch  Python defining DATALOADER_KWARGS (a dict for
+//          torch.utils.data.DataLoader) and NON_BLOCKING (for x.to(device, ...))
+//   json   the object of DESIGN.md §6's best.config
+//   yaml   the same keys, with provenance comments
+//   env    FEEDTUNE_<KEY>=<value> lines (booleans as 1/0), for shells and env files
+//
+// Settings an older torch lacks are noted (a comment and, in the torch form, a
+// runtime warning), never dropped. With num_workers 0, prefetch_factor is left
+// to torch (null / unset) and persistent_workers is false: torch rejects
+// anything else without workers.
+#pragma once
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "results/report.h"
+
+namespace feedtune::results {
+
+enum class ExportFormat { kTorch, kJson, kYaml, kEnv };
+
+// nullopt for an unknown name.
+std::optional<ExportFormat> ParseExportFormat(std::string_view name);
+
+class ExportError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Throws ExportError (naming the run and what to do) when the run has no best trial.
+std::string RenderExport(const RunView& view, ExportFormat format);
+
+}  // namespace feedtune::results

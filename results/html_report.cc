@@ -1,0 +1,512 @@
+// `feedtune report --format html`: one self-contained page. Everything is
+// inline (CSS, SVG); there is no script and no external resource, so the file
+// can be mailed, attached to a ticket or opened offline and look the same.
+//
+// Every plotted point carries its figures as data-* attributes (exact,
+// shortest round-trip form) so tests and scripts can read the chart back
+// without guessing from pixel positions.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "results/report.h"
+
+namespace feedtune::results {
+
+namespace internal {
+
+std::string ExactNumber(double value) {
+  if (!std::isfinite(value)) return "";
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, result.ptr);
+}
+
+std::string HtmlPage(std::string_view title, std::string_view body) {
+  // System fonts only: a web font would need the network.
+  static constexpr std::string_view kStyle = R"css(
+body { font-family: -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
+       margin: 24px auto; max-width: 1120px; padding: 0 16px; color: #1f2328; background: #fff; }
+h1 { font-size: 22px; margin: 0 0 4px; }
+h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid #d0d7de; padding-bottom: 4px; }
+p.meta { color: #59636e; margin: 0 0 12px; font-size: 14px; }
+.cards { display: flex; flex-wrap: wrap; gap: 12px; }
+.card { border: 1px solid #d0d7de; border-radius: 6px; padding: 10px 14px; min-width: 180px; }
+.card .k { font-size: 12px; color: #59636e; text-transform: uppercase; letter-spacing: .04em; }
+.card .v { font-size: 20px; font-weight: 600; margin-top: 2px; }
+.card .s { font-size: 12px; color: #59636e; margin-top: 2px; }
+.charts { display: flex; flex-wrap: wrap; gap: 0 24px; }
+.charts > div { flex: 1 1 520px; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; font-size: 12px; }
+th, td { border-bottom: 1px solid #e6e8eb; padding: 3px 6px; text-align: left; vertical-align: top; }
+td.note { min-width: 260px; }
+table.trials th.n { white-space: normal; max-width: 64px; }
+th { background: #f6f8fa; font-weight: 600; }
+td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+tr.best td { background: #e9f7ef; }
+tr.knee td { background: #fff8e1; }
+tr.failed td { color: #b42318; }
+.badge { display: inline-block; font-size: 11px; padding: 0 6px; border-radius: 8px; margin-right: 4px;
+         color: #fff; background: #59636e; }
+.badge.best { background: #1a7f37; } .badge.knee { background: #bf8700; } .badge.baseline { background: #59636e; }
+table.kv th { width: 220px; }
+pre { background: #f6f8fa; border: 1px solid #d0d7de; border-radius: 6px; padding: 10px; font-size: 12px;
+      overflow-x: auto; }
+svg { max-width: 100%; height: auto; }
+svg text { font-family: inherit; font-size: 12px; fill: #1f2328; }
+svg .grid { stroke: #e6e8eb; }
+svg .axis { stroke: #59636e; }
+svg .series { fill: none; stroke: #0969da; stroke-width: 2; }
+svg .point circle { fill: #0969da; }
+svg .whisker { stroke: #0969da; stroke-width: 1.5; }
+svg .baseline { stroke: #59636e; stroke-dasharray: 6 4; stroke-width: 1.5; }
+svg .best-line { stroke: #1a7f37; stroke-dasharray: 2 3; stroke-width: 1.5; }
+svg .knee circle { fill: none; stroke: #bf8700; stroke-width: 3; }
+svg .knee line { stroke: #bf8700; stroke-dasharray: 3 3; }
+svg .failed text { fill: #b42318; font-weight: 700; }
+svg.idle .series { stroke: #cf222e; } svg.idle .point circle { fill: #cf222e; }
+footer { margin-top: 32px; color: #59636e; font-size: 12px; }
+)css";
+  std::string page = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n";
+  page += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n";
+  page += "<title>" + EscapeHtml(title) + "</title>\n<style>" + std::string(kStyle) +
+          "</style>\n</head>\n<body>\n";
+  page += body;
+  page += "</body>\n</html>\n";
+  return page;
+}
+
+}  // namespace internal
+
+namespace {
+
+using internal::EscapeHtml;
+using internal::ExactNumber;
+using internal::Fixed;
+
+std::string Attr(std::string_view name, std::string_view value) {
+  // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on "literal" + string here.
+  std::string attr(1, ' ');
+  attr.append(name).append("=\"").append(EscapeHtml(value)).append(1, '"');
+  return attr;
+}
+
+std::string Px(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.1f", value);
+  return buffer;
+}
+
+// A "nice" step (1, 2 or 5 times a power of ten) that cuts [0, top] into about `count` parts.
+double NiceStep(double top, int count) {
+  if (!(top > 0)) return 1;
+  const double raw = top / count;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double factor : {1.0, 2.0, 5.0, 10.0}) {
+    if (raw <= factor * magnitude) return factor * magnitude;
+  }
+  return 10 * magnitude;
+}
+
+std::string TickLabel(double value, double step) {
+  if (step >= 1) {
+    // Thousands grouped with a thin space keep 12000 readable on the axis.
+    const long long whole = std::llround(value);
+    std::string digits = std::to_string(whole < 0 ? -whole : whole);
+    for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) {
+      digits.insert(static_cast<size_t>(i), "\u2009");
+    }
+    return (whole < 0 ? "-" : "") + digits;
+  }
+  return Fixed(value, step >= 0.1 ? 1 : 2);
+}
+
+struct ChartPoint {
+  const TrialRecord* trial;
+  int workers;
+  double y;         // plotted value
+  double low;       // whisker, NaN when none
+  double high;
+};
+
+struct ChartSpec {
+  std::string css_class;   // "throughput" | "idle"
+  std::string title;       // for screen readers
+  std::string y_label;
+  std::string data_name;   // the data-* attribute holding y ("samples-per-s", "gpu-idle-frac")
+  double y_scale = 1;      // y shown = value * y_scale (fractions as percent)
+  std::optional<double> y_max;  // fixed top (percent charts), else from the data
+  std::vector<ChartPoint> points;
+  std::vector<int> failed_workers;
+  std::optional<int> knee_workers;
+  std::optional<double> baseline;  // horizontal reference line, in value units
+  std::optional<double> best;
+};
+
+// x: num_workers on a log2(1 + w) scale, so 0, 1, 2, 4 ... 64 are evenly spread
+// and the bisection points fall between their neighbours.
+std::string Chart(const ChartSpec& spec) {
+  constexpr double kWidth = 540, kHeight = 320;
+  constexpr double kLeft = 66, kRight = 104, kTop = 22, kBottom = 50;
+  const double plot_w = kWidth - kLeft - kRight;
+  const double plot_h = kHeight - kTop - kBottom;
+
+  std::vector<int> xs;
+  for (const ChartPoint& p : spec.points) xs.push_back(p.workers);
+  for (int w : spec.failed_workers) xs.push_back(w);
+  std::sort(xs.begin(), xs.end());
+  xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
+  const double x_top = std::log2(1.0 + (xs.empty() ? 1 : std::max(xs.back(), 1)));
+  const auto x_of = [&](int workers) {
+    return kLeft + plot_w * std::log2(1.0 + workers) / (x_top > 0 ? x_top : 1);
+  };
+
+  double top = 0;
+  for (const ChartPoint& p : spec.points) {
+    top = std::max(top, (std::isfinite(p.high) ? p.high : p.y) * spec.y_scale);
+  }
+  if (spec.baseline) top = std::max(top, *spec.baseline * spec.y_scale);
+  if (spec.best) top = std::max(top, *spec.best * spec.y_scale);
+  const double step = NiceStep(spec.y_max ? *spec.y_max : top * 1.08, 5);
+  const double y_top = spec.y_max ? *spec.y_max : std::max(step, std::ceil(top * 1.08 / step) * step);
+  const auto y_of = [&](double value) {
+    return kTop + plot_h * (1 - std::clamp(value * spec.y_scale / y_top, 0.0, 1.0));
+  };
+
+  std::string svg = "<svg class=\"chart " + spec.css_class + "\" xmlns=\"http://www.w3.org/2000/svg\"" +
+                    Attr("viewBox", "0 0 " + Px(kWidth) + " " + Px(kHeight)) +
+                    Attr("width", Px(kWidth)) + Attr("height", Px(kHeight)) +
+                    " role=\"img\"" + Attr("aria-label", spec.title) + ">\n";
+  svg += "<title>" + EscapeHtml(spec.title) + "</title>\n";
+  // Grid and y axis.
+  for (double v = 0; v <= y_top + step / 2; v += step) {
+    const double y = kTop + plot_h * (1 - v / y_top);
+    svg += "<line class=\"grid\" x1=\"" + Px(kLeft) + "\" x2=\"" + Px(kLeft + plot_w) + "\" y1=\"" +
+           Px(y) + "\" y2=\"" + Px(y) + "\"/>\n";
+    svg += "<text x=\"" + Px(kLeft - 8) + "\" y=\"" + Px(y + 4) + "\" text-anchor=\"end\">" +
+           TickLabel(v, step) + "</text>\n";
+  }
+  svg += "<line class=\"axis\" x1=\"" + Px(kLeft) + "\" x2=\"" + Px(kLeft) + "\" y1=\"" + Px(kTop) +
+         "\" y2=\"" + Px(kTop + plot_h) + "\"/>\n";
+  svg += "<line class=\"axis\" x1=\"" + Px(kLeft) + "\" x2=\"" + Px(kLeft + plot_w) + "\" y1=\"" +
+         Px(kTop + plot_h) + "\" y2=\"" + Px(kTop + plot_h) + "\"/>\n";
+  for (int w : xs) {
+    svg += "<text x=\"" + Px(x_of(w)) + "\" y=\"" + Px(kTop + plot_h + 18) +
+           "\" text-anchor=\"middle\">" + std::to_string(w) + "</text>\n";
+  }
+  svg += "<text x=\"" + Px(kLeft + plot_w / 2) + "\" y=\"" + Px(kHeight - 8) +
+         "\" text-anchor=\"middle\">num_workers</text>\n";
+  svg += "<text transform=\"translate(16 " + Px(kTop + plot_h / 2) +
+         ") rotate(-90)\" text-anchor=\"middle\">" + EscapeHtml(spec.y_label) + "</text>\n";
+
+  // Reference lines, labelled in the right margin.
+  const auto reference = [&](const char* css, const char* label, double value) {
+    const double y = y_of(value);
+    svg += "<line class=\"" + std::string(css) + "\"" + Attr("data-" + spec.data_name, ExactNumber(value)) +
+           " x1=\"" + Px(kLeft) + "\" x2=\"" + Px(kLeft + plot_w) + "\" y1=\"" + Px(y) + "\" y2=\"" +
+           Px(y) + "\"/>\n";
+    svg += "<text x=\"" + Px(kLeft + plot_w + 6) + "\" y=\"" + Px(y + 4) + "\">" + label + " " +
+           Fixed(value * spec.y_scale, spec.y_scale == 1 ? 0 : 1) + "</text>\n";
+  };
+  if (spec.baseline) reference("baseline", "baseline", *spec.baseline);
+  if (spec.best) reference("best-line", "best", *spec.best);
+
+  // The curve, then whiskers and points on top of it.
+  if (spec.points.size() > 1) {
+    std::string path;
+    for (const ChartPoint& p : spec.points) {
+      path += (path.empty() ? "M" : " L") + Px(x_of(p.workers)) + " " + Px(y_of(p.y));
+    }
+    svg += "<path class=\"series\" d=\"" + path + "\"/>\n";
+  }
+  for (const ChartPoint& p : spec.points) {
+    const double x = x_of(p.workers);
+    const TrialRecord& t = *p.trial;
+    svg += "<g class=\"point\"" + Attr("data-trial-id", std::to_string(t.id)) +
+           Attr("data-workers", std::to_string(p.workers)) +
+           Attr("data-" + spec.data_name, ExactNumber(p.y));
+    if (std::isfinite(p.low) && std::isfinite(p.high)) {
+      svg += Attr("data-ci-low", ExactNumber(p.low)) + Attr("data-ci-high", ExactNumber(p.high));
+    }
+    svg += ">\n<title>" + EscapeHtml("trial " + std::to_string(t.id) + " (" + t.phase + "), " +
+                                     std::to_string(p.workers) + " workers: " +
+                                     Fixed(p.y * spec.y_scale, spec.y_scale == 1 ? 1 : 1) + " " +
+                                     spec.y_label) +
+           "</title>\n";
+    if (std::isfinite(p.low) && std::isfinite(p.high)) {
+      const double y1 = y_of(p.low), y2 = y_of(p.high);
+      svg += "<line class=\"whisker\" x1=\"" + Px(x) + "\" x2=\"" + Px(x) + "\" y1=\"" + Px(y1) +
+             "\" y2=\"" + Px(y2) + "\"/>\n";
+      for (double y : {y1, y2}) {
+        svg += "<line class=\"whisker\" x1=\"" + Px(x - 5) + "\" x2=\"" + Px(x + 5) + "\" y1=\"" +
+               Px(y) + "\" y2=\"" + Px(y) + "\"/>\n";
+      }
+    }
+    svg += "<circle cx=\"" + Px(x) + "\" cy=\"" + Px(y_of(p.y)) + "\" r=\"4\"/>\n</g>\n";
+  }
+  if (spec.knee_workers) {
+    for (const ChartPoint& p : spec.points) {
+      if (p.workers != *spec.knee_workers) continue;
+      const double x = x_of(p.workers), y = y_of(p.y);
+      svg += "<g class=\"knee\"" + Attr("data-workers", std::to_string(p.workers)) + ">\n";
+      svg += "<line x1=\"" + Px(x) + "\" x2=\"" + Px(x) + "\" y1=\"" + Px(y + 9) + "\" y2=\"" +
+             Px(kTop + plot_h) + "\"/>\n";
+      svg += "<circle cx=\"" + Px(x) + "\" cy=\"" + Px(y) + "\" r=\"9\"/>\n";
+      svg += "<text x=\"" + Px(x) + "\" y=\"" + Px(std::max(kTop + 10, y - 14)) +
+             "\" text-anchor=\"middle\">knee: " + std::to_string(p.workers) + "</text>\n</g>\n";
+      break;
+    }
+  }
+  for (int w : spec.failed_workers) {
+    svg += "<g class=\"failed\"" + Attr("data-workers", std::to_string(w)) + "><text x=\"" +
+           Px(x_of(w)) + "\" y=\"" + Px(kTop + plot_h - 6) +
+           "\" text-anchor=\"middle\">\u2716 failed</text></g>\n";
+  }
+  if (spec.points.empty()) {
+    svg += "<text x=\"" + Px(kLeft + plot_w / 2) + "\" y=\"" + Px(kTop + plot_h / 2) +
+           "\" text-anchor=\"middle\">no num_workers trial measured</text>\n";
+  }
+  svg += "</svg>\n";
+  return svg;
+}
+
+// The num_workers curve: each ok num_workers-phase trial, and the 0-worker
+// trial the phase started from (same knobs but num_workers 0; the phase's
+// first point, as the tuner's own curve has it).
+struct Curve {
+  std::vector<ChartPoint> points;
+  std::vector<int> failed_workers;
+};
+
+Curve WorkersCurve(const RunView& view, bool idle) {
+  Curve curve;
+  const TrialRecord* first = nullptr;
+  for (const TrialRecord& t : view.trials) {
+    if (t.phase != "num_workers") continue;
+    if (first == nullptr) first = &t;
+    if (t.status != "ok") {
+      curve.failed_workers.push_back(t.knobs.num_workers);
+      continue;
+    }
+    curve.points.push_back({&t, t.knobs.num_workers, 0, NAN, NAN});
+  }
+  if (first != nullptr) {
+    loader::Knobs start = first->knobs;
+    start.num_workers = 0;
+    for (const TrialRecord& t : view.trials) {
+      if (&t == first) break;
+      if (t.status == "ok" && t.knobs == start) {
+        curve.points.insert(curve.points.begin(), {&t, 0, 0, NAN, NAN});
+        break;
+      }
+    }
+  }
+  for (ChartPoint& p : curve.points) {
+    const TrialRecord& t = *p.trial;
+    p.y = idle ? t.gpu_idle_frac : t.samples_per_s;
+    p.low = idle ? NAN : t.ci_low;
+    p.high = idle ? NAN : t.ci_high;
+  }
+  std::stable_sort(curve.points.begin(), curve.points.end(),
+                   [](const ChartPoint& a, const ChartPoint& b) { return a.workers < b.workers; });
+  return curve;
+}
+
+std::string Card(std::string_view key, std::string_view value, std::string_view sub) {
+  return "<div class=\"card\"><div class=\"k\">" + EscapeHtml(key) + "</div><div class=\"v\">" +
+         EscapeHtml(value) + "</div><div class=\"s\">" + EscapeHtml(sub) + "</div></div>\n";
+}
+
+std::string Bytes(int64_t bytes) {
+  if (bytes <= 0) return "-";
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  return Fixed(value, unit == 0 ? 0 : 1) + " " + units[unit];
+}
+
+std::string Row(std::string_view key, std::string_view value) {
+  return "<tr><th>" + EscapeHtml(key) + "</th><td>" + EscapeHtml(value) + "</td></tr>\n";
+}
+
+std::string MachineSection(const Fingerprint& m) {
+  std::string html = "<table class=\"kv\">\n";
+  html += Row("label", m.label.empty() ? m.hostname : m.label);
+  html += Row("hostname", m.hostname);
+  html += Row("hash", m.Hash());
+  html += Row("CPU", m.cpu_model);
+  html += Row("CPUs (usable / logical)",
+              std::to_string(m.usable_cpus) + " / " + std::to_string(m.logical_cpus));
+  html += Row("cgroup CPU limit", m.cgroup_cpu_limit > 0 ? Fixed(m.cgroup_cpu_limit, 2) + " CPUs" : "none");
+  html += Row("NUMA nodes", std::to_string(m.numa_nodes));
+  html += Row("memory", Bytes(m.mem_total_bytes));
+  html += Row("cgroup memory limit",
+              m.cgroup_mem_limit_bytes > 0 ? Bytes(m.cgroup_mem_limit_bytes) : "none");
+  html += Row("/dev/shm", Bytes(m.shm_bytes));
+  html += Row("open-file limit", std::to_string(m.nofile_limit));
+  html += Row("kernel", m.kernel);
+  if (m.gpus.empty()) {
+    html += Row("GPU", m.gpu_count > 0 ? std::to_string(m.gpu_count) + "x " + m.gpu_name + ", " +
+                                             Bytes(m.gpu_mem_bytes) + ", driver " + m.gpu_driver +
+                                             (m.pcie_link.empty() ? "" : ", " + m.pcie_link)
+                                       : "none");
+  }
+  for (size_t i = 0; i < m.gpus.size(); ++i) {
+    const GpuInfo& g = m.gpus[i];
+    html += Row("GPU " + std::to_string(i), g.name + ", " + Bytes(g.mem_bytes) + ", driver " +
+                                                g.driver + ", runtime " + g.runtime + ", PCI " +
+                                                g.pci_bus_id + (g.link.empty() ? "" : ", " + g.link));
+  }
+  return html + "</table>\n";
+}
+
+std::string TrialTable(const RunView& view, const TrialRecord* baseline, const TrialRecord* best) {
+  const RunRecord& run = view.run;
+  std::string html = "<table class=\"trials\">\n<thead><tr>";
+  for (const char* h : {"id", "phase", "workers", "pin", "nb", "prefetch", "persist"}) {
+    html += std::string("<th") + (std::string_view(h) == "phase" ? "" : " class=\"n\"") + ">" + h +
+            "</th>";
+  }
+  for (const char* h : {"samples/s", "95% CI", "MB/s", "GPU idle %", "wait p50 ms", "wait p99 ms",
+                        "CV %"}) {
+    html += std::string("<th class=\"n\">") + h + "</th>";
+  }
+  html += "<th>status / decision</th></tr></thead>\n<tbody>\n";
+  for (const TrialRecord& t : view.trials) {
+    const bool ok = t.status == "ok";
+    const bool knee = run.knee_workers && ok && t.phase == "num_workers" &&
+                      t.knobs.num_workers == *run.knee_workers;
+    std::string css = ok ? "" : "failed";
+    if (&t == best) css = "best";
+    else if (knee) css = "knee";
+    const auto num = [ok](double value, int decimals) {
+      return "<td class=\"n\">" + (ok ? Fixed(value, decimals) : std::string("-")) + "</td>";
+    };
+    const auto yes = [](bool value) { return std::string("<td class=\"n\">") + (value ? "yes" : "no") + "</td>"; };
+    html += "<tr" + (css.empty() ? std::string() : Attr("class", css)) +
+            Attr("data-trial-id", std::to_string(t.id)) + ">";
+    html += "<td class=\"n\">" + std::to_string(t.id) + "</td><td>" + EscapeHtml(t.phase) + "</td>";
+    html += "<td class=\"n\">" + std::to_string(t.knobs.num_workers) + "</td>" + yes(t.knobs.pin_memory) +
+            yes(t.knobs.non_blocking) + "<td class=\"n\">" + std::to_string(t.knobs.prefetch_factor) +
+            "</td>" + yes(t.knobs.persistent_workers);
+    html += num(t.samples_per_s, 1);
+    html += "<td class=\"n\">" +
+            (ok && std::isfinite(t.ci_low) && std::isfinite(t.ci_high)
+                 ? Fixed(t.ci_low, 1) + "&#8211;" + Fixed(t.ci_high, 1)
+                 : std::string("-")) +
+            "</td>";
+    html += num(t.mb_per_s, 1) + num(t.gpu_idle_frac * 100, 1) + num(t.wait_p50_us / 1000, 2) +
+            num(t.wait_p99_us / 1000, 2) + num(t.cv * 100, 1);
+    std::string note;
+    if (&t == baseline) note += "<span class=\"badge baseline\">baseline</span>";
+    if (knee) note += "<span class=\"badge knee\">knee</span>";
+    if (&t == best) note += "<span class=\"badge best\">best</span>";
+    note += EscapeHtml(t.status);
+    const std::string reason = ok ? t.decision : (t.error ? *t.error : t.decision);
+    if (!reason.empty()) note += (ok ? "; " : ": ") + EscapeHtml(reason);
+    html += "<td class=\"note\">" + note + "</td></tr>\n";
+  }
+  return html + "</tbody>\n</table>\n";
+}
+
+std::string Workers(int count) { return std::to_string(count) + (count == 1 ? " worker" : " workers"); }
+
+std::string ConfigText(const loader::Knobs& k) {
+  return Workers(k.num_workers) + ", pin " + (k.pin_memory ? "on" : "off") +
+         ", non_blocking " + (k.non_blocking ? "on" : "off") + ", prefetch " +
+         std::to_string(k.prefetch_factor) + ", persistent " + (k.persistent_workers ? "on" : "off");
+}
+
+}  // namespace
+
+std::string RenderHtml(const RunView& view) {
+  const RunRecord& run = view.run;
+  const TrialRecord* baseline = BaselineTrial(view);
+  const TrialRecord* best = BestTrial(view);
+  const std::optional<double> speedup = RunSpeedup(view);
+  const std::string machine_name =
+      view.machine ? (view.machine->label.empty() ? view.machine->hostname : view.machine->label)
+                   : "unknown machine";
+
+  std::string body;
+  body += "<h1>" + EscapeHtml(run.workload_name) + " on " + EscapeHtml(machine_name) + "</h1>\n";
+  body += "<p class=\"meta\">feedtune run " + std::to_string(run.id) + " &#183; status " +
+          EscapeHtml(run.status) + " &#183; backend " + EscapeHtml(run.backend) + " &#183; workload hash " +
+          EscapeHtml(run.workload_hash) + " &#183; started " + EscapeHtml(run.started_at) +
+          (run.ended_at.empty() ? "" : ", ended " + EscapeHtml(run.ended_at)) + "</p>\n";
+
+  body += "<div class=\"cards\">\n";
+  body += Card("baseline", baseline ? Fixed(baseline->samples_per_s, 1) + " samples/s" : "-",
+               baseline ? "GPU idle " + Fixed(baseline->gpu_idle_frac * 100, 1) + "%, 0 workers" : "");
+  body += Card("knee", run.knee_workers ? Workers(*run.knee_workers) : "-",
+               run.knee_samples_per_s ? Fixed(*run.knee_samples_per_s, 1) + " samples/s" +
+                                            (run.knee_kneedle_workers
+                                                 ? ", Kneedle " + std::to_string(*run.knee_kneedle_workers)
+                                                 : "")
+                                      : "");
+  body += Card("best", best ? Fixed(best->samples_per_s, 1) + " samples/s" : "-",
+               best ? ConfigText(best->knobs) + ", GPU idle " + Fixed(best->gpu_idle_frac * 100, 1) + "%"
+                    : "");
+  std::string speedup_sub = "best over baseline";
+  if (run.speedup_ci_low && run.speedup_ci_high) {
+    speedup_sub = "95% CI x" + Fixed(*run.speedup_ci_low, 2) + " to x" + Fixed(*run.speedup_ci_high, 2);
+  }
+  body += Card("speedup", speedup ? "x" + Fixed(*speedup, 2) : "-", speedup_sub);
+  if (run.safe_max_workers) {
+    body += Card("safe max workers", std::to_string(*run.safe_max_workers),
+                 "memory, /dev/shm and fd budgets");
+  }
+  body += "</div>\n";
+
+  const Curve throughput = WorkersCurve(view, false);
+  ChartSpec samples;
+  samples.css_class = "throughput";
+  samples.title = "samples/s against num_workers, with 95% intervals";
+  samples.y_label = "samples/s";
+  samples.data_name = "samples-per-s";
+  samples.points = throughput.points;
+  samples.failed_workers = throughput.failed_workers;
+  samples.knee_workers = run.knee_workers;
+  if (baseline) samples.baseline = baseline->samples_per_s;
+  if (best) samples.best = best->samples_per_s;
+  body += "<div class=\"charts\">\n<div>\n<h2>Throughput against num_workers</h2>\n" + Chart(samples) +
+          "</div>\n";
+
+  const Curve idle_curve = WorkersCurve(view, true);
+  ChartSpec idle;
+  idle.css_class = "idle";
+  idle.title = "GPU idle (%) against num_workers";
+  idle.y_label = "GPU idle %";
+  idle.data_name = "gpu-idle-frac";
+  idle.y_scale = 100;
+  idle.y_max = 100;
+  idle.points = idle_curve.points;
+  idle.failed_workers = idle_curve.failed_workers;
+  idle.knee_workers = run.knee_workers;
+  if (baseline) idle.baseline = baseline->gpu_idle_frac;
+  if (best) idle.best = best->gpu_idle_frac;
+  body += "<div>\n<h2>GPU idle against num_workers</h2>\n" + Chart(idle) + "</div>\n</div>\n";
+
+  body += "<h2>Trials</h2>\n";
+  body += view.trials.empty() ? std::string("<p>no trials recorded</p>\n")
+                              : "<div class=\"scroll\">\n" + TrialTable(view, baseline, best) + "</div>\n";
+  if (view.machine) body += "<h2>Machine</h2>\n" + MachineSection(*view.machine);
+  body += "<h2>Effective config</h2>\n<pre class=\"config\">" +
+          EscapeHtml(run.config_yaml.empty() ? "(not recorded)" : run.config_yaml) + "</pre>\n";
+  body += "<footer>feedtune " + EscapeHtml(run.version) + " &#183; run uid " + EscapeHtml(run.uid) +
+          "</footer>\n";
+  return internal::HtmlPage("feedtune: " + run.workload_name + " on " + machine_name + " (run " +
+                                std::to_string(run.id) + ")",
+                            body);
+}
+
+}  // namespace feedtune::results

@@ -1,0 +1,194 @@
+// End to end: report, compare, merge and export as a user runs them, on the
+// fixture DB, on files written through the store, and on a real labelled sweep.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "results/store.h"
+#include "results_test_util.h"
+
+namespace feedtune::results {
+namespace {
+
+using nlohmann::json;
+using testing::ReadFile;
+using testing::RunShell;
+using testing::SourceDir;
+using testing::TempDir;
+using testing::WriteFile;
+
+class ResultsCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fixture_ = dir_ / "v1.db";
+    std::filesystem::copy_file(SourceDir() + "/tests/testdata/db/v1.db", fixture_);
+  }
+  testing::CommandResult Feedtune(const std::string& args) {
+    return RunShell(std::string(FEEDTUNE_BINARY) + " " + args, dir_);
+  }
+  TempDir dir_;
+  std::string fixture_;
+};
+
+TEST_F(ResultsCliTest, ReportInEveryFormat) {
+  const auto table = Feedtune("report --db " + fixture_);
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("knee:     1 worker (6631.5 samples/s)"), std::string::npos) << table.out;
+
+  const auto out = Feedtune("report --db " + fixture_ + " --run 1 --format json");
+  ASSERT_EQ(out.code, 0) << out.err;
+  EXPECT_EQ(json::parse(out.out)["best"]["config"]["num_workers"], 1);
+
+  const std::string html = dir_ / "report.html";
+  const auto page = Feedtune("report --db " + fixture_ + " --format html --out " + html);
+  ASSERT_EQ(page.code, 0) << page.err;
+  EXPECT_TRUE(page.out.empty());
+  EXPECT_EQ(ReadFile(html).rfind("<!DOCTYPE html>", 0), 0u);
+
+  const auto bad = Feedtune("report --db " + fixture_ + " --format pdf");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--format must be table, json or html, got 'pdf'"), std::string::npos);
+  const auto missing = Feedtune("report --db " + fixture_ + " --run 99");
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.err.find("no run 99 in " + fixture_), std::string::npos) << missing.err;
+  const auto unwritable = Feedtune("report --db " + fixture_ + " --out " + (dir_ / "no/such/dir/r.txt"));
+  EXPECT_EQ(unwritable.code, 1);
+  EXPECT_NE(unwritable.err.find("cannot write"), std::string::npos) << unwritable.err;
+}
+
+TEST_F(ResultsCliTest, ReportReadsAV1FileWithoutUpgradingIt) {
+  const std::string before = ReadFile(fixture_);
+  ASSERT_EQ(Feedtune("report --db " + fixture_).code, 0);
+  EXPECT_EQ(ReadFile(fixture_), before);
+}
+
+TEST_F(ResultsCliTest, ExportInEveryFormat) {
+  const auto torch = Feedtune("export --db " + fixture_ + " --format torch --out " +
+                              (dir_ / "feedtune_settings.py"));
+  ASSERT_EQ(torch.code, 0) << torch.err;
+  const auto compiled = RunShell("/usr/bin/python3 -m py_compile " + (dir_ / "feedtune_settings.py"), dir_);
+  EXPECT_EQ(compiled.code, 0) << compiled.err;
+
+  const auto as_json = Feedtune("export --db " + fixture_ + " --format json");
+  ASSERT_EQ(as_json.code, 0) << as_json.err;
+  EXPECT_EQ(json::parse(as_json.out)["num_workers"], 1);
+  const auto yaml = Feedtune("export --db " + fixture_ + " --format yaml");
+  ASSERT_EQ(yaml.code, 0);
+  EXPECT_NE(yaml.out.find("\nnum_workers: 1\n"), std::string::npos) << yaml.out;
+  const auto env = Feedtune("export --db " + fixture_ + " --run latest --format env");
+  ASSERT_EQ(env.code, 0);
+  EXPECT_NE(env.out.find("\nFEEDTUNE_NUM_WORKERS=1\n"), std::string::npos) << env.out;
+
+  const auto bad = Feedtune("export --db " + fixture_ + " --format toml");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--format must be torch, json, yaml or env, got 'toml'"), std::string::npos);
+  EXPECT_EQ(Feedtune("export --db " + fixture_ + " --run zero").code, 2);
+}
+
+TEST_F(ResultsCliTest, ExportOfARunWithoutBestFails) {
+  const std::string path = dir_ / "running.db";
+  {
+    Store store = Store::Open(path);
+    RunRecord run;
+    run.machine_id = store.UpsertMachine(testing::Machine("h", "l", 2));
+    run.workload_name = "w";
+    run.id = store.BeginRun(run);
+  }
+  const auto result = Feedtune("export --db " + path);
+  EXPECT_EQ(result.code, 1);
+  EXPECT_NE(result.err.find(path + ": run 1 (running) has no best setting to export"),
+            std::string::npos)
+      << result.err;
+}
+
+TEST_F(ResultsCliTest, CompareAndMergeTwoLabelledMachines) {
+  const std::string a = dir_ / "a.db";
+  const std::string b = dir_ / "b.db";
+  {
+    Store store = Store::Open(a);
+    testing::WriteSweep(store, testing::Machine("host-a", "lab-a", 4), "quickstart", 1.0);
+  }
+  {
+    Store store = Store::Open(b);
+    testing::WriteSweep(store, testing::Machine("host-b", "lab-b", 16), "quickstart", 2.0);
+  }
+  const auto table = Feedtune("compare --db " + a + " --db " + b);
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("workload quickstart (hash hash-of-quickstart): 2 machines"),
+            std::string::npos)
+      << table.out;
+  EXPECT_LT(table.out.find("lab-b"), table.out.find("lab-a")) << table.out;
+
+  const auto as_json = Feedtune("compare --db " + a + " --db " + b + " --format json");
+  ASSERT_EQ(as_json.code, 0);
+  EXPECT_EQ(json::parse(as_json.out)["workloads"][0]["machines"].size(), 2u);
+  const auto html = Feedtune("compare --db " + a + " --db " + b + " --format html");
+  ASSERT_EQ(html.code, 0);
+  EXPECT_NE(html.out.find("lab-a"), std::string::npos);
+  const auto none = Feedtune("compare --db " + a + " --workload nope");
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.err.find("no runs of workload 'nope'"), std::string::npos) << none.err;
+
+  const std::string fleet = dir_ / "fleet.db";
+  const auto first = Feedtune("merge " + fleet + " " + a + " " + b);
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_NE(first.out.find("merged into " + fleet + ": runs added 2, updated 0; new machines 2"),
+            std::string::npos)
+      << first.out;
+  const auto second = Feedtune("merge " + fleet + " " + a + " " + b);
+  ASSERT_EQ(second.code, 0) << second.err;
+  EXPECT_NE(second.out.find("merged into " + fleet + ": runs added 0, updated 0; new machines 0"),
+            std::string::npos)
+      << second.out;
+  const auto merged = Feedtune("compare --db " + fleet + " --format json");
+  ASSERT_EQ(merged.code, 0);
+  // One file or two, the same answer (only where each run was read from differs).
+  json from_fleet = json::parse(merged.out);
+  json from_two = json::parse(as_json.out);
+  for (json* out : {&from_fleet, &from_two}) {
+    for (json& machine : (*out)["workloads"][0]["machines"]) machine.erase("run");
+  }
+  EXPECT_EQ(from_fleet, from_two);
+}
+
+TEST_F(ResultsCliTest, MergeRefusesBadInputsAndLeavesThemAlone) {
+  const std::string foreign = dir_ / "notes.txt";
+  WriteFile(foreign, "not a database\n");
+  const std::string fleet = dir_ / "fleet.db";
+  const auto result = Feedtune("merge " + fleet + " " + foreign);
+  EXPECT_EQ(result.code, 1);
+  EXPECT_NE(result.err.find(foreign + ": not a feedtune results file"), std::string::npos)
+      << result.err;
+  EXPECT_EQ(ReadFile(foreign), "not a database\n");
+  EXPECT_FALSE(std::filesystem::exists(fleet)) << "nothing created when an input is bad";
+
+  EXPECT_EQ(Feedtune("merge " + fleet).code, 2);
+  const auto self = Feedtune("merge " + fixture_ + " " + fixture_);
+  EXPECT_EQ(self.code, 2);
+  EXPECT_NE(self.err.find("is the output file itself"), std::string::npos) << self.err;
+}
+
+TEST_F(ResultsCliTest, SweepLabelNamesTheMachineInCompare) {
+  const std::string config = dir_ / "tiny.yaml";
+  WriteFile(config, R"(name: tiny-label
+workload: {kind: synthetic, samples: 128, sample_bytes: 1024, cpu_us_per_sample: 50}
+loader: {batch_size: 16}
+device: {backend: host-sim, step_us: 1000}
+sweep: {max_workers: 1, prefetch_factors: [2], repeats: 1, warmup_batches: 1, measure_seconds: 0.05}
+)");
+  const std::string db = dir_ / "label.db";
+  const auto sweep = Feedtune("sweep " + config + " --db " + db + " --label my-lab-box -q");
+  ASSERT_EQ(sweep.code, 0) << sweep.err;
+  const auto compare = Feedtune("compare --db " + db + " --format json");
+  ASSERT_EQ(compare.code, 0) << compare.err;
+  const json out = json::parse(compare.out);
+  EXPECT_EQ(out["workloads"][0]["name"], "tiny-label");
+  EXPECT_EQ(out["workloads"][0]["machines"][0]["label"], "my-lab-box");
+  const auto report = Feedtune("report --db " + db + " --format json");
+  EXPECT_EQ(json::parse(report.out)["machine"]["label"], "my-lab-box");
+}
+
+}  // namespace
+}  // namespace feedtune::results

@@ -1,0 +1,177 @@
+// Helpers shared by the results tests: a temporary folder, running a command
+// with its output captured, and rows shaped like real sweeps.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+
+#include "results/records.h"
+#include "results/store.h"
+
+namespace feedtune::results::testing {
+
+namespace fs = std::filesystem;
+
+// A fresh folder under the system temp dir, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "feedtune_results_test.XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
+    path_ = pattern;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code error;
+    fs::remove_all(path_, error);
+  }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+inline void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+struct CommandResult {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `command` through /bin/sh with stdout and stderr captured in `dir`.
+inline CommandResult RunShell(const std::string& command, const TempDir& dir) {
+  const std::string out = dir / "cmd.out";
+  const std::string err = dir / "cmd.err";
+  const int status = std::system((command + " >" + out + " 2>" + err).c_str());
+  CommandResult result;
+  result.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.out = ReadFile(out);
+  result.err = ReadFile(err);
+  return result;
+}
+
+inline bool PythonHasTorch(const TempDir& dir) {
+  return RunShell("/usr/bin/python3 -c 'import torch'", dir).code == 0;
+}
+
+inline const std::string& SourceDir() {
+  static const std::string dir = FEEDTUNE_SOURCE_DIR;
+  return dir;
+}
+
+inline Fingerprint Machine(const std::string& hostname, const std::string& label, int usable_cpus) {
+  Fingerprint f;
+  f.hostname = hostname;
+  f.label = label;
+  f.cpu_model = "Test CPU " + std::to_string(usable_cpus) + "c";
+  f.logical_cpus = usable_cpus * 2;
+  f.usable_cpus = usable_cpus;
+  f.numa_nodes = 1;
+  f.mem_total_bytes = int64_t{64} << 30;
+  f.shm_bytes = int64_t{32} << 30;
+  f.nofile_limit = 65536;
+  f.kernel = "6.1.0-test";
+  return f;
+}
+
+inline TrialRecord Trial(const std::string& phase, loader::Knobs knobs, double samples_per_s,
+                         double gpu_idle_frac, const std::string& decision = "kept") {
+  TrialRecord t;
+  t.phase = phase;
+  t.knobs = knobs;
+  t.samples_per_s = samples_per_s;
+  t.ci_low = samples_per_s * 0.98;
+  t.ci_high = samples_per_s * 1.01;
+  t.mb_per_s = samples_per_s * 0.15;
+  t.gpu_idle_frac = gpu_idle_frac;
+  t.wait_p50_us = 900;
+  t.wait_p99_us = 1500;
+  t.repeats = 2;
+  t.decision = decision;
+  t.cv = 0.01;
+  t.time_to_first_batch_s = 0.2;
+  t.worker_busy_frac = 0.5;
+  t.repeat_rows = {{.index = 0, .samples_per_s = samples_per_s * 0.99},
+                   {.index = 1, .samples_per_s = samples_per_s * 1.01}};
+  return t;
+}
+
+// Stores a finished run shaped like a real sweep (baseline, pin_memory, the
+// num_workers doubling with a knee at 4, then non_blocking, prefetch_factor,
+// persistent_workers), its figures scaled by `scale`. Returns the run as stored.
+inline RunRecord WriteSweep(Store& store, const Fingerprint& machine, const std::string& workload,
+                            double scale, const std::string& started_at = "2024-05-01T10:00:00Z") {
+  RunRecord run;
+  run.machine_id = store.UpsertMachine(machine);
+  run.workload_name = workload;
+  run.workload_hash = "hash-of-" + workload;
+  run.config_yaml = "name: " + workload + "\nloader: {batch_size: 32}\n";
+  run.backend = "host-sim";
+  run.version = "0.1.0";
+  run.started_at = started_at;
+  run.id = store.BeginRun(run);
+  const loader::Knobs base{.batch_size = 32, .num_workers = 0, .pin_memory = false,
+                           .non_blocking = false, .prefetch_factor = 2, .persistent_workers = false};
+  const auto with = [&base](int workers, bool pin, bool nb, int prefetch, bool persistent) {
+    loader::Knobs k = base;
+    k.num_workers = workers;
+    k.pin_memory = pin;
+    k.non_blocking = nb;
+    k.prefetch_factor = prefetch;
+    k.persistent_workers = persistent;
+    return k;
+  };
+  const int64_t baseline = store.AddTrial(run.id, Trial("baseline", base, 800 * scale, 0.70, ""));
+  store.AddTrial(run.id, Trial("pin_memory", with(0, true, false, 2, false), 810 * scale, 0.69,
+                               "not kept: within noise"));
+  store.AddTrial(run.id, Trial("num_workers", with(1, false, false, 2, false), 1500 * scale, 0.45));
+  store.AddTrial(run.id, Trial("num_workers", with(2, false, false, 2, false), 2900 * scale, 0.20));
+  store.AddTrial(run.id, Trial("num_workers", with(4, false, false, 2, false), 5200 * scale, 0.05));
+  store.AddTrial(run.id, Trial("num_workers", with(8, false, false, 2, false), 5300 * scale, 0.04,
+                               "no gain beyond noise"));
+  TrialRecord failed = Trial("num_workers", with(16, false, false, 2, false), NAN, NAN, "");
+  failed.status = "failed";
+  failed.error = "worker 9 (pid 4242) killed by SIGKILL";
+  failed.repeat_rows.clear();
+  store.AddTrial(run.id, failed);
+  const int64_t best =
+      store.AddTrial(run.id, Trial("non_blocking", with(4, true, true, 2, false), 5600 * scale, 0.02));
+  store.AddTrial(run.id, Trial("prefetch_factor", with(4, true, true, 4, false), 5550 * scale, 0.02,
+                               "not kept"));
+  store.AddTrial(run.id, Trial("persistent_workers", with(4, true, true, 2, true), 5580 * scale, 0.02,
+                               "not kept"));
+  run.status = "done";
+  run.ended_at = started_at.substr(0, 14) + "05:00Z";  // five minutes later
+  run.knee_workers = 4;
+  run.knee_samples_per_s = 5200 * scale;
+  run.knee_kneedle_workers = 4;
+  run.safe_max_workers = 24;
+  run.speedup = 7.0;
+  run.speedup_ci_low = 6.8;
+  run.speedup_ci_high = 7.2;
+  run.best_trial_id = best;
+  run.baseline_trial_id = baseline;
+  store.FinishRun(run);
+  return *store.LoadRun(run.id);
+}
+
+}  // namespace feedtune::results::testing
