@@ -2,28 +2,47 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <string>
+
+#include "tuner/stats.h"
 
 namespace feedtune::tuner {
 namespace {
 
 using results::TrialRecord;
 
-std::string Percent(double fraction) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.1f%%", fraction * 100.0);
+std::string Format(const char* format, ...) __attribute__((format(printf, 1, 2)));
+std::string Format(const char* format, ...) {
+  char buf[256];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buf, sizeof buf, format, args);
+  va_end(args);
   return buf;
 }
+
+std::string Percent(double fraction) { return Format("%+.1f%%", fraction * 100.0); }
 
 double Gain(const TrialRecord& candidate, const TrialRecord& current) {
   return current.samples_per_s > 0 ? candidate.samples_per_s / current.samples_per_s - 1.0 : 0.0;
 }
 
+// "1 worker", "4 workers".
+std::string WorkersText(int n) { return std::to_string(n) + (n == 1 ? " worker" : " workers"); }
+
+std::string BoundaryMs(const TrialRecord& t) {
+  return std::isfinite(t.epoch_boundary_ms) ? Format("%.1f ms", t.epoch_boundary_ms) : std::string("not measured");
+}
+
+// Where the sequence is, for the estimate of trials left.
+enum class Stage { kBaseline, kPin, kWorkers, kNonBlocking, kPrefetch, kPersistent, kFinal, kDone };
+
 class Search {
  public:
-  Search(const SweepOptions& options, int max_workers, TrialMeasurer& measurer, const TrialCallback& on_trial)
-      : options_(options), max_workers_(max_workers), measurer_(measurer), on_trial_(on_trial) {}
+  Search(const SweepOptions& options, const SearchSetup& setup, TrialMeasurer& measurer, const SearchEvents& events)
+      : options_(options), setup_(setup), measurer_(measurer), events_(events) {}
 
   SearchOutcome Run(loader::Knobs start) {
     current_ = start;
@@ -32,17 +51,22 @@ class Search {
     current_.non_blocking = false;
     current_.persistent_workers = false;
 
+    stage_ = Stage::kBaseline;
     const size_t base = Measure("baseline", current_);
     outcome_.baseline = base;
     if (trials()[base].status != "ok") {
-      Decide(base, "the baseline failed; nothing to compare against");
+      Decide(base, "the baseline did not run; nothing to compare against");
+      AddPhase("baseline", false, trials()[base].decision);
       return Finish();
     }
     Decide(base, "reference");
     current_index_ = base;
 
+    stage_ = Stage::kPin;
     TryStep("pin_memory", [](loader::Knobs& k) { k.pin_memory = true; });
+    stage_ = Stage::kWorkers;
     Workers();
+    stage_ = Stage::kNonBlocking;
     if (current_.pin_memory) {
       TryStep("non_blocking", [](loader::Knobs& k) { k.non_blocking = true; });
     } else {
@@ -50,18 +74,51 @@ class Search {
               " (with pin_memory: a pageable copy is synchronous anyway)");
     }
     if (current_.num_workers > 0) {
+      stage_ = Stage::kPrefetch;
       PrefetchFactors();
-      TryStep("persistent_workers", [](loader::Knobs& k) { k.persistent_workers = true; });
+      stage_ = Stage::kPersistent;
+      Persistent();
+    } else {
+      AddPhase("prefetch_factor", false, "not tried: without workers there is nothing to prefetch");
+      AddPhase("persistent_workers", false, "not tried: without workers there is nothing to keep alive");
     }
+    outcome_.best = current_index_;
+    stage_ = Stage::kFinal;
+    FinalCheck();
+    stage_ = Stage::kDone;
     return Finish();
   }
 
  private:
   std::vector<TrialRecord>& trials() { return outcome_.trials; }
   const TrialRecord& current() { return trials()[current_index_]; }
+  int repeats() const { return std::max(1, options_.repeats); }
 
-  size_t Measure(const char* phase, const loader::Knobs& knobs) {
-    TrialRecord trial = measurer_.Measure(knobs);
+  // An estimate of the trials after the current one, for progress output.
+  int TrialsLeft() const {
+    const int prefetch = static_cast<int>(options_.prefetch_factors.size()) - 1;
+    const int after_workers = 1 + std::max(0, prefetch) + 2 + 2 * repeats();
+    switch (stage_) {
+      case Stage::kBaseline: return 1 + 4 + after_workers;
+      case Stage::kPin: return 4 + after_workers;
+      case Stage::kWorkers: return (refining_ ? 1 : std::max(0, 2 - misses_) + 1) + after_workers;
+      case Stage::kNonBlocking: return after_workers - 1;
+      case Stage::kPrefetch: return std::max(0, prefetch - prefetch_done_) + 2 + 2 * repeats();
+      case Stage::kPersistent: return std::max(0, 2 - persistent_done_) + 2 * repeats();
+      case Stage::kFinal: return std::max(0, 2 * repeats() - final_done_);
+      case Stage::kDone: return 0;
+    }
+    return 0;
+  }
+
+  SearchProgress Progress() const {
+    return {static_cast<int>(outcome_.trials.size()), TrialsLeft()};
+  }
+
+  size_t Measure(const char* phase, const loader::Knobs& knobs, TrialPlan plan = {}) {
+    plan.phase = phase;
+    if (events_.on_start) events_.on_start(plan, knobs, {static_cast<int>(outcome_.trials.size()), TrialsLeft()});
+    TrialRecord trial = measurer_.MeasurePlanned(knobs, plan);
     trial.phase = phase;
     trial.knobs = knobs;
     trials().push_back(std::move(trial));
@@ -71,9 +128,14 @@ class Search {
   // Writes the decision and hands the trial on. Every trial passes here once.
   void Decide(size_t index, std::string decision) {
     TrialRecord& t = trials()[index];
-    if (t.status == "failed" && t.error) decision = "failed: " + *t.error;
+    if (t.status == "failed") decision = "failed: " + t.error.value_or("unknown error");
+    if (t.status == "skipped") decision = "skipped: " + t.error.value_or("over a budget");
     t.decision = std::move(decision);
-    if (on_trial_) on_trial_(t);
+    if (events_.on_trial) events_.on_trial(t, Progress());
+  }
+
+  void AddPhase(std::string phase, bool kept, std::string why) {
+    outcome_.phases.push_back({std::move(phase), kept, std::move(why)});
   }
 
   // Measures one change to the current setting and keeps it when it gains.
@@ -85,30 +147,41 @@ class Search {
     const TrialRecord& t = trials()[index];
     if (t.status != "ok") {
       Decide(index, "");
+      AddPhase(phase, false, t.decision);
       return;
     }
-    if (IsGain(t, current(), options_.gain_threshold)) {
-      Decide(index, "kept: " + Percent(Gain(t, current())) + note);
+    const bool gain = IsGain(t, current(), options_.gain_threshold);
+    const std::string figure = Percent(Gain(t, current()));
+    if (gain) {
+      Decide(index, "kept: " + figure + note);
       current_ = knobs;
       current_index_ = index;
     } else {
-      Decide(index, "not kept: " + Percent(Gain(t, current())) + " is within noise or below the " +
+      Decide(index, "not kept: " + figure + " is within noise or below the " +
                         Percent(options_.gain_threshold).substr(1) + " threshold" + note);
     }
+    AddPhase(phase, gain, trials()[index].decision);
   }
 
+  // The doubling, the refinement, and the knee.
   void Workers() {
     std::vector<std::pair<int, size_t>> curve = {{0, current_index_}};
     size_t best = current_index_;
-    int misses = 0;
-    int workers = 1;
-    while (workers <= max_workers_) {
+    std::string stop = "reached max_workers " + std::to_string(setup_.max_workers);
+    misses_ = 0;
+    for (int workers = 1; workers <= setup_.max_workers; workers *= 2) {
       loader::Knobs knobs = current_;
       knobs.num_workers = workers;
       const size_t index = Measure("num_workers", knobs);
       const TrialRecord& t = trials()[index];
+      if (t.status == "skipped") {
+        Decide(index, "");
+        stop = "stopped at " + WorkersText(workers) + ": over a budget";
+        break;
+      }
       if (t.status != "ok") {
         Decide(index, "");
+        stop = "stopped at " + WorkersText(workers) + ": the trial failed";
         break;
       }
       curve.emplace_back(workers, index);
@@ -116,24 +189,46 @@ class Search {
       if (IsGain(t, trials()[best], options_.gain_threshold)) {
         Decide(index, Percent(gain) + " over the best so far");
         best = index;
-        misses = 0;
+        misses_ = 0;
       } else if (gain < -options_.gain_threshold) {
         Decide(index, Percent(gain) + " below the best: throughput falls, stop doubling");
+        stop = "stopped at " + WorkersText(workers) + ": throughput falls";
         break;
-      } else if (++misses >= 2) {
+      } else if (++misses_ >= 2) {
         Decide(index, Percent(gain) + ": two doublings without a gain, stop doubling");
+        stop = "stopped at " + WorkersText(workers) + ": two doublings without a gain";
         break;
       } else {
         Decide(index, Percent(gain) + ": no gain beyond noise");
       }
-      workers *= 2;
     }
+    refining_ = true;
     Refine(curve);
-    const auto knee = Knee(curve);
+    std::sort(curve.begin(), curve.end());
+    const size_t knee = Knee(curve);
     current_.num_workers = curve[knee].first;
     current_index_ = curve[knee].second;
     outcome_.knee_workers = curve[knee].first;
     outcome_.knee_samples_per_s = trials()[curve[knee].second].samples_per_s;
+
+    std::vector<double> xs, ys;
+    for (const auto& [w, i] : curve) {
+      xs.push_back(w);
+      ys.push_back(trials()[i].samples_per_s);
+    }
+    if (const auto k = KneedleIndex(xs, ys, 1.0)) outcome_.kneedle_workers = curve[*k].first;
+
+    std::string why = "knee at " + WorkersText(curve[knee].first) + " (fewest within " +
+                      Percent(options_.knee_tolerance).substr(1) + " of the best median, " +
+                      Format("%.1f", outcome_.knee_samples_per_s) + " samples/s); ";
+    if (!outcome_.kneedle_workers) {
+      why += "Kneedle finds no knee on this curve; ";
+    } else if (*outcome_.kneedle_workers != curve[knee].first) {
+      why += "Kneedle (S=1) puts it at " + std::to_string(*outcome_.kneedle_workers) + "; ";
+    } else {
+      why += "Kneedle (S=1) agrees; ";
+    }
+    AddPhase("num_workers", curve[knee].first > 0, why + stop);
   }
 
   size_t Knee(const std::vector<std::pair<int, size_t>>& curve) {
@@ -143,15 +238,17 @@ class Search {
   }
 
   // Bisects between the knee and its lower neighbour while they are more than
-  // 2 apart: the fewest workers that reach the plateau is what users want.
+  // 2 apart and the knee gains over that neighbour by more than the threshold:
+  // the fewest workers that reach the plateau is what users want.
   void Refine(std::vector<std::pair<int, size_t>>& curve) {
     while (true) {
       std::sort(curve.begin(), curve.end());
       const size_t k = Knee(curve);
       if (k == 0) return;
-      const int lo = curve[k - 1].first;
-      const int hi = curve[k].first;
+      const auto [lo, lo_index] = curve[k - 1];
+      const auto [hi, hi_index] = curve[k];
       if (hi - lo <= 2) return;
+      if (Gain(trials()[hi_index], trials()[lo_index]) <= options_.gain_threshold) return;
       loader::Knobs knobs = current_;
       knobs.num_workers = (lo + hi) / 2;
       const size_t index = Measure("num_workers", knobs);
@@ -167,11 +264,16 @@ class Search {
   void PrefetchFactors() {
     std::optional<size_t> best;
     loader::Knobs best_knobs;
+    const int from = current_.prefetch_factor;
+    std::string tried;
+    prefetch_done_ = 0;
     for (int pf : options_.prefetch_factors) {
-      if (pf == current_.prefetch_factor) continue;
+      if (pf == from) continue;
       loader::Knobs knobs = current_;
       knobs.prefetch_factor = pf;
       const size_t index = Measure("prefetch_factor", knobs);
+      ++prefetch_done_;
+      tried += (tried.empty() ? "" : ", ") + std::to_string(pf);
       const TrialRecord& t = trials()[index];
       if (t.status != "ok") {
         Decide(index, "");
@@ -179,36 +281,156 @@ class Search {
       }
       const bool gain = IsGain(t, current(), options_.gain_threshold);
       Decide(index, (gain ? "gains " : "no gain: ") + Percent(Gain(t, current())) + " over prefetch_factor " +
-                        std::to_string(current_.prefetch_factor));
+                        std::to_string(from));
       if (gain && (!best || t.samples_per_s > trials()[*best].samples_per_s)) {
         best = index;
         best_knobs = knobs;
       }
     }
     if (best) {
+      AddPhase("prefetch_factor", true,
+               "kept " + std::to_string(best_knobs.prefetch_factor) + ": " +
+                   Percent(Gain(trials()[*best], current())) + " over prefetch_factor " + std::to_string(from));
       current_ = best_knobs;
       current_index_ = *best;
+    } else if (tried.empty()) {
+      AddPhase("prefetch_factor", false, "not tried: sweep.prefetch_factors has no other value");
+    } else {
+      AddPhase("prefetch_factor", false,
+               "kept " + std::to_string(from) + ": none of " + tried + " gains beyond noise and the threshold");
     }
+  }
+
+  // Off and on, each over whole epochs, since persistent_workers acts only at
+  // the epoch boundary.
+  void Persistent() {
+    TrialPlan plan;
+    plan.window_epochs = std::max(1, (2 + repeats() - 1) / repeats());  // >= 2 epochs per setting
+    persistent_done_ = 0;
+    if (setup_.samples_per_epoch > 0 && current().samples_per_s > 0) {
+      const double epoch_s = static_cast<double>(setup_.samples_per_epoch) / current().samples_per_s;
+      const double trial_s = epoch_s * (repeats() * plan.window_epochs + 1);
+      const double limit_s = std::max(30.0, 5.0 * repeats() * options_.measure_seconds);
+      if (trial_s > limit_s) {
+        AddPhase("persistent_workers", false,
+                 "not tried: an epoch takes about " + Format("%.0f s", epoch_s) + " here, so measuring " +
+                     std::to_string(repeats() * plan.window_epochs) + " epochs per setting would take " +
+                     Format("%.0f s", trial_s) + " (limit " + Format("%.0f s", limit_s) +
+                     "); the setting only saves the worker restart once per epoch");
+        return;
+      }
+    }
+    const size_t off = Measure("persistent_workers", current_, plan);
+    ++persistent_done_;
+    const TrialRecord& t_off = trials()[off];
+    if (t_off.status != "ok") {
+      Decide(off, "");
+      AddPhase("persistent_workers", false, trials()[off].decision);
+      return;
+    }
+    Decide(off, "reference over whole epochs: epoch boundary " + BoundaryMs(t_off));
+
+    loader::Knobs knobs = current_;
+    knobs.persistent_workers = true;
+    const size_t on = Measure("persistent_workers", knobs, plan);
+    ++persistent_done_;
+    const TrialRecord& t_on = trials()[on];
+    if (t_on.status != "ok") {
+      Decide(on, "");
+      AddPhase("persistent_workers", false, trials()[on].decision);
+      return;
+    }
+    const TrialRecord& ref = trials()[off];
+    const bool gain = IsGain(t_on, ref, options_.gain_threshold);
+    const std::string boundary = "; epoch boundary " + BoundaryMs(ref) + " without, " + BoundaryMs(t_on) + " with";
+    const std::string figure = Percent(Gain(t_on, ref));
+    if (gain) {
+      Decide(on, "kept: " + figure + boundary);
+      current_ = knobs;
+      current_index_ = on;
+    } else {
+      Decide(on, "not kept: " + figure + " is within noise or below the " +
+                     Percent(options_.gain_threshold).substr(1) + " threshold" + boundary);
+    }
+    AddPhase("persistent_workers", gain, trials()[on].decision);
+  }
+
+  // Baseline and best, interleaved A B A B ..., one window each, so drift of
+  // the machine during the sweep hits both alike.
+  void FinalCheck() {
+    const TrialRecord& base = trials()[*outcome_.baseline];
+    const TrialRecord& best = current();
+    if (best.knobs == base.knobs) {
+      outcome_.speedup = 1.0;
+      AddPhase("final_check", false, "not run: the best setting is the baseline");
+      return;
+    }
+    const loader::Knobs a = base.knobs, b = best.knobs;
+    TrialPlan plan;
+    plan.repeats = 1;
+    std::vector<double> ratios;
+    final_done_ = 0;
+    for (int pair = 1; pair <= repeats(); ++pair) {
+      const size_t ia = Measure("final_check", a, plan);
+      ++final_done_;
+      if (trials()[ia].status != "ok") {
+        Decide(ia, "");
+        break;
+      }
+      Decide(ia, "pair " + std::to_string(pair) + ": baseline");
+      const size_t ib = Measure("final_check", b, plan);
+      ++final_done_;
+      if (trials()[ib].status != "ok") {
+        Decide(ib, "");
+        break;
+      }
+      const double ratio = trials()[ia].samples_per_s > 0
+                               ? trials()[ib].samples_per_s / trials()[ia].samples_per_s
+                               : 0.0;
+      ratios.push_back(ratio);
+      Decide(ib, "pair " + std::to_string(pair) + ": best, " + Format("x%.2f", ratio) + " over the pair's baseline");
+    }
+    if (ratios.empty()) {
+      AddPhase("final_check", false, "no pair measured; the speedup is not known");
+      return;
+    }
+    const Summary s = Summarize(ratios);
+    outcome_.speedup = s.median;
+    outcome_.speedup_ci_low = s.ci_low;
+    outcome_.speedup_ci_high = s.ci_high;
+    AddPhase("final_check", s.ci_low > 1.0,
+             "speedup " + Format("x%.2f", s.median) + " [" + Format("%.2f", s.ci_low) + ", " +
+                 Format("%.2f", s.ci_high) + "] over the baseline, " + std::to_string(ratios.size()) +
+                 " interleaved pairs" + (s.ci_low > 1.0 ? "" : "; the interval includes no gain"));
   }
 
   SearchOutcome Finish() {
     for (size_t i = 0; i < trials().size(); ++i) {
       const TrialRecord& t = trials()[i];
-      if (t.status == "ok" && (!outcome_.best || t.samples_per_s > trials()[*outcome_.best].samples_per_s)) {
-        outcome_.best = i;
+      if (t.status == "ok" && t.phase != "final_check" &&
+          (!outcome_.fastest || t.samples_per_s > trials()[*outcome_.fastest].samples_per_s)) {
+        outcome_.fastest = i;
       }
     }
     return std::move(outcome_);
   }
 
   const SweepOptions& options_;
-  const int max_workers_;
+  const SearchSetup setup_;
   TrialMeasurer& measurer_;
-  const TrialCallback& on_trial_;
+  const SearchEvents& events_;
 
   SearchOutcome outcome_;
   loader::Knobs current_;
   size_t current_index_ = 0;
+
+  // For the estimate of trials left.
+  Stage stage_ = Stage::kBaseline;
+  int misses_ = 0;
+  bool refining_ = false;
+  int prefetch_done_ = 0;
+  int persistent_done_ = 0;
+  int final_done_ = 0;
 };
 
 }  // namespace
@@ -236,9 +458,9 @@ std::optional<size_t> KneeIndex(const std::vector<std::pair<int, const TrialReco
   return knee;
 }
 
-SearchOutcome RunSearch(const SweepOptions& options, int max_workers, const loader::Knobs& start,
-                        TrialMeasurer& measurer, const TrialCallback& on_trial) {
-  return Search(options, max_workers, measurer, on_trial).Run(start);
+SearchOutcome RunSearch(const SweepOptions& options, const SearchSetup& setup, const loader::Knobs& start,
+                        TrialMeasurer& measurer, const SearchEvents& events) {
+  return Search(options, setup, measurer, events).Run(start);
 }
 
 }  // namespace feedtune::tuner

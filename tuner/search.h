@@ -2,28 +2,47 @@
 //
 //   baseline        num_workers 0, pin_memory off, non_blocking off
 //   pin_memory      turn pinning on
-//   num_workers     1, 2, 4, ... doubling; stop when throughput falls below the
-//                   best so far by more than gain_threshold, after two doublings
-//                   in a row without a gain, at max_workers, or on a failure;
-//                   then bisect between the knee and its lower neighbour when
-//                   they are more than 2 apart
+//   num_workers     1, 2, 4, ... doubling. Stops when throughput falls below
+//                   the best so far by more than gain_threshold, after two
+//                   doublings in a row without a gain, at max_workers, when a
+//                   trial is skipped by the budget, or on a failure. Then bisects
+//                   between the knee and its lower neighbour while they are more
+//                   than 2 apart and worth it (the knee gains over that neighbour
+//                   by more than gain_threshold, so a point between can differ).
 //   non_blocking    on (with pin_memory, since a pageable copy is synchronous
 //                   anyway: if pinning was dropped, both are tried together)
-//   prefetch_factor each of sweep.prefetch_factors (workers only)
-//   persistent_workers on (workers only)
+//   prefetch_factor each other value of sweep.prefetch_factors (workers only);
+//                   the best one that gains is kept
+//   persistent_workers (workers only) measured twice, off and on, each with
+//                   windows of whole epochs (>= 2 epochs per setting) so the
+//                   epoch boundary, where the setting acts, is inside the
+//                   figure; the boundary cost in ms is reported for both
+//   final check     baseline and best re-measured interleaved, A B A B ...,
+//                   `repeats` pairs of one window each; the speedup is the
+//                   median of the pair ratios with a 95% bootstrap interval
 //
-// The rule for keeping a step: its median throughput must exceed the current
-// median by more than gain_threshold AND, with 2 or more repeats, the 95%
-// intervals must not overlap (new ci_low > current ci_high). Otherwise the
-// current setting stays: a change must pay for itself beyond the noise.
+// THE RULE for keeping a step: its median throughput must exceed the current
+// median by more than gain_threshold AND, when both trials have 2 or more
+// repeats, their 95% intervals must not overlap (new ci_low > current
+// ci_high). Otherwise the current setting stays: a change must pay for itself
+// beyond the noise. (IsGain below; the doubling compares with the best so far.)
 //
 // The knee: the fewest num_workers whose median is within knee_tolerance of the
-// best median on the num_workers curve. Later phases continue from the knee.
-// The best: the trial with the highest median of all.
+// best median on the num_workers curve; later phases continue from it. The
+// Kneedle knee (S=1) of the same curve is reported beside it.
+// The best: the setting the sequence arrives at (the knee and every kept step),
+// which is the recommendation; `fastest` is the highest median of all, which may
+// use more workers for a difference within knee_tolerance or the noise.
+//
+// Determinism: every decision is a function of the options, the setup and the
+// records the measurer returned, in order. A resumed run that replays its
+// stored records (ReplayMeasurer) therefore takes the decisions the
+// uninterrupted run would have. One thread runs a search.
 #pragma once
 
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "loader/options.h"
@@ -33,17 +52,46 @@
 
 namespace feedtune::tuner {
 
-struct SearchOutcome {
-  std::vector<results::TrialRecord> trials;  // in the order run, decisions filled
-  std::optional<size_t> baseline;            // index into trials
-  std::optional<size_t> best;
-  std::optional<int> knee_workers;
-  double knee_samples_per_s = 0;
+// What the search needs beyond the sweep options.
+struct SearchSetup {
+  int max_workers = 64;           // the resolved cap, >= 1
+  int64_t samples_per_epoch = 0;  // 0 = unknown; used to size the persistent_workers check
 };
 
-// Called after each trial is measured and its decision written, before the next
-// one starts; it may set the record's id (the store does).
-using TrialCallback = std::function<void(results::TrialRecord& trial)>;
+// One phase's outcome in words: "kept" or "not kept", and why.
+struct PhaseDecision {
+  std::string phase;
+  bool kept = false;
+  std::string why;
+};
+
+struct SearchOutcome {
+  std::vector<results::TrialRecord> trials;  // in the order run, decisions filled
+  std::optional<size_t> baseline;            // indices into trials
+  std::optional<size_t> best;                // the recommended setting's trial
+  std::optional<size_t> fastest;             // the highest median outside the final check
+  std::optional<int> knee_workers;
+  double knee_samples_per_s = 0;
+  std::optional<int> kneedle_workers;        // Kneedle (S=1) on the same curve
+  std::optional<double> speedup;             // best over baseline, from the final check
+  std::optional<double> speedup_ci_low;
+  std::optional<double> speedup_ci_high;
+  std::vector<PhaseDecision> phases;
+};
+
+// Where the sequence stands, for progress output.
+struct SearchProgress {
+  int trials_done = 0;  // including the one being reported
+  int trials_left = 0;  // an estimate
+};
+
+struct SearchEvents {
+  // Before a trial is measured.
+  std::function<void(const TrialPlan& plan, const loader::Knobs& knobs, const SearchProgress& progress)> on_start;
+  // After a trial is measured and its decision written, before the next one
+  // starts; it may set the record's id (the store does).
+  std::function<void(results::TrialRecord& trial, const SearchProgress& progress)> on_trial;
+};
 
 // Whether `candidate` beats `current` by the rule above.
 bool IsGain(const results::TrialRecord& candidate, const results::TrialRecord& current, double gain_threshold);
@@ -53,8 +101,9 @@ std::optional<size_t> KneeIndex(const std::vector<std::pair<int, const results::
                                 double tolerance);
 
 // Runs the sequence. `start` gives batch_size and the starting prefetch_factor.
-// `max_workers` is the resolved cap (>= 1). Throws Interrupted from the measurer.
-SearchOutcome RunSearch(const SweepOptions& options, int max_workers, const loader::Knobs& start,
-                        TrialMeasurer& measurer, const TrialCallback& on_trial);
+// Throws Interrupted from the measurer (and whatever else the measurer or the
+// events throw, e.g. a replay mismatch).
+SearchOutcome RunSearch(const SweepOptions& options, const SearchSetup& setup, const loader::Knobs& start,
+                        TrialMeasurer& measurer, const SearchEvents& events);
 
 }  // namespace feedtune::tuner

@@ -60,4 +60,41 @@ Summary Summarize(const std::vector<double>& values) {
   return s;
 }
 
+std::optional<size_t> KneedleIndex(const std::vector<double>& x, const std::vector<double>& y, double s) {
+  const size_t n = x.size();
+  if (n < 3 || y.size() != n) return std::nullopt;
+  const auto [y_min, y_max] = std::minmax_element(y.begin(), y.end());
+  const double x_span = x.back() - x.front();
+  const double y_span = *y_max - *y_min;
+  if (x_span <= 0 || y_span <= 0) return std::nullopt;
+
+  std::vector<double> d(n);
+  for (size_t i = 0; i < n; ++i) {
+    d[i] = (y[i] - *y_min) / y_span - (x[i] - x.front()) / x_span;
+  }
+  // Mean step of the normalised x: the whole span over n - 1 steps.
+  const double threshold_step = s * 1.0 / static_cast<double>(n - 1);
+
+  // Local extrema of d as kneed finds them: argrelextrema with >= (<=) and
+  // mode "clip", so an end point compares with itself on its open side.
+  std::vector<bool> is_max(n), is_min(n);
+  for (size_t i = 0; i < n; ++i) {
+    const double left = d[i == 0 ? 0 : i - 1];
+    const double right = d[i + 1 == n ? i : i + 1];
+    is_max[i] = d[i] >= left && d[i] >= right;
+    is_min[i] = d[i] <= left && d[i] <= right;
+  }
+  std::optional<size_t> candidate;
+  double threshold = 0;
+  for (size_t i = 0; i + 1 < n; ++i) {
+    if (is_max[i]) {
+      candidate = i;
+      threshold = d[i] - threshold_step;
+    }
+    if (is_min[i]) threshold = 0;
+    if (candidate && d[i + 1] < threshold) return candidate;
+  }
+  return std::nullopt;
+}
+
 }  // namespace feedtune::tuner

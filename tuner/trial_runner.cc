@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -27,12 +28,14 @@ class Loop {
     double wait_s;
     int64_t samples;
     int64_t bytes;
+    bool first_of_epoch;  // the wait crossed an epoch boundary
   };
 
   StepFacts Step() {
     if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) throw Interrupted();
     const auto start = Clock::now();
     std::optional<loader::BatchView> batch = loader_.Next();
+    const bool first_of_epoch = !batch;
     if (!batch) {
       loader_.StartEpoch(++epoch_);
       batch = loader_.Next();
@@ -44,12 +47,16 @@ class Loop {
     device_.Step();
     ++steps_;
     if (sync_every_ > 0 && steps_ % sync_every_ == 0) device_.Synchronize();
-    return {wait, static_cast<int64_t>(batch->sample_indices.size()), batch->payload_bytes};
+    at_epoch_end_ = batch->index + 1 == loader_.batches_per_epoch();
+    return {wait, static_cast<int64_t>(batch->sample_indices.size()), batch->payload_bytes, first_of_epoch};
   }
 
   void Begin() {
     loader_.StartEpoch(epoch_);
   }
+
+  // The last step delivered the last batch of its epoch.
+  bool at_epoch_end() const { return at_epoch_end_; }
 
  private:
   loader::DataLoader& loader_;
@@ -59,6 +66,7 @@ class Loop {
   const std::atomic<bool>* stop_;
   int64_t epoch_ = 0;
   int64_t steps_ = 0;
+  bool at_epoch_end_ = false;
 };
 
 }  // namespace
@@ -67,10 +75,11 @@ TrialRunner::TrialRunner(const SweepConfig& config, device::Device& device,
                          std::shared_ptr<const loader::Dataset> dataset, const std::atomic<bool>* stop)
     : config_(config), device_(device), dataset_(std::move(dataset)), stop_(stop) {}
 
-results::TrialRecord TrialRunner::Measure(const loader::Knobs& knobs) {
+results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) {
   results::TrialRecord trial;
   trial.knobs = knobs;
   last_warning_.clear();
+  const int repeats = plan.repeats > 0 ? plan.repeats : config_.sweep.repeats;
   try {
     loader::LoaderOptions options = config_.loader;
     options.knobs = knobs;
@@ -85,6 +94,11 @@ results::TrialRecord TrialRunner::Measure(const loader::Knobs& knobs) {
       loop.Step();
       if (i == 0) trial.time_to_first_batch_s = data_loader.stats().time_to_first_batch_s;
     }
+    // Whole-epoch windows start at an epoch boundary: the warm-up runs on to
+    // the end of its epoch.
+    if (plan.window_epochs > 0 && config_.sweep.warmup_batches > 0) {
+      while (!loop.at_epoch_end()) loop.Step();
+    }
     device_.Synchronize();
     const double busy_before = data_loader.stats().worker_busy_s;
     double window_wall_s = 0;
@@ -92,7 +106,8 @@ results::TrialRecord TrialRunner::Measure(const loader::Knobs& knobs) {
     std::vector<double> rates, mbps, idles, p50s, p99s;
     double copy_s = 0, cpu_util = 0;
     int64_t peak_rss = 0;
-    for (int r = 0; r < config_.sweep.repeats; ++r) {
+    std::vector<double> boundary_ms;  // per epoch boundary: its wait beyond the window's median
+    for (int r = 0; r < repeats; ++r) {
       std::vector<double> waits_us;
       int64_t samples = 0, bytes = 0;
       // E.g. a cold cache: the dataset evicts its files before each window.
@@ -102,12 +117,18 @@ results::TrialRecord TrialRunner::Measure(const loader::Knobs& knobs) {
       const auto window_start = Clock::now();
       const auto window_end = window_start + std::chrono::duration_cast<Clock::duration>(
                                                  std::chrono::duration<double>(config_.sweep.measure_seconds));
-      do {
+      std::vector<size_t> boundaries;  // steps whose wait crossed an epoch boundary
+      int epochs = 0;
+      while (true) {
         const auto facts = loop.Step();
+        if (facts.first_of_epoch) boundaries.push_back(waits_us.size());
         waits_us.push_back(facts.wait_s * 1e6);
         samples += facts.samples;
         bytes += facts.bytes;
-      } while (Clock::now() < window_end);
+        const bool done = plan.window_epochs > 0 ? loop.at_epoch_end() && ++epochs >= plan.window_epochs
+                                                 : Clock::now() >= window_end;
+        if (done) break;
+      }
       const device::DeviceWindow window = device_.EndWindow();
       const double wall = Seconds(Clock::now() - window_start);
       window_wall_s += wall;
@@ -121,6 +142,7 @@ results::TrialRecord TrialRunner::Measure(const loader::Knobs& knobs) {
       rep.gpu_idle_frac = window.idle_frac();
       rep.wait_p50_us = Percentile(waits_us, 50);
       rep.wait_p99_us = Percentile(waits_us, 99);
+      for (size_t b : boundaries) boundary_ms.push_back((waits_us[b] - rep.wait_p50_us) / 1e3);
       trial.repeat_rows.push_back(rep);
       rates.push_back(rep.samples_per_s);
       mbps.push_back(rep.mb_per_s);
@@ -145,7 +167,9 @@ results::TrialRecord TrialRunner::Measure(const loader::Knobs& knobs) {
     trial.copy_s = copy_s;
     trial.cpu_util = cpu_util;
     trial.peak_rss_bytes = peak_rss;
-    trial.repeats = config_.sweep.repeats;
+    trial.repeats = repeats;
+    trial.epoch_boundary_ms =
+        boundary_ms.empty() ? std::numeric_limits<double>::quiet_NaN() : Median(boundary_ms);
     const auto& stats = data_loader.stats();
     if (trial.time_to_first_batch_s == 0) trial.time_to_first_batch_s = stats.time_to_first_batch_s;
     if (knobs.num_workers > 0 && window_wall_s > 0) {
@@ -157,6 +181,8 @@ results::TrialRecord TrialRunner::Measure(const loader::Knobs& knobs) {
   } catch (const Interrupted&) {
     throw;
   } catch (const std::exception& e) {
+    // A wait cut short by SIGINT/SIGTERM is the interruption, not a failure.
+    if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) throw Interrupted();
     trial.status = "failed";
     trial.error = e.what();
   }

@@ -6,7 +6,14 @@
 // window), `warmup_batches` batches, then `repeats` windows of
 // `measure_seconds`, epochs following each other as the data runs out. The
 // figures of each window are kept (RepeatRecord); the trial's figures are their
-// median with a 95% interval. One thread uses a TrialRunner.
+// median with a 95% interval. With TrialPlan::window_epochs, the warm-up runs
+// on to the end of its epoch and each window is whole epochs.
+//
+// The epoch-boundary cost (TrialRecord::epoch_boundary_ms): at each epoch
+// change inside a window, the wait for the new epoch's first batch (worker
+// restart, pipeline refill) minus the window's median wait; the trial reports
+// the median over its boundaries, NaN when its windows crossed none.
+// One thread uses a TrialRunner.
 #pragma once
 
 #include <atomic>
@@ -28,6 +35,16 @@ class Interrupted : public std::runtime_error {
   Interrupted() : std::runtime_error("interrupted") {}
 };
 
+// How the search wants one trial measured, beyond its knobs.
+struct TrialPlan {
+  std::string phase;          // what the trial is for (the search's phase); replay checks it
+  int repeats = 0;            // windows; 0 = sweep.repeats
+  // > 0: each window spans this many whole epochs (from an epoch's start to its
+  // last batch) instead of measure_seconds, so epoch boundaries, and what
+  // persistent_workers saves at them, are inside every window.
+  int window_epochs = 0;
+};
+
 // What the search controller asks of a measurer; tests substitute scripted ones.
 class TrialMeasurer {
  public:
@@ -35,6 +52,11 @@ class TrialMeasurer {
   // Returns a record with status ok (figures filled) or failed (error set).
   // Throws Interrupted when asked to stop.
   virtual results::TrialRecord Measure(const loader::Knobs& knobs) = 0;
+  // Measures as `plan` says. A measurer that cannot follow a plan (e.g. one
+  // that runs an external command) measures as Measure does.
+  virtual results::TrialRecord MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& /*plan*/) {
+    return Measure(knobs);
+  }
   // A warning about the last trial (e.g. the pinned pool could not be locked), or empty.
   virtual std::string last_warning() const { return {}; }
 };
@@ -45,7 +67,8 @@ class TrialRunner final : public TrialMeasurer {
   TrialRunner(const SweepConfig& config, device::Device& device,
               std::shared_ptr<const loader::Dataset> dataset, const std::atomic<bool>* stop);
 
-  results::TrialRecord Measure(const loader::Knobs& knobs) override;
+  results::TrialRecord Measure(const loader::Knobs& knobs) override { return MeasurePlanned(knobs, {}); }
+  results::TrialRecord MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) override;
 
   std::string last_warning() const override { return last_warning_; }
 

@@ -3,22 +3,33 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <map>
+
+#include "tuner/budget.h"
+#include "tuner/replay.h"
 
 namespace feedtune::tuner {
 namespace {
 
 using results::TrialRecord;
 
-// Throughput as a function of the knobs; +-1% interval, 3 repeats.
+// What a scripted curve gives for one trial: samples/s (< 0: the trial
+// fails), or skip: the trial comes back skipped.
+using Curve = std::function<double(const loader::Knobs&, const TrialPlan&, int index)>;
+
+// Throughput from a curve; +-1% interval, 3 repeats (1 when the plan asks
+// for 1), epoch boundary 100 ms without persistent workers and 5 ms with.
 class ScriptedMeasurer final : public TrialMeasurer {
  public:
-  explicit ScriptedMeasurer(std::function<double(const loader::Knobs&)> curve) : curve_(std::move(curve)) {}
-  TrialRecord Measure(const loader::Knobs& knobs) override {
-    ++calls;
+  explicit ScriptedMeasurer(Curve curve, int first_index = 0) : curve_(std::move(curve)), index_(first_index) {}
+  TrialRecord Measure(const loader::Knobs& knobs) override { return MeasurePlanned(knobs, {}); }
+  TrialRecord MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) override {
+    plans.push_back(plan);
     TrialRecord t;
-    const double v = curve_(knobs);
+    t.knobs = knobs;
+    const double v = curve_(knobs, plan, index_++);
     if (v < 0) {
       t.status = "failed";
       t.error = "worker 0 (pid 1) was killed by signal 9 (SIGKILL) while loading batch 0";
@@ -27,65 +38,132 @@ class ScriptedMeasurer final : public TrialMeasurer {
     t.samples_per_s = v;
     t.ci_low = v * 0.99;
     t.ci_high = v * 1.01;
-    t.repeats = 3;
+    t.repeats = plan.repeats > 0 ? plan.repeats : 3;
+    t.epoch_boundary_ms = plan.window_epochs > 0 ? (knobs.persistent_workers ? 5.0 : 100.0) : NAN;
     return t;
   }
-  int calls = 0;
+  std::vector<TrialPlan> plans;
 
  private:
-  std::function<double(const loader::Knobs&)> curve_;
+  Curve curve_;
+  int index_;
 };
 
-SweepOptions Defaults() { return SweepOptions{}; }
+// A measurer that raises Interrupted at trial `at` (0-based), as SIGINT does.
+class InterruptingMeasurer final : public TrialMeasurer {
+ public:
+  InterruptingMeasurer(TrialMeasurer& inner, int at) : inner_(inner), at_(at) {}
+  TrialRecord Measure(const loader::Knobs& knobs) override { return MeasurePlanned(knobs, {}); }
+  TrialRecord MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) override {
+    if (calls_++ == at_) throw Interrupted();
+    return inner_.MeasurePlanned(knobs, plan);
+  }
+
+ private:
+  TrialMeasurer& inner_;
+  int at_;
+  int calls_ = 0;
+};
 
 struct SearchRun {
   SearchOutcome outcome;
   std::vector<std::string> seen;  // "phase nw" in callback order
+  std::vector<TrialPlan> plans;
+  int last_trials_left = -1;
 };
 
-SearchRun Search(std::function<double(const loader::Knobs&)> curve, int max_workers = 64) {
-  ScriptedMeasurer m(std::move(curve));
+SearchRun RunOn(TrialMeasurer& m, const SweepOptions& options = {}, SearchSetup setup = {},
+                std::vector<TrialRecord>* stored = nullptr) {
   SearchRun r;
-  loader::Knobs start;
-  r.outcome = RunSearch(Defaults(), max_workers, start, m, [&](TrialRecord& t) {
+  SearchEvents events;
+  int64_t next_id = 1;
+  events.on_trial = [&](TrialRecord& t, const SearchProgress& p) {
     r.seen.push_back(t.phase + " " + std::to_string(t.knobs.num_workers));
-  });
+    r.last_trials_left = p.trials_left;
+    if (t.id == 0) t.id = next_id++;
+    if (stored != nullptr) stored->push_back(t);
+  };
+  r.outcome = RunSearch(options, setup, loader::Knobs{}, m, events);
+  return r;
+}
+
+SearchRun Search(std::function<double(const loader::Knobs&)> curve, int max_workers = 64,
+                 const SweepOptions& options = {}) {
+  ScriptedMeasurer m([curve](const loader::Knobs& k, const TrialPlan&, int) { return curve(k); });
+  SearchSetup setup;
+  setup.max_workers = max_workers;
+  SearchRun r = RunOn(m, options, setup);
+  r.plans = m.plans;
   return r;
 }
 
 const TrialRecord& Best(const SearchRun& r) { return r.outcome.trials[*r.outcome.best]; }
 
+const PhaseDecision* Phase(const SearchRun& r, const std::string& name) {
+  for (const auto& p : r.outcome.phases) {
+    if (p.phase == name) return &p;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> FinalChecks(int pairs, int best_workers) {
+  std::vector<std::string> v;
+  for (int i = 0; i < pairs; ++i) {
+    v.push_back("final_check 0");
+    v.push_back("final_check " + std::to_string(best_workers));
+  }
+  return v;
+}
+
 TEST(Search, RisingThenFlatFindsTheKneeAndStopsDoubling) {
   // 1000 x workers up to 4, flat after.
   const SearchRun r = Search([](const loader::Knobs& k) { return 1000.0 * std::min(std::max(k.num_workers, 1), 4); });
   EXPECT_EQ(r.outcome.knee_workers, 4);
-  // 1, 2, 4, then 8 and 16 do not gain: stop.
-  const std::vector<std::string> want = {"baseline 0", "pin_memory 0", "num_workers 1", "num_workers 2",
-                                         "num_workers 4", "num_workers 8", "num_workers 16",
-                                         "non_blocking 4", "prefetch_factor 4", "prefetch_factor 4",
-                                         "prefetch_factor 4", "persistent_workers 4"};
+  EXPECT_EQ(r.outcome.kneedle_workers, 4);
+  // 1, 2, 4, then 8 and 16 do not gain: stop. Then the later phases, and the
+  // interleaved final check (3 pairs).
+  std::vector<std::string> want = {"baseline 0",         "pin_memory 0",        "num_workers 1",
+                                   "num_workers 2",      "num_workers 4",       "num_workers 8",
+                                   "num_workers 16",     "non_blocking 4",      "prefetch_factor 4",
+                                   "prefetch_factor 4",  "prefetch_factor 4",   "persistent_workers 4",
+                                   "persistent_workers 4"};
+  for (const auto& s : FinalChecks(3, 4)) want.push_back(s);
   EXPECT_EQ(r.seen, want);
   EXPECT_EQ(Best(r).samples_per_s, 4000);
   EXPECT_EQ(Best(r).knobs.num_workers, 4);
+  EXPECT_EQ(r.last_trials_left, 0);
+  // The sweep ran a small fraction of the 256-point grid.
+  EXPECT_LE(r.outcome.trials.size(), 256u / 4);
+  const PhaseDecision* workers = Phase(r, "num_workers");
+  ASSERT_NE(workers, nullptr);
+  EXPECT_NE(workers->why.find("knee at 4 workers"), std::string::npos) << workers->why;
+  EXPECT_NE(workers->why.find("two doublings without a gain"), std::string::npos) << workers->why;
 }
 
 TEST(Search, PeakedCurveStopsWhenThroughputFalls) {
   const std::map<int, double> curve = {{0, 500}, {1, 900}, {2, 1800}, {4, 1200}};
   const SearchRun r = Search([&](const loader::Knobs& k) { return curve.at(k.num_workers); });
   EXPECT_EQ(r.outcome.knee_workers, 2);
+  EXPECT_EQ(r.outcome.kneedle_workers, 2);
   EXPECT_EQ(r.outcome.trials[4].decision, "-33.3% below the best: throughput falls, stop doubling");
 }
 
 TEST(Search, FlatCurveKeepsZeroWorkers) {
   const SearchRun r = Search([](const loader::Knobs&) { return 1000.0; });
   EXPECT_EQ(r.outcome.knee_workers, 0);
-  // Workers never gained, so prefetch_factor and persistent_workers are not tried.
+  EXPECT_FALSE(r.outcome.kneedle_workers.has_value());
+  // Workers never gained, so prefetch_factor and persistent_workers are not
+  // tried, and the best is the baseline: no final check.
   for (const auto& t : r.outcome.trials) {
     EXPECT_NE(t.phase, "prefetch_factor");
     EXPECT_NE(t.phase, "persistent_workers");
+    EXPECT_NE(t.phase, "final_check");
   }
-  EXPECT_EQ(r.outcome.trials[1].decision,
-            "not kept: +0.0% is within noise or below the 5.0% threshold");
+  EXPECT_EQ(r.outcome.trials[1].decision, "not kept: +0.0% is within noise or below the 5.0% threshold");
+  EXPECT_EQ(*r.outcome.best, *r.outcome.baseline);
+  EXPECT_EQ(r.outcome.speedup, 1.0);
+  ASSERT_NE(Phase(r, "persistent_workers"), nullptr);
+  EXPECT_FALSE(Phase(r, "persistent_workers")->kept);
 }
 
 TEST(Search, GainWithinNoiseIsNotKept) {
@@ -103,6 +181,37 @@ TEST(Search, GainWithinNoiseIsNotKept) {
   EXPECT_TRUE(IsGain(cand, cur, 0.05));
   cand.samples_per_s = 1040;  // below the threshold
   EXPECT_FALSE(IsGain(cand, cur, 0.05));
+  cand.status = "skipped";
+  cand.samples_per_s = 5000;
+  EXPECT_FALSE(IsGain(cand, cur, 0.05));
+}
+
+TEST(Search, NoisyCurveKeepsOnlyStepsBeyondTheNoise) {
+  // Every trial's interval is +-15%: a 10% step overlaps and is not kept, a
+  // 50% step is kept.
+  ScriptedMeasurer inner([](const loader::Knobs& k, const TrialPlan&, int) {
+    double v = k.num_workers >= 2 ? 1500.0 : 1000.0;
+    if (k.pin_memory) v *= 1.10;
+    return v;
+  });
+  struct Noisy final : TrialMeasurer {
+    explicit Noisy(TrialMeasurer& in) : in_(in) {}
+    TrialRecord Measure(const loader::Knobs& k) override { return MeasurePlanned(k, {}); }
+    TrialRecord MeasurePlanned(const loader::Knobs& k, const TrialPlan& p) override {
+      TrialRecord t = in_.MeasurePlanned(k, p);
+      t.ci_low = t.samples_per_s * 0.85;
+      t.ci_high = t.samples_per_s * 1.15;
+      return t;
+    }
+    TrialMeasurer& in_;
+  } noisy(inner);
+  SearchSetup setup;
+  setup.max_workers = 8;
+  const SearchRun r = RunOn(noisy, {}, setup);
+  EXPECT_EQ(r.outcome.trials[1].phase, "pin_memory");
+  EXPECT_EQ(r.outcome.trials[1].decision, "not kept: +10.0% is within noise or below the 5.0% threshold");
+  EXPECT_EQ(r.outcome.knee_workers, 2);
+  EXPECT_FALSE(Best(r).knobs.pin_memory);
 }
 
 TEST(Search, KeptStepsCarryForward) {
@@ -121,19 +230,26 @@ TEST(Search, KeptStepsCarryForward) {
   EXPECT_EQ(best.knobs.num_workers, 2);
   EXPECT_FALSE(best.knobs.persistent_workers);
   EXPECT_EQ(r.outcome.trials[1].decision, "kept: +20.0%");
+  ASSERT_NE(Phase(r, "prefetch_factor"), nullptr);
+  EXPECT_TRUE(Phase(r, "prefetch_factor")->kept);
+  EXPECT_EQ(Phase(r, "prefetch_factor")->why, "kept 4: +10.0% over prefetch_factor 2");
 }
 
 TEST(Search, NonBlockingIsTriedWithPinningWhenPinningAloneDidNotPay) {
   const SearchRun r = Search([](const loader::Knobs& k) { return k.pin_memory && k.non_blocking ? 1500.0 : 1000.0; });
-  const auto& nb = r.outcome.trials[r.seen.size() - 1];
-  EXPECT_EQ(nb.phase, "non_blocking");
-  EXPECT_TRUE(nb.knobs.pin_memory);
-  EXPECT_TRUE(nb.knobs.non_blocking);
-  EXPECT_EQ(nb.decision, "kept: +50.0% (with pin_memory: a pageable copy is synchronous anyway)");
+  const TrialRecord* nb = nullptr;
+  for (const auto& t : r.outcome.trials) {
+    if (t.phase == "non_blocking") nb = &t;
+  }
+  ASSERT_NE(nb, nullptr);
+  EXPECT_TRUE(nb->knobs.pin_memory);
+  EXPECT_TRUE(nb->knobs.non_blocking);
+  EXPECT_EQ(nb->decision, "kept: +50.0% (with pin_memory: a pageable copy is synchronous anyway)");
 }
 
 TEST(Search, FailingTrialStopsTheDoublingAndIsRecorded) {
-  const SearchRun r = Search([](const loader::Knobs& k) { return k.num_workers >= 4 ? -1.0 : 1000.0 * (k.num_workers + 1); });
+  const SearchRun r =
+      Search([](const loader::Knobs& k) { return k.num_workers >= 4 ? -1.0 : 1000.0 * (k.num_workers + 1); });
   EXPECT_EQ(r.outcome.knee_workers, 2);
   bool found = false;
   for (const auto& t : r.outcome.trials) {
@@ -144,12 +260,14 @@ TEST(Search, FailingTrialStopsTheDoublingAndIsRecorded) {
     }
   }
   EXPECT_TRUE(found);
+  EXPECT_NE(Phase(r, "num_workers")->why.find("stopped at 4 workers: the trial failed"), std::string::npos);
 }
 
 TEST(Search, FailedBaselineEndsTheSearch) {
   const SearchRun r = Search([](const loader::Knobs&) { return -1.0; });
   EXPECT_EQ(r.outcome.trials.size(), 1u);
   EXPECT_FALSE(r.outcome.best.has_value());
+  EXPECT_FALSE(r.outcome.phases.empty());
 }
 
 TEST(Search, KneeIsRefinedByBisection) {
@@ -158,12 +276,232 @@ TEST(Search, KneeIsRefinedByBisection) {
   EXPECT_EQ(r.outcome.knee_workers, 6);
 }
 
+TEST(Search, RefinementOnlyWhenTheKneeStepIsWorthIt) {
+  // The knee (8, within 5% of the best) gains only 0.2% over its lower
+  // neighbour (4): no point between them can be told apart, so no bisection.
+  const std::map<int, double> curve = {{0, 100}, {1, 200}, {2, 400}, {4, 949}, {8, 951}, {16, 1000}, {32, 1000},
+                                       {64, 1000}};
+  const SearchRun r = Search([&](const loader::Knobs& k) { return curve.at(k.num_workers); });
+  EXPECT_EQ(r.outcome.knee_workers, 8);
+  for (const auto& t : r.outcome.trials) EXPECT_NE(t.knobs.num_workers, 6) << t.phase;
+}
+
 TEST(Search, MaxWorkersCapsTheDoubling) {
   const SearchRun r = Search([](const loader::Knobs& k) { return 1000.0 * std::max(k.num_workers, 1); }, 4);
   int most = 0;
   for (const auto& t : r.outcome.trials) most = std::max(most, t.knobs.num_workers);
   EXPECT_EQ(most, 4);
   EXPECT_EQ(r.outcome.knee_workers, 4);
+  EXPECT_NE(Phase(r, "num_workers")->why.find("reached max_workers 4"), std::string::npos);
+}
+
+TEST(Search, BudgetSkipStopsTheDoublingAndIsRecorded) {
+  // Throughput keeps rising, but from 16 workers on the memory budget says no:
+  // 64 MiB per worker against 0.5 x 2 GiB.
+  ScriptedMeasurer inner(
+      [](const loader::Knobs& k, const TrialPlan&, int) { return 1000.0 * std::max(k.num_workers, 1); });
+  BudgetFacts facts;
+  facts.mem_available_bytes = int64_t{2} << 30;
+  facts.batch_bytes = 1 << 20;
+  Budget budget(facts, BudgetOptions{});
+  TrialRecord base;
+  base.status = "ok";
+  base.peak_rss_bytes = 64 << 20;  // a worker may come to own all of it
+  budget.Observe(base);
+  BudgetGate gate(budget, inner);
+  const SearchRun r = RunOn(gate);
+  const TrialRecord* skipped = nullptr;
+  for (const auto& t : r.outcome.trials) {
+    if (t.status == "skipped") {
+      skipped = &t;
+      break;
+    }
+  }
+  ASSERT_NE(skipped, nullptr);
+  EXPECT_EQ(skipped->knobs.num_workers, 16);
+  EXPECT_EQ(skipped->phase, "num_workers");
+  EXPECT_EQ(skipped->decision.rfind("skipped: memory budget: needs about", 0), 0u) << skipped->decision;
+  EXPECT_NE(skipped->decision.find("sweep.budget.memory_fraction"), std::string::npos);
+  EXPECT_EQ(r.outcome.knee_workers, 8);
+  EXPECT_NE(Phase(r, "num_workers")->why.find("stopped at 16 workers: over a budget"), std::string::npos);
+  for (const auto& t : r.outcome.trials) {
+    if (t.status == "ok") {
+      EXPECT_LT(t.knobs.num_workers, 16);
+    }
+  }
+}
+
+TEST(Search, PersistentWorkersAreMeasuredOverWholeEpochsBothWays) {
+  // Persistent workers save the restart: 20% more over whole epochs.
+  ScriptedMeasurer m([](const loader::Knobs& k, const TrialPlan&, int) {
+    return 1000.0 * std::min(std::max(k.num_workers, 1), 2) * (k.persistent_workers ? 1.2 : 1.0);
+  });
+  SearchSetup setup;
+  setup.samples_per_epoch = 4096;
+  const SearchRun r = RunOn(m, {}, setup);
+  std::vector<const TrialRecord*> pers;
+  for (const auto& t : r.outcome.trials) {
+    if (t.phase == "persistent_workers") pers.push_back(&t);
+  }
+  ASSERT_EQ(pers.size(), 2u);
+  EXPECT_FALSE(pers[0]->knobs.persistent_workers);
+  EXPECT_TRUE(pers[1]->knobs.persistent_workers);
+  EXPECT_EQ(pers[0]->decision, "reference over whole epochs: epoch boundary 100.0 ms");
+  EXPECT_EQ(pers[1]->decision, "kept: +20.0%; epoch boundary 100.0 ms without, 5.0 ms with");
+  int epoch_plans = 0;
+  for (const auto& p : m.plans) {
+    if (p.phase == "persistent_workers") {
+      ++epoch_plans;
+      EXPECT_GE(p.window_epochs * 3, 2);  // 3 repeats: at least 2 epochs per setting
+    } else if (p.phase != "final_check") {
+      EXPECT_EQ(p.window_epochs, 0) << p.phase;
+    }
+  }
+  EXPECT_EQ(epoch_plans, 2);
+  EXPECT_TRUE(Best(r).knobs.persistent_workers);
+}
+
+TEST(Search, OneRepeatStillSpansTwoEpochsPerSetting) {
+  ScriptedMeasurer m([](const loader::Knobs& k, const TrialPlan&, int) { return 1000.0 * std::max(k.num_workers, 1); });
+  SweepOptions options;
+  options.repeats = 1;
+  SearchSetup setup;
+  setup.max_workers = 2;
+  RunOn(m, options, setup);
+  bool seen = false;
+  for (const auto& p : m.plans) {
+    if (p.phase == "persistent_workers") {
+      seen = true;
+      EXPECT_EQ(p.window_epochs, 2);
+    }
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST(Search, PersistentCheckIsNotRunWhenEpochsAreTooLong) {
+  ScriptedMeasurer m([](const loader::Knobs& k, const TrialPlan&, int) { return 1000.0 * std::max(k.num_workers, 1); });
+  SearchSetup setup;
+  setup.max_workers = 2;
+  setup.samples_per_epoch = 1'281'167;  // ImageNet at 2000 samples/s: ~11 minutes an epoch
+  const SearchRun r = RunOn(m, {}, setup);
+  for (const auto& t : r.outcome.trials) EXPECT_NE(t.phase, "persistent_workers");
+  ASSERT_NE(Phase(r, "persistent_workers"), nullptr);
+  EXPECT_NE(Phase(r, "persistent_workers")->why.find("not tried: an epoch takes about 641 s"), std::string::npos)
+      << Phase(r, "persistent_workers")->why;
+}
+
+TEST(Search, FinalCheckInterleavesBaselineAndBestAndReportsTheSpeedup) {
+  // During the final check the machine drifts: each pair is slower than the
+  // last, but baseline and best drift alike, so the ratio stays 2.
+  ScriptedMeasurer m([](const loader::Knobs& k, const TrialPlan& p, int index) {
+    const double v = 1000.0 * std::min(std::max(k.num_workers, 1), 2);
+    return p.phase == "final_check" ? v * (1.0 - 0.05 * index / 2) : v;
+  });
+  SearchSetup setup;
+  setup.max_workers = 4;
+  const SearchRun r = RunOn(m, {}, setup);
+  std::vector<const TrialRecord*> checks;
+  for (const auto& t : r.outcome.trials) {
+    if (t.phase == "final_check") checks.push_back(&t);
+  }
+  ASSERT_EQ(checks.size(), 6u);
+  for (size_t i = 0; i < checks.size(); ++i) {
+    EXPECT_EQ(checks[i]->knobs.num_workers, i % 2 == 0 ? 0 : 2) << i;  // A B A B A B
+    EXPECT_EQ(checks[i]->repeats, 1);
+  }
+  ASSERT_TRUE(r.outcome.speedup.has_value());
+  EXPECT_NEAR(*r.outcome.speedup, 2.0, 0.15);
+  EXPECT_LE(*r.outcome.speedup_ci_low, *r.outcome.speedup);
+  EXPECT_GE(*r.outcome.speedup_ci_high, *r.outcome.speedup);
+  EXPECT_GT(*r.outcome.speedup_ci_low, 1.5);
+  EXPECT_TRUE(Phase(r, "final_check")->kept);
+  // The final check never becomes the best.
+  EXPECT_NE(Best(r).phase, "final_check");
+}
+
+TEST(Search, EveryPhaseHasADecision) {
+  const SearchRun r = Search([](const loader::Knobs& k) { return 1000.0 * std::min(std::max(k.num_workers, 1), 4); });
+  std::vector<std::string> names;
+  for (const auto& p : r.outcome.phases) {
+    names.push_back(p.phase);
+    EXPECT_FALSE(p.why.empty()) << p.phase;
+  }
+  const std::vector<std::string> want = {"pin_memory",      "num_workers",        "non_blocking",
+                                         "prefetch_factor", "persistent_workers", "final_check"};
+  EXPECT_EQ(names, want);
+  for (const auto& t : r.outcome.trials) EXPECT_FALSE(t.decision.empty()) << t.phase;
+}
+
+// --- resume -------------------------------------------------------------
+
+// Noisy and deterministic in the trial's position in the sequence, so that a
+// trial measured in the first run and the same trial measured after a resume
+// give the same figures.
+double NoisyCurve(const loader::Knobs& k, const TrialPlan&, int index) {
+  double v = 800.0 * std::min(std::max(k.num_workers, 1), 6);
+  if (k.pin_memory) v *= 1.08;
+  if (k.prefetch_factor == 8) v *= 1.07;
+  if (k.persistent_workers) v *= 1.06;
+  if (k.num_workers == 12) return -1;  // one failing trial on the way
+  return v * (1.0 + 0.03 * std::sin(index * 1.7));
+}
+
+std::vector<std::string> Decisions(const SearchOutcome& o) {
+  std::vector<std::string> v;
+  for (const auto& t : o.trials) {
+    v.push_back(t.phase + " " + std::to_string(t.knobs.num_workers) + " " + t.status + ": " + t.decision);
+  }
+  for (const auto& p : o.phases) v.push_back(p.phase + (p.kept ? " kept: " : " not kept: ") + p.why);
+  return v;
+}
+
+TEST(Resume, ReachesTheDecisionsOfAnUninterruptedRun) {
+  SearchSetup setup;
+  setup.max_workers = 32;
+  setup.samples_per_epoch = 2048;
+  ScriptedMeasurer whole(NoisyCurve);
+  const SearchRun reference = RunOn(whole, {}, setup);
+  const size_t n = reference.outcome.trials.size();
+  ASSERT_GT(n, 15u);
+
+  for (size_t at = 0; at < n; ++at) {
+    SCOPED_TRACE("interrupted at trial " + std::to_string(at));
+    // First run: interrupted before trial `at` finishes; the store keeps the others.
+    ScriptedMeasurer first(NoisyCurve);
+    InterruptingMeasurer interrupting(first, static_cast<int>(at));
+    std::vector<TrialRecord> stored;
+    EXPECT_THROW(RunOn(interrupting, {}, setup, &stored), Interrupted);
+    ASSERT_EQ(stored.size(), at);
+
+    // Resume: the stored trials are replayed, the rest measured.
+    ScriptedMeasurer rest(NoisyCurve, static_cast<int>(at));
+    ReplayMeasurer replay(stored, rest);
+    const SearchRun resumed = RunOn(replay, {}, setup);
+    EXPECT_EQ(replay.replayed(), at);
+    EXPECT_EQ(rest.plans.size(), n - at);  // nothing measured twice
+    EXPECT_EQ(Decisions(resumed.outcome), Decisions(reference.outcome));
+    EXPECT_EQ(resumed.outcome.best, reference.outcome.best);
+    EXPECT_EQ(resumed.outcome.knee_workers, reference.outcome.knee_workers);
+    EXPECT_EQ(resumed.outcome.kneedle_workers, reference.outcome.kneedle_workers);
+    EXPECT_EQ(resumed.outcome.speedup, reference.outcome.speedup);
+  }
+}
+
+TEST(Resume, AMismatchedStoredTrialIsRefused) {
+  ScriptedMeasurer first(NoisyCurve);
+  std::vector<TrialRecord> stored;
+  RunOn(first, {}, {}, &stored);
+  stored.resize(4);
+  stored[3].knobs.num_workers = 3;  // the sequence would never ask for this
+  ScriptedMeasurer rest(NoisyCurve);
+  ReplayMeasurer replay(stored, rest);
+  try {
+    RunOn(replay);
+    FAIL() << "expected ReplayMismatch";
+  } catch (const ReplayMismatch& e) {
+    EXPECT_NE(std::string(e.what()).find("stored trial 4"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("nw=3"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Knee, FewestWorkersWithinTolerance) {

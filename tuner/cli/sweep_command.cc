@@ -1,153 +1,319 @@
 // `feedtune sweep` and `feedtune trial`: measuring on this machine.
-#include <sys/statvfs.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "results/store.h"
+#include "tuner/budget.h"
 #include "tuner/cli/cli_util.h"
 #include "tuner/cli/version.h"
-#include "tuner/progress.h"
-#include "tuner/search.h"
 #include "tuner/measurer_factory.h"
+#include "tuner/progress.h"
+#include "tuner/replay.h"
+#include "tuner/search.h"
 
 namespace feedtune::cli {
 namespace {
 
-int64_t MemAvailableBytes() {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (f == nullptr) return 0;
-  char line[256];
-  long long kb = 0;
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    if (std::sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
-  }
-  std::fclose(f);
-  return static_cast<int64_t>(kb) * 1024;
-}
+constexpr int kAutoMaxWorkers = 64;
+constexpr int kSafeWorkersLimit = 1024;  // the largest safe num_workers reported
 
-int64_t ShmFreeBytes() {
-  struct statvfs s {};
-  if (statvfs("/dev/shm", &s) != 0) return 0;
-  return static_cast<int64_t>(s.f_bavail) * static_cast<int64_t>(s.f_frsize);
-}
-
-// max_workers: the configured cap, or with `auto` 64 capped by what the slot
-// memory of the largest prefetch_factor allows within the memory and /dev/shm budgets.
+// max_workers: the configured cap, or with `auto` the default of 64. Budgets
+// (tuner/budget.h) then skip any trial that would not fit, and the doubling
+// stops there. Deliberately a function of the config alone, so a resumed run
+// gets the cap the first run had.
 int ResolveMaxWorkers(const tuner::SweepConfig& config, std::string* why) {
   if (config.sweep.max_workers > 0) {
     *why = "max_workers " + std::to_string(config.sweep.max_workers) + " (from the config)";
     return config.sweep.max_workers;
   }
-  int max_pf = config.loader.knobs.prefetch_factor;
-  for (int pf : config.sweep.prefetch_factors) max_pf = std::max(max_pf, pf);
-  const double batch = static_cast<double>(config.loader.knobs.batch_size) *
-                       static_cast<double>(config.workload.synthetic.sample_bytes);
-  const double per_worker = batch * max_pf;
-  const double mem_budget = config.sweep.budget.memory_fraction * static_cast<double>(MemAvailableBytes());
-  const double shm_budget = config.sweep.budget.shm_fraction * static_cast<double>(ShmFreeBytes());
-  int cap = 64;
-  std::string reason = "the default";
-  const auto limit = [&](double budget, const char* what) {
-    if (budget <= 0) return;
-    const int fits = std::max(1, static_cast<int>(budget / per_worker) - 1);
-    if (fits < cap) {
-      cap = fits;
-      reason = what;
+  *why = "max_workers auto: " + std::to_string(kAutoMaxWorkers) + ", less where a budget stops the doubling";
+  return kAutoMaxWorkers;
+}
+
+// Samples per epoch and slot bytes where the config tells them; 0 = unknown
+// (the budget learns the batch size from the first trial).
+int64_t SamplesPerEpoch(const tuner::SweepConfig& config) {
+  if (config.workload.kind == workloads::WorkloadKind::kSynthetic) return config.workload.synthetic.samples;
+  return 0;
+}
+
+int64_t BatchBytes(const tuner::SweepConfig& config) {
+  if (config.workload.kind == workloads::WorkloadKind::kSynthetic) {
+    return config.loader.knobs.batch_size * config.workload.synthetic.sample_bytes;
+  }
+  return 0;
+}
+
+std::string G(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+std::string MiB(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+// What the run stores beside its trials (runs.calibration_json), one object:
+// "cpu" the workload's CPU calibration, "budget_facts" (so --resume predicts
+// as the first run did), "max_workers" the resolved cap, and at the end
+// "phases", each phase's decision. `existing` is that object as stored so far,
+// or at the start the bare CPU calibration (or empty).
+std::string RunJson(const std::string& existing, const tuner::BudgetFacts& facts, int max_workers,
+                    const tuner::SearchOutcome* outcome) {
+  nlohmann::json j = nlohmann::json::object();
+  if (!existing.empty()) {
+    const auto parsed = nlohmann::json::parse(existing, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_object() && parsed.contains("budget_facts")) {
+      j = parsed;
+    } else if (!parsed.is_discarded()) {
+      j["cpu"] = parsed;
     }
-  };
-  limit(mem_budget, "the memory budget (sweep.budget.memory_fraction)");
-  limit(shm_budget, "the /dev/shm budget (sweep.budget.shm_fraction)");
-  *why = "max_workers auto: " + std::to_string(cap) + " (" + reason + ")";
-  return cap;
+  }
+  j["budget_facts"] = nlohmann::json::parse(tuner::BudgetFactsJson(facts));
+  j["max_workers"] = max_workers;
+  if (outcome != nullptr) {
+    nlohmann::json phases = nlohmann::json::array();
+    for (const auto& p : outcome->phases) phases.push_back({{"phase", p.phase}, {"kept", p.kept}, {"why", p.why}});
+    j["phases"] = phases;
+  }
+  return j.dump();
 }
 
 constexpr const char* kSweepUsage = R"(Usage: feedtune sweep CONFIG [options]
+       feedtune sweep --resume RUN [--db FILE] [options]
 
 Runs the tuning sequence on this machine: baseline, pin_memory, num_workers
-(doubling to the knee), non_blocking, prefetch_factor, persistent_workers. Each
-trial is measured over sweep.repeats windows and stored in the results file as
-soon as it ends. Progress goes to stderr, the summary to stdout.
+(doubling to the knee, then bisecting), non_blocking, prefetch_factor,
+persistent_workers, and a final interleaved check of baseline against best.
+A step is kept only if its median gains more than sweep.gain_threshold and its
+95% interval does not overlap the current one. Each trial is stored in the
+results file as soon as it ends; trials that would exceed the memory, /dev/shm
+or open-file budget are skipped and stored with the reason.
 
-Example:
-  feedtune sweep configs/quickstart.yaml --db results/feedtune.db --label gpu-box-1)";
+Progress goes to stderr (a bar on a terminal, plain lines otherwise), the
+summary to stdout; --json prints one JSON event per line on stdout instead.
+Ctrl-C ends the current trial cleanly, marks the run interrupted and exits 130;
+--resume RUN continues it from its stored trials without re-running them.
+
+Examples:
+  feedtune sweep configs/quickstart.yaml --db results/feedtune.db --label gpu-box-1
+  feedtune sweep --resume 3 --db results/feedtune.db)";
+
+struct Output {
+  tuner::Progress& progress;
+  bool json;
+  void Event(const std::string& line) const {
+    if (!json) return;
+    std::fputs((line + "\n").c_str(), stdout);
+    std::fflush(stdout);
+  }
+};
 
 }  // namespace
 
 int RunSweep(const Args& args, const std::atomic<bool>& stop) {
   po::options_description options("Options");
   std::string config_path, db_path, label;
-  options.add_options()("help,h", "this help")(
-      "config", po::value(&config_path)->required(), "the sweep config (YAML)")(
+  int64_t resume_id = 0;
+  options.add_options()("help,h", "this help")("config", po::value(&config_path), "the sweep config (YAML)")(
       "db", po::value(&db_path)->default_value(kDefaultDb), "results file (SQLite)")(
       "label", po::value(&label), "display name for this machine (default: hostname)")(
-      "quiet,q", "no progress lines, only the summary");
+      "resume", po::value(&resume_id), "continue the interrupted run RUN from its stored trials")(
+      "quiet,q", "no progress output, only the summary")(
+      "json", "one JSON event per line on stdout (start, trial, done) instead of the summary");
   po::positional_options_description positional;
   positional.add("config", 1);
   int code = kExitOk;
   const auto vm = Parse(args, options, positional, kSweepUsage, &code);
   if (!vm) return code;
+  const bool resuming = vm->count("resume") > 0;
+  if (resuming == !config_path.empty()) {
+    std::cerr << "feedtune: sweep takes a CONFIG, or --resume RUN (which uses the config stored with the run)\n\n"
+              << kSweepUsage << "\n";
+    return kExitUsage;
+  }
 
-  auto session = OpenSession(config_path, {}, &code);
-  if (!session) return code;
-  tuner::Progress progress(stderr, vm->count("quiet") > 0);
+  const bool json = vm->count("json") > 0;
+  tuner::Progress progress(stderr, tuner::DetectProgressMode(stderr, vm->count("quiet") > 0));
+  const Output output{progress, json};
 
   try {
     results::Store store = results::Store::Open(db_path);
-    const int64_t machine_id = store.UpsertMachine(MachineFingerprint(label));
+    const results::Fingerprint machine = MachineFingerprint(label);
+    const int64_t machine_id = store.UpsertMachine(machine);
+
+    // The run: a new one, or the interrupted one with its config and trials.
     results::RunRecord run;
-    run.machine_id = machine_id;
-    run.workload_name = session->config.name;
-    run.workload_hash = tuner::WorkloadHash(session->config);
-    run.config_yaml = tuner::ToYaml(session->config);
-    run.backend = session->device->backend_name();
-    run.version = kVersion;
-    run.started_at = NowIso8601();
-    run.id = store.BeginRun(run);
+    tuner::SweepConfig config;
+    std::vector<results::TrialRecord> stored;
+    std::optional<tuner::BudgetFacts> facts;
+    if (resuming) {
+      const auto found = store.LoadRun(resume_id);
+      if (!found) {
+        std::cerr << "feedtune: no run " << resume_id << " in " << db_path << "\n";
+        return kExitUsage;
+      }
+      run = *found;
+      if (run.status == "done") {
+        std::cerr << "feedtune: run " << run.id << " is done; nothing to resume\n";
+        return kExitUsage;
+      }
+      if (run.machine_id != machine_id) {
+        std::cerr << "feedtune: run " << run.id << " was measured on another machine (or this one changed); "
+                  << "resume it there, or start a new sweep here\n";
+        return kExitUsage;
+      }
+      try {
+        config = tuner::ParseConfig(run.config_yaml, "run " + std::to_string(run.id) + " (stored config)");
+      } catch (const tuner::ConfigError& e) {
+        std::cerr << "feedtune: cannot resume: " << e.what() << "\n";
+        return kExitFailure;
+      }
+      stored = store.LoadTrials(run.id);
+      if (!run.calibration_json.empty()) {
+        const auto j = nlohmann::json::parse(run.calibration_json, nullptr, /*allow_exceptions=*/false);
+        if (j.is_object() && j.contains("budget_facts")) {
+          facts = tuner::BudgetFactsFromJson(j["budget_facts"].dump());
+        }
+      }
+    } else {
+      try {
+        config = tuner::LoadConfig(config_path);
+      } catch (const tuner::ConfigError& e) {
+        std::cerr << "feedtune: " << e.what() << "\n";
+        return kExitUsage;
+      }
+    }
+    if (!facts) {
+      facts = tuner::ReadBudgetFacts(machine.cgroup_mem_limit_bytes, machine.usable_cpus, BatchBytes(config));
+    }
+
+    std::unique_ptr<device::Device> device;
+    try {
+      std::string note;
+      device = device::CreateDevice(config.device, &note);
+      if (!note.empty()) progress.Note("feedtune: " + note);
+    } catch (const device::DeviceError& e) {
+      std::cerr << "feedtune: " << e.what() << "\n";
+      return kExitUsage;
+    }
+
+    tuner::OpenedWorkload workload;
+    try {
+      workload = tuner::OpenWorkload(config, *device, &stop);
+    } catch (const tuner::WorkloadError& e) {
+      std::cerr << "feedtune: " << e.what() << "\n";
+      return kExitUsage;
+    }
 
     std::string why;
-    const int max_workers = ResolveMaxWorkers(session->config, &why);
-    progress.Note("feedtune sweep: " + session->config.name + " on " + session->device->description() + ", run " +
-                  std::to_string(run.id) + " in " + db_path);
+    const int max_workers = ResolveMaxWorkers(config, &why);
+    if (!resuming) {
+      run.machine_id = machine_id;
+      run.workload_name = config.name;
+      run.workload_hash = tuner::WorkloadHash(config);
+      run.config_yaml = tuner::ToYaml(config);
+      run.backend = device->backend_name();
+      run.version = kVersion;
+      run.started_at = NowIso8601();
+      run.calibration_json = RunJson(workload.calibration_json, *facts, max_workers, nullptr);
+      run.id = store.BeginRun(run);
+    }
+    progress.Note("feedtune sweep: " + config.name + " on " + device->description() + ", run " +
+                  std::to_string(run.id) + " in " + db_path +
+                  (resuming ? " (resuming: " + std::to_string(stored.size()) + " stored trials)" : ""));
+    progress.Note(workload.description);
     progress.Note(why);
+    progress.Note("budgets: memory " + G(config.sweep.budget.memory_fraction) + " x " +
+                  MiB(facts->mem_available_bytes) + " available, /dev/shm " + G(config.sweep.budget.shm_fraction) +
+                  " x " + MiB(facts->shm_free_bytes) + " free, open files " + std::to_string(facts->nofile_limit) +
+                  ", usable CPUs " + G(facts->usable_cpus));
+    output.Event(tuner::StartEventJson(run.id, config.name, device->backend_name(), max_workers, resuming));
 
-    const auto measurer = tuner::MakeMeasurer(session->config, *session->device, &stop);
-    tuner::TrialMeasurer& runner = *measurer;
-    int number = 0;
+    tuner::Budget budget(*facts, config.sweep.budget);
+    tuner::BudgetGate gate(budget, *workload.measurer);
+    tuner::ReplayMeasurer replay(stored, gate);
+
+    int kept = 0;
+    bool cpu_noted = false;
+    tuner::SearchEvents events;
+    events.on_start = [&](const tuner::TrialPlan& plan, const loader::Knobs& knobs,
+                          const tuner::SearchProgress& p) { progress.Start(plan, knobs, p); };
+    events.on_trial = [&](results::TrialRecord& trial, const tuner::SearchProgress& p) {
+      const bool replayed = replay.last_replayed();
+      budget.Observe(trial);
+      if (!replayed) trial.id = store.AddTrial(run.id, trial);
+      ++kept;
+      progress.Trial(trial, p, replayed);
+      output.Event(tuner::TrialEventJson(trial, p, progress.elapsed_s(), progress.left_s(p), replayed));
+      if (replayed) return;
+      if (!replay.last_warning().empty()) progress.Note("warning: " + replay.last_warning());
+      const std::string& cpu = gate.last_prediction().note;
+      if (!cpu.empty() && !cpu_noted) {
+        progress.Note("note: " + cpu + " (from here on, workers share CPUs; waiting workers need none)");
+        cpu_noted = true;
+      }
+    };
+
+    tuner::SearchSetup setup;
+    setup.max_workers = max_workers;
+    setup.samples_per_epoch = SamplesPerEpoch(config);
     tuner::SearchOutcome outcome;
     try {
-      outcome = tuner::RunSearch(session->config.sweep, max_workers, session->config.loader.knobs, runner,
-                                 [&](results::TrialRecord& trial) {
-                                   trial.id = store.AddTrial(run.id, trial);
-                                   progress.Trial(trial, ++number);
-                                   if (!runner.last_warning().empty()) progress.Note("warning: " + runner.last_warning());
-                                 });
+      outcome = tuner::RunSearch(config.sweep, setup, config.loader.knobs, replay, events);
     } catch (const tuner::Interrupted&) {
+      progress.Clear();
       run.status = "interrupted";
       run.ended_at = NowIso8601();
       store.FinishRun(run);
-      std::cerr << "feedtune: interrupted; run " << run.id << " is marked interrupted, its " << number
-                << " finished trials are kept in " << db_path << "\n";
+      output.Event(tuner::InterruptedEventJson(run.id, kept));
+      std::cerr << "feedtune: interrupted; run " << run.id << " is marked interrupted, its " << kept
+                << " finished trials are kept in " << db_path << "; continue it with `feedtune sweep --resume "
+                << run.id << " --db " << db_path << "`\n";
       return kExitInterrupted;
+    } catch (const tuner::ReplayMismatch& e) {
+      progress.Clear();
+      std::cerr << "feedtune: cannot resume run " << run.id << ": " << e.what() << "\n";
+      return kExitFailure;
     }
+    progress.Clear();
 
     run.ended_at = NowIso8601();
     run.status = outcome.best ? "done" : "failed";
     if (outcome.baseline) run.baseline_trial_id = outcome.trials[*outcome.baseline].id;
-    if (outcome.best) run.best_trial_id = outcome.trials[*outcome.best].id;
+    if (outcome.best) {
+      const auto& best = outcome.trials[*outcome.best];
+      run.best_trial_id = best.id;
+      run.safe_max_workers = budget.SafeMaxWorkers(best.knobs, kSafeWorkersLimit);
+    }
     if (outcome.knee_workers) {
       run.knee_workers = outcome.knee_workers;
       run.knee_samples_per_s = outcome.knee_samples_per_s;
     }
+    run.knee_kneedle_workers = outcome.kneedle_workers;
+    run.speedup = outcome.speedup;
+    run.speedup_ci_low = outcome.speedup_ci_low;
+    run.speedup_ci_high = outcome.speedup_ci_high;
+    run.calibration_json = RunJson(run.calibration_json, *facts, max_workers, &outcome);
     store.FinishRun(run);
-    std::cout << tuner::SummaryText(outcome, run.id, db_path);
+    if (json) {
+      output.Event(tuner::DoneEventJson(outcome, run));
+    } else {
+      std::cout << tuner::SummaryText(outcome, run, db_path);
+    }
     return outcome.best ? kExitOk : kExitFailure;
   } catch (const results::StoreError& e) {
+    progress.Clear();
     std::cerr << "feedtune: " << e.what() << "\n";
     return kExitFailure;
   } catch (const std::exception& e) {
+    progress.Clear();
     std::cerr << "feedtune: sweep failed: " << e.what() << "\n";
     return kExitFailure;
   }
@@ -178,7 +344,16 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
   auto session = OpenSession(config_path, sets, &code);
   if (!session) return code;
 
-  const auto measurer = tuner::MakeMeasurer(session->config, *session->device, &stop);
+  std::unique_ptr<tuner::TrialMeasurer> measurer;
+  try {
+    measurer = tuner::OpenWorkload(session->config, *session->device, &stop).measurer;
+  } catch (const tuner::WorkloadError& e) {
+    std::cerr << "feedtune: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "feedtune: cannot open the workload: " << e.what() << "\n";
+    return kExitFailure;
+  }
   tuner::TrialMeasurer& runner = *measurer;
   results::TrialRecord t;
   try {
@@ -208,6 +383,9 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
                         {"worker_startup_s", t.worker_startup_s},
                         {"cpu_util", t.cpu_util},
                         {"peak_rss_bytes", t.peak_rss_bytes},
+                        {"cv", t.cv},
+                        {"time_to_first_batch_s", t.time_to_first_batch_s},
+                        {"worker_busy_frac", t.worker_busy_frac},
                         {"repeats", t.repeats}};
     std::cout << j.dump() << "\n";
   } else if (t.status == "ok") {

@@ -1,0 +1,176 @@
+// Budget predictions on fixed facts: memory, /dev/shm, file descriptors, and
+// what the budget learns from trials.
+#include "tuner/budget.h"
+
+#include <gtest/gtest.h>
+
+namespace feedtune::tuner {
+namespace {
+
+using results::TrialRecord;
+
+constexpr int64_t kMiB = 1 << 20;
+
+BudgetFacts Facts() {
+  BudgetFacts f;
+  f.mem_available_bytes = 4096 * kMiB;
+  f.shm_free_bytes = 1024 * kMiB;
+  f.nofile_limit = 1024;
+  f.fds_open = 8;
+  f.usable_cpus = 2;
+  f.batch_bytes = 8 * kMiB;
+  return f;
+}
+
+loader::Knobs Workers(int n, int pf = 2, bool pin = false) {
+  loader::Knobs k;
+  k.num_workers = n;
+  k.prefetch_factor = pf;
+  k.pin_memory = pin;
+  return k;
+}
+
+TrialRecord Trial(int workers, int64_t peak_rss) {
+  TrialRecord t;
+  t.knobs.num_workers = workers;
+  t.peak_rss_bytes = peak_rss;
+  return t;
+}
+
+TEST(Budget, PredictsSlotsPinnedPoolAndWorkerMemory) {
+  Budget b(Facts(), BudgetOptions{});
+  b.Observe(Trial(0, 100 * kMiB));  // baseline
+  b.Observe(Trial(4, 300 * kMiB));  // 50 MiB per worker beyond the baseline
+  EXPECT_EQ(b.worker_rss_bytes(), 50 * kMiB);
+  const Prediction p = b.Predict(Workers(4, 2, true));
+  // 4 x 50 MiB + (2 x 4 + 1) slots x 8 MiB, twice with the pinned pool.
+  EXPECT_EQ(p.mem_bytes, 200 * kMiB + 2 * 9 * 8 * kMiB);
+  EXPECT_EQ(p.shm_bytes, 9 * 8 * kMiB);
+  EXPECT_EQ(p.fds, 8 + Budget::kFdsPerTrial + 4 * Budget::kFdsPerWorker);
+  EXPECT_TRUE(p.ok);
+  EXPECT_EQ(p.note, "4 workers on 2 usable CPUs");
+  // Without workers: one slot, no /dev/shm.
+  const Prediction zero = b.Predict(Workers(0));
+  EXPECT_EQ(zero.shm_bytes, 0);
+  EXPECT_EQ(zero.mem_bytes, 8 * kMiB);
+  EXPECT_TRUE(zero.note.empty());
+}
+
+TEST(Budget, BeforeAnyWorkerTrialAWorkerIsAssumedToOwnTheBaselineRss) {
+  Budget b(Facts(), BudgetOptions{});
+  b.Observe(Trial(0, 100 * kMiB));
+  EXPECT_EQ(b.worker_rss_bytes(), 100 * kMiB);
+  // The largest per-worker figure seen is kept.
+  b.Observe(Trial(2, 200 * kMiB));
+  b.Observe(Trial(8, 260 * kMiB));
+  EXPECT_EQ(b.worker_rss_bytes(), 50 * kMiB);
+  // Failed and skipped trials teach nothing.
+  TrialRecord failed = Trial(1, 4000 * kMiB);
+  failed.status = "failed";
+  b.Observe(failed);
+  EXPECT_EQ(b.worker_rss_bytes(), 50 * kMiB);
+}
+
+TEST(Budget, MemoryBudgetSkipsWithTheFigures) {
+  BudgetFacts f = Facts();
+  f.mem_available_bytes = 1000 * kMiB;
+  Budget b(f, BudgetOptions{0.5, 0.8});
+  b.Observe(Trial(0, 100 * kMiB));
+  b.Observe(Trial(2, 300 * kMiB));  // 100 MiB per worker
+  EXPECT_TRUE(b.Predict(Workers(4)).ok);   // 400 + 72 <= 500
+  const Prediction p = b.Predict(Workers(5));  // 500 + 88 > 500
+  EXPECT_FALSE(p.ok);
+  EXPECT_EQ(p.reason,
+            "memory budget: needs about 588 MiB (5 workers x 100 MiB + 11 slots x 8 MiB), over 0.5 x 1000 MiB "
+            "available (sweep.budget.memory_fraction)");
+  EXPECT_EQ(b.SafeMaxWorkers(Workers(1), 1024), 4);
+}
+
+TEST(Budget, ShmBudget) {
+  BudgetFacts f = Facts();
+  f.shm_free_bytes = 100 * kMiB;  // 80 MiB usable: 9 slots of 8 MiB fit, 17 do not
+  Budget b(f, BudgetOptions{});
+  b.Observe(Trial(0, 1 * kMiB));
+  b.Observe(Trial(1, 1 * kMiB));
+  EXPECT_TRUE(b.Predict(Workers(4, 2)).ok);
+  const Prediction p = b.Predict(Workers(8, 2));
+  EXPECT_FALSE(p.ok);
+  EXPECT_EQ(p.reason.rfind("/dev/shm budget: 17 slots x 8 MiB = 136 MiB, over 0.8 x 100 MiB free", 0), 0u)
+      << p.reason;
+  // A deeper prefetch costs slots too.
+  EXPECT_FALSE(b.Predict(Workers(4, 4)).ok);
+  EXPECT_EQ(b.SafeMaxWorkers(Workers(1, 2), 1024), 4);
+}
+
+TEST(Budget, FileDescriptorLimit) {
+  BudgetFacts f = Facts();
+  f.nofile_limit = 64;  // 8 open + 16 per trial + 4 per worker: 10 workers fit
+  f.batch_bytes = 1;
+  Budget b(f, BudgetOptions{});
+  b.Observe(Trial(0, 1));
+  EXPECT_TRUE(b.Predict(Workers(10)).ok);
+  const Prediction p = b.Predict(Workers(11));
+  EXPECT_FALSE(p.ok);
+  EXPECT_EQ(p.reason, "file descriptors: needs about 68, over the open-file limit of 64 (ulimit -n)");
+  EXPECT_EQ(b.SafeMaxWorkers(Workers(1), 1024), 10);
+}
+
+TEST(Budget, UnknownFactsNeverSkip) {
+  Budget b(BudgetFacts{}, BudgetOptions{});
+  EXPECT_TRUE(b.Predict(Workers(512, 8, true)).ok);
+  EXPECT_EQ(b.SafeMaxWorkers(Workers(1), 1024), 1024);
+}
+
+TEST(Budget, LearnsTheBatchSizeWhenTheConfigDoesNotSayIt) {
+  BudgetFacts f = Facts();
+  f.batch_bytes = 0;
+  Budget b(f, BudgetOptions{});
+  TrialRecord t = Trial(0, 10 * kMiB);
+  t.knobs.batch_size = 64;
+  t.samples_per_s = 1000;
+  t.mb_per_s = 150.528;  // 150528 bytes a sample
+  b.Observe(t);
+  EXPECT_EQ(b.Predict(Workers(0)).mem_bytes, 64 * 150528);
+}
+
+TEST(Budget, GateSkipsWithoutMeasuring) {
+  struct Counting final : TrialMeasurer {
+    TrialRecord Measure(const loader::Knobs& k) override {
+      ++calls;
+      TrialRecord t;
+      t.knobs = k;
+      return t;
+    }
+    int calls = 0;
+  } inner;
+  BudgetFacts f = Facts();
+  f.nofile_limit = 40;
+  Budget b(f, BudgetOptions{});
+  BudgetGate gate(b, inner);
+  EXPECT_EQ(gate.Measure(Workers(2)).status, "ok");
+  EXPECT_EQ(inner.calls, 1);
+  const TrialRecord t = gate.MeasurePlanned(Workers(8), {});
+  EXPECT_EQ(inner.calls, 1);
+  EXPECT_EQ(t.status, "skipped");
+  ASSERT_TRUE(t.error.has_value());
+  EXPECT_NE(t.error->find("open-file limit of 40"), std::string::npos);
+  EXPECT_FALSE(gate.last_prediction().ok);
+}
+
+TEST(Budget, FactsRoundTripThroughJson) {
+  const BudgetFacts f = Facts();
+  EXPECT_EQ(BudgetFactsFromJson(BudgetFactsJson(f)), f);
+  EXPECT_THROW(BudgetFactsFromJson("{}"), std::runtime_error);
+  EXPECT_THROW(BudgetFactsFromJson("not json"), std::runtime_error);
+}
+
+TEST(Budget, LiveFactsAreRead) {
+  const BudgetFacts f = ReadBudgetFacts(0, 2, 1234);
+  EXPECT_GT(f.mem_available_bytes, 0);
+  EXPECT_GT(f.fds_open, 0);
+  EXPECT_EQ(f.usable_cpus, 2);
+  EXPECT_EQ(f.batch_bytes, 1234);
+}
+
+}  // namespace
+}  // namespace feedtune::tuner

@@ -1,0 +1,190 @@
+#include "tuner/budget.h"
+
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "tuner/proc_stats.h"
+
+namespace feedtune::tuner {
+namespace {
+
+int64_t MemAvailableBytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  long long kb = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+  }
+  std::fclose(f);
+  return static_cast<int64_t>(kb) * 1024;
+}
+
+int64_t ShmFreeBytes() {
+  struct statvfs s {};
+  if (statvfs("/dev/shm", &s) != 0) return 0;
+  return static_cast<int64_t>(s.f_bavail) * static_cast<int64_t>(s.f_frsize);
+}
+
+int64_t OpenFds() {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return 0;
+  int64_t n = 0;
+  while (const dirent* e = readdir(dir)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  closedir(dir);
+  return n > 0 ? n - 1 : 0;  // less the descriptor of the listing itself
+}
+
+std::string MiB(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+std::string Fraction(double f) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%g", f);
+  return buf;
+}
+
+}  // namespace
+
+BudgetFacts ReadBudgetFacts(int64_t cgroup_mem_limit_bytes, double usable_cpus, int64_t batch_bytes) {
+  BudgetFacts f;
+  f.mem_available_bytes = MemAvailableBytes();
+  if (cgroup_mem_limit_bytes > 0) {
+    // What the cgroup still allows, approximated by what this process holds.
+    const int64_t left = std::max<int64_t>(0, cgroup_mem_limit_bytes - ReadTreeUsage().rss_bytes);
+    f.mem_available_bytes = f.mem_available_bytes > 0 ? std::min(f.mem_available_bytes, left) : left;
+  }
+  f.shm_free_bytes = ShmFreeBytes();
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    f.nofile_limit = static_cast<int64_t>(limit.rlim_cur);
+  }
+  f.fds_open = OpenFds();
+  f.usable_cpus = usable_cpus;
+  f.batch_bytes = batch_bytes;
+  return f;
+}
+
+std::string BudgetFactsJson(const BudgetFacts& f) {
+  return nlohmann::json{{"mem_available_bytes", f.mem_available_bytes},
+                        {"shm_free_bytes", f.shm_free_bytes},
+                        {"nofile_limit", f.nofile_limit},
+                        {"fds_open", f.fds_open},
+                        {"usable_cpus", f.usable_cpus},
+                        {"batch_bytes", f.batch_bytes}}
+      .dump();
+}
+
+BudgetFacts BudgetFactsFromJson(const std::string& json) {
+  try {
+    const auto j = nlohmann::json::parse(json);
+    BudgetFacts f;
+    f.mem_available_bytes = j.at("mem_available_bytes").get<int64_t>();
+    f.shm_free_bytes = j.at("shm_free_bytes").get<int64_t>();
+    f.nofile_limit = j.at("nofile_limit").get<int64_t>();
+    f.fds_open = j.at("fds_open").get<int64_t>();
+    f.usable_cpus = j.at("usable_cpus").get<double>();
+    f.batch_bytes = j.at("batch_bytes").get<int64_t>();
+    return f;
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(std::string("unreadable budget facts: ") + e.what());
+  }
+}
+
+void Budget::Observe(const results::TrialRecord& t) {
+  if (t.status != "ok") return;
+  if (batch_bytes_learnt_ == 0 && t.samples_per_s > 0 && t.mb_per_s > 0) {
+    batch_bytes_learnt_ = std::llround(t.mb_per_s * 1e6 / t.samples_per_s * t.knobs.batch_size);
+  }
+  if (t.peak_rss_bytes <= 0) return;
+  if (t.knobs.num_workers == 0) {
+    if (!baseline_rss_) baseline_rss_ = t.peak_rss_bytes;
+    return;
+  }
+  const int64_t extra = t.peak_rss_bytes - baseline_rss_.value_or(0);
+  const int64_t per_worker = std::max<int64_t>(0, extra) / t.knobs.num_workers;
+  worker_rss_ = std::max(worker_rss_.value_or(0), per_worker);
+}
+
+int64_t Budget::worker_rss_bytes() const {
+  if (worker_rss_) return *worker_rss_;
+  return baseline_rss_.value_or(0);
+}
+
+Prediction Budget::Predict(const loader::Knobs& k) const {
+  Prediction p;
+  const int64_t batch = facts_.batch_bytes > 0 ? facts_.batch_bytes : batch_bytes_learnt_;
+  const int64_t n = k.num_workers;
+  const int64_t slots = n > 0 ? static_cast<int64_t>(k.prefetch_factor) * n + 1 : 1;
+  const int64_t slot_bytes = slots * batch;
+  p.mem_bytes = n * worker_rss_bytes() + slot_bytes + (k.pin_memory ? slot_bytes : 0);
+  p.shm_bytes = n > 0 ? slot_bytes : 0;
+  p.fds = facts_.fds_open + kFdsPerTrial + n * kFdsPerWorker;
+
+  const double mem_budget = options_.memory_fraction * static_cast<double>(facts_.mem_available_bytes);
+  const double shm_budget = options_.shm_fraction * static_cast<double>(facts_.shm_free_bytes);
+  if (facts_.mem_available_bytes > 0 && static_cast<double>(p.mem_bytes) > mem_budget) {
+    p.ok = false;
+    p.reason = "memory budget: needs about " + MiB(p.mem_bytes) + " (" + std::to_string(n) + " workers x " +
+               MiB(worker_rss_bytes()) + " + " + std::to_string(slots) + " slots x " + MiB(batch) +
+               (k.pin_memory ? " x 2 with the pinned pool" : "") + "), over " +
+               Fraction(options_.memory_fraction) + " x " + MiB(facts_.mem_available_bytes) +
+               " available (sweep.budget.memory_fraction)";
+  } else if (facts_.shm_free_bytes > 0 && static_cast<double>(p.shm_bytes) > shm_budget) {
+    p.ok = false;
+    p.reason = "/dev/shm budget: " + std::to_string(slots) + " slots x " + MiB(batch) + " = " + MiB(p.shm_bytes) +
+               ", over " + Fraction(options_.shm_fraction) + " x " + MiB(facts_.shm_free_bytes) +
+               " free (sweep.budget.shm_fraction)";
+  } else if (facts_.nofile_limit > 0 && p.fds > facts_.nofile_limit) {
+    p.ok = false;
+    p.reason = "file descriptors: needs about " + std::to_string(p.fds) + ", over the open-file limit of " +
+               std::to_string(facts_.nofile_limit) + " (ulimit -n)";
+  }
+  if (facts_.usable_cpus > 0 && static_cast<double>(n) > facts_.usable_cpus) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%lld workers on %g usable CPUs", static_cast<long long>(n), facts_.usable_cpus);
+    p.note = buf;
+  }
+  return p;
+}
+
+int Budget::SafeMaxWorkers(const loader::Knobs& knobs, int limit) const {
+  // Every figure of the model grows with n, so the fitting counts are 0..answer.
+  int lo = 0, hi = limit;
+  loader::Knobs k = knobs;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    k.num_workers = mid;
+    if (Predict(k).ok) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+results::TrialRecord BudgetGate::MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) {
+  last_ = budget_.Predict(knobs);
+  skipped_ = !last_.ok;
+  if (last_.ok) return inner_.MeasurePlanned(knobs, plan);
+  results::TrialRecord t;
+  t.knobs = knobs;
+  t.status = "skipped";
+  t.error = last_.reason;
+  return t;
+}
+
+}  // namespace feedtune::tuner

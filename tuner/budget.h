@@ -1,0 +1,115 @@
+// Budget: predicts what a trial will take (memory, shared memory, file
+// descriptors, CPUs) before it runs, so the sweep skips a setting that would
+// crash the box instead of trying it (DESIGN.md §1: more workers cost memory,
+// /dev/shm and fds, and these crash real jobs).
+//
+// The model, for n workers, prefetch_factor pf and a batch of B bytes:
+//   slots        = pf x n + 1 (n > 0), else 1        (DESIGN.md §3)
+//   memory       = n x worker_rss + slots x B + (pin_memory ? slots x B : 0)
+//   /dev/shm     = n > 0 ? slots x B : 0              (torch moves worker batches there)
+//   descriptors  = open now + kFdsPerTrial + n x kFdsPerWorker
+//   CPUs         = n against the usable CPUs (affinity mask, cgroup cpu.max):
+//                  a note, never a skip (waiting workers need no CPU)
+// worker_rss is learnt from the trials already run: the largest
+// (tree peak RSS - baseline RSS) / n seen; before any trial with workers, the
+// baseline's whole RSS (a forked worker may come to own every page it inherits).
+// B is the configured slot size when known, else learnt from a trial's MB/s
+// over samples/s. A trial fits when memory <= memory_fraction x available and
+// /dev/shm <= shm_fraction x free space and descriptors <= RLIMIT_NOFILE.
+//
+// Predict() is pure given the facts and the trials observed, so a resumed run
+// that reuses its stored facts predicts as the first run did. One thread uses
+// a Budget.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "loader/options.h"
+#include "results/records.h"
+#include "tuner/config.h"
+#include "tuner/trial_runner.h"
+
+namespace feedtune::tuner {
+
+// The machine's limits, read once when the sweep starts.
+struct BudgetFacts {
+  int64_t mem_available_bytes = 0;  // MemAvailable, capped by the cgroup limit; 0 = unknown
+  int64_t shm_free_bytes = 0;       // free space of /dev/shm; 0 = unknown
+  int64_t nofile_limit = 0;         // RLIMIT_NOFILE soft limit; 0 = unknown
+  int64_t fds_open = 0;             // descriptors this process holds now
+  double usable_cpus = 0;           // affinity, capped by cgroup cpu.max; 0 = unknown
+  int64_t batch_bytes = 0;          // slot size (batch_size x max sample bytes); 0 = learn it
+
+  bool operator==(const BudgetFacts&) const = default;
+};
+
+// Reads the live facts. `cgroup_mem_limit_bytes` and `usable_cpus` come from the
+// machine fingerprint (0 = none/unknown); `batch_bytes` may be 0.
+BudgetFacts ReadBudgetFacts(int64_t cgroup_mem_limit_bytes, double usable_cpus, int64_t batch_bytes);
+
+// The facts as a JSON object and back (stored with the run for --resume).
+std::string BudgetFactsJson(const BudgetFacts& facts);
+// Throws std::runtime_error when `json` has no readable budget facts.
+BudgetFacts BudgetFactsFromJson(const std::string& json);
+
+struct Prediction {
+  bool ok = true;
+  std::string reason;  // why not, naming the budget and the figures; empty when ok
+  std::string note;    // a remark that is no reason to skip (CPU oversubscription)
+  int64_t mem_bytes = 0;
+  int64_t shm_bytes = 0;
+  int64_t fds = 0;
+};
+
+class Budget {
+ public:
+  static constexpr int64_t kFdsPerWorker = 4;  // torch: a task queue, a pipe pair and a shm handle per worker
+  static constexpr int64_t kFdsPerTrial = 16;  // the result queue, the pin thread, the device
+
+  Budget(const BudgetFacts& facts, const BudgetOptions& options) : facts_(facts), options_(options) {}
+
+  // Learns worker memory and batch size from a finished trial (any status).
+  void Observe(const results::TrialRecord& trial);
+
+  Prediction Predict(const loader::Knobs& knobs) const;
+
+  // The most workers (up to `limit`) that fit with the other knobs of `knobs`;
+  // 0 when even one does not.
+  int SafeMaxWorkers(const loader::Knobs& knobs, int limit) const;
+
+  const BudgetFacts& facts() const { return facts_; }
+  int64_t worker_rss_bytes() const;
+
+ private:
+  const BudgetFacts facts_;
+  const BudgetOptions options_;
+
+  int64_t batch_bytes_learnt_ = 0;
+  std::optional<int64_t> baseline_rss_;  // peak RSS of the first trial without workers
+  std::optional<int64_t> worker_rss_;    // largest per-worker RSS seen
+};
+
+// A TrialMeasurer that asks the budget before each trial: a trial that does
+// not fit comes back with status "skipped" and the reason in `error`, and
+// never runs. The budget and the inner measurer must outlive it.
+class BudgetGate final : public TrialMeasurer {
+ public:
+  BudgetGate(const Budget& budget, TrialMeasurer& inner) : budget_(budget), inner_(inner) {}
+
+  results::TrialRecord Measure(const loader::Knobs& knobs) override { return MeasurePlanned(knobs, {}); }
+  results::TrialRecord MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) override;
+  std::string last_warning() const override { return skipped_ ? std::string() : inner_.last_warning(); }
+
+  // The prediction for the last trial asked for.
+  const Prediction& last_prediction() const { return last_; }
+
+ private:
+  const Budget& budget_;
+  TrialMeasurer& inner_;
+  Prediction last_;
+  bool skipped_ = false;
+};
+
+}  // namespace feedtune::tuner

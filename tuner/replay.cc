@@ -1,0 +1,35 @@
+#include "tuner/replay.h"
+
+#include <cstdio>
+
+namespace feedtune::tuner {
+namespace {
+
+std::string Describe(const std::string& phase, const loader::Knobs& k) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s with nw=%d pin=%d nb=%d pf=%d pers=%d bs=%d", phase.c_str(), k.num_workers,
+                k.pin_memory ? 1 : 0, k.non_blocking ? 1 : 0, k.prefetch_factor, k.persistent_workers ? 1 : 0,
+                k.batch_size);
+  return buf;
+}
+
+}  // namespace
+
+results::TrialRecord ReplayMeasurer::MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) {
+  if (next_ >= stored_.size()) {
+    last_replayed_ = false;
+    return inner_.MeasurePlanned(knobs, plan);
+  }
+  const results::TrialRecord& t = stored_[next_];
+  if (t.phase != plan.phase || !(t.knobs == knobs)) {
+    throw ReplayMismatch("stored trial " + std::to_string(next_ + 1) + " (id " + std::to_string(t.id) + ") is " +
+                         Describe(t.phase, t.knobs) + ", but the sequence now asks for " +
+                         Describe(plan.phase, knobs) +
+                         "; the run cannot be resumed (was it made by another version of feedtune?)");
+  }
+  ++next_;
+  last_replayed_ = true;
+  return t;
+}
+
+}  // namespace feedtune::tuner
