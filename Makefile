@@ -36,5 +36,12 @@ test-tsan: deps
 bench: build
 	$(BUILD)/bench/feedtune_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 
+# Renders an HTML report to docs/report.png with headless Chromium (installed
+# here only: scripts/setup-deps --chromium). DB=... picks the results file.
+.PHONY: report-screenshot
+report-screenshot: build
+	@scripts/setup-deps --chromium
+	scripts/report-screenshot --feedtune $(BUILD)/tuner/cli/feedtune $(if $(DB),--db $(DB)) --out docs/report.png
+
 clean:
 	rm -rf $(BUILD) build-asan build-tsan

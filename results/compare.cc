@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -244,7 +245,8 @@ std::string RenderCompareHtml(const std::vector<CompareRow>& rows) {
       if (std::isfinite(row->best_samples_per_s)) top = std::max(top, row->best_samples_per_s);
       if (std::isfinite(row->baseline_samples_per_s)) top = std::max(top, row->baseline_samples_per_s);
     }
-    constexpr double kLabel = 200, kBarW = 460, kRowH = 34, kWidth = 780;
+    // Room on the right for the value label of the longest bar.
+    constexpr double kLabel = 200, kBarW = 460, kRowH = 34, kWidth = 900;
     const double height = 16 + kRowH * static_cast<double>(group.size());
     const auto w_of = [&](double v) { return top > 0 && std::isfinite(v) ? kBarW * v / top : 0.0; };
     char head[160];
@@ -289,14 +291,18 @@ std::string RenderCompareHtml(const std::vector<CompareRow>& rows) {
               cell(std::to_string(m.usable_cpus) + "/" + std::to_string(m.logical_cpus), true) +
               cell(m.gpu_count > 0 ? std::to_string(m.gpu_count) + "x " + m.gpu_name : "none") +
               cell(row->knee_workers ? std::to_string(*row->knee_workers) : "-", true) +
-              cell(row->best_config ? CompactKnobs(*row->best_config) : "-") +
+              "<td class=\"config\">" +
+              EscapeHtml(row->best_config ? CompactKnobs(*row->best_config) : "-") + "</td>" +
               cell(Fixed(row->best_samples_per_s, 1), true) +
               cell(row->speedup ? Times(*row->speedup) : "-", true) +
               cell(Fixed(row->best_gpu_idle_frac * 100, 1), true) + cell(row->backend) +
               cell(ShortDate(row->date)) +
-              cell(row->db_path + " #" + std::to_string(row->run_id) +
-                   (row->status == "done" ? "" : " (" + row->status + ")")) +
-              "</tr>\n";
+              // The file's name keeps the row narrow; the full path is its tooltip.
+              "<td title=\"" + EscapeHtml(row->db_path) + "\">" +
+              EscapeHtml(std::filesystem::path(row->db_path).filename().string() + " #" +
+                         std::to_string(row->run_id) +
+                         (row->status == "done" ? "" : " (" + row->status + ")")) +
+              "</td></tr>\n";
     }
     body += "</tbody>\n</table>\n";
   }

@@ -45,6 +45,8 @@ p.meta { color: #59636e; margin: 0 0 12px; font-size: 14px; }
 table { border-collapse: collapse; font-size: 12px; }
 th, td { border-bottom: 1px solid #e6e8eb; padding: 3px 6px; text-align: left; vertical-align: top; }
 td.note { min-width: 260px; }
+table.compare td { white-space: nowrap; }
+table.compare td.config { white-space: normal; min-width: 150px; }
 table.trials th.n { white-space: normal; max-width: 64px; }
 th { background: #f6f8fa; font-weight: 600; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
