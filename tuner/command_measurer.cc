@@ -317,7 +317,7 @@ CommandReport ParseCommandReport(const std::string& stdout_text) {
 CommandMeasurer::CommandMeasurer(const SweepConfig& config, const std::atomic<bool>* stop)
     : config_(config), stop_(stop) {}
 
-results::TrialRecord CommandMeasurer::Measure(const loader::Knobs& knobs) {
+results::TrialRecord CommandMeasurer::MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) {
   results::TrialRecord trial;
   trial.knobs = knobs;
   last_warning_.clear();
@@ -331,7 +331,7 @@ results::TrialRecord CommandMeasurer::Measure(const loader::Knobs& knobs) {
   for (const std::string& a : config_.workload.command.argv) argv.push_back(workloads::ExpandPlaceholders(a, context));
   const std::vector<std::string> env = workloads::PlaceholderEnvironment(context);
   const double timeout_s = config_.workload.command.timeout_s;
-  const int repeats = config_.sweep.repeats;
+  const int repeats = plan.repeats > 0 ? plan.repeats : config_.sweep.repeats;
 
   std::vector<double> rates, mbps, idles, p50s, p99s, startups;
   double cpu_util = 0;
@@ -394,6 +394,7 @@ results::TrialRecord CommandMeasurer::Measure(const loader::Knobs& knobs) {
   trial.worker_startup_s = startups.empty() ? 0 : Median(startups);
   trial.cpu_util = cpu_util;
   trial.peak_rss_bytes = peak_rss;
+  trial.cv = s.cv;
   trial.repeats = repeats;
   trial.status = "ok";
   if (idle_missing) last_warning_ = "the command reported no gpu_idle_frac; it is recorded as 0";

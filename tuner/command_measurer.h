@@ -80,7 +80,10 @@ class CommandMeasurer final : public TrialMeasurer {
   // `stop` may be null.
   CommandMeasurer(const SweepConfig& config, const std::atomic<bool>* stop);
 
-  results::TrialRecord Measure(const loader::Knobs& knobs) override;
+  results::TrialRecord Measure(const loader::Knobs& knobs) override { return MeasurePlanned(knobs, {}); }
+  // Follows plan.repeats (runs of the command); window_epochs is the command's
+  // business (its own epochs), so it is not passed on.
+  results::TrialRecord MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) override;
   std::string last_warning() const override { return last_warning_; }
 
  private:

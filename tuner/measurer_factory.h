@@ -30,7 +30,9 @@ class WorkloadError : public std::runtime_error {
 struct OpenedWorkload {
   std::unique_ptr<TrialMeasurer> measurer;
   std::string description;       // one line: what was opened and how it is read
-  std::string calibration_json;  // this machine's CPU calibration (native kinds), else empty
+  // A JSON object for RunRecord::calibration_json: {"cpu_work": {...}} with this
+  // machine's CPU calibration (native kinds), else empty.
+  std::string calibration_json;
 };
 
 // `device` and `stop` must outlive the measurer. Throws WorkloadError (see

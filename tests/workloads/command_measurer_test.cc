@@ -61,6 +61,18 @@ TEST(CommandMeasurer, ReadsTheLastJsonLineOfEachRepeat) {
   EXPECT_GT(t.repeat_rows[0].wall_s, 0);
 }
 
+TEST(CommandMeasurer, FollowsThePlansRepeats) {
+  CommandMeasurer measurer(ShellConfig("echo '{\"samples_per_s\": '$((FEEDTUNE_REPEAT + 1))'}'", 3), nullptr);
+  TrialPlan plan;
+  plan.repeats = 5;
+  plan.window_epochs = 1;  // the command's own business
+  const results::TrialRecord t = measurer.MeasurePlanned({}, plan);
+  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  EXPECT_EQ(t.repeats, 5);
+  EXPECT_EQ(t.samples_per_s, 3);  // median of 1..5
+  EXPECT_GT(t.cv, 0);
+}
+
 TEST(CommandMeasurer, SubstitutesKnobsIntoArgvAndExportsThem) {
   loader::Knobs knobs;
   knobs.num_workers = 6;
