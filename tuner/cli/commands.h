@@ -19,7 +19,6 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop);
 int RunValidate(const Args& args);
 int RunReport(const Args& args);
 int RunMachine(const Args& args);
-int RunGenData(const Args& args, const std::atomic<bool>& stop);
 int RunCompare(const Args& args);
 int RunMerge(const Args& args);
 int RunExport(const Args& args);

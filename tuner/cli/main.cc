@@ -81,7 +81,6 @@ int main(int argc, char** argv) {
   if (command == "validate") return RunValidate(args);
   if (command == "report") return RunReport(args);
   if (command == "machine") return RunMachine(args);
-  if (command == "gen-data") return RunGenData(args, g_stop);
   if (command == "compare") return RunCompare(args);
   if (command == "merge") return RunMerge(args);
   if (command == "export") return RunExport(args);
