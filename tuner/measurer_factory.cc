@@ -13,7 +13,7 @@ OpenedWorkload OpenWorkload(const SweepConfig& config, device::Device& device, c
   switch (w.kind) {
     case workloads::WorkloadKind::kSynthetic: {
       const workloads::CpuCalibration calibration = workloads::Calibrate();
-      opened.calibration_json = "{\"cpu_work\": " + calibration.ToJson() + "}";
+      opened.calibration_json = calibration.ToJson();
       opened.description = "synthetic: " + std::to_string(w.synthetic.samples) + " samples of " +
                            (w.synthetic.size.dist == workloads::SizeDist::kFixed
                                 ? std::to_string(w.synthetic.sample_bytes) + " bytes"
@@ -35,7 +35,7 @@ OpenedWorkload OpenWorkload(const SweepConfig& config, device::Device& device, c
                             " (make a dataset with `feedtune gen-data --out " + w.files.path + " --layout " +
                             workloads::FilesLayoutName(w.files.layout) + " ...`)");
       }
-      opened.calibration_json = "{\"cpu_work\": " + calibration.ToJson() + "}";
+      opened.calibration_json = calibration.ToJson();
       opened.description = "files: " + dataset->Describe();
       opened.measurer = std::make_unique<TrialRunner>(config, device, dataset, stop);
       return opened;

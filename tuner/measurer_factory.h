@@ -30,8 +30,9 @@ class WorkloadError : public std::runtime_error {
 struct OpenedWorkload {
   std::unique_ptr<TrialMeasurer> measurer;
   std::string description;       // one line: what was opened and how it is read
-  // A JSON object for RunRecord::calibration_json: {"cpu_work": {...}} with this
-  // machine's CPU calibration (native kinds), else empty.
+  // This machine's CPU calibration as a JSON object (workloads/cpu_work.h:
+  // clock_read_ns, work_bytes_per_s, chunk_bytes, ...) for the run record;
+  // empty for the command kind.
   std::string calibration_json;
 };
 
