@@ -785,9 +785,9 @@ void Store::FinishRun(const RunRecord& run) {
 MergeStats Store::MergeFrom(const Store& source) {
   const std::string operation = "merge " + source.path();
   MergeStats stats;
-  // Read everything first: the source is another connection (maybe another
-  // version) and must not be read while this file's write lock is held longer
-  // than needed.
+  // The source is another connection (maybe an older schema, read as it is).
+  // Its machines and runs are listed before this file's write lock is taken;
+  // each run's trials are read as the run is copied.
   const std::vector<StoredMachine> machines = source.LoadMachines();
   const std::vector<RunRecord> runs = source.LoadRuns();
 
