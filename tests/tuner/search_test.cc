@@ -432,6 +432,27 @@ TEST(Search, EveryPhaseHasADecision) {
   for (const auto& t : r.outcome.trials) EXPECT_FALSE(t.decision.empty()) << t.phase;
 }
 
+TEST(Search, UsesAtMostAQuarterOfTheDefaultGrid) {
+  // The default space: max_workers 64, prefetch_factors {1, 2, 4, 8}, pin,
+  // non_blocking, persistent: 8 x 2 x 2 x 4 x 2 = 256 grid points. Whatever
+  // the curve, the sequence (final check included) stays within 64 trials.
+  const std::vector<std::pair<std::string, std::function<double(const loader::Knobs&)>>> curves = {
+      {"flat", [](const loader::Knobs&) { return 1000.0; }},
+      {"rising to 64", [](const loader::Knobs& k) { return 100.0 * (k.num_workers + 1); }},
+      {"knee at 48", [](const loader::Knobs& k) { return 100.0 * std::min(k.num_workers + 1, 48); }},
+      {"peaked at 2", [](const loader::Knobs& k) { return k.num_workers == 2 ? 2000.0 : 1000.0; }},
+      {"every knob gains",
+       [](const loader::Knobs& k) {
+         return 100.0 * std::min(k.num_workers + 1, 40) * (k.pin_memory ? 1.2 : 1) * (k.non_blocking ? 1.2 : 1) *
+                (k.prefetch_factor == 8 ? 1.2 : 1) * (k.persistent_workers ? 1.2 : 1);
+       }},
+  };
+  for (const auto& [name, curve] : curves) {
+    const SearchRun r = Search(curve, 64);
+    EXPECT_LE(r.outcome.trials.size(), 64u) << name;
+  }
+}
+
 // --- resume -------------------------------------------------------------
 
 // Noisy and deterministic in the trial's position in the sequence, so that a
