@@ -278,7 +278,8 @@ CommandReport ParseCommandReport(const std::string& stdout_text) {
   std::string_view text = stdout_text;
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
   if (text.empty()) {
-    throw std::runtime_error("the command printed nothing on stdout; expected a JSON line such as {\"samples_per_s\": 1234.5} last");
+    throw std::runtime_error(
+        "the command printed nothing on stdout; expected a JSON line such as {\"samples_per_s\": 1234.5} last");
   }
   const size_t nl = text.rfind('\n');
   std::string_view line = nl == std::string_view::npos ? text : text.substr(nl + 1);
@@ -293,7 +294,9 @@ CommandReport ParseCommandReport(const std::string& stdout_text) {
   const auto number = [&](const char* name, bool required, double lo, double hi) -> std::optional<double> {
     const auto it = j.find(name);
     if (it == j.end() || it->is_null()) {
-      if (required) throw std::runtime_error(std::string("the command's JSON line has no \"") + name + "\": '" + shown + "'");
+      if (required) {
+        throw std::runtime_error(std::string("the command's JSON line has no \"") + name + "\": '" + shown + "'");
+      }
       return std::nullopt;
     }
     if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < lo || it->get<double>() > hi) {
@@ -383,7 +386,9 @@ results::TrialRecord CommandMeasurer::MeasurePlanned(const loader::Knobs& knobs,
     peak_rss = std::max({peak_rss, run.max_rss_bytes, static_cast<int64_t>(report.peak_rss_bytes.value_or(0))});
   }
   const Summary s = Summarize(rates);
-  for (size_t i = 0; i < s.outliers.size() && i < trial.repeat_rows.size(); ++i) trial.repeat_rows[i].outlier = s.outliers[i];
+  for (size_t i = 0; i < s.outliers.size() && i < trial.repeat_rows.size(); ++i) {
+    trial.repeat_rows[i].outlier = s.outliers[i];
+  }
   trial.samples_per_s = s.median;
   trial.ci_low = s.ci_low;
   trial.ci_high = s.ci_high;

@@ -44,10 +44,12 @@ OpenedWorkload OpenWorkload(const SweepConfig& config, device::Device& device, c
       const std::string& argv0 = w.command.argv.empty() ? std::string() : w.command.argv[0];
       if (ResolveCommand(argv0).empty()) {
         throw WorkloadError(config.source + ": workload.argv[0]: '" + argv0 + "' " +
-                            (argv0.find('/') == std::string::npos ? "not found in PATH" : "not found or not executable"));
+                            (argv0.find('/') == std::string::npos ? "not found in PATH"
+                                                                  : "not found or not executable"));
       }
       opened.description = "command: " + argv0 + " with " + std::to_string(w.command.argv.size() - 1) +
-                           " arguments, one run per repeat (timeout " + std::to_string(static_cast<int64_t>(w.command.timeout_s)) +
+                           " arguments, one run per repeat (timeout " +
+                           std::to_string(static_cast<int64_t>(w.command.timeout_s)) +
                            " s)";
       opened.measurer = std::make_unique<CommandMeasurer>(config, stop);
       return opened;

@@ -101,7 +101,8 @@ CpuCalibration Calibrate() {
     const int64_t spent = ThreadCpuNs() - t0;
     asm volatile("" : : "r"(acc) : "memory");
     if (spent > 0) {
-      best_rate = std::max(best_rate, static_cast<double>(buffer.size()) * kPasses / (static_cast<double>(spent) / 1e9));
+      const double bytes = static_cast<double>(buffer.size()) * kPasses;
+      best_rate = std::max(best_rate, bytes / (static_cast<double>(spent) / 1e9));
     }
   }
   c.work_bytes_per_s = best_rate > 0 ? best_rate : 1e9;

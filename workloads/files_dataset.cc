@@ -153,7 +153,9 @@ FilesDataset::FilesDataset(const FilesOptions& options, const SyntheticOptions& 
       if (ec) throw DatasetNotFound(it->path().string() + ": cannot stat: " + ec.message());
       found.emplace_back(it->path().string(), static_cast<int64_t>(bytes));
     }
-    if (found.empty()) throw DatasetNotFound(dir + ": no files in the directory (layout files reads every file under it)");
+    if (found.empty()) {
+      throw DatasetNotFound(dir + ": no files in the directory (layout files reads every file under it)");
+    }
     std::sort(found.begin(), found.end());
     files_.reserve(found.size());
     sizes_.reserve(found.size());

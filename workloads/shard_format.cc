@@ -59,7 +59,9 @@ std::vector<std::byte> ReadWholeFile(const std::string& path) {
   while (done < data.size()) {
     const ssize_t n = ::pread(file.fd, data.data() + done, data.size() - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw DatasetCorrupt(path + ": read failed at byte offset " + std::to_string(done) + ": " + Errno(errno));
+    if (n < 0) {
+      throw DatasetCorrupt(path + ": read failed at byte offset " + std::to_string(done) + ": " + Errno(errno));
+    }
     if (n == 0) break;
     done += static_cast<size_t>(n);
   }

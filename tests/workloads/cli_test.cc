@@ -79,7 +79,8 @@ void ExpectDatasetContent(const std::string& path, workloads::FilesLayout layout
 
 TEST_F(WorkloadCli, GenDataWritesBothLayoutsWithProgress) {
   const std::string shards = (dir_ / "shards").string();
-  Result r = Run("gen-data --out " + shards + " --layout shards --samples 300 --sample-bytes 5000 --shard-bytes 200000 --seed 4");
+  Result r = Run("gen-data --out " + shards +
+                 " --layout shards --samples 300 --sample-bytes 5000 --shard-bytes 200000 --seed 4");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "wrote 300 samples of 5000 bytes (1.5 MB, layout shards) to " + shards + "\n");
   EXPECT_NE(r.err.find("gen-data: 300/300 samples (100%)"), std::string::npos) << r.err;

@@ -232,7 +232,8 @@ TEST_F(FilesDatasetTest, DamagedIndex) {
   EXPECT_EQ(OpenError(open), "corrupt: " + index + ": not a feedtune index (bad magic at byte offset 0)");
   restore();
   Poke(index, 8, std::string("\x09\x00\x00\x00", 4));
-  EXPECT_EQ(OpenError(open), "corrupt: " + index + ": format version 9, this feedtune reads version 1; regenerate the dataset");
+  EXPECT_EQ(OpenError(open),
+            "corrupt: " + index + ": format version 9, this feedtune reads version 1; regenerate the dataset");
   restore();
   Poke(index, kIndexHeaderBytes + 5 * kIndexEntryBytes + 4, "\x55");  // an entry's length
   EXPECT_EQ(OpenError(open).rfind("corrupt: " + index + ": index checksum mismatch (CRC32C 0x", 0), 0u);
@@ -293,8 +294,8 @@ TEST_F(FilesDatasetTest, WorkerProcessesReadEverySampleRight) {
   const std::string path = Write(FilesLayout::kShards, 64);
   SyntheticOptions cost;
   cost.cpu_us_per_sample = 0;
-  auto dataset = std::make_shared<FilesDataset>(FilesOptions{path, FilesLayout::kShards, FilesIo::kPread, CacheMode::kWarm},
-                                                cost, CpuCalibration{});
+  auto dataset = std::make_shared<FilesDataset>(
+      FilesOptions{path, FilesLayout::kShards, FilesIo::kPread, CacheMode::kWarm}, cost, CpuCalibration{});
   loader::LoaderOptions options;
   options.knobs.batch_size = 8;
   options.knobs.num_workers = 2;

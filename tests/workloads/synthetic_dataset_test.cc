@@ -25,7 +25,9 @@ TEST(SyntheticDataset, ContentIsDeterministicInSeedAndIndex) {
   EXPECT_EQ(d.Read(4, a), 37);
   d.Read(4, b);
   EXPECT_EQ(a, b);
-  for (int64_t off = 0; off < 37; ++off) EXPECT_EQ(a[static_cast<size_t>(off)], SyntheticDataset::ExpectedByte(3, 4, off));
+  for (int64_t off = 0; off < 37; ++off) {
+    EXPECT_EQ(a[static_cast<size_t>(off)], SyntheticDataset::ExpectedByte(3, 4, off));
+  }
   d.Read(5, b);
   EXPECT_NE(a, b);
 }

@@ -108,7 +108,9 @@ int RunGenData(const Args& args, const std::atomic<bool>& stop) {
     return usage_error("--sample-bytes: expected an integer in [1, " + std::to_string(kMaxSampleBytes) + "], got " +
                        std::to_string(sample_bytes));
   }
-  if (shard_bytes < 1) return usage_error("--shard-bytes: expected an integer >= 1, got " + std::to_string(shard_bytes));
+  if (shard_bytes < 1) {
+    return usage_error("--shard-bytes: expected an integer >= 1, got " + std::to_string(shard_bytes));
+  }
 
   std::optional<workloads::DatasetWriter> writer;
   try {
