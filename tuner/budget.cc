@@ -113,7 +113,12 @@ void Budget::Observe(const results::TrialRecord& t) {
     if (!baseline_rss_) baseline_rss_ = t.peak_rss_bytes;
     return;
   }
-  const int64_t extra = t.peak_rss_bytes - baseline_rss_.value_or(0);
+  // The tree's RSS counts the slots (and the pinned pool) of this trial, which
+  // the prediction adds apart; what remains beyond the baseline is the workers'.
+  const int64_t batch = facts_.batch_bytes > 0 ? facts_.batch_bytes : batch_bytes_learnt_;
+  const int64_t slot_bytes = (static_cast<int64_t>(t.knobs.prefetch_factor) * t.knobs.num_workers + 1) * batch;
+  const int64_t extra =
+      t.peak_rss_bytes - baseline_rss_.value_or(0) - slot_bytes * (t.knobs.pin_memory ? 2 : 1);
   const int64_t per_worker = std::max<int64_t>(0, extra) / t.knobs.num_workers;
   worker_rss_ = std::max(worker_rss_.value_or(0), per_worker);
 }

@@ -11,8 +11,9 @@
 //   CPUs         = n against the usable CPUs (affinity mask, cgroup cpu.max):
 //                  a note, never a skip (waiting workers need no CPU)
 // worker_rss is learnt from the trials already run: the largest
-// (tree peak RSS - baseline RSS) / n seen; before any trial with workers, the
-// baseline's whole RSS (a forked worker may come to own every page it inherits).
+// (tree peak RSS - baseline RSS - the trial's slots and pinned pool) / n seen;
+// before any trial with workers, the baseline's whole RSS (a forked worker may
+// come to own every page it inherits).
 // B is the configured slot size when known, else learnt from a trial's MB/s
 // over samples/s. A trial fits when memory <= memory_fraction x available and
 // /dev/shm <= shm_fraction x free space and descriptors <= RLIMIT_NOFILE.

@@ -40,7 +40,7 @@ TrialRecord Trial(int workers, int64_t peak_rss) {
 TEST(Budget, PredictsSlotsPinnedPoolAndWorkerMemory) {
   Budget b(Facts(), BudgetOptions{});
   b.Observe(Trial(0, 100 * kMiB));  // baseline
-  b.Observe(Trial(4, 300 * kMiB));  // 50 MiB per worker beyond the baseline
+  b.Observe(Trial(4, 372 * kMiB));  // 50 MiB per worker beyond the baseline and the 9 slots of 8 MiB
   EXPECT_EQ(b.worker_rss_bytes(), 50 * kMiB);
   const Prediction p = b.Predict(Workers(4, 2, true));
   // 4 x 50 MiB + (2 x 4 + 1) slots x 8 MiB, twice with the pinned pool.
@@ -61,8 +61,8 @@ TEST(Budget, BeforeAnyWorkerTrialAWorkerIsAssumedToOwnTheBaselineRss) {
   b.Observe(Trial(0, 100 * kMiB));
   EXPECT_EQ(b.worker_rss_bytes(), 100 * kMiB);
   // The largest per-worker figure seen is kept.
-  b.Observe(Trial(2, 200 * kMiB));
-  b.Observe(Trial(8, 260 * kMiB));
+  b.Observe(Trial(2, 240 * kMiB));  // (240 - 100 - 5 slots x 8) / 2
+  b.Observe(Trial(8, 260 * kMiB));  // (260 - 100 - 17 slots x 8) / 8
   EXPECT_EQ(b.worker_rss_bytes(), 50 * kMiB);
   // Failed and skipped trials teach nothing.
   TrialRecord failed = Trial(1, 4000 * kMiB);
@@ -76,7 +76,7 @@ TEST(Budget, MemoryBudgetSkipsWithTheFigures) {
   f.mem_available_bytes = 1000 * kMiB;
   Budget b(f, BudgetOptions{0.5, 0.8});
   b.Observe(Trial(0, 100 * kMiB));
-  b.Observe(Trial(2, 300 * kMiB));  // 100 MiB per worker
+  b.Observe(Trial(2, 340 * kMiB));  // 100 MiB per worker beyond the baseline and 5 slots
   EXPECT_TRUE(b.Predict(Workers(4)).ok);   // 400 + 72 <= 500
   const Prediction p = b.Predict(Workers(5));  // 500 + 88 > 500
   EXPECT_FALSE(p.ok);
