@@ -24,6 +24,14 @@ struct GpuInfo {
   bool operator==(const GpuInfo&) const = default;
 };
 
+// One point of the host-to-device bandwidth matrix (`feedtune machine` on CUDA).
+struct BandwidthRecord {
+  int64_t bytes = 0;
+  bool pinned = false;
+  bool non_blocking = false;
+  double gb_per_s = 0;
+};
+
 // What identifies and describes a machine. Hash() is stable across runs on the
 // same box: it covers the hardware and limits, not the hostname or the label.
 struct Fingerprint {

@@ -135,6 +135,25 @@ ALTER TABLE trials ADD COLUMN epoch_boundary_ms REAL;
 ALTER TABLE trials ADD COLUMN cv REAL;
 ALTER TABLE trials ADD COLUMN worker_busy_frac REAL;
 )sql",
+    // 2 -> 3: the host-to-device bandwidth matrix `feedtune machine` measures on
+    // CUDA, and the cost of pinning memory, per machine (latest measurement).
+    R"sql(
+CREATE TABLE h2d_bandwidth (
+  id INTEGER PRIMARY KEY,
+  machine_id INTEGER NOT NULL REFERENCES machines(id) ON DELETE CASCADE,
+  measured_at TEXT NOT NULL,
+  bytes INTEGER NOT NULL,
+  pinned INTEGER NOT NULL,
+  non_blocking INTEGER NOT NULL,
+  gb_per_s REAL
+);
+CREATE INDEX h2d_bandwidth_machine_id ON h2d_bandwidth(machine_id);
+CREATE TABLE h2d_pinning (
+  machine_id INTEGER PRIMARY KEY REFERENCES machines(id) ON DELETE CASCADE,
+  measured_at TEXT NOT NULL,
+  seconds_per_gib REAL
+);
+)sql",
 };
 
 // ISO 8601 UTC, the form RunRecord documents for its timestamps.
@@ -688,6 +707,41 @@ int64_t Store::InsertMachine(const std::string& hash, const Fingerprint& f,
                GpusToJson(f.gpus), first_seen)
       .Run();
   return sqlite3_last_insert_rowid(db_.get());
+}
+
+void Store::SetBandwidth(int64_t machine_id, const std::vector<BandwidthRecord>& points,
+                         double pin_seconds_per_gib) {
+  Transaction transaction(db_.get(), path_, "record bandwidth");
+  Statement clear(db_.get(), path_, "record bandwidth", "DELETE FROM h2d_bandwidth WHERE machine_id = ?");
+  clear.BindAll(machine_id).Run();
+  const std::string insert_sql = std::string(
+                                     "INSERT INTO h2d_bandwidth (machine_id, measured_at, bytes, pinned, "
+                                     "non_blocking, gb_per_s) VALUES (?, ") +
+                                 kNowSql + ", ?, ?, ?, ?)";
+  for (const BandwidthRecord& p : points) {
+    Statement insert(db_.get(), path_, "record bandwidth", insert_sql.c_str());
+    insert.BindAll(machine_id, p.bytes, p.pinned, p.non_blocking, p.gb_per_s).Run();
+  }
+  const std::string pin_sql = std::string(
+                                  "INSERT OR REPLACE INTO h2d_pinning (machine_id, measured_at, seconds_per_gib) "
+                                  "VALUES (?, ") +
+                              kNowSql + ", ?)";
+  Statement pin(db_.get(), path_, "record bandwidth", pin_sql.c_str());
+  pin.BindAll(machine_id, pin_seconds_per_gib).Run();
+  transaction.Commit();
+}
+
+std::vector<BandwidthRecord> Store::LoadBandwidth(int64_t machine_id) const {
+  std::vector<BandwidthRecord> points;
+  if (schema_version_ < 3) return points;  // an older file opened read-only has no such table
+  Statement select(db_.get(), path_, "read bandwidth",
+                   "SELECT bytes, pinned, non_blocking, gb_per_s FROM h2d_bandwidth WHERE machine_id = ? "
+                   "ORDER BY id");
+  select.BindAll(machine_id);
+  while (select.Step()) {
+    points.push_back({select.Int(0), select.Int(1) != 0, select.Int(2) != 0, select.Double(3)});
+  }
+  return points;
 }
 
 int64_t Store::BeginRun(const RunRecord& run) {

@@ -45,7 +45,7 @@ struct MergeStats {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
   static constexpr int32_t kApplicationId = 0x46656564;  // "Feed"
 
   // Opens (creating when missing, with its parent folder) the results file.
@@ -61,6 +61,9 @@ class Store {
 
   // Inserts the machine if its hash is new (updating its label when given); returns its id.
   int64_t UpsertMachine(const Fingerprint& fingerprint);
+  // Replaces the machine's host-to-device bandwidth matrix and pinning cost
+  // (`feedtune machine --db` on CUDA), in one transaction.
+  void SetBandwidth(int64_t machine_id, const std::vector<BandwidthRecord>& points, double pin_seconds_per_gib);
   // Inserts a run with status "running"; returns its id.
   int64_t BeginRun(const RunRecord& run);
   // Inserts a trial with its repeat rows in one transaction; returns its id.
@@ -74,6 +77,7 @@ class Store {
   std::vector<TrialRecord> LoadTrials(int64_t run_id) const;  // in id order, with repeats
   std::optional<Fingerprint> LoadMachine(int64_t machine_id) const;
   std::vector<StoredMachine> LoadMachines() const;  // in id order
+  std::vector<BandwidthRecord> LoadBandwidth(int64_t machine_id) const;  // empty when never measured
 
   // Copies into this file every run of `source` it lacks, matched by run uid,
   // with its machine (matched by hash: identity and label are kept), trials and

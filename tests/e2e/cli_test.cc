@@ -58,7 +58,8 @@ workload:
   kind: synthetic
   samples: 256
   sample_bytes: 4096
-  cpu_us_per_sample: 300
+  cpu_us_per_sample: 0
+  io_us_per_sample: 300
   jitter: 0
 loader:
   batch_size: 16
@@ -136,8 +137,8 @@ TEST_F(Cli, SweepStoresTrialsAndReportShowsThem) {
                           "persistent_workers"}) {
     EXPECT_TRUE(j["best"]["config"].contains(key)) << key;
   }
-  // A CPU-bound load (16 x 300 us = 4.8 ms per batch) against a 2 ms step:
-  // workers must beat the baseline clearly.
+  // A waiting-bound load (16 x 300 us = 4.8 ms per batch) against a 2 ms step:
+  // workers must beat the baseline clearly, even on a machine busy with other work.
   EXPECT_GT(j["speedup"].get<double>(), 1.3);
   EXPECT_GE(j["knee"]["num_workers"].get<int>(), 1);
   EXPECT_EQ(j["trials"][0]["phase"], "baseline");

@@ -504,7 +504,7 @@ TEST_F(StoreTest, RefusesNewerSchemaVersion) {
       EXPECT_EQ(std::string(e.what()),
                 path +
                     ": results file has schema version 99, this feedtune understands up to "
-                    "2; upgrade feedtune");
+                    "3; upgrade feedtune");
     }
   }
   EXPECT_EQ(RawPragma(path, "user_version"), 99);
@@ -565,6 +565,37 @@ TEST_F(StoreTest, ReaderSeesWritesOfAnotherConnection) {
   EXPECT_TRUE(reader.LoadTrials(run_id).empty());
   writer.AddTrial(run_id, TestTrial());
   EXPECT_EQ(reader.LoadTrials(run_id).size(), 1u);
+}
+
+}  // namespace
+}  // namespace feedtune::results
+
+namespace feedtune::results {
+namespace {
+
+TEST(StoreBandwidth, SetReplacesTheMatrixAndLoadReadsItBack) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("feedtune-bw-" + std::to_string(getpid()) + ".db")).string();
+  std::filesystem::remove(path);
+  {
+    Store store = Store::Open(path);
+    Fingerprint fp;
+    fp.hostname = "gpu-box";
+    fp.cpu_model = "test";
+    const int64_t machine = store.UpsertMachine(fp);
+    EXPECT_TRUE(store.LoadBandwidth(machine).empty());
+    store.SetBandwidth(machine, {{65536, true, false, 12.5}, {268435456, false, true, 9.75}}, 0.31);
+    store.SetBandwidth(machine, {{4194304, true, true, 51.0}}, 0.29);  // a new measurement replaces the old
+    const auto points = store.LoadBandwidth(machine);
+    ASSERT_EQ(points.size(), 1u);
+    EXPECT_EQ(points[0].bytes, 4194304);
+    EXPECT_TRUE(points[0].pinned);
+    EXPECT_TRUE(points[0].non_blocking);
+    EXPECT_DOUBLE_EQ(points[0].gb_per_s, 51.0);
+  }
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + "-wal");
+  std::filesystem::remove(path + "-shm");
 }
 
 }  // namespace

@@ -42,18 +42,11 @@ results::Fingerprint MachineFingerprint(const std::string& label) {
   fp.label = label.empty() ? fp.hostname : label;
   // The GPUs come from the device layer; none without CUDA or without a driver.
   std::string why_none;
+  std::vector<results::GpuInfo> gpus;
   for (const device::GpuDescription& g : device::DescribeGpus(&why_none)) {
-    fp.gpus.push_back({g.name, g.mem_bytes, g.driver, g.runtime, g.pci_bus_id, g.link});
+    gpus.push_back({g.name, g.mem_bytes, g.driver, g.runtime, g.pci_bus_id, g.link});
   }
-  if (!fp.gpus.empty()) {
-    const results::GpuInfo& first = fp.gpus.front();
-    fp.gpu_name = first.name;
-    fp.gpu_count = static_cast<int>(fp.gpus.size());
-    fp.gpu_mem_bytes = first.mem_bytes;
-    fp.gpu_driver = first.driver;
-    fp.gpu_runtime = first.runtime;
-    fp.pcie_link = first.link;
-  }
+  results::SetGpus(&fp, gpus);
   return fp;
 }
 

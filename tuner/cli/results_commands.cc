@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "results/export.h"
+#include "loader/device/gpu_probe.h"
 #include "results/fingerprint.h"
 #include "results/report.h"
 #include "results/store.h"
@@ -146,19 +147,27 @@ int RunExport(const Args& args) {
 }
 
 namespace {
-constexpr const char* kMachineUsage = R"(Usage: feedtune machine [--json]
+constexpr const char* kMachineUsage = R"(Usage: feedtune machine [--json] [--db FILE] [--no-bandwidth]
 
 Prints this machine's fingerprint: CPU model, logical and usable CPUs (affinity
 and cgroup quota), NUMA nodes, memory and cgroup limit, /dev/shm, open-file
-limit, kernel, and the hash that identifies the machine in results files.
+limit, kernel, each GPU (name, memory, driver and runtime versions, PCI bus id
+and link), and the hash that identifies the machine in results files. With a
+CUDA device it also measures the host-to-device bandwidth matrix (pinned vs
+pageable, blocking vs non-blocking, 64 KiB to 256 MiB) and the cost of pinning
+memory per GiB; --db stores both with the machine.
 
-Example:
-  feedtune machine --json)";
+Examples:
+  feedtune machine --json
+  feedtune machine --db results/feedtune.db)";
 }  // namespace
 
 int RunMachine(const Args& args) {
   po::options_description options("Options");
-  options.add_options()("help,h", "this help")("json", "print as one JSON object");
+  std::string db_path;
+  options.add_options()("help,h", "this help")("json", "print as one JSON object")(
+      "db", po::value(&db_path), "also store the fingerprint (and bandwidth matrix) in this results file")(
+      "no-bandwidth", "skip the host-to-device bandwidth measurement on CUDA");
   po::positional_options_description positional;
   int code = kExitOk;
   const auto vm = Parse(args, options, positional, kMachineUsage, &code);
@@ -188,6 +197,45 @@ int RunMachine(const Args& args) {
                     {"link", g.link}});
   }
   j["gpus"] = gpus;
+
+  // The bandwidth matrix needs a GPU; without one it is null, with the reason.
+  device::BandwidthReport bandwidth;
+  std::string no_bandwidth;
+  if (vm->count("no-bandwidth")) {
+    no_bandwidth = "skipped (--no-bandwidth)";
+  } else if (fp.gpu_count == 0) {
+    no_bandwidth = device::CudaCompiledIn() ? "no usable CUDA device" : "built without the CUDA backend";
+  } else {
+    bandwidth = device::MeasureHostToDevice(&no_bandwidth);
+  }
+  if (bandwidth.points.empty()) {
+    j["bandwidth"] = nullptr;
+    j["bandwidth_note"] = no_bandwidth;
+  } else {
+    nlohmann::ordered_json points = nlohmann::ordered_json::array();
+    for (const auto& p : bandwidth.points) {
+      points.push_back(
+          {{"bytes", p.bytes}, {"pinned", p.pinned}, {"non_blocking", p.non_blocking}, {"gb_per_s", p.gb_per_s}});
+    }
+    j["bandwidth"] = {{"points", points}, {"pin_seconds_per_gib", bandwidth.pin_seconds_per_gib}};
+  }
+
+  if (!db_path.empty()) {
+    try {
+      results::Store store = results::Store::Open(db_path);
+      const int64_t machine_id = store.UpsertMachine(fp);
+      if (!bandwidth.points.empty()) {
+        std::vector<results::BandwidthRecord> rows;
+        for (const auto& p : bandwidth.points) {
+          rows.push_back({static_cast<int64_t>(p.bytes), p.pinned, p.non_blocking, p.gb_per_s});
+        }
+        store.SetBandwidth(machine_id, rows, bandwidth.pin_seconds_per_gib);
+      }
+    } catch (const results::StoreError& e) {
+      std::cerr << "feedtune: " << e.what() << "\n";
+      return kExitFailure;
+    }
+  }
   if (vm->count("json")) {
     std::cout << j.dump() << "\n";
   } else {
