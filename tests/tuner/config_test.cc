@@ -582,6 +582,30 @@ TEST(ConfigTest, QuickstartFixtureMatchesDefaults) {
   ExpectSameConfig(config, expected);
 }
 
+// The other workload kinds as DESIGN.md §4 writes them.
+TEST(ConfigTest, DesignExamplesOfFilesAndCommand) {
+  const auto read = [](const std::string& name) {
+    const std::string path = FEEDTUNE_SOURCE_DIR "/tests/testdata/configs/" + name;
+    std::ifstream in(path);
+    // ParseConfig: data/shards need not exist for the example to be well-formed.
+    return ParseConfig(std::string(std::istreambuf_iterator<char>(in), {}), path);
+  };
+  const SweepConfig files = read("files.yaml");
+  EXPECT_EQ(files.workload.kind, WorkloadKind::kFiles);
+  EXPECT_EQ(files.workload.files.path, "data/shards");
+  EXPECT_EQ(files.workload.files.layout, FilesLayout::kShards);
+  EXPECT_EQ(files.workload.files.io, FilesIo::kPread);
+  EXPECT_EQ(files.workload.files.cache, CacheMode::kWarm);
+  EXPECT_EQ(files.workload.synthetic.cpu_us_per_sample, 100);
+  const SweepConfig command = read("command.yaml");
+  EXPECT_EQ(command.workload.kind, WorkloadKind::kCommand);
+  EXPECT_EQ(command.workload.command.argv,
+            (std::vector<std::string>{"python3", "workloads/python/feedtune_probe.py", "--dataset",
+                                      "mypkg.data:make_dataset", "--num-workers", "{num_workers}",
+                                      "--pin-memory", "{pin_memory}"}));
+  EXPECT_EQ(command.workload.command.timeout_s, 300.0);
+}
+
 TEST(ConfigTest, ReadsEveryKind) {
   const SweepConfig config = ParseConfig(
       "name: v1.2_x-y\n"
