@@ -1,9 +1,11 @@
 #include "results/store.h"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -448,6 +450,22 @@ void EnableWal(sqlite3* db, const std::string& path) {
 
 using DbHandle = std::unique_ptr<sqlite3, decltype(&sqlite3_close_v2)>;
 
+// "file:/a%20b.db?immutable=1": a path as an sqlite URI, with the characters
+// that URIs reserve percent-encoded.
+std::string ImmutableUri(const std::string& path) {
+  std::string uri = "file:";
+  for (const unsigned char c : std::filesystem::absolute(path).string()) {
+    if (std::isalnum(c) || c == '/' || c == '.' || c == '-' || c == '_' || c == '~') {
+      uri += static_cast<char>(c);
+    } else {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", c);
+      uri += hex;
+    }
+  }
+  return uri + "?immutable=1";
+}
+
 DbHandle OpenHandle(const std::string& path, int flags) {
   sqlite3* raw = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &raw, flags | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -658,7 +676,18 @@ Store Store::OpenReadOnly(const std::string& path) {
   }
   CheckHeader(path);
   DbHandle db = OpenHandle(path, SQLITE_OPEN_READONLY);
-  const int version = CheckFile(db.get(), path).schema_version;
+  int version = 0;
+  try {
+    version = CheckFile(db.get(), path).schema_version;
+  } catch (const StoreError&) {
+    // A WAL-mode file needs its -shm file beside it, which sqlite cannot
+    // create in a read-only folder. Such a file is read as immutable instead:
+    // nothing can be writing to it there, and a finished sweep leaves no WAL.
+    const std::string folder = std::filesystem::path(path).parent_path().string();
+    if (access(folder.empty() ? "." : folder.c_str(), W_OK) == 0) throw;
+    db = OpenHandle(ImmutableUri(path), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+    version = CheckFile(db.get(), path).schema_version;
+  }
   if (version < 1) {
     // An empty file, or one whose creation never committed: nothing to read.
     throw StoreError(path + ": results file has schema version " + std::to_string(version) +

@@ -222,14 +222,9 @@ TEST_F(ReadOnlyResults, ASweepIsRefusedClearlyAndTheFileIsUntouched) {
   EXPECT_EQ(FileDigest(db_), before_);
 }
 
-// BUG (results store, Store::OpenReadOnly): a results file in WAL mode whose
-// folder is read-only cannot be read: sqlite needs to create the -shm file
-// beside it, and `feedtune report` fails with "read file header: unable to open
-// database file (check that the file and its folder exist and are writable...)".
-// sqlite can read such a file when opened with the URI parameter immutable=1
-// (or after switching it out of WAL mode when it is closed). Enable this test
-// once OpenReadOnly falls back to that.
-TEST_F(ReadOnlyResults, DISABLED_TheFileCanStillBeReported) {
+// A results file in WAL mode in a read-only folder: sqlite cannot create the
+// -shm file beside it, so OpenReadOnly falls back to reading it as immutable.
+TEST_F(ReadOnlyResults, TheFileCanStillBeReported) {
   const ChildResult report = RunFeedtune({"report", "--db", db_, "--format", "json"}, Generous(Seconds(30)));
   EXPECT_EQ(report.exit_code, 0) << report.err;
   EXPECT_EQ(FileDigest(db_), before_);
