@@ -128,6 +128,12 @@ ShardIndex ReadShardIndex(const std::string& dir) {
                   " at byte offset " + std::to_string(data.size() - 4) + ")");
   }
   if (record_count == 0) throw DatasetNotFound(dir + ": the dataset has no records");
+  // Every shard holds at least one record. Checked before anything is built
+  // per shard, so a damaged count cannot cost minutes and gigabytes.
+  if (shard_count == 0 || shard_count > record_count) {
+    throw corrupt("the header claims " + std::to_string(shard_count) + " shards for " +
+                  std::to_string(record_count) + " records (byte offset 12); regenerate the dataset");
+  }
 
   for (uint32_t s = 0; s < shard_count; ++s) index.shard_paths.push_back((fs::path(dir) / ShardFileName(s)).string());
   std::vector<uint64_t> shard_sizes(shard_count);

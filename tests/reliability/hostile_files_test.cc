@@ -6,12 +6,16 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "tests/reliability/harness.h"
+#include "workloads/crc32c.h"
 
 namespace feedtune::reliability {
 namespace {
@@ -279,6 +283,25 @@ TEST_F(HostileShards, RecordHeaderLengthMismatchIsFound) {
                        ": corrupt record header: length 513, the index says 512"),
             std::string::npos)
       << r.err;
+}
+
+// Found by tests/fuzz/shard_fuzzer: an index with a right checksum but a
+// damaged shard count (2^28) must be refused at once, not after building a
+// path per claimed shard.
+TEST_F(HostileShards, IndexClaimingHugeShardCountIsRefusedAtOnce) {
+  const std::string index = data_ + "/index.ftidx";
+  std::string bytes = Bytes(index);
+  const uint32_t shards = (1u << 28) + 1;
+  std::memcpy(bytes.data() + 12, &shards, 4);
+  const uint32_t crc = workloads::Crc32c(std::as_bytes(std::span(bytes.data(), bytes.size() - 4)));
+  std::memcpy(bytes.data() + bytes.size() - 4, &crc, 4);
+  std::ofstream(index, std::ios::binary | std::ios::trunc) << bytes;
+  const ChildResult r = Trial();
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find(index + ": the header claims 268435457 shards for "), std::string::npos) << r.err;
+  EXPECT_LT(r.wall_s, 5.0);
+  EXPECT_LT(r.max_rss_kib, 256 * 1024);
 }
 
 }  // namespace
