@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -27,6 +28,8 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <system_error>
 #include <type_traits>
@@ -47,7 +50,11 @@ using workloads::WorkloadKind;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int64_t kMaxBatchBytes = int64_t{2} << 30;  // one batch must fit in memory easily
 constexpr size_t kMaxLabelLength = 128;
-constexpr off_t kMaxConfigBytes = off_t{16} << 20;  // configs are tiny; this stops /dev/zero
+// Configs are a few hundred bytes. Both limits are checked before yaml-cpp
+// sees the text, whose memory grows far out of proportion on huge or deeply
+// nested input (16 MiB of "[" took 3.9 GB).
+constexpr off_t kMaxConfigBytes = off_t{1} << 20;
+constexpr int kMaxNesting = 32;  // a sweep config nests 3 levels
 constexpr size_t kMaxQuotedChars = 60;              // keeps a "got ..." from flooding the line
 
 // ---------------------------------------------------------------------------
@@ -1418,8 +1425,108 @@ std::string ReadConfigFile(const std::string& path) {
 
 namespace {
 
+YAML::Mark MarkAt(int line, int column) {
+  YAML::Mark mark;
+  mark.line = line;
+  mark.column = column;
+  return mark;
+}
+
+// The first byte that is not part of valid UTF-8, as a mark; nullopt when all is.
+// Checked up front: yaml-cpp would carry such bytes into keys and values, and
+// the effective config printed back would no longer be the one that ran.
+std::optional<std::pair<YAML::Mark, unsigned char>> FirstInvalidUtf8(const std::string& text) {
+  int line = 0, column = 0;
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool valid = length > 0 && i + length <= text.size() && !(length == 2 && c < 0xC2);
+    for (size_t k = 1; valid && k < length; ++k) valid = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
+    if (valid && length == 3) {
+      const auto c1 = static_cast<unsigned char>(text[i + 1]);
+      valid = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0);  // overlong, surrogates
+    }
+    if (valid && length == 4) {
+      const auto c1 = static_cast<unsigned char>(text[i + 1]);
+      valid = c <= 0xF4 && !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 >= 0x90);
+    }
+    if (!valid) return std::make_pair(MarkAt(line, column), c);
+    if (c == '\n') {
+      ++line;
+      column = 0;
+    } else {
+      ++column;
+    }
+    i += length;
+  }
+  return std::nullopt;
+}
+
+// Where the nesting of flow collections ([ {) or of block indentation first
+// goes deeper than kMaxNesting; nullopt when it never does. A scan, not a
+// parse: quoted scalars and comments are skipped, which is all it needs to
+// bound what yaml-cpp will be asked to build.
+std::optional<YAML::Mark> FirstTooDeep(const std::string& text) {
+  int flow = 0;
+  std::vector<int> indents;  // block indentation levels open on the current line
+  int line = 0, column = 0;
+  bool line_start = true;
+  char quote = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      column = 0;
+      line_start = true;
+      if (quote == '\'') quote = 0;  // single-quoted scalars rarely span lines; be lenient
+      continue;
+    }
+    if (quote != 0) {
+      if (c == '\\' && quote == '"') {
+        ++i;
+        ++column;
+      } else if (c == quote) {
+        quote = 0;
+      }
+      ++column;
+      continue;
+    }
+    if (line_start && c != ' ') {
+      line_start = false;
+      if (c != '#' && flow == 0) {
+        while (!indents.empty() && indents.back() >= column) indents.pop_back();
+        indents.push_back(column);
+        if (static_cast<int>(indents.size()) > kMaxNesting) return MarkAt(line, column);
+      }
+    }
+    if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t')) {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      if (++flow + static_cast<int>(indents.size()) > kMaxNesting) return MarkAt(line, column);
+    } else if ((c == ']' || c == '}') && flow > 0) {
+      --flow;
+    }
+    ++column;
+  }
+  return std::nullopt;
+}
+
+std::string TooDeepMessage() {
+  return "invalid YAML: nested deeper than " + std::to_string(kMaxNesting) + " levels (a sweep config needs 3)";
+}
+
 SweepConfig Parse(const std::string& text, const std::string& source, bool check_inputs) {
   Parser parser(source, /*use_marks=*/true);
+  if (const auto bad = FirstInvalidUtf8(text)) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02x", bad->second);
+    parser.Fail(bad->first, "", std::string("invalid UTF-8: byte ") + byte + " cannot start or continue a character here; save the config as UTF-8");
+  }
+  if (const auto deep = FirstTooDeep(text)) parser.Fail(*deep, "", TooDeepMessage());
   try {
     const std::vector<YAML::Node> documents = YAML::LoadAll(text);
     // A trailing "---" yields an empty extra document; only real ones are errors.
@@ -1440,6 +1547,8 @@ SweepConfig Parse(const std::string& text, const std::string& source, bool check
     parser.CheckCrossKey(config);
     if (check_inputs) parser.CheckInputs(config);
     return config;
+  } catch (const YAML::DeepRecursion& e) {
+    parser.Fail(e.mark, "", TooDeepMessage());  // what the scan above let through
   } catch (const YAML::Exception& e) {
     parser.Fail(e.mark, "", "invalid YAML: " + e.msg);
   }
