@@ -37,7 +37,7 @@ std::string BoundaryMs(const TrialRecord& t) {
 }
 
 // Where the sequence is, for the estimate of trials left.
-enum class Stage { kBaseline, kPin, kWorkers, kNonBlocking, kPrefetch, kPersistent, kFinal, kDone };
+enum class Stage { kBaseline, kPin, kWorkers, kNonBlocking, kPrefetch, kPersistent, kCombined, kFinal, kDone };
 
 class Search {
  public:
@@ -78,6 +78,8 @@ class Search {
       PrefetchFactors();
       stage_ = Stage::kPersistent;
       Persistent();
+      stage_ = Stage::kCombined;
+      Combined();
     } else {
       AddPhase("prefetch_factor", false, "not tried: without workers there is nothing to prefetch");
       AddPhase("persistent_workers", false, "not tried: without workers there is nothing to keep alive");
@@ -105,6 +107,7 @@ class Search {
       case Stage::kNonBlocking: return after_workers - 1;
       case Stage::kPrefetch: return std::max(0, prefetch - prefetch_done_) + 2 + 2 * repeats();
       case Stage::kPersistent: return std::max(0, 2 - persistent_done_) + 2 * repeats();
+      case Stage::kCombined: return 2 * repeats();
       case Stage::kFinal: return std::max(0, 2 * repeats() - final_done_);
       case Stage::kDone: return 0;
     }
@@ -157,6 +160,11 @@ class Search {
       current_ = knobs;
       current_index_ = index;
     } else {
+      // pin_memory alone was measured without workers, a regime the later
+      // steps leave; non_blocking (with pinning) is measured at the knee.
+      if (std::string(phase) == "non_blocking" && t.samples_per_s > current().samples_per_s) {
+        small_gains_.push_back({phase, index});
+      }
       Decide(index, "not kept: " + figure + " is within noise or below the " +
                         Percent(options_.gain_threshold).substr(1) + " threshold" + note);
     }
@@ -185,15 +193,21 @@ class Search {
         break;
       }
       curve.emplace_back(workers, index);
-      const double gain = Gain(t, trials()[best]);
-      if (IsGain(t, trials()[best], options_.gain_threshold)) {
+      const TrialRecord& best_t = trials()[best];
+      const double gain = Gain(t, best_t);
+      if (IsGain(t, best_t, options_.gain_threshold)) {
         Decide(index, Percent(gain) + " over the best so far");
         best = index;
         misses_ = 0;
-      } else if (gain < -options_.gain_threshold) {
+      } else if (IsGain(best_t, t, options_.gain_threshold)) {
         Decide(index, Percent(gain) + " below the best: throughput falls, stop doubling");
         stop = "stopped at " + WorkersText(workers) + ": throughput falls";
         break;
+      } else if (gain > options_.gain_threshold) {
+        // The median rose beyond the threshold but the intervals overlap: not
+        // a gain to keep, not a reason to stop either.
+        Decide(index, Percent(gain) + ": rising, but within noise; keep doubling");
+        misses_ = 0;
       } else if (++misses_ >= 2) {
         Decide(index, Percent(gain) + ": two doublings without a gain, stop doubling");
         stop = "stopped at " + WorkersText(workers) + ": two doublings without a gain";
@@ -210,6 +224,13 @@ class Search {
     current_index_ = curve[knee].second;
     outcome_.knee_workers = curve[knee].first;
     outcome_.knee_samples_per_s = trials()[curve[knee].second].samples_per_s;
+    // More workers than the knee that gave a higher median: within the
+    // tolerance alone, but a candidate for the combined step.
+    size_t top = knee;
+    for (size_t i = knee + 1; i < curve.size(); ++i) {
+      if (trials()[curve[i].second].samples_per_s > trials()[curve[top].second].samples_per_s) top = i;
+    }
+    if (top != knee) small_gains_.push_back({"num_workers", curve[top].second});
 
     std::vector<double> xs, ys;
     for (const auto& [w, i] : curve) {
@@ -263,6 +284,7 @@ class Search {
 
   void PrefetchFactors() {
     std::optional<size_t> best;
+    std::optional<size_t> top;  // the highest median, gain or not
     loader::Knobs best_knobs;
     const int from = current_.prefetch_factor;
     std::string tried;
@@ -282,6 +304,7 @@ class Search {
       const bool gain = IsGain(t, current(), options_.gain_threshold);
       Decide(index, (gain ? "gains " : "no gain: ") + Percent(Gain(t, current())) + " over prefetch_factor " +
                         std::to_string(from));
+      if (!top || t.samples_per_s > trials()[*top].samples_per_s) top = index;
       if (gain && (!best || t.samples_per_s > trials()[*best].samples_per_s)) {
         best = index;
         best_knobs = knobs;
@@ -296,6 +319,9 @@ class Search {
     } else if (tried.empty()) {
       AddPhase("prefetch_factor", false, "not tried: sweep.prefetch_factors has no other value");
     } else {
+      if (top && trials()[*top].samples_per_s > current().samples_per_s) {
+        small_gains_.push_back({"prefetch_factor", *top});
+      }
       AddPhase("prefetch_factor", false,
                "kept " + std::to_string(from) + ": none of " + tried + " gains beyond noise and the threshold");
     }
@@ -306,6 +332,7 @@ class Search {
   void Persistent() {
     TrialPlan plan;
     plan.window_epochs = std::max(1, (2 + repeats() - 1) / repeats());  // >= 2 epochs per setting
+    persistent_plan_epochs_ = plan.window_epochs;
     persistent_done_ = 0;
     if (setup_.samples_per_epoch > 0 && current().samples_per_s > 0) {
       const double epoch_s = static_cast<double>(setup_.samples_per_epoch) / current().samples_per_s;
@@ -351,8 +378,71 @@ class Search {
     } else {
       Decide(on, "not kept: " + figure + " is within noise or below the " +
                      Percent(options_.gain_threshold).substr(1) + " threshold" + boundary);
+      if (t_on.samples_per_s > ref.samples_per_s) {
+        small_gains_.push_back({"persistent_workers", on});
+        persistent_reference_ = off;
+      }
     }
     AddPhase("persistent_workers", gain, trials()[on].decision);
+  }
+
+  // The changes whose median gained but that were not kept (each within the
+  // noise or the threshold alone), tried together once, by the same rule:
+  // several small gains can add up to one worth keeping. Only with two or
+  // more of them, so no single change gets a second chance.
+  void Combined() {
+    if (small_gains_.size() < 2) {
+      AddPhase("combined", false,
+               small_gains_.empty() ? "not tried: no change gained even within the noise"
+                                    : "not tried: only " + small_gains_[0].phase + " gained within the noise");
+      return;
+    }
+    loader::Knobs knobs = current_;
+    std::string what;
+    TrialPlan plan;
+    for (const auto& [phase, index] : small_gains_) {
+      const loader::Knobs& k = trials()[index].knobs;
+      if (phase == "num_workers") {
+        knobs.num_workers = k.num_workers;
+        what += ", num_workers " + std::to_string(k.num_workers);
+      } else if (phase == "non_blocking") {
+        knobs.pin_memory = k.pin_memory;
+        knobs.non_blocking = k.non_blocking;
+        what += ", non_blocking";
+      } else if (phase == "prefetch_factor") {
+        knobs.prefetch_factor = k.prefetch_factor;
+        what += ", prefetch_factor " + std::to_string(k.prefetch_factor);
+      } else if (phase == "persistent_workers") {
+        knobs.persistent_workers = true;
+        what += ", persistent_workers";
+      }
+    }
+    what = what.substr(2);
+    // With persistent_workers, over whole epochs against the epoch-window reference.
+    size_t reference = current_index_;
+    if (knobs.persistent_workers && !current_.persistent_workers && persistent_reference_) {
+      plan.window_epochs = persistent_plan_epochs_;
+      reference = *persistent_reference_;
+    }
+    const size_t index = Measure("combined", knobs, plan);
+    const TrialRecord& t = trials()[index];
+    if (t.status != "ok") {
+      Decide(index, "");
+      AddPhase("combined", false, trials()[index].decision);
+      return;
+    }
+    const TrialRecord& ref = trials()[reference];
+    const bool gain = IsGain(t, ref, options_.gain_threshold);
+    const std::string figure = Percent(Gain(t, ref));
+    if (gain) {
+      Decide(index, "kept: " + figure + " for " + what + " together");
+      current_ = knobs;
+      current_index_ = index;
+    } else {
+      Decide(index, "not kept: " + figure + " for " + what + " together is within noise or below the " +
+                        Percent(options_.gain_threshold).substr(1) + " threshold");
+    }
+    AddPhase("combined", gain, trials()[index].decision);
   }
 
   // Baseline and best, interleaved A B A B ..., one window each, so drift of
@@ -423,6 +513,15 @@ class Search {
   SearchOutcome outcome_;
   loader::Knobs current_;
   size_t current_index_ = 0;
+
+  // Changes that gained within the noise or the threshold: (phase, trial index).
+  struct SmallGain {
+    std::string phase;
+    size_t index;
+  };
+  std::vector<SmallGain> small_gains_;
+  std::optional<size_t> persistent_reference_;  // the off trial over whole epochs
+  int persistent_plan_epochs_ = 1;
 
   // For the estimate of trials left.
   Stage stage_ = Stage::kBaseline;

@@ -3,9 +3,11 @@
 //   baseline        num_workers 0, pin_memory off, non_blocking off
 //   pin_memory      turn pinning on
 //   num_workers     1, 2, 4, ... doubling. Stops when throughput falls below
-//                   the best so far by more than gain_threshold, after two
-//                   doublings in a row without a gain, at max_workers, when a
-//                   trial is skipped by the budget, or on a failure. Then bisects
+//                   the best so far (by the rule below, reversed), after two
+//                   doublings in a row without a gain (a median that rises
+//                   beyond gain_threshold within the noise is no gain, but no
+//                   miss either), at max_workers, when a trial is skipped by
+//                   the budget, or on a failure. Then bisects
 //                   between the knee and its lower neighbour while they are more
 //                   than 2 apart and worth it (the knee gains over that neighbour
 //                   by more than gain_threshold, so a point between can differ).
@@ -17,6 +19,12 @@
 //                   windows of whole epochs (>= 2 epochs per setting) so the
 //                   epoch boundary, where the setting acts, is inside the
 //                   figure; the boundary cost in ms is reported for both
+//   combined        (workers only) the changes whose median gained but that
+//                   were not kept (more workers than the knee with a higher
+//                   median, non_blocking, the best prefetch_factor,
+//                   persistent_workers), tried together once when there are
+//                   two or more, kept by the same rule: small gains, each
+//                   within the noise alone, can add up to one worth keeping
 //   final check     baseline and best re-measured interleaved, A B A B ...,
 //                   `repeats` pairs of one window each; the speedup is the
 //                   median of the pair ratios with a 95% bootstrap interval
@@ -30,9 +38,10 @@
 // The knee: the fewest num_workers whose median is within knee_tolerance of the
 // best median on the num_workers curve; later phases continue from it. The
 // Kneedle knee (S=1) of the same curve is reported beside it.
-// The best: the setting the sequence arrives at (the knee and every kept step),
-// which is the recommendation; `fastest` is the highest median of all, which may
-// use more workers for a difference within knee_tolerance or the noise.
+// The best: the setting the sequence arrives at (the knee and every kept step,
+// the combined one included), which is the recommendation; `fastest` is the
+// highest median of all, which may use more workers for a difference within
+// knee_tolerance or the noise.
 //
 // Determinism: every decision is a function of the options, the setup and the
 // records the measurer returned, in order. A resumed run that replays its

@@ -214,6 +214,46 @@ TEST(Search, NoisyCurveKeepsOnlyStepsBeyondTheNoise) {
   EXPECT_FALSE(Best(r).knobs.pin_memory);
 }
 
+// A measurer whose intervals are +-15%: wide, as on a busy machine.
+SearchRun NoisySearch(const std::map<int, double>& curve) {
+  ScriptedMeasurer m([&](const loader::Knobs& k, const TrialPlan&, int) { return curve.at(k.num_workers); });
+  struct Wide final : TrialMeasurer {
+    explicit Wide(TrialMeasurer& in) : in_(in) {}
+    TrialRecord Measure(const loader::Knobs& k) override { return MeasurePlanned(k, {}); }
+    TrialRecord MeasurePlanned(const loader::Knobs& k, const TrialPlan& p) override {
+      TrialRecord t = in_.MeasurePlanned(k, p);
+      t.ci_low = t.samples_per_s * 0.85;
+      t.ci_high = t.samples_per_s * 1.15;
+      return t;
+    }
+    TrialMeasurer& in_;
+  } wide(m);
+  SearchSetup setup;
+  setup.max_workers = 64;
+  return RunOn(wide, {}, setup);
+}
+
+TEST(Search, RisingWithinNoiseKeepsDoubling) {
+  // 2 and 4 workers rise beyond the threshold but within the noise: no gain
+  // to keep, and no reason to stop; 8 gains clearly; 16 and 32 do not.
+  const SearchRun r =
+      NoisySearch({{0, 1000}, {1, 1000}, {2, 1100}, {4, 1200}, {6, 1300}, {8, 1400}, {16, 1400}, {32, 1400}});
+  EXPECT_EQ(r.outcome.trials[2].decision, "+0.0%: no gain beyond noise");
+  EXPECT_EQ(r.outcome.trials[3].decision, "+10.0%: rising, but within noise; keep doubling");
+  EXPECT_EQ(r.outcome.trials[4].decision, "+20.0%: rising, but within noise; keep doubling");
+  EXPECT_EQ(r.outcome.trials[5].decision, "+40.0% over the best so far");
+  EXPECT_EQ(r.outcome.trials[7].decision, "+0.0%: two doublings without a gain, stop doubling");
+  EXPECT_EQ(r.outcome.trials[7].knobs.num_workers, 32);
+  EXPECT_EQ(r.outcome.knee_workers, 8);
+}
+
+TEST(Search, AFallWithinNoiseIsAMissNotAStop) {
+  const SearchRun r = NoisySearch({{0, 1000}, {1, 2000}, {2, 1850}, {4, 2000}, {8, 1500}});
+  EXPECT_EQ(r.outcome.trials[3].decision, "-7.5%: no gain beyond noise");
+  EXPECT_EQ(r.outcome.trials[4].decision, "+0.0%: two doublings without a gain, stop doubling");
+  EXPECT_EQ(r.outcome.knee_workers, 1);
+}
+
 TEST(Search, KeptStepsCarryForward) {
   // pin helps by 20%, non_blocking by 10% more, prefetch 4 by 10% more.
   const SearchRun r = Search([](const loader::Knobs& k) {
@@ -390,6 +430,50 @@ TEST(Search, PersistentCheckIsNotRunWhenEpochsAreTooLong) {
       << Phase(r, "persistent_workers")->why;
 }
 
+TEST(Search, SmallGainsThatAddUpAreKeptTogether) {
+  // 32 workers +4% over the knee (16), prefetch_factor 8 +3%, persistent
+  // workers +3%: each below the 5% threshold alone, +10% together.
+  ScriptedMeasurer m([](const loader::Knobs& k, const TrialPlan&, int) {
+    double v = 1000.0 * std::min(std::max(k.num_workers, 1), 16) * (k.num_workers >= 32 ? 1.04 : 1.0);
+    if (k.prefetch_factor == 8) v *= 1.03;
+    if (k.persistent_workers) v *= 1.03;
+    return v;
+  });
+  SearchSetup setup;
+  setup.samples_per_epoch = 4096;
+  const SearchRun r = RunOn(m, {}, setup);
+  EXPECT_EQ(r.outcome.knee_workers, 16);
+  const TrialRecord* combined = nullptr;
+  for (const auto& t : r.outcome.trials) {
+    if (t.phase == "combined") combined = &t;
+  }
+  ASSERT_NE(combined, nullptr);
+  EXPECT_EQ(combined->decision, "kept: +10.3% for num_workers 32, prefetch_factor 8, persistent_workers together");
+  EXPECT_EQ(Best(r).phase, "combined");
+  EXPECT_EQ(Best(r).knobs.num_workers, 32);
+  EXPECT_EQ(Best(r).knobs.prefetch_factor, 8);
+  EXPECT_TRUE(Best(r).knobs.persistent_workers);
+  // Measured over whole epochs, as persistent_workers is part of it.
+  bool seen = false;
+  for (const auto& p : m.plans) {
+    if (p.phase == "combined") {
+      seen = true;
+      EXPECT_GE(p.window_epochs, 1);
+    }
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST(Search, ASingleSmallGainGetsNoSecondChance) {
+  // Only persistent_workers gains (+3%, below the threshold): nothing to combine.
+  const SearchRun r = Search([](const loader::Knobs& k) {
+    return 1000.0 * std::min(std::max(k.num_workers, 1), 4) * (k.persistent_workers ? 1.03 : 1.0);
+  });
+  for (const auto& t : r.outcome.trials) EXPECT_NE(t.phase, "combined");
+  EXPECT_EQ(Phase(r, "combined")->why, "not tried: only persistent_workers gained within the noise");
+  EXPECT_FALSE(Best(r).knobs.persistent_workers);
+}
+
 TEST(Search, FinalCheckInterleavesBaselineAndBestAndReportsTheSpeedup) {
   // During the final check the machine drifts: each pair is slower than the
   // last, but baseline and best drift alike, so the ratio stays 2.
@@ -426,9 +510,10 @@ TEST(Search, EveryPhaseHasADecision) {
     names.push_back(p.phase);
     EXPECT_FALSE(p.why.empty()) << p.phase;
   }
-  const std::vector<std::string> want = {"pin_memory",      "num_workers",        "non_blocking",
-                                         "prefetch_factor", "persistent_workers", "final_check"};
+  const std::vector<std::string> want = {"pin_memory",         "num_workers", "non_blocking", "prefetch_factor",
+                                         "persistent_workers", "combined",    "final_check"};
   EXPECT_EQ(names, want);
+  EXPECT_EQ(Phase(r, "combined")->why, "not tried: no change gained even within the noise");
   for (const auto& t : r.outcome.trials) EXPECT_FALSE(t.decision.empty()) << t.phase;
 }
 

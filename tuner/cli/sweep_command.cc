@@ -143,18 +143,35 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
   tuner::Progress progress(stderr, tuner::DetectProgressMode(stderr, vm->count("quiet") > 0));
   const Output output{progress, json};
 
+  // A fresh sweep checks its config before the results file is touched, so a
+  // mistake leaves no file behind.
+  tuner::SweepConfig config;
+  if (!resuming) {
+    try {
+      config = tuner::LoadConfig(config_path);
+    } catch (const tuner::ConfigError& e) {
+      std::cerr << "feedtune: " << e.what() << "\n";
+      return kExitUsage;
+    }
+  }
+
   try {
-    results::Store store = results::Store::Open(db_path);
     const results::Fingerprint machine = MachineFingerprint(label);
-    const int64_t machine_id = store.UpsertMachine(machine);
+    // Opened here to resume; for a new run, once the workload has opened.
+    std::optional<results::Store> store;
+    int64_t machine_id = 0;
+    const auto open_store = [&] {
+      store.emplace(results::Store::Open(db_path));
+      machine_id = store->UpsertMachine(machine);
+    };
 
     // The run: a new one, or the interrupted one with its config and trials.
     results::RunRecord run;
-    tuner::SweepConfig config;
     std::vector<results::TrialRecord> stored;
     std::optional<tuner::BudgetFacts> facts;
     if (resuming) {
-      const auto found = store.LoadRun(resume_id);
+      open_store();
+      const auto found = store->LoadRun(resume_id);
       if (!found) {
         std::cerr << "feedtune: no run " << resume_id << " in " << db_path << "\n";
         return kExitUsage;
@@ -175,19 +192,12 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
         std::cerr << "feedtune: cannot resume: " << e.what() << "\n";
         return kExitFailure;
       }
-      stored = store.LoadTrials(run.id);
+      stored = store->LoadTrials(run.id);
       if (!run.calibration_json.empty()) {
         const auto j = nlohmann::json::parse(run.calibration_json, nullptr, /*allow_exceptions=*/false);
         if (j.is_object() && j.contains("budget_facts")) {
           facts = tuner::BudgetFactsFromJson(j["budget_facts"].dump());
         }
-      }
-    } else {
-      try {
-        config = tuner::LoadConfig(config_path);
-      } catch (const tuner::ConfigError& e) {
-        std::cerr << "feedtune: " << e.what() << "\n";
-        return kExitUsage;
       }
     }
     if (!facts) {
@@ -215,6 +225,7 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     std::string why;
     const int max_workers = ResolveMaxWorkers(config, &why);
     if (!resuming) {
+      open_store();
       run.machine_id = machine_id;
       run.workload_name = config.name;
       run.workload_hash = tuner::WorkloadHash(config);
@@ -223,7 +234,7 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
       run.version = kVersion;
       run.started_at = NowIso8601();
       run.calibration_json = RunJson(workload.calibration_json, *facts, max_workers, nullptr);
-      run.id = store.BeginRun(run);
+      run.id = store->BeginRun(run);
     }
     progress.Note("feedtune sweep: " + config.name + " on " + device->description() + ", run " +
                   std::to_string(run.id) + " in " + db_path +
@@ -248,7 +259,7 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     events.on_trial = [&](results::TrialRecord& trial, const tuner::SearchProgress& p) {
       const bool replayed = replay.last_replayed();
       budget.Observe(trial);
-      if (!replayed) trial.id = store.AddTrial(run.id, trial);
+      if (!replayed) trial.id = store->AddTrial(run.id, trial);
       ++kept;
       progress.Trial(trial, p, replayed);
       output.Event(tuner::TrialEventJson(trial, p, progress.elapsed_s(), progress.left_s(p), replayed));
@@ -271,7 +282,7 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
       progress.Clear();
       run.status = "interrupted";
       run.ended_at = NowIso8601();
-      store.FinishRun(run);
+      store->FinishRun(run);
       output.Event(tuner::InterruptedEventJson(run.id, kept));
       std::cerr << "feedtune: interrupted; run " << run.id << " is marked interrupted, its " << kept
                 << " finished trials are kept in " << db_path << "; continue it with `feedtune sweep --resume "
@@ -301,7 +312,7 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     run.speedup_ci_low = outcome.speedup_ci_low;
     run.speedup_ci_high = outcome.speedup_ci_high;
     run.calibration_json = RunJson(run.calibration_json, *facts, max_workers, &outcome);
-    store.FinishRun(run);
+    store->FinishRun(run);
     if (json) {
       output.Event(tuner::DoneEventJson(outcome, run));
     } else {
