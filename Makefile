@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build sweep test test-asan test-tsan bench clean
+.PHONY: all deps build sweep test test-asan test-tsan bench grid-vs-sweep clean
 
 all: build
 
@@ -35,6 +35,12 @@ test-tsan: deps
 
 bench: build
 	$(BUILD)/bench/feedtune_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+
+# The sweep against the full grid on synthetic cpu-bound and io-bound loads
+# (about 7 minutes on 2 cores): trials used by each, best throughput of each,
+# their ratio; exits 1 when the sweep misses a target.
+grid-vs-sweep: build
+	bench/grid_vs_sweep --feedtune $(BUILD)/tuner/cli/feedtune
 
 # Renders an HTML report to docs/report.png with headless Chromium (installed
 # here only: scripts/setup-deps --chromium). DB=... picks the results file.
