@@ -1515,6 +1515,26 @@ std::optional<YAML::Mark> FirstTooDeep(const std::string& text) {
   return std::nullopt;
 }
 
+// Splits YAML text before the "---" line that starts its second document (a
+// "---" before any content starts the first). Returns the first part and the
+// rest (empty when there is no second document), the rest padded with newlines
+// so that marks in it keep their line numbers.
+std::pair<std::string, std::string> SplitAtSecondDocument(const std::string& text) {
+  bool content = false;
+  int line = 0;
+  for (size_t start = 0; start < text.size(); ++line) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view row(text.data() + start, end - start);
+    const bool marker = row.substr(0, 3) == "---" && (row.size() == 3 || row[3] == ' ' || row[3] == '\t' || row[3] == '\r');
+    if (marker && content) return {text.substr(0, start), std::string(static_cast<size_t>(line), '\n') + text.substr(start)};
+    const size_t first = row.find_first_not_of(" \t\r");
+    if (marker || (first != std::string_view::npos && row[first] != '#')) content = true;
+    start = end + 1;
+  }
+  return {text, std::string()};
+}
+
 std::string TooDeepMessage() {
   return "invalid YAML: nested deeper than " + std::to_string(kMaxNesting) + " levels (a sweep config needs 3)";
 }
@@ -1528,17 +1548,18 @@ SweepConfig Parse(const std::string& text, const std::string& source, bool check
   }
   if (const auto deep = FirstTooDeep(text)) parser.Fail(*deep, "", TooDeepMessage());
   try {
-    const std::vector<YAML::Node> documents = YAML::LoadAll(text);
-    // A trailing "---" yields an empty extra document; only real ones are errors.
-    for (size_t i = 1; i < documents.size(); ++i) {
-      if (!documents[i].IsNull()) {
-        parser.Fail(documents[i].Mark(), "", "expected a single YAML document, got a second one");
+    // Not YAML::LoadAll: yaml-cpp 0.7's LoadAll never ends on a top-level ','
+    // (it appends empty documents until memory runs out; found by the config
+    // fuzzer). Load reads the first document; a second one is found by its
+    // "---" line and loaded on its own. A trailing empty one is no error.
+    const auto [first_text, second_text] = SplitAtSecondDocument(text);
+    const YAML::Node root = YAML::Load(first_text);
+    if (!second_text.empty()) {
+      if (const YAML::Node second = YAML::Load(second_text); !second.IsNull()) {
+        parser.Fail(second.Mark(), "", "expected a single YAML document, got a second one");
       }
     }
-    if (documents.empty() || documents[0].IsNull()) {
-      parser.Fail(YAML::Mark(), "", TopLevelExpectation() + ", got an empty document");
-    }
-    const YAML::Node& root = documents[0];
+    if (root.IsNull()) parser.Fail(YAML::Mark(), "", TopLevelExpectation() + ", got an empty document");
     if (!root.IsMap())
       parser.Fail(root.Mark(), "", TopLevelExpectation() + ", got " + Describe(root));
     SweepConfig config;

@@ -4,7 +4,9 @@
 // without a crash, within a few seconds, within memory in proportion to the
 // file, and (sweep) without creating a results file.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -123,7 +125,7 @@ TEST(BadConfigs, EveryCaseExitsTwoWithItsMessage) {
     Check({"validate", path}, path, c, "validate " + c.file);
     const std::string db = dir / (c.file + ".db");
     Check({"sweep", path, "--db", db}, path, c, "sweep " + c.file);
-    // (Strictly, no file should appear at all: see DISABLED_SweepWithABadConfigCreatesNoResultsFile.)
+    // (No file should appear at all: see SweepWithABadConfigCreatesNoResultsFile.)
     if (fs::exists(db)) {
       EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM runs"), 0) << "sweep " << c.file << " started a run";
     }
@@ -132,11 +134,9 @@ TEST(BadConfigs, EveryCaseExitsTwoWithItsMessage) {
   std::printf("[ figures  ] %d malformed configs tried, each by validate and sweep\n", tried);
 }
 
-// BUG (tuner/cli/sweep_command.cc, RunSweep): the results file is opened (and
-// created, with this machine's row) before the config is loaded, so
-// `feedtune sweep typo.yaml` exits 2 but leaves a new results/feedtune.db
-// behind. Loading the config first (when not resuming) fixes it. Enable then.
-TEST(BadConfigs, DISABLED_SweepWithABadConfigCreatesNoResultsFile) {
+// A sweep with a bad config must not leave a results file behind: the config
+// is loaded before the results file is opened (it once was the other way round).
+TEST(BadConfigs, SweepWithABadConfigCreatesNoResultsFile) {
   const TempDir dir("badconfignodb");
   const std::string db = dir / "results/r.db";
   const std::string path = (CorpusDir() / "structure-unknown-key-typo.yaml").string();
@@ -163,6 +163,23 @@ TEST(BadConfigs, ConfigThatIsNotUtf8RoundTrips) {
   // "# <file>: valid; effective config (workload hash H)": the same H.
   const auto hash = [](const std::string& out) { return out.substr(out.find("workload hash"), 30); };
   EXPECT_EQ(hash(a.out), hash(b.out));
+}
+
+// Found by tests/fuzz/config_fuzzer: yaml-cpp 0.7's LoadAll never ends on a
+// top-level ',' (it appends empty documents until memory runs out). The child
+// runs under a 1 GiB address-space limit so that a regression cannot take the
+// machine's memory.
+TEST(BadConfigs, ATopLevelCommaIsAnErrorNotAnEndlessLoop) {
+  if (UnderSanitizer()) GTEST_SKIP() << "needs RLIMIT_AS, which sanitizers cannot run under";
+  const TempDir dir("comma");
+  ChildOptions options;
+  options.rlimits = {{RLIMIT_AS, rlim_t{1} << 30}};
+  for (const char* text : {",\n", "\"x\", y\n", "a: 1\n--- ,\n"}) {
+    const std::string path = dir.Write("comma.yaml", text);
+    const ChildResult r = RunFeedtune({"validate", path}, Generous(Seconds(20)), options);
+    EXPECT_EQ(r.exit_code, 2) << text << "\n" << r.err;
+    EXPECT_EQ(r.err.rfind("feedtune: " + path + ":", 0), 0u) << r.err;
+  }
 }
 
 // Paths that are not config files at all.
