@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build sweep test test-asan test-tsan bench grid-vs-sweep clean
+.PHONY: all deps build sweep test test-asan test-tsan fuzz bench grid-vs-sweep clean
 
 all: build
 
@@ -22,16 +22,23 @@ sweep: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# The loader and tuner suites under sanitizers (separate build folders).
+# Under sanitizers (separate build folders): the whole suite with ASan+UBSan,
+# the loader and tuner suites with TSan.
 test-asan: deps
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DFEEDTUNE_SANITIZE=address,undefined -DFEEDTUNE_WITH_CUDA=OFF -DFEEDTUNE_BUILD_BENCH=OFF >/dev/null
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DFEEDTUNE_SANITIZE=address,undefined -DFEEDTUNE_WITH_CUDA=OFF -DFEEDTUNE_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS)
 
 test-tsan: deps
-	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DFEEDTUNE_SANITIZE=thread -DFEEDTUNE_WITH_CUDA=OFF -DFEEDTUNE_BUILD_BENCH=OFF >/dev/null
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DFEEDTUNE_SANITIZE=thread -DFEEDTUNE_WITH_CUDA=OFF -DFEEDTUNE_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && ctest --output-on-failure -j 1 -L 'loader|tuner'
+
+# libFuzzer targets (clang, ASan+UBSan, build-fuzz), FUZZ_SECONDS each on their seed corpora.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@scripts/setup-deps --fuzz
+	JOBS=$(JOBS) scripts/ci-fuzz $(FUZZ_SECONDS)
 
 bench: build
 	$(BUILD)/bench/feedtune_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
@@ -50,4 +57,4 @@ report-screenshot: build
 	scripts/report-screenshot --feedtune $(BUILD)/tuner/cli/feedtune $(if $(DB),--db $(DB)) --out docs/report.png
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz
