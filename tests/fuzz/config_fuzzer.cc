@@ -9,16 +9,13 @@
 // one non-empty line that starts with the source; and a config that parses
 // prints (ToYaml) as YAML that parses back to the same text and workload hash.
 //
-// Found so far: a string that was not UTF-8 printed as U+FFFD, so the stored
-// config differed from the one that ran (fixed: such text is refused;
-// corpus/config/regression-not-utf8.yaml).
-//
-// Known bug, excluded until fixed: ParseConfig calls YAML::LoadAll, which never
-// ends (and allocates without bound) on a ',' at the top level of a document:
-// a config of one comma makes feedtune take all memory and abort
-// (known-bugs/config-loadall-endless-documents.yaml; the test
-// BadConfigs.DISABLED_ATopLevelCommaIsAnErrorNotAnEndlessLoop). Inputs that may
-// hold such a comma are skipped (MayHaveTopLevelComma).
+// Found so far, each kept in the seed corpus as a regression input:
+//   regression-not-utf8.yaml         text that was not UTF-8 printed as U+FFFD,
+//                                    so the stored config differed from the one
+//                                    that ran (fixed: such text is refused)
+//   regression-top-level-comma.yaml  a top-level ',' made yaml-cpp's LoadAll
+//                                    append empty documents until memory ran
+//                                    out (fixed: ParseConfig no longer uses it)
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -43,21 +40,6 @@ void CheckMessage(const ConfigError& e, std::string_view source) {
   if (message.empty() || message.find('\n') != std::string::npos || message.rfind(source, 0) != 0) {
     Broken("a ConfigError message is not one line starting with its source", message);
   }
-}
-
-// True unless every ',' is certainly inside a flow collection ([...] or {...}).
-// Quotes and comments could hide brackets from this count, so with a ',' and
-// any of them present the answer is "maybe" (true).
-bool MayHaveTopLevelComma(std::string_view text) {
-  if (text.find(',') == std::string_view::npos) return false;
-  if (text.find_first_of("\"'#") != std::string_view::npos) return true;
-  int depth = 0;
-  for (char c : text) {
-    if (c == '[' || c == '{') ++depth;
-    if ((c == ']' || c == '}') && depth > 0) --depth;
-    if (c == ',' && depth == 0) return true;
-  }
-  return false;
 }
 
 void CheckRoundTrip(const SweepConfig& config) {
@@ -94,7 +76,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CheckRoundTrip(config);
     return 0;
   }
-  if (MayHaveTopLevelComma(text)) return 0;  // the LoadAll bug above
   try {
     const SweepConfig config = feedtune::tuner::ParseConfig(text, "fuzz.yaml");
     CheckRoundTrip(config);
