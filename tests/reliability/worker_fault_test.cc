@@ -150,12 +150,22 @@ class FaultyDataset final : public loader::Dataset {
       }
       case Fault::kMemoryGrowth: {
         // Grow in touched 8 MiB chunks until the rlimit says no, as a leaking
-        // decoder would; report it the way operator new does.
+        // decoder would; then unwind as a failed operator new does: what was
+        // taken is given back (RAII), and std::bad_alloc is thrown. Giving back
+        // first matters: throwing needs a little memory too (and a sanitizer's
+        // runtime, when it cannot map a page, ends the process instead).
+        constexpr size_t kChunk = size_t{8} << 20;
+        std::vector<void*> chunks;
+        chunks.reserve(4096);
         for (;;) {
-          constexpr size_t kChunk = size_t{8} << 20;
           void* p = mmap(nullptr, kChunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-          if (p == MAP_FAILED) throw std::bad_alloc();
+          if (p == MAP_FAILED || chunks.size() == chunks.capacity()) {
+            if (p != MAP_FAILED) munmap(p, kChunk);
+            for (void* chunk : chunks) munmap(chunk, kChunk);
+            throw std::bad_alloc();
+          }
           std::memset(p, 1, kChunk);
+          chunks.push_back(p);
         }
       }
     }
