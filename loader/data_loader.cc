@@ -35,7 +35,7 @@ int64_t BatchesPerEpoch(int64_t samples, const LoaderOptions& options) {
 }  // namespace
 
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
-                       PinnedAllocFn pinned_alloc)
+                       PinnedAllocFn pinned_alloc, std::shared_ptr<ForkServer> fork_server)
     : dataset_(std::move(dataset)),
       options_(options),
       num_workers_(CheckedWorkers(options)),
@@ -63,7 +63,11 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const LoaderOptio
     if (options_.worker_mode == WorkerMode::kThread) {
       pool_ = MakeThreadWorkerPool(*dataset_, arena_, num_workers_);
     } else {
-      pool_ = MakeProcessWorkerPool(*dataset_, arena_, num_workers_);
+      if (fork_server && fork_server->dataset() != dataset_) {
+        throw std::invalid_argument("the fork server holds another dataset than the loader's");
+      }
+      fork_server_ = fork_server ? std::move(fork_server) : std::make_shared<ForkServer>(dataset_);
+      pool_ = MakeProcessWorkerPool(*fork_server_, arena_, num_workers_);
     }
   }
   reorder_.resize(static_cast<size_t>(arena_.num_slots()));

@@ -23,9 +23,9 @@
 // One thread owns a DataLoader and calls all of its methods. A batch's memory is
 // valid until the next call to Next() or StartEpoch().
 //
-// The pin thread runs only while workers run and is stopped before workers
-// are started again, so worker processes are always forked from a process
-// whose only loader thread is the owner.
+// Worker processes come from a fork server (loader/fork_server.h) forked before
+// the caller's threads exist: pass the one made right after the dataset, or the
+// loader makes its own at construction, before its pin thread exists.
 #pragma once
 
 #include <chrono>
@@ -43,6 +43,7 @@
 
 #include "loader/dataset.h"
 #include "loader/device/host_buffer.h"
+#include "loader/fork_server.h"
 #include "loader/options.h"
 #include "loader/sampler.h"
 #include "loader/slot_arena.h"
@@ -83,10 +84,11 @@ using PinnedAllocFn = std::function<device::HostBuffer(size_t bytes)>;
 class DataLoader {
  public:
   // Allocates the slots (and, with pin_memory, the pinned pool) up front.
+  // `fork_server` starts process-mode workers; its dataset must be `dataset`.
   // Throws std::invalid_argument for impossible options and std::system_error
   // when memory is short.
   DataLoader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
-             PinnedAllocFn pinned_alloc = nullptr);
+             PinnedAllocFn pinned_alloc = nullptr, std::shared_ptr<ForkServer> fork_server = nullptr);
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
   ~DataLoader();
@@ -132,6 +134,7 @@ class DataLoader {
   const int64_t batches_per_epoch_;
   SlotArena arena_;
   std::vector<device::HostBuffer> pinned_;  // one per slot
+  std::shared_ptr<ForkServer> fork_server_;  // process mode only
   std::unique_ptr<WorkerPool> pool_;
 
   // The pin stage. pin_queue_ and pin_stop_ are guarded by pin_mu_.

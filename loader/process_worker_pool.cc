@@ -1,22 +1,24 @@
-// Process-mode workers, as torch's default: each worker is a forked process that
-// inherits the dataset and the slot arena (a shared memfd mapping), reads tasks
-// from its own pipe and reports on one shared pipe.
+// Process-mode workers, as torch's default: each worker is a process started by
+// the fork server (loader/fork_server.h), so it holds a copy of the dataset as
+// it was before this process had threads. It maps the slot arena (a shared
+// memfd), reads tasks from its own socket and reports on one shared pipe.
 //
 // Why this shape:
 // - Reports are fixed headers plus a bounded error text, at most PIPE_BUF bytes,
 //   so writes from several workers to one pipe never interleave.
-// - A dead worker is found by waitpid(WNOHANG) whenever the report pipe has been
-//   quiet for kPollInterval, so a crash is reported within a fraction of a second
-//   with its pid and exit code or signal, and the consumer never hangs.
-// - Workers die with the parent (PR_SET_PDEATHSIG) and ignore SIGINT, so Ctrl-C
-//   reaches the parent alone and it shuts the pool down in order.
+// - A dead worker is looked for whenever the report pipe has been quiet for
+//   kPollInterval (the fork server has reaped it and says how it ended), so a
+//   crash is reported within a fraction of a second with its pid and exit code
+//   or signal, and the consumer never hangs.
+// - Workers die with the fork server, and it with this process
+//   (PR_SET_PDEATHSIG); they ignore SIGINT, so Ctrl-C reaches this process
+//   alone and it shuts the pool down in order.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -30,7 +32,9 @@
 #include <vector>
 
 #include "loader/data_loader.h"
+#include "loader/fork_server.h"
 #include "loader/worker_pool.h"
+#include "loader/worker_process.h"
 
 namespace feedtune::loader {
 namespace {
@@ -38,24 +42,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
 constexpr auto kStopGrace = std::chrono::milliseconds(1000);
-constexpr size_t kMaxErrorText = 3000;
-
-struct TaskHeader {
-  int64_t batch_index;
-  int32_t slot;
-  int32_t count;
-};
-
-struct ReportHeader {
-  int64_t batch_index;  // -1: the worker is ready (InitWorker done)
-  int64_t bytes;
-  double busy_s;
-  int32_t slot;
-  int32_t worker;
-  uint32_t error_len;
-  uint32_t pad;
-};
-static_assert(sizeof(ReportHeader) + kMaxErrorText <= PIPE_BUF, "reports must be atomic pipe writes");
+// After SIGKILL, how long to wait for the fork server to report the end.
+constexpr int kKilledReportMs = 5000;
 
 bool WriteAll(int fd, const void* data, size_t size) {
   const auto* p = static_cast<const char*>(data);
@@ -101,27 +89,18 @@ bool ReadAll(int fd, void* data, size_t size) {
 }
 
 void SendReport(int fd, ReportHeader header, const std::string& error) {
-  const std::string text = error.substr(0, kMaxErrorText);
+  const std::string text = error.substr(0, kMaxReportError);
   header.error_len = static_cast<uint32_t>(text.size());
-  char buf[sizeof(ReportHeader) + kMaxErrorText];
+  char buf[sizeof(ReportHeader) + kMaxReportError];
   std::memcpy(buf, &header, sizeof header);
   std::memcpy(buf + sizeof header, text.data(), text.size());
   WriteAll(fd, buf, sizeof header + text.size());
 }
 
-std::string DescribeExit(const siginfo_t& info) {
-  if (info.si_code == CLD_EXITED) return "exited with code " + std::to_string(info.si_status);
-  std::string text = "was killed by signal " + std::to_string(info.si_status);
-  if (const char* abbrev = sigabbrev_np(info.si_status)) text += std::string(" (SIG") + abbrev + ")";
-  if (info.si_status == SIGBUS) {
-    text += "; shared memory may be exhausted: check the free space of /dev/shm";
-  }
-  return text;
-}
+}  // namespace
 
-// The body of a worker process. Never returns.
-[[noreturn]] void WorkerMain(const Dataset& dataset, const SlotArena& arena, int worker, int task_fd,
-                             int report_fd, pid_t parent) {
+void RunWorkerProcess(const Dataset& dataset, const SlotArena& arena, int worker, int task_fd, int report_fd,
+                      pid_t parent) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(0);  // the parent died before we could ask
   signal(SIGINT, SIG_IGN);
@@ -161,10 +140,12 @@ std::string DescribeExit(const siginfo_t& info) {
   _exit(0);
 }
 
+namespace {
+
 class ProcessWorkerPool final : public WorkerPool {
  public:
-  ProcessWorkerPool(const Dataset& dataset, const SlotArena& arena, int num_workers)
-      : dataset_(dataset), arena_(arena), workers_(static_cast<size_t>(num_workers)),
+  ProcessWorkerPool(ForkServer& server, const SlotArena& arena, int num_workers)
+      : server_(server), arena_(arena), workers_(static_cast<size_t>(num_workers)),
         wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
     if (wake_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd for the worker pool");
   }
@@ -183,7 +164,6 @@ class ProcessWorkerPool final : public WorkerPool {
     if (pipe2(report_pipe, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe for worker reports");
     report_fd_ = report_pipe[0];
     const int report_write = report_pipe[1];
-    const pid_t parent = getpid();
     for (int w = 0; w < num_workers(); ++w) {
       // A socket rather than a pipe: send(MSG_NOSIGNAL) to a dead worker fails
       // with EPIPE instead of killing this process with SIGPIPE.
@@ -192,26 +172,22 @@ class ProcessWorkerPool final : public WorkerPool {
         const int err = errno;
         close(report_write);
         Stop();
-        throw std::system_error(err, std::generic_category(), "pipe for worker tasks");
+        throw std::system_error(err, std::generic_category(), "socket for worker tasks");
       }
-      const pid_t pid = fork();
-      if (pid == 0) {
-        close(task_pipe[1]);
-        close(report_fd_);
-        // Task pipes of earlier siblings are CLOEXEC but still open here; close them
-        // so a sibling sees EOF when the parent closes its end.
-        for (int s = 0; s < w; ++s) close(workers_[static_cast<size_t>(s)].task_fd);
-        WorkerMain(dataset_, arena_, w, task_pipe[0], report_write, parent);
-      }
-      close(task_pipe[0]);
-      if (pid < 0) {
-        const int err = errno;
+      Worker& worker = workers_[static_cast<size_t>(w)];
+      try {
+        worker.process = server_.Spawn(w, arena_, task_pipe[0], report_write);
+      } catch (...) {
+        close(task_pipe[0]);
         close(task_pipe[1]);
         close(report_write);
         Stop();
-        throw LoaderError("cannot start worker " + std::to_string(w) + ": fork failed: " + std::strerror(err));
+        throw;
       }
-      workers_[static_cast<size_t>(w)] = Worker{pid, task_pipe[1], true, {}};
+      close(task_pipe[0]);
+      worker.task_fd = task_pipe[1];
+      worker.alive = true;
+      worker.outstanding.clear();
     }
     close(report_write);  // only the workers hold the write end now: EOF means all are gone
     running_ = true;
@@ -234,21 +210,20 @@ class ProcessWorkerPool final : public WorkerPool {
       if (w.task_fd >= 0) close(w.task_fd);
       w.task_fd = -1;
     }
-    // Closing the task pipes asks each worker to exit; one that does not (a
+    // Closing the task sockets asks each worker to exit; one that does not (a
     // hang) is killed after the grace period.
     const auto deadline = Clock::now() + kStopGrace;
     for (auto& w : workers_) {
-      if (!w.alive) continue;
-      while (waitpid(w.pid, nullptr, WNOHANG) == 0) {
-        if (Clock::now() > deadline) {
-          kill(w.pid, SIGKILL);
-          waitpid(w.pid, nullptr, 0);
-          break;
+      if (w.alive) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        if (!w.process.WaitExit(static_cast<int>(std::max<int64_t>(left, 0)))) {
+          w.process.Kill();
+          w.process.WaitExit(kKilledReportMs);
         }
-        usleep(1000);
       }
       w.alive = false;
       w.outstanding.clear();
+      w.process = WorkerProcess();
     }
     if (report_fd_ >= 0) close(report_fd_);
     report_fd_ = -1;
@@ -294,7 +269,7 @@ class ProcessWorkerPool final : public WorkerPool {
 
  private:
   struct Worker {
-    pid_t pid = -1;
+    WorkerProcess process;
     int task_fd = -1;
     bool alive = false;
     std::deque<int64_t> outstanding;  // batches sent and not yet reported, oldest first
@@ -351,13 +326,13 @@ class ProcessWorkerPool final : public WorkerPool {
     for (size_t w = 0; w < workers_.size(); ++w) {
       Worker& worker = workers_[w];
       if (!worker.alive) continue;
-      siginfo_t info{};
-      if (waitid(P_PID, static_cast<id_t>(worker.pid), &info, WEXITED | WNOHANG) != 0 || info.si_pid == 0) continue;
+      const std::optional<WorkerExit> exit = worker.process.WaitExit(0);
+      if (!exit) continue;
       worker.alive = false;
       done->worker = static_cast<int>(w);
       done->batch_index = worker.outstanding.empty() ? -1 : worker.outstanding.front();
-      done->error = "worker " + std::to_string(w) + " (pid " + std::to_string(worker.pid) + ") " +
-                    DescribeExit(info) +
+      done->error = "worker " + std::to_string(w) + " (pid " + std::to_string(worker.process.pid()) + ") " +
+                    DescribeWorkerExit(*exit) +
                     (worker.outstanding.empty() ? std::string(" while idle")
                                                 : " while loading batch " + std::to_string(worker.outstanding.front()));
       return true;
@@ -365,7 +340,7 @@ class ProcessWorkerPool final : public WorkerPool {
     return false;
   }
 
-  const Dataset& dataset_;
+  ForkServer& server_;
   const SlotArena& arena_;
   // `outstanding` and `alive` of each worker are guarded by mu_: the owner
   // submits while the pin stage waits for reports.
@@ -381,8 +356,8 @@ class ProcessWorkerPool final : public WorkerPool {
 
 }  // namespace
 
-std::unique_ptr<WorkerPool> MakeProcessWorkerPool(const Dataset& dataset, const SlotArena& arena, int num_workers) {
-  return std::make_unique<ProcessWorkerPool>(dataset, arena, num_workers);
+std::unique_ptr<WorkerPool> MakeProcessWorkerPool(ForkServer& server, const SlotArena& arena, int num_workers) {
+  return std::make_unique<ProcessWorkerPool>(server, arena, num_workers);
 }
 
 }  // namespace feedtune::loader

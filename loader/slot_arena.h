@@ -2,8 +2,9 @@
 //
 // Batches travel from workers to the consumer in these slots, so no batch is
 // allocated or copied per step. The mapping is an anonymous memfd mapped
-// MAP_SHARED: forked worker processes inherit it, and the kernel frees it when
-// the last mapping goes, so a crash can never leak a named /dev/shm segment.
+// MAP_SHARED: worker processes map the same memfd (the fork server passes it
+// to them), and the kernel frees it when the last mapping and descriptor go,
+// so a crash can never leak a named /dev/shm segment.
 // The arena is constant after construction; who may write a slot is decided by
 // the DataLoader (a slot belongs to one worker or to the consumer at a time).
 #pragma once
@@ -18,6 +19,9 @@ class SlotArena {
  public:
   // Throws std::system_error (with the size asked for) when memory or /dev/shm is short.
   SlotArena(int num_slots, size_t slot_bytes);
+  // Maps the arena whose memfd is `fd` (a worker's view of the consumer's
+  // arena, with the consumer's num_slots() and slot_bytes()); takes `fd`.
+  SlotArena(int fd, int num_slots, size_t slot_bytes);
   SlotArena(const SlotArena&) = delete;
   SlotArena& operator=(const SlotArena&) = delete;
   ~SlotArena();
@@ -25,12 +29,15 @@ class SlotArena {
   int num_slots() const { return num_slots_; }
   size_t slot_bytes() const { return slot_bytes_; }
   std::span<std::byte> slot(int index) const;
+  // The memfd behind the mapping (close-on-exec), to hand to worker processes.
+  int fd() const { return fd_; }
 
  private:
   int num_slots_;
   size_t slot_bytes_;  // rounded up to a cache line, so slots never share one
   size_t mapped_bytes_;
   std::byte* base_ = nullptr;
+  int fd_ = -1;
 };
 
 }  // namespace feedtune::loader

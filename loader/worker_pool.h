@@ -62,9 +62,10 @@ class WorkerPool {
 std::unique_ptr<WorkerPool> MakeThreadWorkerPool(const Dataset& dataset, const SlotArena& arena,
                                                  int num_workers);
 
-// Workers as forked processes (torch's default). Fork before this process has
-// threads: a child of a threaded parent may inherit a held lock.
-std::unique_ptr<WorkerPool> MakeProcessWorkerPool(const Dataset& dataset, const SlotArena& arena,
-                                                  int num_workers);
+class ForkServer;
+
+// Workers as processes (torch's default), started by `server` (which holds the
+// dataset they read); `server` must outlive the pool.
+std::unique_ptr<WorkerPool> MakeProcessWorkerPool(ForkServer& server, const SlotArena& arena, int num_workers);
 
 }  // namespace feedtune::loader

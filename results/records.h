@@ -96,6 +96,9 @@ struct TrialRecord {
   double epoch_boundary_ms = 0;      // stall at the epoch change (worker restart when not persistent)
   double cv = 0;                     // coefficient of variation of samples/s over the repeats
   double worker_busy_frac = 0;       // fraction of worker wall time spent producing samples
+  // One-off: allocating (and locking) the pinned pool at the trial's start,
+  // outside every measurement window. 0 without pin_memory; NaN before schema v4.
+  double pinned_alloc_s = 0;
   std::string decision;       // why the phase kept or dropped this setting
   std::vector<RepeatRecord> repeat_rows;
 };

@@ -101,7 +101,8 @@ Json TrialJson(const TrialRecord& t) {
               {"time_to_first_batch_s", Number(t.time_to_first_batch_s)},
               {"epoch_boundary_ms", Number(t.epoch_boundary_ms)},
               {"cv", Number(t.cv)},
-              {"worker_busy_frac", Number(t.worker_busy_frac)}};
+              {"worker_busy_frac", Number(t.worker_busy_frac)},
+              {"pinned_alloc_s", Number(t.pinned_alloc_s)}};
 }
 
 Json OptionalString(const std::string& text) { return text.empty() ? Json(nullptr) : Json(text); }

@@ -156,6 +156,11 @@ CREATE TABLE h2d_pinning (
   seconds_per_gib REAL
 );
 )sql",
+    // 3 -> 4: the one-off time to allocate a trial's pinned pool (kept out of
+    // the trial's measurement windows, so stored beside them).
+    R"sql(
+ALTER TABLE trials ADD COLUMN pinned_alloc_s REAL;
+)sql",
 };
 
 // ISO 8601 UTC, the form RunRecord documents for its timestamps.
@@ -508,6 +513,8 @@ constexpr const char* kRunColumnsV1Stand_in =
 constexpr const char* kTrialColumnsV2 =
     "time_to_first_batch_s, epoch_boundary_ms, cv, worker_busy_frac";
 constexpr const char* kTrialColumnsV1Stand_in = "NULL, NULL, NULL, NULL";
+constexpr const char* kTrialColumnsV4 = "pinned_alloc_s";
+constexpr const char* kTrialColumnsV3Stand_in = "NULL";
 
 std::string MachineColumns(int version) {
   return std::string(kMachineColumns) + ", " +
@@ -518,8 +525,8 @@ std::string RunColumns(int version) {
          (version >= 2 ? kRunColumnsV2 : kRunColumnsV1Stand_in);
 }
 std::string TrialColumns(int version) {
-  return std::string(kTrialColumns) + ", " +
-         (version >= 2 ? kTrialColumnsV2 : kTrialColumnsV1Stand_in);
+  return std::string(kTrialColumns) + ", " + (version >= 2 ? kTrialColumnsV2 : kTrialColumnsV1Stand_in) +
+         ", " + (version >= 4 ? kTrialColumnsV4 : kTrialColumnsV3Stand_in);
 }
 
 RunRecord ReadRun(const Statement& row) {
@@ -812,7 +819,7 @@ int64_t Store::AddTrial(int64_t run_id, const TrialRecord& trial) {
 int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::string& operation) {
   const std::string sql = "INSERT INTO trials (" + TrialColumns(kSchemaVersion) +
                           ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                          "?, ?, ?, ?, ?, ?, ?)";
+                          "?, ?, ?, ?, ?, ?, ?, ?)";
   int64_t trial_id = 0;
   {
     Statement insert(db_.get(), path_, operation, sql.c_str());
@@ -824,7 +831,7 @@ int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::
                  t.ci_low, t.ci_high, t.mb_per_s, t.gpu_idle_frac, t.copy_s, t.wait_p50_us,
                  t.wait_p99_us, t.worker_startup_s, t.cpu_util, t.peak_rss_bytes, t.repeats,
                  t.decision, t.time_to_first_batch_s, t.epoch_boundary_ms, t.cv,
-                 t.worker_busy_frac)
+                 t.worker_busy_frac, t.pinned_alloc_s)
         .Run();
     trial_id = sqlite3_last_insert_rowid(db_.get());
   }
@@ -1003,6 +1010,7 @@ std::vector<TrialRecord> Store::LoadTrials(int64_t run_id) const {
     t.epoch_boundary_ms = select.Double(25);
     t.cv = select.Double(26);
     t.worker_busy_frac = select.Double(27);
+    t.pinned_alloc_s = select.Double(28);
     index_by_id[t.id] = trials.size();
     trials.push_back(std::move(t));
   }

@@ -7,7 +7,7 @@
 
 namespace feedtune::tuner {
 
-OpenedWorkload OpenWorkload(const SweepConfig& config, device::Device& device, const std::atomic<bool>* stop) {
+OpenedWorkload OpenWorkload(const SweepConfig& config) {
   OpenedWorkload opened;
   const workloads::WorkloadOptions& w = config.workload;
   switch (w.kind) {
@@ -21,9 +21,8 @@ OpenedWorkload OpenWorkload(const SweepConfig& config, device::Device& device, c
                                       workloads::SizeDistName(w.synthetic.size.dist) + ")") +
                            ", " + std::to_string(w.synthetic.cpu_us_per_sample) + " us CPU and " +
                            std::to_string(w.synthetic.io_us_per_sample) + " us wait per sample";
-      opened.measurer = std::make_unique<TrialRunner>(
-          config, device, std::make_shared<workloads::SyntheticDataset>(w.synthetic, calibration), stop);
-      return opened;
+      opened.dataset = std::make_shared<workloads::SyntheticDataset>(w.synthetic, calibration);
+      break;
     }
     case workloads::WorkloadKind::kFiles: {
       const workloads::CpuCalibration calibration = workloads::Calibrate();
@@ -37,8 +36,8 @@ OpenedWorkload OpenWorkload(const SweepConfig& config, device::Device& device, c
       }
       opened.calibration_json = calibration.ToJson();
       opened.description = "files: " + dataset->Describe();
-      opened.measurer = std::make_unique<TrialRunner>(config, device, dataset, stop);
-      return opened;
+      opened.dataset = std::move(dataset);
+      break;
     }
     case workloads::WorkloadKind::kCommand: {
       const std::string& argv0 = w.command.argv.empty() ? std::string() : w.command.argv[0];
@@ -51,16 +50,21 @@ OpenedWorkload OpenWorkload(const SweepConfig& config, device::Device& device, c
                            " arguments, one run per repeat (timeout " +
                            std::to_string(static_cast<int64_t>(w.command.timeout_s)) +
                            " s)";
-      opened.measurer = std::make_unique<CommandMeasurer>(config, stop);
       return opened;
     }
   }
-  throw std::runtime_error("unknown workload kind");
+  if (config.loader.worker_mode == loader::WorkerMode::kProcess) {
+    opened.fork_server = std::make_shared<loader::ForkServer>(opened.dataset);
+  }
+  return opened;
 }
 
-std::unique_ptr<TrialMeasurer> MakeMeasurer(const SweepConfig& config, device::Device& device,
-                                            const std::atomic<bool>* stop) {
-  return OpenWorkload(config, device, stop).measurer;
+std::unique_ptr<TrialMeasurer> MakeMeasurer(const SweepConfig& config, const OpenedWorkload& workload,
+                                            device::Device& device, const std::atomic<bool>* stop) {
+  if (config.workload.kind == workloads::WorkloadKind::kCommand) {
+    return std::make_unique<CommandMeasurer>(config, stop);
+  }
+  return std::make_unique<TrialRunner>(config, device, workload.dataset, stop, workload.fork_server);
 }
 
 }  // namespace feedtune::tuner

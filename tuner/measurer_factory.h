@@ -1,11 +1,14 @@
-// MakeMeasurer / OpenWorkload: what measures a trial for the config's workload
+// OpenWorkload / MakeMeasurer: what measures a trial for the config's workload
 // kind. Native datasets (synthetic, files) go through a TrialRunner over the
 // loader core; the command kind runs the user's pipeline (CommandMeasurer).
 // The sweep and trial commands stay unaware of the kinds.
 //
-// Opening calibrates the CPU work loop once (workloads/cpu_work.h) for the
-// native kinds, before any worker is forked; the calibration is returned as
-// JSON so it can be stored with the run.
+// Two steps, because of the order DESIGN.md §3 asks for:
+//   1. OpenWorkload builds the dataset (calibrating the CPU work loop once for
+//      the native kinds) and starts the fork server that holds it, while this
+//      process has one thread;
+//   2. then the caller creates the device (the CUDA runtime starts threads),
+//      and MakeMeasurer joins the two.
 #pragma once
 
 #include <atomic>
@@ -13,7 +16,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "loader/dataset.h"
 #include "loader/device/device.h"
+#include "loader/fork_server.h"
 #include "tuner/config.h"
 #include "tuner/trial_runner.h"
 
@@ -28,21 +33,22 @@ class WorkloadError : public std::runtime_error {
 };
 
 struct OpenedWorkload {
-  std::unique_ptr<TrialMeasurer> measurer;
-  std::string description;       // one line: what was opened and how it is read
+  std::shared_ptr<const loader::Dataset> dataset;   // native kinds
+  std::shared_ptr<loader::ForkServer> fork_server;  // native kinds in process mode
+  std::string description;  // one line: what was opened and how it is read
   // This machine's CPU calibration as a JSON object (workloads/cpu_work.h:
   // clock_read_ns, work_bytes_per_s, chunk_bytes, ...) for the run record;
   // empty for the command kind.
   std::string calibration_json;
 };
 
-// `device` and `stop` must outlive the measurer. Throws WorkloadError (see
-// above) or std::runtime_error (damaged data: the message names the file,
-// record and byte offset).
-OpenedWorkload OpenWorkload(const SweepConfig& config, device::Device& device, const std::atomic<bool>* stop);
+// Call before this process starts threads or creates a CUDA device. Throws
+// WorkloadError (see above), std::runtime_error (damaged data: the message
+// names the file, record and byte offset) or std::system_error (no fork server).
+OpenedWorkload OpenWorkload(const SweepConfig& config);
 
-// OpenWorkload(...).measurer.
-std::unique_ptr<TrialMeasurer> MakeMeasurer(const SweepConfig& config, device::Device& device,
-                                            const std::atomic<bool>* stop);
+// `config`, `device` and `stop` must outlive the measurer.
+std::unique_ptr<TrialMeasurer> MakeMeasurer(const SweepConfig& config, const OpenedWorkload& workload,
+                                            device::Device& device, const std::atomic<bool>* stop);
 
 }  // namespace feedtune::tuner

@@ -1,22 +1,28 @@
 #include "tuner/proc_stats.h"
 
 #include <dirent.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace feedtune::tuner {
 namespace {
 
+struct ProcStat {
+  long pid = 0;
+  long ppid = 0;
+  double cpu_s = 0;  // own utime + stime, plus cutime + cstime of reaped children
+  int64_t rss_bytes = 0;
+};
+
 // Fields of /proc/PID/stat after the command name: state is field 3 (index 0
-// here), ppid 4, utime 14, stime 15, rss 24 (in pages).
-bool ReadStat(const std::string& pid, long* ppid, double* cpu_s, int64_t* rss_bytes) {
+// here), ppid 4, utime 14, stime 15, cutime 16, cstime 17, rss 24 (in pages).
+bool ReadStat(const std::string& pid, ProcStat* stat) {
   std::ifstream in("/proc/" + pid + "/stat");
   std::string line;
   if (!std::getline(in, line)) return false;
@@ -28,9 +34,9 @@ bool ReadStat(const std::string& pid, long* ppid, double* cpu_s, int64_t* rss_by
   for (int i = 0; i < 22 && fields >> f; ++i) values[i] = i == 0 ? 0 : std::atol(f.c_str());
   static const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
   static const int64_t page = sysconf(_SC_PAGESIZE);
-  *ppid = values[1];
-  *cpu_s = static_cast<double>(values[11] + values[12]) / ticks;
-  *rss_bytes = static_cast<int64_t>(values[21]) * page;
+  stat->ppid = values[1];
+  stat->cpu_s = static_cast<double>(values[11] + values[12] + values[13] + values[14]) / ticks;
+  stat->rss_bytes = static_cast<int64_t>(values[21]) * page;
   return true;
 }
 
@@ -39,29 +45,33 @@ bool ReadStat(const std::string& pid, long* ppid, double* cpu_s, int64_t* rss_by
 TreeUsage ReadTreeUsage() {
   TreeUsage usage;
   const long self = getpid();
-  long ppid = 0;
-  double cpu = 0;
-  int64_t rss = 0;
-  if (ReadStat("self", &ppid, &cpu, &rss)) {
-    usage.cpu_s += cpu;
-    usage.rss_bytes += rss;
+  std::multimap<long, ProcStat> by_parent;
+  ProcStat own;
+  if (ReadStat("self", &own)) {
+    usage.cpu_s += own.cpu_s;
+    usage.rss_bytes += own.rss_bytes;
   }
-  // Workers that have already exited and been reaped count here.
-  rusage reaped{};
-  if (getrusage(RUSAGE_CHILDREN, &reaped) == 0) {
-    usage.cpu_s += static_cast<double>(reaped.ru_utime.tv_sec + reaped.ru_stime.tv_sec) +
-                   static_cast<double>(reaped.ru_utime.tv_usec + reaped.ru_stime.tv_usec) / 1e6;
+  if (DIR* dir = opendir("/proc")) {
+    while (dirent* entry = readdir(dir)) {
+      if (entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
+      ProcStat stat;
+      stat.pid = std::atol(entry->d_name);
+      if (ReadStat(entry->d_name, &stat)) by_parent.emplace(stat.ppid, stat);
+    }
+    closedir(dir);
   }
-  DIR* dir = opendir("/proc");
-  if (dir == nullptr) return usage;
-  while (dirent* entry = readdir(dir)) {
-    if (entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
-    if (ReadStat(entry->d_name, &ppid, &cpu, &rss) && ppid == self) {
-      usage.cpu_s += cpu;
-      usage.rss_bytes += rss;
+  // Walk down from this process: children, their children, ...
+  std::vector<long> parents = {self};
+  while (!parents.empty()) {
+    const long parent = parents.back();
+    parents.pop_back();
+    auto [first, last] = by_parent.equal_range(parent);
+    for (auto it = first; it != last; ++it) {
+      usage.cpu_s += it->second.cpu_s;
+      usage.rss_bytes += it->second.rss_bytes;
+      parents.push_back(it->second.pid);
     }
   }
-  closedir(dir);
   return usage;
 }
 

@@ -72,8 +72,10 @@ class Loop {
 }  // namespace
 
 TrialRunner::TrialRunner(const SweepConfig& config, device::Device& device,
-                         std::shared_ptr<const loader::Dataset> dataset, const std::atomic<bool>* stop)
-    : config_(config), device_(device), dataset_(std::move(dataset)), stop_(stop) {}
+                         std::shared_ptr<const loader::Dataset> dataset, const std::atomic<bool>* stop,
+                         std::shared_ptr<loader::ForkServer> fork_server)
+    : config_(config), device_(device), dataset_(std::move(dataset)), fork_server_(std::move(fork_server)),
+      stop_(stop) {}
 
 results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) {
   results::TrialRecord trial;
@@ -83,9 +85,10 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
   try {
     loader::LoaderOptions options = config_.loader;
     options.knobs = knobs;
-    loader::DataLoader data_loader(dataset_, options,
-                                   [this](size_t bytes) { return device_.AllocPinned(bytes); });
+    loader::DataLoader data_loader(
+        dataset_, options, [this](size_t bytes) { return device_.AllocPinned(bytes); }, fork_server_);
     if (!data_loader.stats().pinned_pool_locked) last_warning_ = device_.pin_warning();
+    trial.pinned_alloc_s = data_loader.stats().pinned_pool_alloc_s;
     device_.Prepare(static_cast<size_t>(data_loader.batch_bytes()));
 
     Loop loop(data_loader, device_, knobs, config_.device.sync_every_steps, stop_);

@@ -23,6 +23,7 @@
 
 #include "loader/dataset.h"
 #include "loader/device/device.h"
+#include "loader/fork_server.h"
 #include "loader/options.h"
 #include "results/records.h"
 #include "tuner/config.h"
@@ -63,9 +64,12 @@ class TrialMeasurer {
 
 class TrialRunner final : public TrialMeasurer {
  public:
-  // `stop` (may be null) is polled between batches.
+  // `stop` (may be null) is polled between batches. `fork_server` (holding
+  // `dataset`) starts the process-mode workers of every trial; without one,
+  // each trial's loader forks its own.
   TrialRunner(const SweepConfig& config, device::Device& device,
-              std::shared_ptr<const loader::Dataset> dataset, const std::atomic<bool>* stop);
+              std::shared_ptr<const loader::Dataset> dataset, const std::atomic<bool>* stop,
+              std::shared_ptr<loader::ForkServer> fork_server = nullptr);
 
   results::TrialRecord Measure(const loader::Knobs& knobs) override { return MeasurePlanned(knobs, {}); }
   results::TrialRecord MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) override;
@@ -76,6 +80,7 @@ class TrialRunner final : public TrialMeasurer {
   const SweepConfig config_;
   device::Device& device_;
   const std::shared_ptr<const loader::Dataset> dataset_;
+  const std::shared_ptr<loader::ForkServer> fork_server_;
   const std::atomic<bool>* const stop_;
   std::string last_warning_;
 };

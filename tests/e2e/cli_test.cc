@@ -168,6 +168,12 @@ TEST_F(Cli, TrialPrintsJson) {
   EXPECT_EQ(j["config"]["pin_memory"], true);
   EXPECT_EQ(j["status"], "ok");
   EXPECT_GT(j["samples_per_s"].get<double>(), 0);
+  // Allocating the pinned pool is reported, apart from the windows.
+  EXPECT_GT(j["pinned_alloc_s"].get<double>(), 0);
+
+  const Result unpinned = Run("trial " + config + " --set loader.num_workers=2 --json");
+  ASSERT_EQ(unpinned.code, 0) << unpinned.err;
+  EXPECT_EQ(nlohmann::json::parse(unpinned.out)["pinned_alloc_s"], 0);
 }
 
 TEST_F(Cli, MachineJson) {

@@ -11,10 +11,14 @@
 #include <unistd.h>
 
 #include "loader/device/host_buffer.h"
+#include "tests/common/process_tree.h"
 #include "workloads/synthetic_dataset.h"
 
 namespace feedtune::loader {
 namespace {
+
+using testing_util::CountDescendants;
+using testing_util::CountWorkerProcesses;
 
 // Writes the sample index into the first 8 bytes of each sample; can fail on one index.
 class IndexDataset final : public Dataset {
@@ -38,27 +42,6 @@ PinnedAllocFn HostSimPinned() {
     bool locked = false;
     return device::AllocLockedHostSim(bytes, &locked, nullptr);
   };
-}
-
-int CountChildren() {
-  int count = 0;
-  DIR* dir = opendir("/proc");
-  while (dirent* e = readdir(dir)) {
-    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-    FILE* f = fopen(("/proc/" + std::string(e->d_name) + "/stat").c_str(), "r");
-    if (f == nullptr) continue;
-    char buf[512] = {};
-    const size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    const char* close = strrchr(buf, ')');
-    if (n > 0 && close != nullptr) {
-      char state = 0;
-      long ppid = 0;
-      if (sscanf(close + 2, "%c %ld", &state, &ppid) == 2 && ppid == getpid()) ++count;
-    }
-  }
-  closedir(dir);
-  return count;
 }
 
 struct Case {
@@ -186,7 +169,7 @@ TEST_P(WorkerErrors, AnExceptionNamesTheBatchAndSample) {
     EXPECT_NE(what.find("failed on batch 3 (sample 13): cannot decode"), std::string::npos) << what;
   }
   loader.Shutdown();
-  EXPECT_EQ(CountChildren(), 0);
+  EXPECT_EQ(CountWorkerProcesses(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, WorkerErrors, testing::Values(WorkerMode::kThread, WorkerMode::kProcess),
@@ -221,7 +204,7 @@ TEST(ProcessWorkers, AWorkerThatExitsIsReportedWithPidAndCode) {
     EXPECT_NE(what.find("exited with code 7 while loading batch 4"), std::string::npos) << what;
   }
   loader.Shutdown();
-  EXPECT_EQ(CountChildren(), 0);
+  EXPECT_EQ(CountWorkerProcesses(), 0);
 }
 
 TEST(ProcessWorkers, ASignalIsReportedByName) {
@@ -254,7 +237,7 @@ TEST(ProcessWorkers, ASignalIsReportedByName) {
     EXPECT_NE(std::string(e.what()).find("was killed by signal 11 (SIGSEGV) while loading batch 8"), std::string::npos)
         << e.what();
   }
-  EXPECT_EQ(CountChildren(), 0);
+  EXPECT_EQ(CountWorkerProcesses(), 0);
 }
 
 TEST(DataLoader, TimeoutTurnsAHangIntoAnError) {
@@ -282,7 +265,7 @@ TEST(DataLoader, TimeoutTurnsAHangIntoAnError) {
       },
       LoaderError);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
-  EXPECT_EQ(CountChildren(), 0);
+  EXPECT_EQ(CountWorkerProcesses(), 0);
 }
 
 TEST(DataLoader, NonPersistentWorkersRestartEachEpoch) {
@@ -295,7 +278,7 @@ TEST(DataLoader, NonPersistentWorkersRestartEachEpoch) {
     loader.StartEpoch(e);
     while (loader.Next()) {
     }
-    EXPECT_EQ(CountChildren(), 0) << "workers must end with the epoch";
+    EXPECT_EQ(CountWorkerProcesses(), 0) << "workers must end with the epoch";
   }
   EXPECT_EQ(loader.stats().worker_starts, 3);
 
@@ -307,9 +290,9 @@ TEST(DataLoader, NonPersistentWorkersRestartEachEpoch) {
     }
   }
   EXPECT_EQ(persistent.stats().worker_starts, 1);
-  EXPECT_EQ(CountChildren(), 2);
+  EXPECT_EQ(CountWorkerProcesses(), 2);
   persistent.Shutdown();
-  EXPECT_EQ(CountChildren(), 0);
+  EXPECT_EQ(CountWorkerProcesses(), 0);
 }
 
 }  // namespace

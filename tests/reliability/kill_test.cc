@@ -1,10 +1,11 @@
 // feedtune killed with SIGKILL at seeded pseudo-random points of a sweep: the
 // results file stays sound (PRAGMA integrity_check), every trial the sweep
-// reported as stored is there, no worker process outlives feedtune, and no
-// shared-memory segment is left behind.
+// reported as stored is there, neither the fork server nor a worker outlives
+// feedtune, and no shared-memory segment is left behind.
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -14,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "tests/common/process_tree.h"
 #include "tests/reliability/harness.h"
 
 namespace feedtune::reliability {
@@ -108,7 +110,7 @@ TEST_F(KillTest, SigkillAtSeededPointsThenResume) {
       reached = sweep.WaitForLines(IsNewTrialLine, point.after_trials, Generous(Seconds(60)));
     }
     if (reached) std::this_thread::sleep_for(std::chrono::milliseconds(point.delay_ms));
-    const size_t group = LivingInGroup(sweep.pid()).size();  // feedtune and its workers
+    const size_t group = LivingInGroup(sweep.pid()).size();  // feedtune, its fork server and the workers
     sweep.Signal(SIGKILL);
     const ChildResult r = sweep.Wait(Generous(Seconds(60)));
     ASSERT_FALSE(r.timed_out);
@@ -209,10 +211,13 @@ TEST_F(KillTest, AWorkerKilledFromOutsideFailsOneTrialAndTheSweepGoesOn) {
   pid_t victim = 0;
   const auto deadline = std::chrono::steady_clock::now() + Generous(Seconds(60));
   while (victim == 0 && std::chrono::steady_clock::now() < deadline) {
+    // The sweep, its fork server (its child) and two workers (the server's children).
     std::vector<pid_t> group = LivingInGroup(sweep.pid());
-    if (group.size() >= 3) {
+    const std::vector<pid_t> servers = testing_util::ChildrenOf(sweep.pid());
+    if (group.size() >= 4) {
       for (pid_t pid : group) {
-        if (pid != sweep.pid() && kill(pid, SIGKILL) == 0) {
+        const bool is_server = std::find(servers.begin(), servers.end(), pid) != servers.end();
+        if (pid != sweep.pid() && !is_server && kill(pid, SIGKILL) == 0) {
           victim = pid;
           break;
         }

@@ -28,6 +28,7 @@
 #include "loader/device/device.h"
 #include "results/fingerprint.h"
 #include "results/store.h"
+#include "tests/common/process_tree.h"
 #include "tests/reliability/harness.h"
 #include "tuner/config.h"
 #include "tuner/trial_runner.h"
@@ -207,25 +208,6 @@ class Killer {
   std::thread thread_;
 };
 
-int CountChildren() {
-  int count = 0;
-  DIR* dir = opendir("/proc");
-  while (dirent* e = readdir(dir)) {
-    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-    std::ifstream in("/proc/" + std::string(e->d_name) + "/stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), {});
-    const size_t close = stat.rfind(')');
-    if (close == std::string::npos) continue;
-    char state = 0;
-    int ppid = 0;
-    if (std::sscanf(stat.c_str() + close + 2, "%c %d", &state, &ppid) == 2 && ppid == getpid() && state != 'Z') {
-      ++count;
-    }
-  }
-  closedir(dir);
-  return count;
-}
-
 class WorkerFault : public testing::TestWithParam<Fault> {};
 
 TEST_P(WorkerFault, TrialFailsWithItsCauseAndTheSweepGoesOn) {
@@ -246,7 +228,10 @@ TEST_P(WorkerFault, TrialFailsWithItsCauseAndTheSweepGoesOn) {
   config.sweep.measure_seconds = 0.2;
   std::string note;
   const std::unique_ptr<device::Device> device = device::CreateDevice(config.device, &note);
-  tuner::TrialRunner runner(config, *device, std::make_shared<FaultyDataset>(fault, pid_dir), nullptr);
+  // As the CLI does: one fork server for every trial, started before any thread
+  // (the killer below, the pin stage) exists.
+  const auto dataset = std::make_shared<FaultyDataset>(fault, pid_dir);
+  tuner::TrialRunner runner(config, *device, dataset, nullptr, std::make_shared<loader::ForkServer>(dataset));
 
   results::Store store = results::Store::Open(dir / "r.db");
   results::RunRecord run;
@@ -281,7 +266,8 @@ TEST_P(WorkerFault, TrialFailsWithItsCauseAndTheSweepGoesOn) {
     trial.phase = step.phase;
     trial.decision = "test";
     store.AddTrial(run.id, trial);
-    EXPECT_EQ(CountChildren(), 0) << "a worker outlived trial " << step.phase << " nw=" << step.workers;
+    EXPECT_EQ(testing_util::CountWorkerProcesses(), 0)
+        << "a worker outlived trial " << step.phase << " nw=" << step.workers;
   }
   const double elapsed = Seconds(std::chrono::steady_clock::now() - start).count();
   killer.reset();

@@ -91,6 +91,7 @@ TEST_F(MigrationTest, ReadOnlyReadsV1WithoutChangingIt) {
     EXPECT_EQ(trials[0].repeat_rows.size(), 2u);
     EXPECT_TRUE(std::isnan(trials[0].time_to_first_batch_s));  // unknown in v1
     EXPECT_TRUE(std::isnan(trials[0].worker_busy_frac));
+    EXPECT_TRUE(std::isnan(trials[0].pinned_alloc_s));  // unknown before v4
   }
   EXPECT_EQ(ReadBytes(copy_), before);
 }

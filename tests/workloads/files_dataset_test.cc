@@ -337,7 +337,7 @@ TEST_F(FilesDatasetTest, OpenWorkloadForFiles) {
   tuner::SweepConfig config =
       tuner::ParseConfig("workload: {kind: files, path: " + (dir_ / "none").string() + "}\n", "f.yaml");
   try {
-    tuner::OpenWorkload(config, *device, nullptr);
+    tuner::OpenWorkload(config);
     FAIL() << "opened";
   } catch (const tuner::WorkloadError& e) {
     EXPECT_EQ(std::string(e.what()), "f.yaml: workload.path: " + (dir_ / "none").string() +
@@ -353,14 +353,17 @@ TEST_F(FilesDatasetTest, OpenWorkloadForFiles) {
   config.sweep.repeats = 2;
   config.sweep.warmup_batches = 2;
   config.sweep.measure_seconds = 0.1;
-  tuner::OpenedWorkload opened = tuner::OpenWorkload(config, *device, nullptr);
+  tuner::OpenedWorkload opened = tuner::OpenWorkload(config);
   EXPECT_NE(opened.calibration_json.find("work_bytes_per_s"), std::string::npos);
   EXPECT_NE(opened.description.find("256 samples"), std::string::npos) << opened.description;
-  const results::TrialRecord trial = opened.measurer->Measure(config.loader.knobs);
+  ASSERT_NE(opened.fork_server, nullptr);  // process mode, the default
+  const auto measurer = tuner::MakeMeasurer(config, opened, *device, nullptr);
+  config.loader.knobs.num_workers = 2;
+  const results::TrialRecord trial = measurer->Measure(config.loader.knobs);
   ASSERT_EQ(trial.status, "ok") << trial.error.value_or("");
   EXPECT_GT(trial.samples_per_s, 0);
   EXPECT_GT(trial.mb_per_s, 0);
-  EXPECT_NE(opened.measurer->last_warning().find("cache cold"), std::string::npos) << opened.measurer->last_warning();
+  EXPECT_NE(measurer->last_warning().find("cache cold"), std::string::npos) << measurer->last_warning();
 }
 
 }  // namespace

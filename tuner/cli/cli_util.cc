@@ -50,6 +50,20 @@ results::Fingerprint MachineFingerprint(const std::string& label) {
   return fp;
 }
 
+bool OpenWorkloadOrExplain(const tuner::SweepConfig& config, tuner::OpenedWorkload* workload, int* exit_code) {
+  try {
+    *workload = tuner::OpenWorkload(config);
+    return true;
+  } catch (const tuner::WorkloadError& e) {
+    std::cerr << "feedtune: " << e.what() << "\n";
+    *exit_code = kExitUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "feedtune: cannot open the workload: " << e.what() << "\n";
+    *exit_code = kExitFailure;
+  }
+  return false;
+}
+
 std::optional<Session> OpenSession(const std::string& path, const std::vector<std::string>& overrides,
                                    int* exit_code) {
   Session s;
@@ -61,6 +75,7 @@ std::optional<Session> OpenSession(const std::string& path, const std::vector<st
     *exit_code = kExitUsage;
     return std::nullopt;
   }
+  if (!OpenWorkloadOrExplain(s.config, &s.workload, exit_code)) return std::nullopt;
   try {
     std::string note;
     s.device = device::CreateDevice(s.config.device, &note);

@@ -12,6 +12,7 @@
 #include "results/records.h"
 #include "tuner/cli/commands.h"
 #include "tuner/config.h"
+#include "tuner/measurer_factory.h"
 
 namespace feedtune::cli {
 
@@ -30,14 +31,21 @@ std::string NowIso8601();
 // This machine's fingerprint, with `label` as display name (hostname when empty).
 results::Fingerprint MachineFingerprint(const std::string& label);
 
-// A loaded config with its device, ready to make a measurer (tuner::MakeMeasurer).
+// A loaded config with its workload and device, ready to make a measurer
+// (tuner::MakeMeasurer).
 struct Session {
   tuner::SweepConfig config;
+  tuner::OpenedWorkload workload;
   std::unique_ptr<device::Device> device;
 };
 
-// Loads the config (applying `overrides`, as `--set` gives them) and creates the
-// device; prints the error and returns nullopt (with the exit code) when it cannot.
+// Loads the config (applying `overrides`, as `--set` gives them), opens the
+// workload (its dataset and fork server) and then creates the device, in that
+// order (see tuner/measurer_factory.h); prints the error and returns nullopt
+// (with the exit code) when it cannot.
+// tuner::OpenWorkload, printing why it failed (exit code 2 for the user's input, 1 otherwise).
+bool OpenWorkloadOrExplain(const tuner::SweepConfig& config, tuner::OpenedWorkload* workload, int* exit_code);
+
 std::optional<Session> OpenSession(const std::string& path, const std::vector<std::string>& overrides,
                                    int* exit_code);
 
