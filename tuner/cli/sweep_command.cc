@@ -156,21 +156,15 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
   }
 
   try {
-    const results::Fingerprint machine = MachineFingerprint(label);
     // Opened here to resume; for a new run, once the workload has opened.
     std::optional<results::Store> store;
-    int64_t machine_id = 0;
-    const auto open_store = [&] {
-      store.emplace(results::Store::Open(db_path));
-      machine_id = store->UpsertMachine(machine);
-    };
 
     // The run: a new one, or the interrupted one with its config and trials.
     results::RunRecord run;
     std::vector<results::TrialRecord> stored;
     std::optional<tuner::BudgetFacts> facts;
     if (resuming) {
-      open_store();
+      store.emplace(results::Store::Open(db_path));
       const auto found = store->LoadRun(resume_id);
       if (!found) {
         std::cerr << "feedtune: no run " << resume_id << " in " << db_path << "\n";
@@ -179,11 +173,6 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
       run = *found;
       if (run.status == "done") {
         std::cerr << "feedtune: run " << run.id << " is done; nothing to resume\n";
-        return kExitUsage;
-      }
-      if (run.machine_id != machine_id) {
-        std::cerr << "feedtune: run " << run.id << " was measured on another machine (or this one changed); "
-                  << "resume it there, or start a new sweep here\n";
         return kExitUsage;
       }
       try {
@@ -200,13 +189,27 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
         }
       }
     }
+
+    // The workload (dataset and fork server) first, while this process has one
+    // thread: the machine fingerprint's GPU query and the device both start the
+    // CUDA driver, which starts threads. See tuner/measurer_factory.h.
+    tuner::OpenedWorkload workload;
+    if (!OpenWorkloadOrExplain(config, &workload, &code)) return code;
+
+    const results::Fingerprint machine = MachineFingerprint(label);
+    int64_t machine_id = 0;
+    if (resuming) {
+      machine_id = store->UpsertMachine(machine);
+      if (run.machine_id != machine_id) {
+        std::cerr << "feedtune: run " << run.id << " was measured on another machine (or this one changed); "
+                  << "resume it there, or start a new sweep here\n";
+        return kExitUsage;
+      }
+    }
     if (!facts) {
       facts = tuner::ReadBudgetFacts(machine.cgroup_mem_limit_bytes, machine.usable_cpus, BatchBytes(config));
     }
 
-    // The workload (dataset and fork server) before the device: see tuner/measurer_factory.h.
-    tuner::OpenedWorkload workload;
-    if (!OpenWorkloadOrExplain(config, &workload, &code)) return code;
     std::unique_ptr<device::Device> device;
     try {
       std::string note;
@@ -221,7 +224,8 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     std::string why;
     const int max_workers = ResolveMaxWorkers(config, &why);
     if (!resuming) {
-      open_store();
+      store.emplace(results::Store::Open(db_path));
+      machine_id = store->UpsertMachine(machine);
       run.machine_id = machine_id;
       run.workload_name = config.name;
       run.workload_hash = tuner::WorkloadHash(config);
