@@ -24,16 +24,22 @@ namespace {
 
 using testing_util::CountWorkerProcesses;
 
-// Each sample holds the pid of the process that read it and that process's parent.
+// Each sample holds the pid of the process that read it and that process's
+// parent; reading one takes `read_us`.
 class WhoReadsDataset final : public Dataset {
  public:
+  explicit WhoReadsDataset(int read_us = 0) : read_us_(read_us) {}
   int64_t size() const override { return 64; }
   int64_t max_sample_bytes() const override { return 16; }
   int64_t Read(int64_t /*index*/, std::span<std::byte> out) const override {
+    if (read_us_ > 0) std::this_thread::sleep_for(std::chrono::microseconds(read_us_));
     const int64_t ids[2] = {getpid(), getppid()};
     std::memcpy(out.data(), ids, sizeof ids);
     return sizeof ids;
   }
+
+ private:
+  int read_us_;
 };
 
 LoaderOptions Options(int workers, int prefetch = 2) {
@@ -179,7 +185,8 @@ TEST(ForkServer, KeepsNoSlotMemory) {
 }
 
 TEST(ForkServer, ItsDeathIsAnErrorNotAHang) {
-  const auto dataset = std::make_shared<WhoReadsDataset>();
+  // 40 ms a batch: most of the epoch's 16 batches are still to come at the kill.
+  const auto dataset = std::make_shared<WhoReadsDataset>(/*read_us=*/10000);
   const auto server = std::make_shared<ForkServer>(dataset);
   LoaderOptions options = Options(2);
   options.knobs.persistent_workers = true;
