@@ -50,7 +50,10 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const LoaderOptio
     // (num_workers == 0 reads into one slot; two pinned buffers alternate so
     // the previous batch's queued copy is not overwritten by the next read.)
     // Known limit: with sync_every_steps == 0 a device stream may lag more
-    // than the slots allow; the CUDA backend then needs per-buffer events.
+    // than the slots allow, and a queued copy can then read a pinned buffer
+    // the pin stage is refilling. Timing is torch's (its caching host allocator
+    // does not wait either; it takes a new block), only the bytes on the device
+    // may be torn, and the step kernel never reads them.
     const auto start = Clock::now();
     const int buffers = std::max(arena_.num_slots(), 2);
     for (int i = 0; i < buffers; ++i) {
