@@ -1,5 +1,6 @@
-// The processes under this test process, from /proc: the fork servers are its
-// children, and the worker processes are theirs.
+// Processes seen from /proc, for tests: the state, parent and group of a
+// process, and the processes under this test process (the fork servers are its
+// children, the worker processes theirs).
 #pragma once
 
 #include <dirent.h>
@@ -10,29 +11,50 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace feedtune::testing_util {
 
-// Children of `parent`, zombies included (a zombie is a process nobody reaped).
-inline std::vector<pid_t> ChildrenOf(pid_t parent) {
-  std::vector<pid_t> children;
+struct ProcStat {
+  char state = 0;  // R, S, D, Z (a zombie: nobody reaped it), ...
+  pid_t ppid = 0;
+  pid_t pgrp = 0;
+};
+
+// Fields 3-5 of /proc/PID/stat; nullopt when the process is gone.
+inline std::optional<ProcStat> ReadProcStat(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(in)), {});
+  const size_t close = stat.rfind(')');  // the command name may hold spaces
+  if (close == std::string::npos) return std::nullopt;
+  ProcStat s;
+  int ppid = 0, pgrp = 0;
+  if (std::sscanf(stat.c_str() + close + 2, "%c %d %d", &s.state, &ppid, &pgrp) != 3) return std::nullopt;
+  s.ppid = ppid;
+  s.pgrp = pgrp;
+  return s;
+}
+
+// Every process in /proc now.
+inline std::vector<pid_t> AllPids() {
+  std::vector<pid_t> pids;
   DIR* dir = opendir("/proc");
-  if (dir == nullptr) return children;
+  if (dir == nullptr) return pids;
   while (dirent* e = readdir(dir)) {
-    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-    std::ifstream in("/proc/" + std::string(e->d_name) + "/stat");
-    const std::string stat((std::istreambuf_iterator<char>(in)), {});
-    const size_t close = stat.rfind(')');  // the command name may hold spaces
-    if (close == std::string::npos) continue;
-    char state = 0;
-    int ppid = 0;
-    if (std::sscanf(stat.c_str() + close + 2, "%c %d", &state, &ppid) == 2 && ppid == parent) {
-      children.push_back(static_cast<pid_t>(std::atoi(e->d_name)));
-    }
+    if (e->d_name[0] >= '1' && e->d_name[0] <= '9') pids.push_back(static_cast<pid_t>(std::atoi(e->d_name)));
   }
   closedir(dir);
+  return pids;
+}
+
+// Children of `parent`, zombies included.
+inline std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> children;
+  for (const pid_t pid : AllPids()) {
+    if (const auto stat = ReadProcStat(pid); stat && stat->ppid == parent) children.push_back(pid);
+  }
   return children;
 }
 
@@ -40,21 +62,6 @@ inline std::vector<pid_t> ChildrenOf(pid_t parent) {
 inline int CountWorkerProcesses() {
   int count = 0;
   for (const pid_t child : ChildrenOf(getpid())) count += static_cast<int>(ChildrenOf(child).size());
-  return count;
-}
-
-// Every process under this one (fork servers and workers).
-inline int CountDescendants() {
-  int count = 0;
-  std::vector<pid_t> parents = {getpid()};
-  while (!parents.empty()) {
-    const pid_t parent = parents.back();
-    parents.pop_back();
-    for (const pid_t child : ChildrenOf(parent)) {
-      ++count;
-      parents.push_back(child);
-    }
-  }
   return count;
 }
 

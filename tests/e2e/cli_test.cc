@@ -8,20 +8,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/common/run_feedtune.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using Result = feedtune::testing_util::CliResult;
 
 class Cli : public testing::Test {
  protected:
@@ -34,16 +27,7 @@ class Cli : public testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  Result Run(const std::string& args) {
-    const std::string cmd = std::string(FEEDTUNE_BINARY) + " " + args + " >" + (dir_ / "out").string() + " 2>" +
-                            (dir_ / "err").string();
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = Slurp(dir_ / "out");
-    r.err = Slurp(dir_ / "err");
-    return r;
-  }
+  Result Run(const std::string& args) { return feedtune::testing_util::RunFeedtune(args, dir_); }
 
   std::string Write(const std::string& name, const std::string& text) {
     std::ofstream(dir_ / name) << text;

@@ -17,6 +17,8 @@
 #include <string>
 #include <thread>
 
+#include "tests/common/read_file.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -45,10 +47,7 @@ sweep:
   measure_seconds: 0.2
 )";
 
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using feedtune::testing_util::ReadFile;
 
 std::set<std::string> ShmEntries() {
   std::set<std::string> names;
@@ -139,8 +138,8 @@ class Interrupt : public testing::Test {
   int Run(const std::vector<std::string>& args, std::string* out, std::string* err) {
     Start(args);
     const int code = Wait(120s);
-    *out = Slurp(dir_ / "out");
-    *err = Slurp(dir_ / "err");
+    *out = ReadFile(dir_ / "out");
+    *err = ReadFile(dir_ / "err");
     return code;
   }
 
@@ -150,7 +149,7 @@ class Interrupt : public testing::Test {
     // Wait until the worker trials have started: the second trial (pin_memory,
     // no workers) is done and the sweep's group holds more than the sweep.
     const auto deadline = Clock::now() + 60s;
-    while (Slurp(dir_ / "err").find("[ 2] ") == std::string::npos && Clock::now() < deadline) {
+    while (ReadFile(dir_ / "err").find("[ 2] ") == std::string::npos && Clock::now() < deadline) {
       std::this_thread::sleep_for(10ms);
     }
     while (ProcessesInGroup(pid_) < 2 && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
@@ -175,7 +174,7 @@ class Interrupt : public testing::Test {
 TEST_F(Interrupt, SigintEndsCleanlyAndResumeFinishesTheRun) {
   const std::set<std::string> shm_before = ShmEntries();
   ASSERT_EQ(InterruptSweep(SIGINT), 130);
-  const std::string err = Slurp(dir_ / "err");
+  const std::string err = ReadFile(dir_ / "err");
   EXPECT_NE(err.find("is marked interrupted"), std::string::npos) << err;
   EXPECT_NE(err.find("--resume 1"), std::string::npos) << err;
 

@@ -17,7 +17,6 @@
 namespace feedtune::loader {
 namespace {
 
-using testing_util::CountDescendants;
 using testing_util::CountWorkerProcesses;
 
 // Writes the sample index into the first 8 bytes of each sample; can fail on one index.

@@ -19,33 +19,14 @@
 #include <stdexcept>
 #include <thread>
 
+#include "tests/common/process_tree.h"
+#include "tests/common/read_file.h"
+
 namespace feedtune::reliability {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// /proc/<pid>/stat fields after the command: state, ppid, pgrp.
-bool ReadStat(pid_t pid, char* state, pid_t* ppid, pid_t* pgrp) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-  std::FILE* f = std::fopen(path, "r");
-  if (f == nullptr) return false;
-  char buf[1024] = {};
-  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
-  const char* close = n > 0 ? std::strrchr(buf, ')') : nullptr;
-  if (close == nullptr) return false;
-  int parent = 0, group = 0;
-  if (std::sscanf(close + 2, "%c %d %d", state, &parent, &group) != 3) return false;
-  *ppid = parent;
-  *pgrp = group;
-  return true;
-}
+using testing_util::ReadFile;
 
 }  // namespace
 
@@ -210,7 +191,7 @@ ChildResult Child::Wait(Seconds timeout) {
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
   result.max_rss_kib = usage.ru_maxrss;
-  result.out = Slurp(out_path_);
+  result.out = ReadFile(out_path_);
   result.err = err_;
   return result;
 }
@@ -263,22 +244,16 @@ int CountTrialLines(const std::string& err) {
 
 std::vector<pid_t> LivingInGroup(pid_t pgid) {
   std::vector<pid_t> living;
-  DIR* dir = opendir("/proc");
-  if (dir == nullptr) return living;
-  while (dirent* e = readdir(dir)) {
-    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    char state = 0;
-    pid_t ppid = 0, group = 0;
-    if (!ReadStat(pid, &state, &ppid, &group) || group != pgid) continue;
-    if (state == 'Z' || state == 'X') {
+  for (const pid_t pid : testing_util::AllPids()) {
+    const auto stat = testing_util::ReadProcStat(pid);
+    if (!stat || stat->pgrp != pgid) continue;
+    if (stat->state == 'Z' || stat->state == 'X') {
       // Reap orphaned workers reparented here; the leader is its Child's to reap.
-      if (ppid == getpid() && pid != pgid) waitpid(pid, nullptr, WNOHANG);
+      if (stat->ppid == getpid() && pid != pgid) waitpid(pid, nullptr, WNOHANG);
       continue;
     }
     living.push_back(pid);
   }
-  closedir(dir);
   return living;
 }
 
@@ -348,7 +323,7 @@ int64_t QueryInt(const std::string& db_path, const std::string& sql) {
 std::string FileDigest(const std::string& path) {
   std::error_code error;
   if (!fs::exists(path, error)) return "missing";
-  const std::string bytes = Slurp(path);
+  const std::string bytes = ReadFile(path);
   uint64_t hash = 0xcbf29ce484222325ull;
   for (unsigned char c : bytes) {
     hash ^= c;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/run_feedtune.h"
 #include "tuner/config.h"
 #include "workloads/files_dataset.h"
 #include "workloads/synthetic_dataset.h"
@@ -21,16 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using Result = testing_util::CliResult;
+using testing_util::ReadFile;
 
 class WorkloadCli : public testing::Test {
  protected:
@@ -43,16 +36,7 @@ class WorkloadCli : public testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   // Runs feedtune from the source tree (configs name paths relative to it).
-  Result Run(const std::string& args) {
-    const std::string cmd = "cd " FEEDTUNE_SOURCE_DIR " && " + std::string(FEEDTUNE_BINARY) + " " + args + " >" +
-                            (dir_ / "out").string() + " 2>" + (dir_ / "err").string();
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = Slurp(dir_ / "out");
-    r.err = Slurp(dir_ / "err");
-    return r;
-  }
+  Result Run(const std::string& args) { return testing_util::RunFeedtune(args, dir_, FEEDTUNE_SOURCE_DIR); }
 
   std::string Write(const std::string& name, const std::string& text) {
     std::ofstream(dir_ / name) << text;
@@ -179,9 +163,9 @@ TEST_F(WorkloadCli, EveryConfigRunsEndToEnd) {
     SCOPED_TRACE(name);
     const std::string source = (configs / (name + ".yaml")).string();
     // ParseConfig: the files configs name data/ paths that a checkout does not have.
-    tuner::SweepConfig config = tuner::ParseConfig(Slurp(source), source);
+    tuner::SweepConfig config = tuner::ParseConfig(ReadFile(source), source);
     EXPECT_EQ(config.name, name);
-    EXPECT_NE(Slurp(source).find("# "), std::string::npos);  // commented
+    EXPECT_NE(ReadFile(source).find("# "), std::string::npos);  // commented
     config.sweep.repeats = 1;
     config.sweep.measure_seconds = config.workload.kind == workloads::WorkloadKind::kCommand ? 0.3 : 0.15;
     config.sweep.warmup_batches = 2;
