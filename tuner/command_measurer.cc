@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,10 +18,9 @@
 #include <system_error>
 #include <thread>
 
+#include "tuner/command_server.h"
 #include "tuner/stats.h"
 #include "workloads/command_args.h"
-
-extern char** environ;
 
 namespace feedtune::tuner {
 namespace {
@@ -77,12 +75,6 @@ bool Drain(int fd, std::string& tail, size_t keep) {
   }
 }
 
-std::string SignalName(int sig) {
-  std::string text = std::to_string(sig);
-  if (const char* abbrev = sigabbrev_np(sig)) text += std::string(" (SIG") + abbrev + ")";
-  return text;
-}
-
 std::string FormatSeconds(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", s);
@@ -121,7 +113,7 @@ std::string JoinArgv(const std::vector<std::string>& argv) {
 std::string CommandRun::Cause(double timeout_s) const {
   if (!started) return "could not be started: " + spawn_error;
   if (timed_out) return "timed out after " + FormatSeconds(timeout_s) + " s (workload.timeout_s) and was killed";
-  if (signal != 0) return "was killed by signal " + SignalName(signal);
+  if (signal != 0) return "was killed by signal " + DescribeSignal(signal);
   if (exit_code != 0) return "exited with code " + std::to_string(exit_code);
   return "succeeded";
 }
@@ -157,53 +149,16 @@ CommandRun RunCommand(const std::vector<std::string>& argv, const std::vector<st
     return run;
   }
 
-  // Everything the child needs is built before it exists.
-  std::vector<char*> child_argv;
-  for (const std::string& a : argv) child_argv.push_back(const_cast<char*>(a.c_str()));
-  child_argv.push_back(nullptr);
-  std::vector<std::string> env_storage;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string_view entry(*e);
-    const std::string_view name = entry.substr(0, entry.find('='));
-    const bool overridden = std::any_of(extra_env.begin(), extra_env.end(), [&](const std::string& x) {
-      return std::string_view(x).substr(0, x.find('=')) == name;
-    });
-    if (!overridden) env_storage.emplace_back(entry);
-  }
-  env_storage.insert(env_storage.end(), extra_env.begin(), extra_env.end());
-  std::vector<char*> child_env;
-  for (std::string& e : env_storage) child_env.push_back(e.data());
-  child_env.push_back(nullptr);
-
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
   Fd out_read(out_pipe[0]), out_write(out_pipe[1]);
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
   Fd err_read(err_pipe[0]), err_write(err_pipe[1]);
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_write.fd, 1);
-  posix_spawn_file_actions_adddup2(&actions, err_write.fd, 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  // Its own process group, so a timeout can kill everything it started; default
-  // signal dispositions and an empty mask, whatever this process has set.
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);
-  sigset_t empty, defaults;
-  sigemptyset(&empty);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  sigemptyset(&defaults);
-  for (int sig : {SIGINT, SIGTERM, SIGQUIT, SIGPIPE, SIGCHLD, SIGHUP}) sigaddset(&defaults, sig);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-
   pid_t pid = -1;
   const auto start = Clock::now();
-  const int spawn_error = ::posix_spawn(&pid, path.c_str(), &actions, &attr, child_argv.data(), child_env.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  const int spawn_error =
+      SpawnInOwnGroup(path, argv, extra_env, /*stdin_fd=*/-1, out_write.fd, err_write.fd, &pid);
   if (spawn_error != 0) {
     run.spawn_error = path + ": " + Errno(spawn_error);
     return run;
@@ -314,32 +269,45 @@ CommandReport ParseCommandReport(const std::string& stdout_text) {
   r.startup_s = number("startup_s", false, 0, kBig);
   r.peak_rss_bytes = number("peak_rss_bytes", false, 0, kBig);
   r.mb_per_s = number("mb_per_s", false, 0, kBig);
+  r.epoch_boundary_ms = number("epoch_boundary_ms", false, -kBig, kBig);  // below the median wait: negative
   return r;
 }
 
 CommandMeasurer::CommandMeasurer(const SweepConfig& config, const std::atomic<bool>* stop)
     : config_(config), stop_(stop) {}
 
-results::TrialRecord CommandMeasurer::MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) {
-  results::TrialRecord trial;
-  trial.knobs = knobs;
-  last_warning_.clear();
+CommandMeasurer::~CommandMeasurer() = default;  // kills a serving process group (CommandServer's destructor)
+
+pid_t CommandMeasurer::server_pid() const { return server_ != nullptr && server_->alive() ? server_->pid() : -1; }
+
+workloads::CommandContext CommandMeasurer::Context(const loader::Knobs& knobs) const {
   workloads::CommandContext context;
   context.knobs = knobs;
   context.measure_seconds = config_.sweep.measure_seconds;
   context.warmup_batches = config_.sweep.warmup_batches;
   context.step_us = config_.device.step_us;
   context.sync_every_steps = config_.device.sync_every_steps;
+  return context;
+}
+
+results::TrialRecord CommandMeasurer::MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) {
+  last_warning_.clear();
+  const int repeats = plan.repeats > 0 ? plan.repeats : config_.sweep.repeats;
+  if (config_.workload.command.protocol == workloads::CommandProtocol::kServe) {
+    return MeasureServed(knobs, plan, repeats);
+  }
+  results::TrialRecord trial;
+  trial.knobs = knobs;
+  const workloads::CommandContext context = Context(knobs);
   std::vector<std::string> argv;
   for (const std::string& a : config_.workload.command.argv) argv.push_back(workloads::ExpandPlaceholders(a, context));
-  const std::vector<std::string> env = workloads::PlaceholderEnvironment(context);
+  std::vector<std::string> env = workloads::PlaceholderEnvironment(context);
+  env.push_back("FEEDTUNE_PROTOCOL=run");
   const double timeout_s = config_.workload.command.timeout_s;
-  const int repeats = plan.repeats > 0 ? plan.repeats : config_.sweep.repeats;
 
-  std::vector<double> rates, mbps, idles, p50s, p99s, startups;
+  std::vector<Window> windows;
   double cpu_util = 0;
   int64_t peak_rss = 0;
-  bool idle_missing = false;
   for (int r = 0; r < repeats; ++r) {
     std::vector<std::string> run_env = env;
     run_env.push_back("FEEDTUNE_REPEAT=" + std::to_string(r));
@@ -366,9 +334,87 @@ results::TrialRecord CommandMeasurer::MeasurePlanned(const loader::Knobs& knobs,
       trial.repeats = r;
       return trial;
     }
+    windows.push_back({report, run.wall_s});
+    if (run.wall_s > 0) cpu_util = std::max(cpu_util, run.cpu_s / run.wall_s);
+    peak_rss = std::max(peak_rss, run.max_rss_bytes);
+  }
+  Aggregate(windows, cpu_util, peak_rss, trial);
+  return trial;
+}
+
+results::TrialRecord CommandMeasurer::MeasureServed(const loader::Knobs& knobs, const TrialPlan& plan, int repeats) {
+  results::TrialRecord trial;
+  trial.knobs = knobs;
+  if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) throw Interrupted();
+  const workloads::CommandContext context = Context(knobs);
+  // Config validation keeps the knob placeholders out of a serving argv; the
+  // sweep's own ({measure_seconds}, ...) are the same for every trial.
+  std::vector<std::string> argv;
+  for (const std::string& a : config_.workload.command.argv) argv.push_back(workloads::ExpandPlaceholders(a, context));
+  const double timeout_s = config_.workload.command.timeout_s;
+  const auto failed = [&](const std::string& why, const std::string& stderr_tail) {
+    std::string error = why + "\n  command: " + JoinArgv(argv);
+    const std::string tail = LastLines(stderr_tail);
+    error += tail.empty() ? "\n  stderr: (empty)" : "\n  stderr (last lines):\n" + tail;
+    trial.status = "failed";
+    trial.error = error;
+    trial.repeats = 0;
+    return trial;
+  };
+
+  if (server_ == nullptr || !server_->StillRunning()) {
+    server_.reset();
+    std::vector<std::string> env;
+    for (std::string& e : workloads::PlaceholderEnvironment(context)) {
+      const std::string name = e.substr(std::string("FEEDTUNE_").size(), e.find('=') - std::string("FEEDTUNE_").size());
+      std::string lower;
+      for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (!workloads::IsKnobPlaceholder(lower)) env.push_back(std::move(e));  // knobs come per trial, on stdin
+    }
+    env.push_back("FEEDTUNE_PROTOCOL=serve");
+    std::string error;
+    server_ = CommandServer::Start(argv, env, &error);
+    if (server_ == nullptr) return failed("the serving command could not be started: " + error, "");
+    ++servers_started_;
+  }
+
+  const int64_t trial_id = ++trials_requested_;
+  const nlohmann::json request = {
+      {"trial", trial_id},
+      {"num_workers", knobs.num_workers},
+      {"pin_memory", knobs.pin_memory},
+      {"non_blocking", knobs.non_blocking},
+      {"prefetch_factor", knobs.prefetch_factor},
+      {"persistent_workers", knobs.persistent_workers},
+      {"batch_size", knobs.batch_size},
+      {"repeats", repeats},
+      {"warmup_batches", config_.sweep.warmup_batches},
+      {"measure_seconds", config_.sweep.measure_seconds},
+      {"window_epochs", plan.window_epochs},
+      {"step_us", config_.device.step_us},
+      {"sync_every_steps", config_.device.sync_every_steps},
+  };
+  const ServedTrial served = server_->RunTrial(request.dump(), trial_id, repeats, timeout_s, stop_);  // throws Interrupted
+  if (!served.ok) {
+    const std::string stderr_tail = server_->stderr_tail();
+    if (!server_->alive()) server_.reset();  // the next trial starts a new process
+    return failed(served.failure, stderr_tail);
+  }
+  std::vector<Window> windows;
+  for (size_t i = 0; i < served.windows.size(); ++i) windows.push_back({served.windows[i], served.window_wall_s[i]});
+  Aggregate(windows, served.wall_s > 0 ? served.cpu_s / served.wall_s : 0, served.peak_rss_bytes, trial);
+  return trial;
+}
+
+void CommandMeasurer::Aggregate(const std::vector<Window>& windows, double cpu_util, int64_t peak_rss,
+                                results::TrialRecord& trial) {
+  std::vector<double> rates, mbps, idles, p50s, p99s, startups, boundaries;
+  bool idle_missing = false;
+  for (size_t r = 0; r < windows.size(); ++r) {
+    const CommandReport& report = windows[r].report;
     results::RepeatRecord rep;
-    rep.index = r;
-    rep.wall_s = run.wall_s;
+    rep.index = static_cast<int>(r);
+    rep.wall_s = windows[r].wall_s;
     rep.samples_per_s = report.samples_per_s;
     rep.mb_per_s = report.mb_per_s.value_or(0);
     rep.gpu_idle_frac = report.gpu_idle_frac.value_or(0);
@@ -381,9 +427,9 @@ results::TrialRecord CommandMeasurer::MeasurePlanned(const loader::Knobs& knobs,
     p50s.push_back(rep.wait_p50_us);
     p99s.push_back(rep.wait_p99_us);
     if (report.startup_s) startups.push_back(*report.startup_s);
+    if (report.epoch_boundary_ms) boundaries.push_back(*report.epoch_boundary_ms);
     idle_missing = idle_missing || !report.gpu_idle_frac;
-    if (run.wall_s > 0) cpu_util = std::max(cpu_util, run.cpu_s / run.wall_s);
-    peak_rss = std::max({peak_rss, run.max_rss_bytes, static_cast<int64_t>(report.peak_rss_bytes.value_or(0))});
+    peak_rss = std::max(peak_rss, static_cast<int64_t>(report.peak_rss_bytes.value_or(0)));
   }
   const Summary s = Summarize(rates);
   for (size_t i = 0; i < s.outliers.size() && i < trial.repeat_rows.size(); ++i) {
@@ -397,13 +443,14 @@ results::TrialRecord CommandMeasurer::MeasurePlanned(const loader::Knobs& knobs,
   trial.wait_p50_us = Median(p50s);
   trial.wait_p99_us = Median(p99s);
   trial.worker_startup_s = startups.empty() ? 0 : Median(startups);
+  // Unknown unless the command measured it (search prints "not measured").
+  trial.epoch_boundary_ms = boundaries.empty() ? std::nan("") : Median(boundaries);
   trial.cpu_util = cpu_util;
   trial.peak_rss_bytes = peak_rss;
   trial.cv = s.cv;
-  trial.repeats = repeats;
+  trial.repeats = static_cast<int>(windows.size());
   trial.status = "ok";
   if (idle_missing) last_warning_ = "the command reported no gpu_idle_frac; it is recorded as 0";
-  return trial;
 }
 
 }  // namespace feedtune::tuner

@@ -1,25 +1,45 @@
 // CommandMeasurer: measures a trial by running the user's own pipeline
-// (workload.kind command), once per repeat, since a real PyTorch job cannot go
-// through the native loader.
+// (workload.kind command), since a real PyTorch job cannot go through the
+// native loader. Two protocols (workload.protocol; docs/command-protocol.md):
 //
-// Per run: the knobs are substituted into workload.argv ({num_workers}, ...,
-// workloads/command_args.h) and exported as FEEDTUNE_NUM_WORKERS, ... (plus
-// FEEDTUNE_REPEAT, the 0-based repeat); the command runs in its own process
-// group with stdin from /dev/null and stdout/stderr captured; after
-// workload.timeout_s the whole group is killed (SIGKILL). The command's last
-// non-empty stdout line must be one JSON object:
+// run (the default): one process per repeat. The knobs are substituted into
+// workload.argv ({num_workers}, ..., workloads/command_args.h) and exported as
+// FEEDTUNE_NUM_WORKERS, ... (plus FEEDTUNE_REPEAT, the 0-based repeat, and
+// FEEDTUNE_PROTOCOL=run); the command runs in its own process group with stdin
+// from /dev/null and stdout/stderr captured; after workload.timeout_s the
+// whole group is killed (SIGKILL). The command's last non-empty stdout line
+// must be one JSON object:
 //
 //   {"samples_per_s": 1234.5,                          required, >= 0
 //    "gpu_idle_frac": 0.12, "wait_p50_us": 800, "wait_p99_us": 2500,
-//    "startup_s": 1.9, "peak_rss_bytes": 123456789, "mb_per_s": 180.2}   optional
+//    "startup_s": 1.9, "peak_rss_bytes": 123456789, "mb_per_s": 180.2,
+//    "epoch_boundary_ms": 35.0}                                           optional
 //
 // Warm-up is the command's job (feedtune_probe.py does it). A non-zero exit, a
 // death by signal, a timeout, or a missing or invalid JSON line fails the trial
-// with the cause and the tail of stderr; the sweep goes on. The trial's figures
-// are the median over repeats (samples/s with its 95% interval, tuner/stats.h).
+// with the cause and the tail of stderr; the sweep goes on. The plan's
+// window_epochs has no placeholder, so run-protocol commands measure their own
+// time windows.
+//
+// serve: one process per sweep, started at the first trial, that builds its
+// dataset once and answers one JSON request line per trial on stdin (the
+// knobs, repeats, warmup_batches, measure_seconds, window_epochs, step_us,
+// sync_every_steps) with one result line per window and {"trial_end": N}
+// (tuner/command_server.h has the protocol, docs/command-protocol.md the
+// details). Knob placeholders in argv are a config error with serve; the
+// sweep-level ones ({measure_seconds}, ...) and their FEEDTUNE_* variables are
+// given, plus FEEDTUNE_PROTOCOL=serve. A failed trial that leaves the process
+// in doubt (death, timeout, malformed or missing line) kills its group, and
+// the next trial starts a new process; the command's own {"error": ...} line
+// fails the trial and keeps the process.
+//
+// Either way, the trial's figures are the median over the windows (samples/s
+// with its 95% interval, tuner/stats.h); epoch_boundary_ms is NaN ("not
+// measured") unless the command reports it.
 //
 // One thread uses a CommandMeasurer. The stop flag is polled every 100 ms while
 // a command runs; when raised, the group is killed and Interrupted is thrown.
+// The measurer owns the serving process: destroying it kills the group.
 #pragma once
 
 #include <atomic>
@@ -28,8 +48,12 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+#include <sys/types.h>
+
 #include "tuner/config.h"
 #include "tuner/trial_runner.h"
+#include "workloads/command_args.h"
 
 namespace feedtune::tuner {
 
@@ -65,9 +89,10 @@ struct CommandReport {
   std::optional<double> startup_s;
   std::optional<double> peak_rss_bytes;
   std::optional<double> mb_per_s;
+  std::optional<double> epoch_boundary_ms;  // the stall at an epoch change, when the window crossed one
 };
 
-// Parses the last non-empty line of `stdout_text`. Throws std::runtime_error
+// Parses the last non-empty line of `stdout_text` (one line, for serve). Throws std::runtime_error
 // saying what is missing or wrong.
 CommandReport ParseCommandReport(const std::string& stdout_text);
 
@@ -75,21 +100,41 @@ CommandReport ParseCommandReport(const std::string& stdout_text);
 // executable match in PATH; empty when there is none.
 std::string ResolveCommand(const std::string& argv0);
 
+class CommandServer;
+
 class CommandMeasurer final : public TrialMeasurer {
  public:
   // `stop` may be null.
   CommandMeasurer(const SweepConfig& config, const std::atomic<bool>* stop);
+  ~CommandMeasurer() override;
 
   results::TrialRecord Measure(const loader::Knobs& knobs) override { return MeasurePlanned(knobs, {}); }
-  // Follows plan.repeats (runs of the command); window_epochs is the command's
-  // business (its own epochs), so it is not passed on.
+  // Follows plan.repeats (runs of the command, or windows of a served trial);
+  // plan.window_epochs goes to a serving command in its request.
   results::TrialRecord MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) override;
   std::string last_warning() const override { return last_warning_; }
 
+  // serve: the serving process now (-1 when none runs), and how many were started.
+  pid_t server_pid() const;
+  int servers_started() const { return servers_started_; }
+
  private:
+  struct Window {
+    CommandReport report;
+    double wall_s = 0;
+  };
+
+  workloads::CommandContext Context(const loader::Knobs& knobs) const;
+  results::TrialRecord MeasureServed(const loader::Knobs& knobs, const TrialPlan& plan, int repeats);
+  // Fills trial's figures (status ok) from its windows.
+  void Aggregate(const std::vector<Window>& windows, double cpu_util, int64_t peak_rss, results::TrialRecord& trial);
+
   const SweepConfig config_;
   const std::atomic<bool>* const stop_;
   std::string last_warning_;
+  std::unique_ptr<CommandServer> server_;  // serve: started at the first trial, again after a failure
+  int servers_started_ = 0;
+  int64_t trials_requested_ = 0;  // the serve protocol's trial numbers
 };
 
 }  // namespace feedtune::tuner

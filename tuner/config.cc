@@ -330,11 +330,17 @@ constexpr Key kKeys[] = {
          static_cast<int>(workloads::CacheMode::kCold) + 1,
          &EnumName<workloads::CacheMode, &workloads::CacheModeName>),
      kFilesOnly},
-    // command: the user's pipeline, one process per repeat.
+    // command: the user's pipeline, one process per repeat (protocol run) or per sweep (serve).
     {"workload.argv", Hashed::kYes, StringList<kWorkload, kCommand, &Command::argv>(),
      kCommandOnly},
     {"workload.timeout_s", Hashed::kNo,
      Real<kWorkload, kCommand, &Command::timeout_s>(0, kOpen, kInf, kOpen), kCommandOnly},
+    // How the command is driven, not what it measures: runs of either protocol compare.
+    {"workload.protocol", Hashed::kNo,
+     Enum<kWorkload, kCommand, &Command::protocol>(
+         static_cast<int>(workloads::CommandProtocol::kServe) + 1,
+         &EnumName<workloads::CommandProtocol, &workloads::CommandProtocolName>),
+     kCommandOnly},
     // synthetic (and, for the per-sample cost, files).
     {"workload.samples", Hashed::kYes,
      Int<kWorkload, kSynthetic, &Synthetic::samples>(1, 1'000'000'000), kSyntheticOnly},
@@ -933,6 +939,7 @@ class Parser {
                          Describe(value));
               }
               std::vector<std::string> items;
+              std::vector<YAML::Mark> marks;
               for (size_t i = 0; i < value.size(); ++i) {
                 const YAML::Node item = value[i];
                 const std::string item_path = std::string(key.path) + "[" + std::to_string(i) + "]";
@@ -959,8 +966,10 @@ class Parser {
                   Fail(item_mark, item_path, what);
                 }
                 items.push_back(item.Scalar());
+                marks.push_back(item_mark);
               }
               k.set(config, std::move(items));
+              list_item_marks_[std::string(key.path)] = std::move(marks);
             },
             [&](const SizeKey& k) {
               workloads::SyntheticOptions& synthetic = k.mut(config);
@@ -1054,6 +1063,10 @@ class Parser {
                        "expected workload.argv, the command to run, when workload.kind is "
                        "command, got none");
     }
+    if (kind == WorkloadKind::kCommand &&
+        config.workload.command.protocol == workloads::CommandProtocol::kServe) {
+      CheckServeArgv(config.workload.command.argv);
+    }
     if (kind != WorkloadKind::kSynthetic) return;
 
     const int64_t batch_size = config.loader.knobs.batch_size;
@@ -1080,6 +1093,28 @@ class Parser {
       FailAtFirstGiven({"workload.fault", "workload.samples"},
                        "expected fault.at_sample < workload.samples (else it never fires), got " +
                            std::to_string(fault.at_sample) + " >= " + std::to_string(samples));
+    }
+  }
+
+  // A serving command starts once per sweep and reads each trial's knobs on
+  // stdin, so a knob placeholder in its argv would silently hold the first
+  // trial's value for every trial. The error points at the argument when this
+  // parse read argv, else at workload.protocol (a --set of either has no mark).
+  void CheckServeArgv(const std::vector<std::string>& argv) const {
+    for (size_t i = 0; i < argv.size(); ++i) {
+      const std::string knob = workloads::FirstKnobPlaceholder(argv[i]);
+      if (knob.empty()) continue;
+      YAML::Mark mark = NoMark();
+      if (const auto marks = list_item_marks_.find("workload.argv");
+          marks != list_item_marks_.end() && i < marks->second.size()) {
+        mark = marks->second[i];
+      } else if (const auto protocol = given_.find("workload.protocol"); protocol != given_.end()) {
+        mark = protocol->second;
+      }
+      Fail(mark, "workload.argv[" + std::to_string(i) + "]",
+           "expected no per-trial placeholder when workload.protocol is serve (the serving command "
+           "gets each trial's knobs on stdin, see docs/command-protocol.md), got {" + knob +
+               "}; remove it from argv, or use protocol: run");
     }
   }
 
@@ -1308,6 +1343,8 @@ class Parser {
   std::string source_;
   bool use_marks_;
   std::map<std::string, YAML::Mark> given_;  // leaf path -> where its value is
+  // String-list path -> where each item is (workload.argv), for cross-key errors.
+  std::map<std::string, std::vector<YAML::Mark>> list_item_marks_;
 };
 
 // ---------------------------------------------------------------------------

@@ -72,6 +72,19 @@ std::string UnknownPlaceholder(std::string_view arg) {
   return unknown;
 }
 
+bool IsKnobPlaceholder(std::string_view name) {
+  // kPlaceholders lists the six knobs first.
+  return std::find(kPlaceholders.begin(), kPlaceholders.begin() + 6, name) != kPlaceholders.begin() + 6;
+}
+
+std::string FirstKnobPlaceholder(std::string_view arg) {
+  std::string knob;
+  ForEachPlaceholder(arg, [&](std::string_view name, size_t, size_t) {
+    if (knob.empty() && IsKnobPlaceholder(name)) knob = name;
+  });
+  return knob;
+}
+
 std::vector<std::string> PlaceholderEnvironment(const CommandContext& context) {
   std::vector<std::string> env;
   for (const auto& [name, value] : PlaceholderValues(context)) {

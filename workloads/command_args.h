@@ -41,6 +41,16 @@ std::string ExpandPlaceholders(std::string_view arg, const CommandContext& conte
 // (without braces), or empty when there is none.
 std::string UnknownPlaceholder(std::string_view arg);
 
+// The first placeholder in `arg` that names a per-trial knob ({num_workers},
+// {pin_memory}, {non_blocking}, {prefetch_factor}, {persistent_workers},
+// {batch_size}), without braces; empty when there is none. A serving command
+// (workload.protocol serve) is started once per sweep, so such a placeholder
+// could only hold the first trial's value; it is a config error there.
+std::string FirstKnobPlaceholder(std::string_view arg);
+
+// True for the placeholders that vary per trial (see FirstKnobPlaceholder).
+bool IsKnobPlaceholder(std::string_view name);
+
 // "FEEDTUNE_NUM_WORKERS=4", ... one per placeholder.
 std::vector<std::string> PlaceholderEnvironment(const CommandContext& context);
 

@@ -3,7 +3,8 @@
 //   files      a dataset on disk, shards or one file per sample (FilesOptions;
 //              the per-sample CPU cost, jitter, worker set-up, seed and fault
 //              of SyntheticOptions apply to it too)
-//   command    the user's own PyTorch pipeline, one process per repeat (CommandOptions)
+//   command    the user's own PyTorch pipeline, one process per repeat or one
+//              serving process per sweep (CommandOptions, docs/command-protocol.md)
 // Plain values, no behaviour beyond naming the enums.
 #pragma once
 
@@ -64,9 +65,19 @@ struct FilesOptions {
   CacheMode cache = CacheMode::kWarm;   // kCold: evict from the page cache before each repeat
 };
 
+// How feedtune talks to a command (docs/command-protocol.md). kRun: one process
+// per repeat, knobs in argv/environment, one result line. kServe: one process
+// per sweep, a JSON request line per trial on stdin, a line per window back.
+enum class CommandProtocol { kRun, kServe };
+
+inline const char* CommandProtocolName(CommandProtocol protocol) {
+  return protocol == CommandProtocol::kServe ? "serve" : "run";
+}
+
 struct CommandOptions {
-  std::vector<std::string> argv;  // placeholders {num_workers} ... substituted per trial
-  double timeout_s = 300;         // per run of the command
+  std::vector<std::string> argv;  // placeholders {num_workers} ... substituted per trial (run)
+  double timeout_s = 300;         // per run of the command (run), per trial (serve)
+  CommandProtocol protocol = CommandProtocol::kRun;
 };
 
 struct WorkloadOptions {

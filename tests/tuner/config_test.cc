@@ -740,7 +740,7 @@ TEST(ConfigTest, FilesAndCommandKinds) {
   const std::string yaml = ToYaml(command);
   EXPECT_NE(yaml.find("workload:\n  kind: command\n  argv: [python3, probe.py, --workers, "
                       "\"{num_workers}\", \"{\\\"a\\\": 1}\", \"\", \"null\", \"4\", \"true\"]\n"
-                      "  timeout_s: 60.0\nloader:\n"),
+                      "  timeout_s: 60.0\n  protocol: run\nloader:\n"),
             std::string::npos)
       << yaml;
   ExpectSameConfig(ParseConfig(yaml, "rt.yaml"), command);
@@ -916,4 +916,58 @@ TEST(ConfigOverrideTest, WorkloadKeys) {
   EXPECT_EQ(OverrideErrorOf(config, "workload.path=x"),
             "--set workload.path=x: workload.path: unknown key for workload.kind command (it is for "
             "files)");
+}
+
+// workload.protocol: run (one process per repeat, the default) or serve (one
+// process per sweep, knobs on stdin; docs/command-protocol.md).
+TEST(ConfigTest, CommandProtocol) {
+  const std::string base = "workload:\n  kind: command\n  argv: [python3, probe.py, --serve]\n";
+  EXPECT_EQ(ParseConfig(base, "x.yaml").workload.command.protocol, feedtune::workloads::CommandProtocol::kRun);
+  const SweepConfig served = ParseConfig(base + "  protocol: serve\n", "x.yaml");
+  EXPECT_EQ(served.workload.command.protocol, feedtune::workloads::CommandProtocol::kServe);
+  // Printed with the other command keys, and read back the same.
+  const std::string yaml = ToYaml(served);
+  EXPECT_NE(yaml.find("  protocol: serve\n"), std::string::npos) << yaml;
+  EXPECT_EQ(ParseConfig(yaml, "y.yaml").workload.command.protocol, feedtune::workloads::CommandProtocol::kServe);
+  EXPECT_NE(ToYaml(ParseConfig(base, "x.yaml")).find("  protocol: run\n"), std::string::npos);
+  // How the command is driven is not what it measures: the workload hash stays.
+  EXPECT_EQ(WorkloadHash(served), WorkloadHash(ParseConfig(base, "x.yaml")));
+  // The sweep's own placeholders stay allowed with serve: they are the same for every trial.
+  EXPECT_EQ(ErrorOf(base + "  protocol: serve\n  timeout_s: 60\n"), "no error");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [p, '{measure_seconds}', '{step_us}']\n  protocol: serve\n"),
+            "no error");
+}
+
+TEST(ConfigErrorTest, CommandProtocol) {
+  EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [p]\n  protocol: srve\n"),
+            "x.yaml:4:13: workload.protocol: expected one of run|serve, got \"srve\"; did you mean 'serve'?");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [p]\n  protocol: 1\n"),
+            "x.yaml:4:13: workload.protocol: expected one of run|serve, got 1");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: synthetic\n  protocol: serve\n"),
+            "x.yaml:3:13: workload.protocol: unknown key for workload.kind synthetic (it is for command)");
+  // A serving command starts once: a knob placeholder would hold the first trial's value.
+  EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  protocol: serve\n  argv: [p, --n, '{num_workers}']\n"),
+            "x.yaml:4:18: workload.argv[2]: expected no per-trial placeholder when workload.protocol is serve "
+            "(the serving command gets each trial's knobs on stdin, see docs/command-protocol.md), got "
+            "{num_workers}; remove it from argv, or use protocol: run");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [p, '--b={batch_size}']\n  protocol: serve\n"),
+            "x.yaml:3:13: workload.argv[1]: expected no per-trial placeholder when workload.protocol is serve "
+            "(the serving command gets each trial's knobs on stdin, see docs/command-protocol.md), got "
+            "{batch_size}; remove it from argv, or use protocol: run");
+}
+
+TEST(ConfigOverrideTest, CommandProtocol) {
+  SweepConfig config = ParseConfig("workload:\n  kind: command\n  argv: [p, '{pin_memory}']\n", "x.yaml");
+  EXPECT_EQ(OverrideErrorOf(config, "workload.protocol=serve"),
+            "--set workload.protocol=serve: workload.argv[1]: expected no per-trial placeholder when "
+            "workload.protocol is serve (the serving command gets each trial's knobs on stdin, see "
+            "docs/command-protocol.md), got {pin_memory}; remove it from argv, or use protocol: run");
+  EXPECT_EQ(config.workload.command.protocol, feedtune::workloads::CommandProtocol::kRun);  // left as it was
+  ApplyOverride(config, "workload.argv=[p, --serve]");
+  ApplyOverride(config, "workload.protocol=serve");
+  EXPECT_EQ(config.workload.command.protocol, feedtune::workloads::CommandProtocol::kServe);
+  EXPECT_EQ(OverrideErrorOf(config, "workload.protocol=stream"),
+            "--set workload.protocol=stream: workload.protocol: expected one of run|serve, got \"stream\"");
+  ApplyOverride(config, "workload.protocol=run");
+  EXPECT_EQ(config.workload.command.protocol, feedtune::workloads::CommandProtocol::kRun);
 }

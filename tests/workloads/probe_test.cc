@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -230,6 +231,79 @@ TEST_F(UserDatasetTest, FailuresCarryTheCause) {
   EXPECT_NE(t.error->find("the command exited with code 2"), std::string::npos) << *t.error;
   EXPECT_NE(t.error->find("feedtune_probe: --dataset: cannot import 'nosuchpkg.data'"), std::string::npos)
       << *t.error;
+}
+
+// The probe with --serve (workload.protocol serve): a whole sweep, through the
+// feedtune binary, runs in one probe process that calls the dataset factory
+// once; a dataset that fails one trial is reported with {"error": ...} and
+// the probe serves the next one.
+TEST_F(UserDatasetTest, ServeBuildsTheDatasetOncePerSweep) {
+  const std::string count = (dir_ / "factory-calls").string();
+  const std::string config_path = (dir_ / "serve.yaml").string();
+  std::ofstream(config_path) << "name: probe-serve\n"
+                                "workload:\n"
+                                "  kind: command\n"
+                                "  protocol: serve\n"
+                                "  argv: [" + Python() + ", " + kProbe + ", --serve, --device, cpu,\n"
+                                "         --dataset, 'counting_dataset:make_dataset',\n"
+                                "         --dataset-args, '{\"count_file\": \"" + count + "\"}',\n"
+                                "         --pythonpath, " FEEDTUNE_SOURCE_DIR "/tests/testdata/serve]\n"
+                                "  timeout_s: 120\n"
+                                "loader:\n"
+                                "  batch_size: 16\n"
+                                "device:\n"
+                                "  step_us: 1000\n"
+                                "sweep:\n"
+                                "  max_workers: 2\n"
+                                "  prefetch_factors: [2]\n"
+                                "  repeats: 2\n"
+                                "  warmup_batches: 2\n"
+                                "  measure_seconds: 0.2\n";
+  const std::string db = (dir_ / "r.db").string();
+  const std::string out = (dir_ / "out").string(), err = (dir_ / "err").string();
+  const std::string command = std::string(FEEDTUNE_BINARY) + " sweep " + config_path + " --db " + db + " --json >" +
+                              out + " 2>" + err;
+  ASSERT_EQ(std::system(command.c_str()), 0) << std::ifstream(err).rdbuf();
+  int trials = 0, ok = 0;
+  std::ifstream events(out);
+  for (std::string line; std::getline(events, line);) {
+    const nlohmann::json event = nlohmann::json::parse(line);
+    if (event["event"] != "trial") continue;
+    ++trials;
+    ok += event["status"] == "ok" ? 1 : 0;
+  }
+  EXPECT_GE(trials, 5);  // baseline, pin_memory, workers, ..., the final check
+  EXPECT_EQ(ok, trials);
+  std::ifstream calls(count);
+  int factory_calls = 0;
+  for (std::string line; std::getline(calls, line);) ++factory_calls;
+  EXPECT_EQ(factory_calls, 1) << "the dataset factory ran once per trial, not once per sweep";
+
+  // A failing dataset fails its trial and leaves the probe serving: the
+  // measurer gets {"error": ...} and the next trial runs in the same process.
+  SweepConfig config = ProbeConfig({"--dataset", "mypkg.data:make_pairs", "--dataset-args",
+                                    R"({"n": 512, "size": 64, "broken_at": 3})", "--pythonpath", dir_.string(),
+                                    "--shuffle", "false"});
+  config.workload.command.protocol = workloads::CommandProtocol::kServe;
+  config.workload.command.argv = {Python(), kProbe, "--serve", "--device", "cpu", "--dataset", "mypkg.data:make_pairs",
+                                  "--dataset-args", R"({"n": 512, "size": 64, "broken_at": 3})", "--pythonpath",
+                                  dir_.string(), "--shuffle", "false"};
+  config.sweep.measure_seconds = 0.2;
+  CommandMeasurer measurer(config, nullptr);
+  loader::Knobs knobs = config.loader.knobs;
+  knobs.num_workers = 1;
+  results::TrialRecord t = measurer.Measure(knobs);
+  ASSERT_EQ(t.status, "failed");
+  EXPECT_NE(t.error->find("the serving command reported an error in trial 1 after 0 of 1 window: ValueError"),
+            std::string::npos)
+      << *t.error;
+  EXPECT_NE(t.error->find("bad sample 3"), std::string::npos) << *t.error;
+  const pid_t server = measurer.server_pid();
+  EXPECT_GT(server, 0);
+  t = measurer.Measure(knobs);
+  EXPECT_EQ(t.status, "failed");
+  EXPECT_EQ(measurer.server_pid(), server);
+  EXPECT_EQ(measurer.servers_started(), 1);
 }
 
 }  // namespace

@@ -21,21 +21,37 @@ native synthetic workload (--samples, --sample-bytes, --cpu-us-per-sample,
 --io-us-per-sample, --jitter, --worker-init-us, --seed). Works with torch 1.13
 and 2.x, under /usr/bin/python3 with Debian's python3-torch.
 
-Example, as feedtune runs it (configs/torch-probe.yaml):
+Example, one run per repeat (workload.protocol: run):
 
     python3 workloads/python/feedtune_probe.py --num-workers 4 --pin-memory true \\
         --dataset mypkg.data:make_dataset --dataset-args '{"root": "/data/train"}' \\
         --pythonpath ~/src/myproject --seconds 2
+
+With --serve (workload.protocol: serve, as configs/torch-probe.yaml runs it) the
+probe starts once per sweep: it imports torch and builds the dataset once, then
+reads one JSON request per trial on stdin ({"trial": N, "num_workers": ...,
+"repeats": R, "window_epochs": E, ...}), builds a new DataLoader over the same
+dataset (new workers, as a training job would), warms up, and prints one result
+line per window and {"trial_end": N}; an exception in a trial is reported as
+{"error": "..."} (its traceback on stderr) and the probe waits for the next
+request. The knob and loop options (--num-workers ... --sync-every-steps) come
+from each request, so they are errors on the command line with --serve. Its
+own stdout carries only protocol lines: everything else printed (by the
+dataset, by workers) goes to stderr. End of stdin ends it.
+docs/command-protocol.md describes the protocol.
 """
 
 import argparse
+import gc
 import importlib
 import json
 import math
+import multiprocessing
 import os
 import resource
 import sys
 import time
+import traceback
 import zlib
 
 EXIT_USAGE = 2
@@ -73,22 +89,39 @@ def build_parser():
     s.add_argument("--jitter", type=float, default=0.1, help="relative spread of per-sample cost")
     s.add_argument("--worker-init-us", type=float, default=0, help="per-worker set-up, at each worker start")
     s.add_argument("--seed", type=int, default=0)
-    k = p.add_argument_group("DataLoader knobs")
-    k.add_argument("--batch-size", type=int, default=64)
-    k.add_argument("--num-workers", type=int, default=0)
-    k.add_argument("--pin-memory", type=parse_bool, default=False)
-    k.add_argument("--non-blocking", type=parse_bool, default=False)
-    k.add_argument("--prefetch-factor", type=int, default=2)
-    k.add_argument("--persistent-workers", type=parse_bool, default=False)
+    k = p.add_argument_group("DataLoader knobs (per request with --serve)")
+    k.add_argument("--batch-size", type=int, help="default 64")
+    k.add_argument("--num-workers", type=int, help="default 0")
+    k.add_argument("--pin-memory", type=parse_bool, help="default false")
+    k.add_argument("--non-blocking", type=parse_bool, help="default false")
+    k.add_argument("--prefetch-factor", type=int, help="default 2")
+    k.add_argument("--persistent-workers", type=parse_bool, help="default false")
     k.add_argument("--shuffle", type=parse_bool, default=True)
     k.add_argument("--drop-last", type=parse_bool, default=True)
-    t = p.add_argument_group("training loop and measurement")
+    t = p.add_argument_group("training loop and measurement (per request with --serve)")
     t.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
-    t.add_argument("--step-us", type=float, default=20000, help="model step per batch")
-    t.add_argument("--sync-every-steps", type=int, default=1, help="wait for the device every N steps; 0 = never")
-    t.add_argument("--warmup-batches", type=int, default=8)
-    t.add_argument("--seconds", type=float, default=2.0, help="length of the measured window")
+    t.add_argument("--step-us", type=float, help="model step per batch; default 20000")
+    t.add_argument("--sync-every-steps", type=int, help="wait for the device every N steps; 0 = never; default 1")
+    t.add_argument("--warmup-batches", type=int, help="default 8")
+    t.add_argument("--seconds", type=float, help="length of the measured window; default 2.0")
+    t.add_argument("--serve", action="store_true",
+                   help="serve feedtune's trials: one JSON request per line on stdin (docs/command-protocol.md)")
     return p
+
+
+# Option name -> (request key, default) for the per-trial settings.
+PER_TRIAL = {
+    "batch_size": ("batch_size", 64),
+    "num_workers": ("num_workers", 0),
+    "pin_memory": ("pin_memory", False),
+    "non_blocking": ("non_blocking", False),
+    "prefetch_factor": ("prefetch_factor", 2),
+    "persistent_workers": ("persistent_workers", False),
+    "step_us": ("step_us", 20000.0),
+    "sync_every_steps": ("sync_every_steps", 1),
+    "warmup_batches": ("warmup_batches", 8),
+    "seconds": ("measure_seconds", 2.0),
+}
 
 
 def fail_usage(message):
@@ -227,20 +260,25 @@ class CudaStep:
     def __init__(self, torch, step_us):
         self.torch = torch
         self.pairs = []
+        self.cycles_per_us = None
         self.cycles = 0
-        if step_us > 0:
-            # Calibrate _sleep's cycles per microsecond on this GPU.
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        self.set_step_us(step_us)
+
+    def set_step_us(self, step_us):
+        if step_us > 0 and self.cycles_per_us is None:
+            # Calibrate _sleep's cycles per microsecond on this GPU (once per process).
+            start, end = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
             probe = 10_000_000
             best = None
             for _ in range(3):
                 start.record()
-                torch.cuda._sleep(probe)
+                self.torch.cuda._sleep(probe)
                 end.record()
                 end.synchronize()
                 ms = start.elapsed_time(end)
                 best = ms if best is None else min(best, ms)
-            self.cycles = int(probe / max(best * 1000.0, 1e-3) * step_us)
+            self.cycles_per_us = probe / max(best * 1000.0, 1e-3)
+        self.cycles = int(self.cycles_per_us * step_us) if step_us > 0 else 0
 
     def step(self, measuring):
         if self.cycles <= 0:
@@ -257,6 +295,9 @@ class CudaStep:
     def sync(self):
         self.torch.cuda.synchronize()
 
+    def reset(self):
+        self.pairs = []
+
     def busy_s(self):
         return sum(a.elapsed_time(b) for a, b in self.pairs) / 1000.0
 
@@ -265,8 +306,11 @@ class CpuStep:
     """The model step on CPU: the main thread sleeps for step_us (no CPU used)."""
 
     def __init__(self, step_us):
-        self.step_s = step_us / 1e6
         self.busy = 0.0
+        self.set_step_us(step_us)
+
+    def set_step_us(self, step_us):
+        self.step_s = step_us / 1e6
 
     def step(self, measuring):
         if self.step_s <= 0:
@@ -279,6 +323,9 @@ class CpuStep:
     def sync(self):
         pass
 
+    def reset(self):
+        self.busy = 0.0
+
     def busy_s(self):
         return self.busy
 
@@ -289,117 +336,269 @@ def peak_rss_bytes():
     return int(max(own, children) * 1024)  # kilobytes on Linux
 
 
-def main(argv=None):
-    args = build_parser().parse_args(argv)
-    if args.batch_size < 1 or args.num_workers < 0 or args.prefetch_factor < 1 or args.seconds <= 0:
-        fail_usage("--batch-size and --prefetch-factor must be >= 1, --num-workers >= 0, --seconds > 0")
-    if args.samples < 1 or args.sample_bytes < 1 or not 0 <= args.jitter <= 1:
-        fail_usage("--samples and --sample-bytes must be >= 1, --jitter in [0, 1]")
+class Setup:
+    """What a process sets up once: torch, the device, the dataset and the model step."""
 
-    import torch  # after argument checks: importing torch takes a second or two
-    import torch.utils.data
+    def __init__(self, args):
+        import torch  # after argument checks: importing torch takes a second or two
+        import torch.utils.data
 
-    if args.device == "auto":
-        device_name = "cuda" if torch.cuda.is_available() else "cpu"
-    else:
-        device_name = args.device
-    if device_name == "cuda" and not torch.cuda.is_available():
-        fail_usage("--device cuda: torch sees no usable CUDA device")
-    device = torch.device(device_name)
+        self.torch = torch
+        self.args = args
+        if args.device == "auto":
+            self.device_name = "cuda" if torch.cuda.is_available() else "cpu"
+        else:
+            self.device_name = args.device
+        if self.device_name == "cuda" and not torch.cuda.is_available():
+            fail_usage("--device cuda: torch sees no usable CUDA device")
+        self.device = torch.device(self.device_name)
+        self.dataset = make_user_dataset(args) if args.dataset else make_synthetic(args, torch)
+        self.iterable = isinstance(self.dataset, torch.utils.data.IterableDataset)
+        self.model = None
 
-    dataset = make_user_dataset(args) if args.dataset else make_synthetic(args, torch)
-    iterable = isinstance(dataset, torch.utils.data.IterableDataset)
-    kwargs = dict(batch_size=args.batch_size, num_workers=args.num_workers, pin_memory=args.pin_memory,
+
+def run_trial(setup, t, emit):
+    """One trial: a new DataLoader with the knobs of `t` (a dict with the request's
+    keys), the warm-up, then t["repeats"] windows back to back, each passed to
+    emit(report) as soon as it ends. The loader and its workers are gone when it
+    returns (or raises)."""
+    torch, args = setup.torch, setup.args
+    kwargs = dict(batch_size=t["batch_size"], num_workers=t["num_workers"], pin_memory=t["pin_memory"],
                   drop_last=args.drop_last)
-    if not iterable:
+    if not setup.iterable:
         kwargs["shuffle"] = args.shuffle
-    if args.num_workers > 0:
+    if t["num_workers"] > 0:
         # torch rejects these with num_workers == 0 (1.13 and 2.x alike).
-        kwargs["prefetch_factor"] = args.prefetch_factor
-        kwargs["persistent_workers"] = args.persistent_workers
+        kwargs["prefetch_factor"] = t["prefetch_factor"]
+        kwargs["persistent_workers"] = t["persistent_workers"]
         if not args.dataset and args.worker_init_us > 0:
             kwargs["worker_init_fn"] = lambda _worker: time.sleep(args.worker_init_us / 1e6)
     elif not args.dataset and args.worker_init_us > 0:
         time.sleep(args.worker_init_us / 1e6)  # the main process is the one "worker"
-    loader = torch.utils.data.DataLoader(dataset, **kwargs)
+    created = time.perf_counter()
+    loader = torch.utils.data.DataLoader(setup.dataset, **kwargs)
 
-    model = CudaStep(torch, args.step_us) if device_name == "cuda" else CpuStep(args.step_us)
+    if setup.model is None:
+        setup.model = CudaStep(torch, t["step_us"]) if setup.device_name == "cuda" else CpuStep(t["step_us"])
+    else:
+        setup.model.set_step_us(t["step_us"])
+    model = setup.model
+    device = setup.device
+
+    window_epochs = t.get("window_epochs", 0)
+    per_epoch = None
+    if window_epochs > 0:
+        try:
+            per_epoch = len(loader)
+        except TypeError:
+            sys.stderr.write("feedtune_probe: the dataset has no len(), so windows of %d epoch(s) cannot be "
+                             "counted; measuring %g s windows instead\n" % (window_epochs, t["measure_seconds"]))
+            window_epochs = 0
+        if per_epoch == 0:
+            raise RuntimeError("an epoch has no batch (fewer samples than the batch size with drop_last?)")
 
     def batches():
-        epochs = 0
+        """(batch, index within its epoch, the epoch's number)."""
+        epoch = 0
         while True:
             produced = 0
             for batch in loader:  # non-persistent workers restart here, as in training
+                yield batch, produced, epoch
                 produced += 1
-                yield batch
-            epochs += 1
+            epoch += 1
             if produced == 0:
-                raise RuntimeError("an epoch produced no batch (fewer samples than --batch-size with --drop-last?)")
+                raise RuntimeError("an epoch produced no batch (fewer samples than the batch size with drop_last?)")
 
     steps = 0
 
     def run_step(batch, measuring):
         nonlocal steps
-        x = to_device(batch, device, args.non_blocking)
+        x = to_device(batch, device, t["non_blocking"])
         model.step(measuring)
         steps += 1
-        if args.sync_every_steps > 0 and steps % args.sync_every_steps == 0:
+        if t["sync_every_steps"] > 0 and steps % t["sync_every_steps"] == 0:
             model.sync()
         return x
 
-    created = time.perf_counter()
     it = batches()
-    first = next(it)
-    startup_s = time.perf_counter() - created  # worker start + the first batch
-    run_step(first, False)
-    for _ in range(max(0, args.warmup_batches - 1)):
-        run_step(next(it), False)
-    model.sync()
+    try:
+        first, index, _ = next(it)
+        startup_s = time.perf_counter() - created  # worker start + the first batch
+        run_step(first, False)
+        del first
+        warmed = 1
+        # With epoch windows the warm-up runs on to the end of its epoch, so each
+        # window starts at an epoch's first batch.
+        while warmed < t["warmup_batches"] or (window_epochs > 0 and index != per_epoch - 1):
+            batch, index, _ = next(it)
+            run_step(batch, False)
+            warmed += 1
+        model.sync()
 
-    waits = []
-    samples = 0
-    nbytes = 0
-    if device_name == "cuda":
-        window_start, window_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        window_start.record()
-    start = time.perf_counter()
+        for _ in range(t["repeats"]):
+            model.reset()
+            waits = []
+            boundary_waits = []
+            samples = 0
+            nbytes = 0
+            target = window_epochs * per_epoch if window_epochs > 0 else None
+            if setup.device_name == "cuda":
+                window_start, window_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                window_start.record()
+            start = time.perf_counter()
+            while True:
+                t0 = time.perf_counter()
+                batch, index, epoch = next(it)
+                wait = time.perf_counter() - t0
+                waits.append(wait)
+                if index == 0 and epoch > 0:
+                    boundary_waits.append(wait)
+                samples += batch_len(batch, t["batch_size"])
+                nbytes += batch_bytes(batch)
+                run_step(batch, True)
+                del batch
+                if target is not None:
+                    if len(waits) >= target:
+                        break
+                elif time.perf_counter() - start >= t["measure_seconds"]:
+                    break
+            model.sync()
+            wall = time.perf_counter() - start
+            if setup.device_name == "cuda":
+                window_end.record()
+                window_end.synchronize()
+                device_wall = window_start.elapsed_time(window_end) / 1000.0
+            else:
+                device_wall = wall
+            idle = 1.0 - model.busy_s() / device_wall if device_wall > 0 else 0.0
+            report = {
+                "samples_per_s": samples / wall,
+                "gpu_idle_frac": min(1.0, max(0.0, idle)),
+                "wait_p50_us": percentile(waits, 50) * 1e6,
+                "wait_p99_us": percentile(waits, 99) * 1e6,
+                "startup_s": startup_s,
+                "mb_per_s": nbytes / wall / 1e6,
+                "batches": len(waits),
+                "samples": samples,
+                "seconds": wall,
+                "device": setup.device_name,
+                "torch": torch.__version__,
+                "num_workers": t["num_workers"],
+                "pin_memory": bool(t["pin_memory"] and setup.device_name == "cuda"),
+            }
+            if boundary_waits:
+                # As feedtune's own loader reports it: the stall beyond a normal wait.
+                report["epoch_boundary_ms"] = (percentile(boundary_waits, 50) - percentile(waits, 50)) * 1e3
+            emit(report)
+    finally:
+        it.close()  # drops the loader's iterator: its workers shut down
+        del it, loader
+        gc.collect()
+        multiprocessing.active_children()  # reaps what has exited
+
+
+def trial_settings(args):
+    """The one-shot run's settings, in the request's form."""
+    t = {}
+    for option, (key, default) in PER_TRIAL.items():
+        value = getattr(args, option)
+        t[key] = default if value is None else value
+    t["repeats"] = 1
+    t["window_epochs"] = 0
+    return t
+
+
+def check_settings(t):
+    """None when the per-trial settings are usable, else what is wrong."""
+    if t["batch_size"] < 1 or t["num_workers"] < 0 or t["prefetch_factor"] < 1 or t["measure_seconds"] <= 0:
+        return "batch_size and prefetch_factor must be >= 1, num_workers >= 0, measure_seconds > 0"
+    if t["repeats"] < 1 or t["window_epochs"] < 0 or t["warmup_batches"] < 0 or t["step_us"] < 0:
+        return "repeats must be >= 1, window_epochs, warmup_batches and step_us >= 0"
+    return None
+
+
+# The request's keys and their types (bool is checked before int: it is one in Python).
+REQUEST_KEYS = {
+    "trial": int, "num_workers": int, "pin_memory": bool, "non_blocking": bool, "prefetch_factor": int,
+    "persistent_workers": bool, "batch_size": int, "repeats": int, "warmup_batches": int,
+    "measure_seconds": (int, float), "window_epochs": int, "step_us": (int, float), "sync_every_steps": int,
+}
+
+
+def parse_request(line):
+    """The request as a dict, or raises ValueError saying what is wrong."""
+    request = json.loads(line)
+    if not isinstance(request, dict):
+        raise ValueError("expected a JSON object, got %s" % type(request).__name__)
+    for key, kind in REQUEST_KEYS.items():
+        if key not in request:
+            raise ValueError("the request has no %r" % key)
+        value = request[key]
+        if kind is bool:
+            ok = isinstance(value, bool)
+        else:
+            ok = isinstance(value, kind) and not isinstance(value, bool)
+        if not ok:
+            raise ValueError("the request's %r is %r, expected %s" % (key, value, "true or false" if kind is bool
+                                                                        else "a number"))
+    problem = check_settings(request)
+    if problem:
+        raise ValueError(problem)
+    return request
+
+
+def serve(args):
+    """The serve protocol's loop (docs/command-protocol.md)."""
+    # Protocol lines go to the original stdout; fd 1 becomes stderr, so prints
+    # of the dataset, of torch and of forked workers cannot break a line.
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+
+    def say(obj):
+        protocol.write(json.dumps(obj) + "\n")
+        protocol.flush()
+
+    setup = Setup(args)  # the dataset factory runs here, once per process
     while True:
-        t0 = time.perf_counter()
-        batch = next(it)
-        waits.append(time.perf_counter() - t0)
-        samples += batch_len(batch, args.batch_size)
-        nbytes += batch_bytes(batch)
-        run_step(batch, True)
-        if time.perf_counter() - start >= args.seconds:
-            break
-    model.sync()
-    wall = time.perf_counter() - start
-    if device_name == "cuda":
-        window_end.record()
-        window_end.synchronize()
-        device_wall = window_start.elapsed_time(window_end) / 1000.0
-    else:
-        device_wall = wall
-    idle = 1.0 - model.busy_s() / device_wall if device_wall > 0 else 0.0
+        line = sys.stdin.readline()
+        if not line:
+            return 0  # feedtune closed stdin: the sweep is over
+        if not line.strip():
+            continue
+        try:
+            request = parse_request(line)
+        except ValueError as e:
+            say({"error": "bad request: %s: %r" % (e, line.strip()[:200])})
+            continue
+        trial = request["trial"]
+        try:
+            run_trial(setup, request, say)
+        except Exception as e:  # the user's dataset or torch failed with these knobs: say so and go on
+            traceback.print_exc(file=sys.stderr)
+            say({"error": "%s: %s" % (type(e).__name__, e)})
+            continue
+        say({"trial_end": trial})
 
-    del it, batch, first
-    del loader  # joins the workers, so their peak RSS is counted
-    report = {
-        "samples_per_s": samples / wall,
-        "gpu_idle_frac": min(1.0, max(0.0, idle)),
-        "wait_p50_us": percentile(waits, 50) * 1e6,
-        "wait_p99_us": percentile(waits, 99) * 1e6,
-        "startup_s": startup_s,
-        "peak_rss_bytes": peak_rss_bytes(),
-        "mb_per_s": nbytes / wall / 1e6,
-        "batches": len(waits),
-        "samples": samples,
-        "seconds": wall,
-        "device": device_name,
-        "torch": torch.__version__,
-        "num_workers": args.num_workers,
-        "pin_memory": bool(args.pin_memory and device_name == "cuda"),
-    }
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if args.samples < 1 or args.sample_bytes < 1 or not 0 <= args.jitter <= 1:
+        fail_usage("--samples and --sample-bytes must be >= 1, --jitter in [0, 1]")
+    if args.serve:
+        given = ["--" + option.replace("_", "-") for option in PER_TRIAL if getattr(args, option) is not None]
+        if given:
+            fail_usage("--serve: %s come(s) with each trial's request on stdin; remove from the command line"
+                       % ", ".join(given))
+        return serve(args)
+    t = trial_settings(args)
+    problem = check_settings(t)
+    if problem:
+        fail_usage(problem.replace("measure_seconds", "--seconds"))
+    setup = Setup(args)
+    reports = []
+    run_trial(setup, t, reports.append)
+    report = reports[0]
+    report["peak_rss_bytes"] = peak_rss_bytes()  # after the workers were joined, so theirs counts
     sys.stdout.flush()
     print(json.dumps(report), flush=True)
     return 0
