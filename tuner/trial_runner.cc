@@ -110,8 +110,13 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
     double copy_s = 0, cpu_util = 0;
     int64_t peak_rss = 0;
     std::vector<double> boundary_ms;  // per epoch boundary: its wait beyond the window's median
+    // Kept across windows, so that after the first window a batch's record
+    // costs no allocation (a window of tiny batches has ~10^5 of them).
+    std::vector<double> waits_us;
+    std::vector<size_t> boundaries;  // steps whose wait crossed an epoch boundary
     for (int r = 0; r < repeats; ++r) {
-      std::vector<double> waits_us;
+      waits_us.clear();
+      boundaries.clear();
       int64_t samples = 0, bytes = 0;
       // E.g. a cold cache: the dataset evicts its files before each window.
       if (std::string note = dataset_->BeforeRepeat(); !note.empty() && last_warning_.empty()) last_warning_ = note;
@@ -120,7 +125,6 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
       const auto window_start = Clock::now();
       const auto window_end = window_start + std::chrono::duration_cast<Clock::duration>(
                                                  std::chrono::duration<double>(config_.sweep.measure_seconds));
-      std::vector<size_t> boundaries;  // steps whose wait crossed an epoch boundary
       int epochs = 0;
       while (true) {
         const auto facts = loop.Step();

@@ -3,21 +3,100 @@
 // The stream is an in-order queue kept as the time its last queued operation
 // ends (`stream_free_at_`): an operation queued at `now` starts at
 // max(now, stream_free_at_) and takes its modelled duration. Waiting for an
-// operation is a sleep until its modelled end, so no CPU is burned for device
-// time and the host side (workers, slots, pinning, staging) stays real. Step
-// intervals are kept to clip them to the measurement window.
+// operation is a wait until its modelled end (SleepUntil: a sleep, then a short
+// spin, so a wait costs the host its modelled time and not a timer's
+// granularity); the step burns no CPU and the host side (workers, slots,
+// pinning, staging) stays real. Busy time is summed as operations are queued
+// and clipped to the measurement window exactly (StreamBusy), so the per-batch
+// path neither allocates nor keeps a record per operation.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <thread>
+#include <cstdio>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "loader/device/device.h"
+#include "loader/device/sleep_until.h"
 
 namespace feedtune::device {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// The busy time of one kind of operation (steps, or copies) inside a
+// measurement window, without a record per operation. Operations of one kind
+// run in order on one stream and never overlap, so their time inside
+// [window start, window end] is what was queued since the window began
+// (clipped at its start), less the part of the still-unfinished operations
+// that lies past its end. Only the unfinished ones are kept: one or two in a
+// loop that syncs or copies blocking; more only while the host runs ahead of
+// the device (non-blocking copies, no sync), as many as it has queued.
+class StreamBusy {
+ public:
+  // An operation [start, end) queued at `now` (start >= now). Zero-length
+  // operations (step_us 0, an empty copy) are never busy and never counted.
+  void Add(Clock::time_point start, Clock::time_point end, Clock::time_point now) {
+    if (end <= start) return;
+    DropEndedBy(now);
+    busy_ += end - std::max(start, window_start_);
+    ++count_;
+    unfinished_.push_back({start, end});
+  }
+
+  // Starts a window at `start`: what ended before it no longer counts, what
+  // is under way counts from `start` on.
+  void BeginWindow(Clock::time_point start) {
+    window_start_ = start;
+    DropEndedBy(start);
+    busy_ = Clock::duration::zero();
+    count_ = 0;
+    for (size_t i = head_; i < unfinished_.size(); ++i) {
+      busy_ += unfinished_[i].end - std::max(unfinished_[i].start, start);
+      ++count_;
+    }
+  }
+
+  // Busy seconds and the number of operations that overlap [window start, end].
+  std::pair<double, int64_t> Window(Clock::time_point end) const {
+    Clock::duration busy = busy_;
+    int64_t count = count_;
+    for (size_t i = head_; i < unfinished_.size(); ++i) {
+      const Interval& op = unfinished_[i];
+      if (op.end <= end) continue;
+      busy -= op.end - std::max(op.start, end);
+      if (op.start >= end) --count;
+    }
+    return {Seconds(busy), count};
+  }
+
+ private:
+  struct Interval {
+    Clock::time_point start, end;
+  };
+
+  // Ends are in queue order, so the ended operations are a prefix.
+  void DropEndedBy(Clock::time_point now) {
+    while (head_ < unfinished_.size() && unfinished_[head_].end <= now) ++head_;
+    if (head_ == unfinished_.size()) {
+      unfinished_.clear();  // keeps the capacity: no allocation in steady state
+      head_ = 0;
+    } else if (head_ >= 64 && 2 * head_ >= unfinished_.size()) {
+      unfinished_.erase(unfinished_.begin(), unfinished_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
+    }
+  }
+
+  Clock::time_point window_start_{};
+  Clock::duration busy_{};  // queued since window_start_, clipped at it
+  int64_t count_ = 0;
+  std::vector<Interval> unfinished_;  // [head_, end) may not have ended yet
+  size_t head_ = 0;
+};
 
 class HostSimDevice final : public Device {
  public:
@@ -59,24 +138,25 @@ class HostSimDevice final : public Device {
         std::chrono::duration<double>(static_cast<double>(bytes) / bw));
     // With prefetch_to_device the copy runs on its own stream and the next step
     // waits for it on the device; otherwise it shares the compute stream.
-    const auto [start, end] = prefetch_to_device_ ? EnqueueCopyStream(duration) : Enqueue(duration);
-    copies_.push_back({start, end});
+    const auto now = Clock::now();
+    const auto [start, end] = prefetch_to_device_ ? EnqueueCopyStream(duration, now) : Enqueue(duration, now);
+    copies_.Add(start, end, now);
     copy_bytes_ += static_cast<int64_t>(bytes);
-    if (!(non_blocking && src_pinned)) std::this_thread::sleep_until(end);
+    if (!(non_blocking && src_pinned)) SleepUntil(end);
   }
 
   void Step() override {
-    const auto [start, end] = Enqueue(step_);
-    steps_.push_back({start, end});
+    const auto now = Clock::now();
+    const auto [start, end] = Enqueue(step_, now);
+    steps_.Add(start, end, now);
   }
 
-  void Synchronize() override { std::this_thread::sleep_until(std::max(stream_free_at_, copy_ready_at_)); }
+  void Synchronize() override { SleepUntil(std::max(stream_free_at_, copy_ready_at_)); }
 
   void BeginWindow() override {
     window_start_ = Clock::now();
-    // Operations that ended before the window are of no further use.
-    std::erase_if(steps_, [&](const Interval& i) { return i.end <= window_start_; });
-    std::erase_if(copies_, [&](const Interval& i) { return i.end <= window_start_; });
+    steps_.BeginWindow(window_start_);
+    copies_.BeginWindow(window_start_);
     copy_bytes_ = 0;
   }
 
@@ -84,40 +164,27 @@ class HostSimDevice final : public Device {
     const auto end = Clock::now();
     DeviceWindow w;
     w.wall_s = Seconds(end - window_start_);
-    for (const auto& s : steps_) {
-      const double clipped = Clipped(s, window_start_, end);
-      if (clipped > 0) ++w.steps;
-      w.step_busy_s += clipped;
-    }
-    for (const auto& c : copies_) w.copy_s += Clipped(c, window_start_, end);
+    std::tie(w.step_busy_s, w.steps) = steps_.Window(end);
+    w.copy_s = copies_.Window(end).first;
     w.copy_bytes = copy_bytes_;
     return w;
   }
 
  private:
-  struct Interval {
-    Clock::time_point start, end;
-  };
-
   static std::string Format(double v) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%g", v);
     return buf;
   }
-  static double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-  static double Clipped(const Interval& i, Clock::time_point lo, Clock::time_point hi) {
-    const auto a = std::max(i.start, lo);
-    const auto b = std::min(i.end, hi);
-    return b > a ? Seconds(b - a) : 0.0;
-  }
 
-  std::pair<Clock::time_point, Clock::time_point> Enqueue(Clock::duration duration) {
-    const auto start = std::max({Clock::now(), stream_free_at_, copy_ready_at_});
+  std::pair<Clock::time_point, Clock::time_point> Enqueue(Clock::duration duration, Clock::time_point now) {
+    const auto start = std::max({now, stream_free_at_, copy_ready_at_});
     stream_free_at_ = start + duration;
     return {start, stream_free_at_};
   }
-  std::pair<Clock::time_point, Clock::time_point> EnqueueCopyStream(Clock::duration duration) {
-    const auto start = std::max(Clock::now(), copy_ready_at_);
+  std::pair<Clock::time_point, Clock::time_point> EnqueueCopyStream(Clock::duration duration,
+                                                                    Clock::time_point now) {
+    const auto start = std::max(now, copy_ready_at_);
     copy_ready_at_ = start + duration;
     return {start, copy_ready_at_};
   }
@@ -132,8 +199,8 @@ class HostSimDevice final : public Device {
   Clock::time_point stream_free_at_{};
   Clock::time_point copy_ready_at_{};  // end of the last copy on the copy stream
   Clock::time_point window_start_{};
-  std::vector<Interval> steps_;
-  std::vector<Interval> copies_;
+  StreamBusy steps_;
+  StreamBusy copies_;
   int64_t copy_bytes_ = 0;
   HostBuffer staging_;
   std::string pin_warning_;
