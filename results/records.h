@@ -99,6 +99,9 @@ struct TrialRecord {
   // One-off: allocating (and locking) the pinned pool at the trial's start,
   // outside every measurement window. 0 without pin_memory; NaN before schema v4.
   double pinned_alloc_s = 0;
+  // Schema v5: batches in one epoch of this trial's loader, as the workload
+  // reported it (a command may not say); the search reads it for short epochs.
+  std::optional<int64_t> batches_per_epoch;
   std::string decision;       // why the phase kept or dropped this setting
   std::vector<RepeatRecord> repeat_rows;
 };

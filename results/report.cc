@@ -102,7 +102,8 @@ Json TrialJson(const TrialRecord& t) {
               {"epoch_boundary_ms", Number(t.epoch_boundary_ms)},
               {"cv", Number(t.cv)},
               {"worker_busy_frac", Number(t.worker_busy_frac)},
-              {"pinned_alloc_s", Number(t.pinned_alloc_s)}};
+              {"pinned_alloc_s", Number(t.pinned_alloc_s)},
+              {"batches_per_epoch", t.batches_per_epoch ? Json(*t.batches_per_epoch) : Json(nullptr)}};
 }
 
 Json OptionalString(const std::string& text) { return text.empty() ? Json(nullptr) : Json(text); }

@@ -161,6 +161,12 @@ CREATE TABLE h2d_pinning (
     R"sql(
 ALTER TABLE trials ADD COLUMN pinned_alloc_s REAL;
 )sql",
+    // 4 -> 5: batches in one epoch of the trial's loader, as the workload
+    // reported it; the search reads it to see short, stepped epochs, so a
+    // resumed run must find it.
+    R"sql(
+ALTER TABLE trials ADD COLUMN batches_per_epoch INTEGER;
+)sql",
 };
 
 // ISO 8601 UTC, the form RunRecord documents for its timestamps.
@@ -515,6 +521,8 @@ constexpr const char* kTrialColumnsV2 =
 constexpr const char* kTrialColumnsV1Stand_in = "NULL, NULL, NULL, NULL";
 constexpr const char* kTrialColumnsV4 = "pinned_alloc_s";
 constexpr const char* kTrialColumnsV3Stand_in = "NULL";
+constexpr const char* kTrialColumnsV5 = "batches_per_epoch";
+constexpr const char* kTrialColumnsV4Stand_in = "NULL";
 
 std::string MachineColumns(int version) {
   return std::string(kMachineColumns) + ", " +
@@ -526,7 +534,8 @@ std::string RunColumns(int version) {
 }
 std::string TrialColumns(int version) {
   return std::string(kTrialColumns) + ", " + (version >= 2 ? kTrialColumnsV2 : kTrialColumnsV1Stand_in) +
-         ", " + (version >= 4 ? kTrialColumnsV4 : kTrialColumnsV3Stand_in);
+         ", " + (version >= 4 ? kTrialColumnsV4 : kTrialColumnsV3Stand_in) + ", " +
+         (version >= 5 ? kTrialColumnsV5 : kTrialColumnsV4Stand_in);
 }
 
 RunRecord ReadRun(const Statement& row) {
@@ -819,7 +828,7 @@ int64_t Store::AddTrial(int64_t run_id, const TrialRecord& trial) {
 int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::string& operation) {
   const std::string sql = "INSERT INTO trials (" + TrialColumns(kSchemaVersion) +
                           ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                          "?, ?, ?, ?, ?, ?, ?, ?)";
+                          "?, ?, ?, ?, ?, ?, ?, ?, ?)";
   int64_t trial_id = 0;
   {
     Statement insert(db_.get(), path_, operation, sql.c_str());
@@ -831,7 +840,7 @@ int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::
                  t.ci_low, t.ci_high, t.mb_per_s, t.gpu_idle_frac, t.copy_s, t.wait_p50_us,
                  t.wait_p99_us, t.worker_startup_s, t.cpu_util, t.peak_rss_bytes, t.repeats,
                  t.decision, t.time_to_first_batch_s, t.epoch_boundary_ms, t.cv,
-                 t.worker_busy_frac, t.pinned_alloc_s)
+                 t.worker_busy_frac, t.pinned_alloc_s, t.batches_per_epoch)
         .Run();
     trial_id = sqlite3_last_insert_rowid(db_.get());
   }
@@ -1011,6 +1020,7 @@ std::vector<TrialRecord> Store::LoadTrials(int64_t run_id) const {
     t.cv = select.Double(26);
     t.worker_busy_frac = select.Double(27);
     t.pinned_alloc_s = select.Double(28);
+    t.batches_per_epoch = select.Optional<int64_t>(29);
     index_by_id[t.id] = trials.size();
     trials.push_back(std::move(t));
   }

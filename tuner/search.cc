@@ -23,10 +23,34 @@ std::string Format(const char* format, ...) {
   return buf;
 }
 
+// Non-persistent workers that see fewer batches than this each per epoch make
+// a stepped curve (DESIGN.md: the epoch's rounds decide the time).
+constexpr int64_t kFewBatchesPerWorker = 4;
+
 std::string Percent(double fraction) { return Format("%+.1f%%", fraction * 100.0); }
 
 double Gain(const TrialRecord& candidate, const TrialRecord& current) {
   return current.samples_per_s > 0 ? candidate.samples_per_s / current.samples_per_s - 1.0 : 0.0;
+}
+
+// Why a change that is no gain by IsGain was not kept, with the three cases
+// told apart (a user reads "-60.9% within noise" as "noise"): slower beyond
+// the noise, a change within the noise, or a gain beyond the noise but under
+// the threshold. With one repeat there is no noise estimate, so the threshold
+// alone separates them. `what` names the change ("" or " for X together").
+std::string NotKept(const TrialRecord& candidate, const TrialRecord& current, double gain_threshold,
+                    const std::string& what = "") {
+  const double gain = Gain(candidate, current);
+  const std::string head = "not kept: " + Percent(gain) + what;
+  const std::string threshold = Percent(gain_threshold).substr(1);
+  if (candidate.repeats >= 2 && current.repeats >= 2) {
+    if (candidate.ci_high < current.ci_low) return head + ": slower beyond the noise";
+    if (candidate.ci_low > current.ci_high) return head + ": faster beyond the noise, but under the " + threshold + " threshold";
+    return head + ": within the noise";
+  }
+  if (gain < -gain_threshold) return head + ": slower by more than the " + threshold + " threshold (one repeat, no noise estimate)";
+  if (gain > 0) return head + ": a gain under the " + threshold + " threshold (one repeat, no noise estimate)";
+  return head + ": slower, within the " + threshold + " threshold (one repeat, no noise estimate)";
 }
 
 // "1 worker", "4 workers".
@@ -165,19 +189,39 @@ class Search {
       if (std::string(phase) == "non_blocking" && t.samples_per_s > current().samples_per_s) {
         small_gains_.push_back({phase, index});
       }
-      Decide(index, "not kept: " + figure + " is within noise or below the " +
-                        Percent(options_.gain_threshold).substr(1) + " threshold" + note);
+      Decide(index, NotKept(t, current(), options_.gain_threshold) + note);
     }
     AddPhase(phase, gain, trials()[index].decision);
+  }
+
+  // Batches per epoch: the setup's (native workloads know their dataset), else
+  // what the baseline trial reported (a command may say it); 0 = unknown.
+  // Taken from the records, so a resumed run sees the same value.
+  int64_t BatchesPerEpoch() {
+    if (setup_.batches_per_epoch > 0) return setup_.batches_per_epoch;
+    if (outcome_.baseline) return trials()[*outcome_.baseline].batches_per_epoch.value_or(0);
+    return 0;
+  }
+
+  // The next worker count of the doubling, or 0 when it ends here. With a
+  // known epoch of B batches, B workers run it in one round (each worker
+  // loads one batch); more cannot shorten it, so the doubling's last point is B.
+  int NextDoubling(int workers, int64_t batches) const {
+    if (batches > 0 && workers >= batches) return 0;
+    int next = workers * 2;
+    if (batches > 0 && next > batches) next = static_cast<int>(batches);
+    return next <= setup_.max_workers ? next : 0;
   }
 
   // The doubling, the refinement, and the knee.
   void Workers() {
     std::vector<std::pair<int, size_t>> curve = {{0, current_index_}};
     size_t best = current_index_;
+    const int64_t batches = BatchesPerEpoch();
     std::string stop = "reached max_workers " + std::to_string(setup_.max_workers);
     misses_ = 0;
-    for (int workers = 1; workers <= setup_.max_workers; workers *= 2) {
+    bool fall_pending = false;  // a fall beyond the noise that the next doubling must confirm
+    for (int workers = std::min(1, setup_.max_workers); workers > 0;) {
       loader::Knobs knobs = current_;
       knobs.num_workers = workers;
       const size_t index = Measure("num_workers", knobs);
@@ -193,31 +237,65 @@ class Search {
         break;
       }
       curve.emplace_back(workers, index);
+      const int next = NextDoubling(workers, batches);
       const TrialRecord& best_t = trials()[best];
       const double gain = Gain(t, best_t);
+      // Below the usable CPU count, more workers can still use more cores: any
+      // rise of the median keeps the doubling going (a CPU-bound curve rises
+      // to the CPU count, often by less than the threshold per step near it).
+      const bool below_cpus = setup_.usable_cpus > 0 && workers < setup_.usable_cpus;
+      const double rising = below_cpus ? 0.0 : options_.gain_threshold;
+      // Below the best by more than the threshold, beyond the noise.
+      const bool falls = IsGain(best_t, t, options_.gain_threshold);
       if (IsGain(t, best_t, options_.gain_threshold)) {
         Decide(index, Percent(gain) + " over the best so far");
         best = index;
         misses_ = 0;
-      } else if (IsGain(best_t, t, options_.gain_threshold)) {
-        Decide(index, Percent(gain) + " below the best: throughput falls, stop doubling");
+        fall_pending = false;
+      } else if (workers == 1) {
+        // One worker moves the loading out of the main process without adding
+        // parallelism, and adds the IPC: no gain, or a dip, is the usual shape
+        // of the curve here, not its knee. No stop and no miss before 2 workers.
+        Decide(index, Percent(gain) + (falls ? " below the best" : "") +
+                          ": 1 worker adds no parallelism to the main process's loading; go on to 2");
+      } else if (falls && fall_pending) {
+        Decide(index, Percent(gain) + " below the best: the fall is confirmed, stop doubling");
         stop = "stopped at " + WorkersText(workers) + ": throughput falls";
         break;
-      } else if (gain > options_.gain_threshold) {
-        // The median rose beyond the threshold but the intervals overlap: not
-        // a gain to keep, not a reason to stop either.
-        Decide(index, Percent(gain) + ": rising, but within noise; keep doubling");
+      } else if (falls && misses_ >= 1) {
+        Decide(index, Percent(gain) + " below the best, after a doubling without a gain: stop doubling");
+        stop = "stopped at " + WorkersText(workers) + ": two doublings without a gain";
+        break;
+      } else if (falls) {
+        // A single fall beyond the noise can be the machine's, not the
+        // curve's: it counts as a miss, and the next doubling confirms it.
+        ++misses_;
+        fall_pending = true;
+        Decide(index, Percent(gain) + " below the best, beyond the noise" +
+                          (next > 0 ? "; the next doubling confirms it before stopping" : ""));
+      } else if (gain > rising) {
+        // The median rose but not beyond the noise (or, below the CPU count,
+        // not beyond the threshold): not a gain to keep, not a reason to stop.
+        Decide(index, Percent(gain) + (below_cpus ? ": rising below the usable CPU count; keep doubling"
+                                                  : ": rising, but within noise; keep doubling"));
         misses_ = 0;
+        fall_pending = false;
       } else if (++misses_ >= 2) {
         Decide(index, Percent(gain) + ": two doublings without a gain, stop doubling");
         stop = "stopped at " + WorkersText(workers) + ": two doublings without a gain";
         break;
       } else {
         Decide(index, Percent(gain) + ": no gain beyond noise");
+        fall_pending = false;
       }
+      if (next == 0 && workers < setup_.max_workers) {
+        stop = "stopped at " + WorkersText(workers) + ": one round per epoch (" + std::to_string(batches) +
+               " batches), more workers cannot shorten it";
+      }
+      workers = next;
     }
     refining_ = true;
-    Refine(curve);
+    Refine(curve, batches);
     std::sort(curve.begin(), curve.end());
     const size_t knee = Knee(curve);
     current_.num_workers = curve[knee].first;
@@ -249,7 +327,47 @@ class Search {
     } else {
       why += "Kneedle (S=1) agrees; ";
     }
-    AddPhase("num_workers", curve[knee].first > 0, why + stop);
+    why += stop;
+    if (Stepped(batches, curve.back().first)) why += "; " + SteppedNote(batches, curve.back().first);
+    AddPhase("num_workers", curve[knee].first > 0, why);
+  }
+
+  // Whether non-persistent workers up to `workers` see fewer than a few
+  // batches each per epoch, so the epoch's rounds (ceil(batches / workers))
+  // make the curve a staircase rather than a smooth rise.
+  static bool Stepped(int64_t batches, int workers) {
+    return batches > 0 && workers > 0 && batches < kFewBatchesPerWorker * workers;
+  }
+
+  // "the curve is stepped by epoch rounds: 16 batches per epoch, so 9 to 15
+  // workers take 2 rounds as 8 do; only 1, 2, 3, 4, 6, 8, 16 can differ".
+  std::string SteppedNote(int64_t batches, int max_workers) const {
+    const std::vector<int> points = RoundPoints(batches, 0, max_workers + 1);
+    std::string list;
+    for (int w : points) list += (list.empty() ? "" : ", ") + std::to_string(w);
+    std::string note = "the curve is stepped by epoch rounds: " + std::to_string(batches) +
+                       " batches per epoch, so only worker counts that change ceil(batches / workers) can differ (" +
+                       list + ")";
+    // The largest gap among them, as an example.
+    for (size_t i = points.size(); i-- > 1;) {
+      if (points[i] - points[i - 1] > 1) {
+        const int64_t rounds = (batches + points[i - 1] - 1) / points[i - 1];
+        note += "; " + std::to_string(points[i - 1] + 1) + " to " + std::to_string(points[i] - 1) + " workers take " +
+                std::to_string(rounds) + " rounds as " + std::to_string(points[i - 1]) + " do";
+        break;
+      }
+    }
+    return note + "; the knee is a property of this epoch length";
+  }
+
+  // The fewest workers for each round count, ceil(batches / r), strictly between lo and hi, ascending.
+  static std::vector<int> RoundPoints(int64_t batches, int lo, int hi) {
+    std::vector<int> points;
+    for (int64_t r = batches; r >= 1; --r) {
+      const int64_t w = (batches + r - 1) / r;
+      if (w > lo && w < hi && (points.empty() || points.back() != w)) points.push_back(static_cast<int>(w));
+    }
+    return points;
   }
 
   size_t Knee(const std::vector<std::pair<int, size_t>>& curve) {
@@ -258,20 +376,31 @@ class Search {
     return *KneeIndex(points, options_.knee_tolerance);
   }
 
-  // Bisects between the knee and its lower neighbour while they are more than
-  // 2 apart and the knee gains over that neighbour by more than the threshold:
-  // the fewest workers that reach the plateau is what users want.
-  void Refine(std::vector<std::pair<int, size_t>>& curve) {
+  // Bisects between the knee and its lower neighbour while the knee gains over
+  // that neighbour by more than the threshold (so a point between can differ)
+  // and there is a point between worth measuring: the fewest workers that
+  // reach the plateau is what users want. Points worth measuring: with a known
+  // epoch, only those that change the number of rounds (RoundPoints); else any
+  // count, when the two are more than 2 apart.
+  void Refine(std::vector<std::pair<int, size_t>>& curve, int64_t batches) {
     while (true) {
       std::sort(curve.begin(), curve.end());
       const size_t k = Knee(curve);
       if (k == 0) return;
       const auto [lo, lo_index] = curve[k - 1];
       const auto [hi, hi_index] = curve[k];
-      if (hi - lo <= 2) return;
       if (Gain(trials()[hi_index], trials()[lo_index]) <= options_.gain_threshold) return;
+      int mid = 0;
+      if (Stepped(batches, hi)) {
+        const std::vector<int> points = RoundPoints(batches, lo, hi);
+        if (points.empty()) return;
+        mid = points[(points.size() - 1) / 2];
+      } else {
+        if (hi - lo <= 2) return;
+        mid = (lo + hi) / 2;
+      }
       loader::Knobs knobs = current_;
-      knobs.num_workers = (lo + hi) / 2;
+      knobs.num_workers = mid;
       const size_t index = Measure("num_workers", knobs);
       if (trials()[index].status != "ok") {
         Decide(index, "");
@@ -376,8 +505,7 @@ class Search {
       current_ = knobs;
       current_index_ = on;
     } else {
-      Decide(on, "not kept: " + figure + " is within noise or below the " +
-                     Percent(options_.gain_threshold).substr(1) + " threshold" + boundary);
+      Decide(on, NotKept(t_on, ref, options_.gain_threshold) + boundary);
       if (t_on.samples_per_s > ref.samples_per_s) {
         small_gains_.push_back({"persistent_workers", on});
         persistent_reference_ = off;
@@ -439,8 +567,7 @@ class Search {
       current_ = knobs;
       current_index_ = index;
     } else {
-      Decide(index, "not kept: " + figure + " for " + what + " together is within noise or below the " +
-                        Percent(options_.gain_threshold).substr(1) + " threshold");
+      Decide(index, NotKept(t, ref, options_.gain_threshold, " for " + what + " together"));
     }
     AddPhase("combined", gain, trials()[index].decision);
   }

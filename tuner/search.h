@@ -65,6 +65,11 @@ namespace feedtune::tuner {
 struct SearchSetup {
   int max_workers = 64;           // the resolved cap, >= 1
   int64_t samples_per_epoch = 0;  // 0 = unknown; used to size the persistent_workers check
+  // 0 = unknown (then the baseline record's batches_per_epoch, if the
+  // workload reported one). Caps the doubling at one round per epoch and, on
+  // short epochs, limits the refinement to worker counts that can differ.
+  int64_t batches_per_epoch = 0;
+  double usable_cpus = 0;         // 0 = unknown; below it, any rise keeps the doubling going
 };
 
 // One phase's outcome in words: "kept" or "not kept", and why.

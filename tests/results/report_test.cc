@@ -161,7 +161,7 @@ TEST(RenderJsonTest, HasEveryDesignKeyWithValues) {
                                      "wait_p99_us", "worker_startup_s", "cpu_util",
                                      "peak_rss_bytes", "repeats", "decision", "error",
                                      "time_to_first_batch_s", "epoch_boundary_ms", "cv",
-                                     "worker_busy_frac", "pinned_alloc_s"}));
+                                     "worker_busy_frac", "pinned_alloc_s", "batches_per_epoch"}));
     EXPECT_EQ(Keys(trial["config"]), kConfigKeys);
     EXPECT_EQ(trial["ci"].size(), 2u);
   }

@@ -141,6 +141,7 @@ TrialRecord TestTrial() {
   t.cv = 0.0125;
   t.worker_busy_frac = 0.875;
   t.pinned_alloc_s = 0.03125;
+  t.batches_per_epoch = 15;
   t.repeat_rows = {
       {.index = 0,
        .samples_per_s = 6400,
@@ -343,6 +344,7 @@ TEST_F(StoreTest, RunTrialsAndRepeatsRoundTripEveryField) {
   EXPECT_EQ(t.cv, trial_in.cv);
   EXPECT_EQ(t.worker_busy_frac, trial_in.worker_busy_frac);
   EXPECT_EQ(t.pinned_alloc_s, trial_in.pinned_alloc_s);
+  EXPECT_EQ(t.batches_per_epoch, trial_in.batches_per_epoch);
   ASSERT_EQ(t.repeat_rows.size(), trial_in.repeat_rows.size());
   for (size_t i = 0; i < t.repeat_rows.size(); ++i) {
     const RepeatRecord& a = t.repeat_rows[i];
@@ -506,7 +508,7 @@ TEST_F(StoreTest, RefusesNewerSchemaVersion) {
       EXPECT_EQ(std::string(e.what()),
                 path +
                     ": results file has schema version 99, this feedtune understands up to "
-                    "4; upgrade feedtune");
+                    "5; upgrade feedtune");
     }
   }
   EXPECT_EQ(RawPragma(path, "user_version"), 99);

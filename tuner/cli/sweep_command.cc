@@ -35,9 +35,16 @@ int ResolveMaxWorkers(const tuner::SweepConfig& config, std::string* why) {
 
 // Samples per epoch and slot bytes where the config tells them; 0 = unknown
 // (the budget learns the batch size from the first trial).
-int64_t SamplesPerEpoch(const tuner::SweepConfig& config) {
-  if (config.workload.kind == workloads::WorkloadKind::kSynthetic) return config.workload.synthetic.samples;
-  return 0;
+// Of a native workload (its dataset); 0 for a command, which may report its
+// own epoch length in its trials (the search reads it from the baseline).
+int64_t SamplesPerEpoch(const tuner::OpenedWorkload& workload) {
+  return workload.dataset ? workload.dataset->size() : 0;
+}
+
+int64_t BatchesPerEpoch(int64_t samples, const loader::LoaderOptions& loader) {
+  const int64_t batch = loader.knobs.batch_size;
+  if (samples <= 0 || batch <= 0) return 0;
+  return loader.drop_last ? samples / batch : (samples + batch - 1) / batch;
 }
 
 int64_t BatchBytes(const tuner::SweepConfig& config) {
@@ -274,7 +281,9 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
 
     tuner::SearchSetup setup;
     setup.max_workers = max_workers;
-    setup.samples_per_epoch = SamplesPerEpoch(config);
+    setup.samples_per_epoch = SamplesPerEpoch(workload);
+    setup.batches_per_epoch = BatchesPerEpoch(setup.samples_per_epoch, config.loader);
+    setup.usable_cpus = facts->usable_cpus;  // stored with the run: a resume decides alike
     tuner::SearchOutcome outcome;
     try {
       outcome = tuner::RunSearch(config.sweep, setup, config.loader.knobs, replay, events);
