@@ -89,6 +89,7 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
         dataset_, options, [this](size_t bytes) { return device_.AllocPinned(bytes); }, fork_server_);
     if (!data_loader.stats().pinned_pool_locked) last_warning_ = device_.pin_warning();
     trial.pinned_alloc_s = data_loader.stats().pinned_pool_alloc_s;
+    trial.batches_per_epoch = data_loader.batches_per_epoch();
     device_.Prepare(static_cast<size_t>(data_loader.batch_bytes()));
 
     Loop loop(data_loader, device_, knobs, config_.device.sync_every_steps, stop_);
