@@ -1,13 +1,20 @@
 // Microbenchmarks of the loader core: is the loader ever what a trial measures?
-// Each reports samples_per_s (and bytes_per_s where bytes matter) as counters.
+// Each reports samples_per_s (and bytes_per_s where bytes matter) as counters;
+// BM_TrialOverhead reports what the trial loop adds to the bare loader.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "loader/data_loader.h"
+#include "loader/device/device.h"
+#include "loader/fork_server.h"
+#include "tuner/config.h"
+#include "tuner/trial_runner.h"
 #include "workloads/synthetic_dataset.h"
 
 namespace feedtune {
@@ -104,6 +111,86 @@ void BM_EpochStart(benchmark::State& state, WorkerMode mode) {
   }
 }
 BENCHMARK_CAPTURE(BM_EpochStart, process, WorkerMode::kProcess)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// What the trial loop (TrialRunner: loader wait, copy, step, sync, per-batch
+// accounting, on host-sim) costs per batch beyond the bare loader loop and the
+// modelled device time, on the tiny workload (64 B samples, batch 256, no work,
+// step_us 0, a sync after every step, default host-sim bandwidths). Target
+// (issue 12): overhead_us_per_batch <= 5. Each iteration measures one trial
+// window and one bare window of the same length, back to back, so both see the
+// same machine; the counters are medians over the iterations. Arg: num_workers
+// (process workers, persistent).
+void BM_TrialOverhead(benchmark::State& state) {
+  constexpr int kBatch = 256;
+  constexpr int64_t kSampleBytes = 64;
+  constexpr double kWindowS = 0.2;
+  auto dataset = std::make_shared<FreeDataset>(kSampleBytes);
+  // Workers come from a fork server made while this process has one thread, as
+  // in `feedtune trial`.
+  auto fork_server = std::make_shared<loader::ForkServer>(dataset);
+
+  tuner::SweepConfig config;
+  config.loader.knobs.batch_size = kBatch;
+  config.loader.knobs.num_workers = static_cast<int>(state.range(0));
+  config.loader.knobs.persistent_workers = state.range(0) > 0;
+  config.loader.worker_mode = WorkerMode::kProcess;
+  config.device.backend = device::BackendChoice::kHostSim;
+  config.device.step_us = 0;
+  config.sweep.repeats = 1;
+  config.sweep.warmup_batches = 8;
+  config.sweep.measure_seconds = kWindowS;
+  auto device = device::MakeHostSimDevice(config.device);
+  tuner::TrialRunner runner(config, *device, dataset, nullptr, fork_server);
+  // A pageable copy of one batch; the step is 0 us and the sync waits for nothing more.
+  const double modelled_us = kBatch * kSampleBytes / (config.device.host_sim.h2d_gbps_pageable * 1e9) * 1e6;
+
+  DataLoader bare(dataset, config.loader, nullptr, fork_server);
+  int64_t epoch = 0;
+  bare.StartEpoch(epoch);
+  const auto bare_us_per_batch = [&] {
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    const auto until = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kWindowS));
+    int64_t batches = 0;
+    // The clock is read every 64 batches: the bare loop is the loader alone.
+    for (Clock::time_point now = start; now < until; now = Clock::now()) {
+      for (int i = 0; i < 64; ++i, ++batches) {
+        auto batch = bare.Next();
+        if (!batch) {
+          bare.StartEpoch(++epoch);
+          batch = bare.Next();
+        }
+        benchmark::DoNotOptimize(batch->data.data());
+      }
+    }
+    return std::chrono::duration<double, std::micro>(Clock::now() - start).count() / static_cast<double>(batches);
+  };
+
+  std::vector<double> overheads, trial_rates, bare_rates;
+  for (auto _ : state) {
+    const results::TrialRecord trial = runner.Measure(config.loader.knobs);
+    if (trial.status != "ok") {
+      state.SkipWithError(("trial failed: " + trial.error.value_or("?")).c_str());
+      break;
+    }
+    const double bare_us = bare_us_per_batch();
+    const double trial_us = kBatch / trial.samples_per_s * 1e6;
+    overheads.push_back(trial_us - bare_us - modelled_us);
+    trial_rates.push_back(trial.samples_per_s);
+    bare_rates.push_back(kBatch / bare_us * 1e6);
+  }
+  if (overheads.empty()) return;
+  const auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  state.counters["overhead_us_per_batch"] = median(overheads);
+  state.counters["modelled_us_per_batch"] = modelled_us;
+  state.counters["trial_samples_per_s"] = median(trial_rates);
+  state.counters["bare_samples_per_s"] = median(bare_rates);
+}
+// Each iteration is about 2 x kWindowS plus the trial's loader set-up.
+BENCHMARK(BM_TrialOverhead)->Arg(0)->Arg(2)->Iterations(5)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace feedtune
