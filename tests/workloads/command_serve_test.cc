@@ -48,6 +48,7 @@ enum Fault : int {
   kWrongTrial = 1007,
   kExit = 1008,
   kSlow = 1009,
+  kExtra = 1010,
 };
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -172,6 +173,9 @@ TEST_F(CommandServe, AFaultFailsOneTrialAndTheNextStartsANewProcess) {
       {kWrongTrial, "the serving command ended trial 3 while trial 2 was running: '{\"trial_end\": 3}'",
        "stderr: (empty)"},
       {kExit, "the serving command exited with code 3 in trial 2 after 0 of 2 windows", "exiting on purpose"},
+      {kExtra,
+       "the serving command printed more than the 2 window lines asked in trial 2: '{\"samples_per_s\": 202.0",
+       "stderr: (empty)"},
   };
   for (const FaultCase& c : cases) {
     SCOPED_TRACE(c.fault);

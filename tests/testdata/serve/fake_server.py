@@ -19,6 +19,7 @@ fault instead:
   1007 wrong trial: {"trial_end": N + 1}
   1008 exit: exits with code 3 before any window
   1009 slow: each window takes 0.2 s
+  1010 extra: one window more than asked
 """
 import json
 import os
@@ -51,7 +52,7 @@ def main():
         if mode == 1008:
             sys.stderr.write("fake_server: exiting on purpose\n")
             sys.exit(3)
-        for i in range(repeats):
+        for i in range(repeats + (1 if mode == 1010 else 0)):
             if mode == 1006:
                 out.write("epoch %d: loading...\n" % i)
             if mode == 1009:
