@@ -1,6 +1,7 @@
 // host-sim semantics (DESIGN.md §3): modelled copies and steps, real host waits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -112,6 +113,122 @@ TEST(HostSim, CopiesAreReportedApartFromSteps) {
   EXPECT_EQ(w.copy_bytes, 10'000'000);
   EXPECT_NEAR(w.copy_s, 10 * 100e-6, 2e-4);
   EXPECT_NEAR(w.step_busy_s, 10 * 1e-3, 1e-3);
+}
+
+// The tiny trial's device (issue 12): a 16 KB batch from pageable memory at
+// 8 GB/s is a 2.048 us copy, step 0 us, a sync after every step.
+DeviceOptions TinyOptions(int64_t step_us) {
+  DeviceOptions o;
+  o.backend = BackendChoice::kHostSim;
+  o.step_us = step_us;
+  o.host_sim.h2d_gbps_pageable = 8;
+  return o;
+}
+constexpr size_t kTinyBatchBytes = 256 * 64;
+constexpr double kTinyCopyS = 2.048e-6;
+
+double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+TEST(HostSim, ShortModelledWaitsDoNotOversleep) {
+  // A sleep for a 2 us copy used to cost the timer's slack (50 us) and more:
+  // ~75 ms for 1000 copies. Spinning through short waits costs their modelled
+  // 2 ms plus the host's own work (a 16 KB staging memcpy each). The bound is
+  // a fifth of one slack per copy, so a loaded machine or a sanitizer build
+  // still passes; the best of three rounds rides out a descheduled round.
+  auto d = MakeHostSimDevice(TinyOptions(0));
+  std::vector<std::byte> src(kTinyBatchBytes);
+  d->Prepare(src.size());
+  constexpr int kCopies = 1000;
+  double best_s = 1e9;
+  for (int round = 0; round < 3; ++round) {
+    const auto start = Clock::now();
+    for (int i = 0; i < kCopies; ++i) {
+      d->CopyToDevice(src.data(), src.size(), /*pinned=*/false, /*non_blocking=*/false);
+      d->Step();
+      d->Synchronize();
+    }
+    best_s = std::min(best_s, SecondsSince(start));
+  }
+  // Never shorter than the model: each blocking copy waits for its end.
+  EXPECT_GE(best_s, kCopies * kTinyCopyS);
+  EXPECT_LT(best_s, kCopies * 10e-6) << "1000 copies of 2 us took " << best_s * 1e3 << " ms";
+}
+
+TEST(HostSim, LongerModelledWaitsEndOnTime) {
+  // 300 us copies (7.5 MB pinned, at 25 GB/s): longer than the spin margin, so
+  // the host sleeps first. The median lateness stays far under a timer slack (the old
+  // plain sleep was ~75 us late); each single wait is never early.
+  auto d = MakeHostSimDevice(TinyOptions(0));
+  std::vector<std::byte> src(7'500'000);
+  d->Prepare(src.size());
+  constexpr double kCopyS = 300e-6;
+  std::vector<double> late_us;
+  for (int i = 0; i < 21; ++i) {
+    // From pinned memory, so that no staging memcpy (real host work) is timed.
+    const auto start = Clock::now();
+    d->CopyToDevice(src.data(), src.size(), /*pinned=*/true, /*non_blocking=*/false);
+    const double took = SecondsSince(start);
+    EXPECT_GE(took, kCopyS);
+    late_us.push_back((took - kCopyS) * 1e6);
+  }
+  std::nth_element(late_us.begin(), late_us.begin() + 10, late_us.end());
+  EXPECT_LT(late_us[10], 40) << "median lateness of a 300 us wait, us";
+}
+
+TEST(HostSim, BusyTimeIsExactForAKnownSchedule) {
+  // 200 batches of a 2.048 us copy and a 500 us step, synced each time: every
+  // operation lies inside the window, so the sums are exact to the nanosecond
+  // (durations are modelled), and idle is 1 - busy / real wall.
+  auto d = MakeHostSimDevice(TinyOptions(500));
+  std::vector<std::byte> src(kTinyBatchBytes);
+  d->Prepare(src.size());
+  d->BeginWindow();
+  for (int i = 0; i < 200; ++i) {
+    d->CopyToDevice(src.data(), src.size(), /*pinned=*/false, /*non_blocking=*/false);
+    d->Step();
+    d->Synchronize();
+  }
+  const DeviceWindow w = d->EndWindow();
+  EXPECT_EQ(w.steps, 200);
+  EXPECT_NEAR(w.step_busy_s, 200 * 500e-6, 1e-9);
+  EXPECT_NEAR(w.copy_s, 200 * kTinyCopyS, 1e-9);
+  EXPECT_EQ(w.copy_bytes, 200 * static_cast<int64_t>(kTinyBatchBytes));
+  EXPECT_GE(w.wall_s, w.step_busy_s + w.copy_s);
+  EXPECT_DOUBLE_EQ(w.idle_frac(), 1 - w.step_busy_s / w.wall_s);
+}
+
+TEST(HostSim, QueuedWorkIsSplitExactlyBetweenWindows) {
+  // Ten 1 ms steps queued at once (the host runs ahead, no sync): the stream is
+  // busy from the first step's start for 10 ms. A window that ends after ~3 ms
+  // holds only the part that ran (not the 10 ms queued); the next window holds
+  // the rest, counted from its start. Together they hold all 10 ms, less the
+  // instants between the windows and before the first step.
+  auto d = MakeHostSimDevice(TinyOptions(1000));
+  d->Prepare(0);
+  d->BeginWindow();
+  const auto queued_at = Clock::now();
+  for (int i = 0; i < 10; ++i) d->Step();
+  std::this_thread::sleep_for(std::chrono::microseconds(3000));
+  const DeviceWindow first = d->EndWindow();
+  const double ran_s = SecondsSince(queued_at);
+  d->BeginWindow();
+  d->Synchronize();
+  const DeviceWindow second = d->EndWindow();
+
+  EXPECT_LE(first.step_busy_s, std::min(first.wall_s, 0.010) + 1e-9);
+  EXPECT_NEAR(first.step_busy_s, std::min(ran_s, 0.010), 200e-6);
+  // The steps that had started by the first window's end count there, and again
+  // in the second if they were still running.
+  EXPECT_GE(first.steps, 1);
+  EXPECT_LE(first.steps, 10);
+  EXPECT_NEAR(first.step_busy_s + second.step_busy_s, 0.010, 200e-6);
+  EXPECT_LE(second.step_busy_s, second.wall_s + 1e-9);
+  if (first.step_busy_s < 0.0095) {
+    // The machine let the first window end while steps were queued: the second
+    // window counts the steps still running or not begun.
+    EXPECT_GE(first.steps + second.steps, 10);
+    EXPECT_LE(first.steps + second.steps, 11);
+  }
 }
 
 }  // namespace
