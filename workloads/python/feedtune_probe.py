@@ -427,9 +427,12 @@ def run_trial(setup, t, emit):
         run_step(first, False)
         del first
         warmed = 1
-        # With epoch windows the warm-up runs on to the end of its epoch, so each
-        # window starts at an epoch's first batch.
-        while warmed < t["warmup_batches"] or (window_epochs > 0 and index != per_epoch - 1):
+        # An epoch window is window_epochs * (batches per epoch) batches from
+        # wherever the warm-up ended: it holds exactly window_epochs epoch
+        # starts (worker restarts without persistent_workers), as a window
+        # from an epoch's start would, without first running on to the end of
+        # the warm-up's epoch (up to one more epoch per trial).
+        while warmed < t["warmup_batches"]:
             batch, index, _ = next(it)
             run_step(batch, False)
             warmed += 1
