@@ -190,6 +190,10 @@ struct StringKey {  // non-empty text without control characters (a path)
   const std::string& (*get)(const SweepConfig&);
   void (*set)(SweepConfig&, std::string);
 };
+struct OptionalStringKey {  // null (stored as "") or a non-empty string without control characters
+  const std::string& (*get)(const SweepConfig&);
+  void (*set)(SweepConfig&, std::string);
+};
 struct StringListKey {  // non-empty list of strings, the first non-empty (a command line)
   const std::vector<std::string>& (*get)(const SweepConfig&);
   void (*set)(SweepConfig&, std::vector<std::string>);
@@ -208,7 +212,7 @@ struct FaultKey {  // null, or {kind: throw|exit|abort|segv|hang, at_sample: N}
 };
 
 using KeyType = std::variant<IntKey, AutoIntKey, SeedKey, RealKey, BoolKey, EnumKey, LabelKey,
-                             IntListKey, StringKey, StringListKey, SizeKey, FaultKey>;
+                             IntListKey, StringKey, OptionalStringKey, StringListKey, SizeKey, FaultKey>;
 
 // Part of WorkloadHash? kIfSet: only when it differs from its default, so a key
 // added later leaves the hashes of existing workloads as they were.
@@ -221,7 +225,12 @@ constexpr KindMask kAllKinds = ~0u;
 constexpr KindMask kSyntheticOnly = KindBit(WorkloadKind::kSynthetic);
 constexpr KindMask kFilesOnly = KindBit(WorkloadKind::kFiles);
 constexpr KindMask kCommandOnly = KindBit(WorkloadKind::kCommand);
-constexpr KindMask kDatasets = kSyntheticOnly | kFilesOnly;  // native datasets: the per-sample cost keys
+constexpr KindMask kNpyOnly = KindBit(WorkloadKind::kNpy);
+constexpr KindMask kHdf5Only = KindBit(WorkloadKind::kHdf5);
+constexpr KindMask kLmdbOnly = KindBit(WorkloadKind::kLmdb);
+// The kinds that read data from a path on this machine: files and the formats.
+constexpr KindMask kOnDisk = kFilesOnly | kNpyOnly | kHdf5Only | kLmdbOnly;
+constexpr KindMask kDatasets = kSyntheticOnly | kOnDisk;  // native datasets: the per-sample cost keys
 
 struct Key {
   std::string_view path;  // dotted, in DESIGN.md §4 order
@@ -269,6 +278,10 @@ constexpr StringKey String() {
   return {&GetString<kM...>, &SetString<kM...>};
 }
 template <auto... kM>
+constexpr OptionalStringKey OptionalString() {
+  return {&GetString<kM...>, &SetString<kM...>};
+}
+template <auto... kM>
 constexpr StringListKey StringList() {
   return {&GetStrings<kM...>, &SetStrings<kM...>};
 }
@@ -290,6 +303,8 @@ constexpr auto kSynthetic = &workloads::WorkloadOptions::synthetic;
 using Synthetic = workloads::SyntheticOptions;
 constexpr auto kFiles = &workloads::WorkloadOptions::files;
 using Files = workloads::FilesOptions;
+constexpr auto kFormat = &workloads::WorkloadOptions::format;
+using Format = workloads::FormatOptions;
 constexpr auto kCommand = &workloads::WorkloadOptions::command;
 using Command = workloads::CommandOptions;
 constexpr auto kLoader = &SweepConfig::loader;
@@ -311,11 +326,11 @@ constexpr Key kKeys[] = {
 
     {"workload.kind", Hashed::kYes,
      Enum<kWorkload, &workloads::WorkloadOptions::kind>(
-         static_cast<int>(WorkloadKind::kCommand) + 1,
+         static_cast<int>(workloads::kLastWorkloadKind) + 1,
          &EnumName<WorkloadKind, &workloads::WorkloadKindName>)},
-    // files: where the dataset is and how it is read. The path is where this
-    // machine keeps it, not what it is, so it is not hashed.
-    {"workload.path", Hashed::kNo, String<kWorkload, kFiles, &Files::path>(), kFilesOnly},
+    // files and the formats: where the data is and how it is read. The path is
+    // where this machine keeps it, not what it is, so it is not hashed.
+    {"workload.path", Hashed::kNo, String<kWorkload, kFiles, &Files::path>(), kOnDisk},
     {"workload.layout", Hashed::kYes,
      Enum<kWorkload, kFiles, &Files::layout>(
          static_cast<int>(workloads::FilesLayout::kFiles) + 1,
@@ -324,12 +339,22 @@ constexpr Key kKeys[] = {
     {"workload.io", Hashed::kYes,
      Enum<kWorkload, kFiles, &Files::io>(static_cast<int>(workloads::FilesIo::kMmap) + 1,
                                          &EnumName<workloads::FilesIo, &workloads::FilesIoName>),
-     kFilesOnly},
+     kFilesOnly | kNpyOnly},
     {"workload.cache", Hashed::kYes,
      Enum<kWorkload, kFiles, &Files::cache>(
          static_cast<int>(workloads::CacheMode::kCold) + 1,
          &EnumName<workloads::CacheMode, &workloads::CacheModeName>),
-     kFilesOnly},
+     kOnDisk},
+    // hdf5: which datasets in the file, and HDF5's chunk cache per open dataset
+    // (per worker process), which decides how often a compressed chunk is inflated.
+    {"workload.dataset", Hashed::kYes, String<kWorkload, kFormat, &Format::dataset>(), kHdf5Only},
+    {"workload.labels", Hashed::kYes, OptionalString<kWorkload, kFormat, &Format::labels>(),
+     kHdf5Only},
+    {"workload.hdf5.chunk_cache_mb", Hashed::kYes,
+     Int<kWorkload, kFormat, &Format::hdf5_chunk_cache_mb>(0, 1 << 20), kHdf5Only},
+    // lmdb: the kernel's readahead on the memory map (off: MDB_NORDAHEAD).
+    {"workload.lmdb.readahead", Hashed::kYes, Bool<kWorkload, kFormat, &Format::lmdb_readahead>(),
+     kLmdbOnly},
     // command: the user's pipeline, one process per repeat (protocol run) or per sweep (serve).
     {"workload.argv", Hashed::kYes, StringList<kWorkload, kCommand, &Command::argv>(),
      kCommandOnly},
@@ -932,6 +957,16 @@ class Parser {
               }
               k.set(config, value.Scalar());
             },
+            [&](const OptionalStringKey& k) {
+              if (value.IsNull()) {
+                k.set(config, std::string());
+                return;
+              }
+              if (!value.IsScalar() || value.Scalar().empty() || HasControl(value.Scalar())) {
+                Fail(mark, key.path, "expected null or a non-empty string, got " + Describe(value));
+              }
+              k.set(config, value.Scalar());
+            },
             [&](const StringListKey& k) {
               if (!value.IsSequence() || value.size() == 0) {
                 Fail(mark, key.path,
@@ -1044,7 +1079,7 @@ class Parser {
       const auto it = given_.find(std::string(key.path));
       if (it == given_.end() || Applies(key, kind)) continue;
       std::string kinds;
-      for (int k = 0; k <= static_cast<int>(WorkloadKind::kCommand); ++k) {
+      for (int k = 0; k <= static_cast<int>(workloads::kLastWorkloadKind); ++k) {
         if (Applies(key, static_cast<WorkloadKind>(k))) {
           kinds += std::string(kinds.empty() ? "" : " and ") +
                    workloads::WorkloadKindName(static_cast<WorkloadKind>(k));
@@ -1057,6 +1092,18 @@ class Parser {
       FailAtFirstGiven({"workload.kind"},
                        "expected workload.path, the dataset's directory, when workload.kind is "
                        "files (make one with `feedtune gen-data`), got none");
+    }
+    if (workloads::IsFormatKind(kind) && config.workload.files.path.empty()) {
+      FailAtFirstGiven({"workload.kind"},
+                       "expected workload.path, the " + std::string(FormatPathNoun(kind)) +
+                           ", when workload.kind is " + kind_name + " (make one with `feedtune gen-data --layout " +
+                           kind_name + "`), got none");
+    }
+    if (kind == WorkloadKind::kHdf5 && config.loader.worker_mode == WorkerMode::kThread) {
+      FailAtFirstGiven({"loader.worker_mode", "workload.kind"},
+                       "expected process when workload.kind is hdf5, got thread: Debian's libhdf5 is "
+                       "built thread-safe by one global lock around every call, so thread-mode workers "
+                       "would measure that lock, not the storage (PyTorch's workers are processes too)");
     }
     if (kind == WorkloadKind::kCommand && config.workload.command.argv.empty()) {
       FailAtFirstGiven({"workload.kind"},
@@ -1121,6 +1168,10 @@ class Parser {
   // The inputs the config names must exist on this machine: a files
   // workload's directory, not empty, with an index for the shards layout.
   void CheckInputs(const SweepConfig& config) const {
+    if (workloads::IsFormatKind(config.workload.kind)) {
+      CheckFormatInput(config);
+      return;
+    }
     if (config.workload.kind != WorkloadKind::kFiles) return;
     const workloads::FilesOptions& files = config.workload.files;
     const std::string make = "make one with `feedtune gen-data --out " + files.path + " --layout " +
@@ -1157,6 +1208,40 @@ class Parser {
   }
 
  private:
+  // The format kinds' input: the file (npy, hdf5) or the environment (lmdb, a
+  // directory or its data file) exists. Its contents are checked when the
+  // workload is opened (OpenWorkload), with the format's library.
+  void CheckFormatInput(const SweepConfig& config) const {
+    const WorkloadKind kind = config.workload.kind;
+    const std::string& path = config.workload.files.path;
+    const std::string kind_name = workloads::WorkloadKindName(kind);
+    const std::string expected =
+        "expected " + std::string(kind == WorkloadKind::kNpy ? "a " : "an ") + FormatPathNoun(kind) + ", got \"" +
+        path + "\" (";
+    const std::string make = "; make one with `feedtune gen-data --layout " + kind_name + " --out " + path + " ...`";
+    struct stat info {};
+    if (::stat(path.c_str(), &info) != 0) {
+      FailAtFirstGiven({"workload.path", "workload.kind"},
+                       expected + std::generic_category().message(errno) + make + ")");
+    }
+    if (kind != WorkloadKind::kLmdb && !S_ISREG(info.st_mode)) {
+      FailAtFirstGiven({"workload.path", "workload.kind"},
+                       expected + (S_ISDIR(info.st_mode) ? "a directory" : "not a regular file") + ")");
+    }
+    if (kind == WorkloadKind::kLmdb && !S_ISDIR(info.st_mode) && !S_ISREG(info.st_mode)) {
+      FailAtFirstGiven({"workload.path", "workload.kind"}, expected + "neither a directory nor a file)");
+    }
+  }
+
+  static const char* FormatPathNoun(WorkloadKind kind) {
+    switch (kind) {
+      case WorkloadKind::kNpy: return ".npy file";
+      case WorkloadKind::kHdf5: return "HDF5 file";
+      case WorkloadKind::kLmdb: return "LMDB environment (its directory, or its data file)";
+      default: return "dataset";
+    }
+  }
+
   // Empty values ("key:" then a newline) get the mark of whatever follows; the
   // key itself is the better place to point at.
   static YAML::Mark ValueMark(const YAML::Node& key, const YAML::Node& value) {
@@ -1369,6 +1454,9 @@ std::string FormatValue(const Key& key, const SweepConfig& config) {
             return out + "]";
           },
           [&](const StringKey& k) { return k.get(config); },
+          [&](const OptionalStringKey& k) {
+            return k.get(config).empty() ? std::string("null") : Quote(k.get(config));
+          },
           [&](const StringListKey& k) {
             // Unambiguous for hashing (ToYaml prints the list itself): each item quoted.
             std::string out = "[";
@@ -1705,6 +1793,12 @@ std::string ToYaml(const SweepConfig& config) {
       out << YAML::EndSeq;
     } else if (const auto* text = std::get_if<StringKey>(&key.type)) {
       EmitString(out, text->get(config));
+    } else if (const auto* optional = std::get_if<OptionalStringKey>(&key.type)) {
+      if (optional->get(config).empty()) {
+        out << YAML::Null;
+      } else {
+        EmitString(out, optional->get(config));
+      }
     } else if (const auto* size = std::get_if<SizeKey>(&key.type);
                size != nullptr && size->get(config).size.dist != workloads::SizeDist::kFixed) {
       const workloads::SampleSize& s = size->get(config).size;

@@ -3,9 +3,32 @@
 #include "tuner/command_measurer.h"
 #include "workloads/cpu_work.h"
 #include "workloads/files_dataset.h"
+#include "workloads/hdf5_dataset.h"
+#include "workloads/lmdb_dataset.h"
+#include "workloads/npy_dataset.h"
 #include "workloads/synthetic_dataset.h"
 
 namespace feedtune::tuner {
+namespace {
+
+// Builds a format dataset. What the user named wrong or what is damaged in
+// their file (a bad header, a shape larger than the file, a missing HDF5
+// dataset) is found here, before the first trial, and is a WorkloadError
+// (exit 2) whose message names the config, the key and the file.
+template <typename Open>
+auto OpenFormat(const SweepConfig& config, Open open) -> decltype(open()) {
+  const std::string kind = workloads::WorkloadKindName(config.workload.kind);
+  try {
+    return open();
+  } catch (const workloads::DatasetNotFound& e) {
+    throw WorkloadError(config.source + ": workload.path: " + e.what() + " (make one with `feedtune gen-data --layout " +
+                        kind + " --out " + config.workload.files.path + " ...`)");
+  } catch (const workloads::DatasetCorrupt& e) {
+    throw WorkloadError(config.source + ": workload.path: " + e.what());
+  }
+}
+
+}  // namespace
 
 OpenedWorkload OpenWorkload(const SweepConfig& config) {
   OpenedWorkload opened;
@@ -37,6 +60,36 @@ OpenedWorkload OpenWorkload(const SweepConfig& config) {
       opened.calibration_json = calibration.ToJson();
       opened.description = "files: " + dataset->Describe();
       opened.dataset = std::move(dataset);
+      break;
+    }
+    case workloads::WorkloadKind::kNpy: {
+      const workloads::CpuCalibration calibration = workloads::Calibrate();
+      const auto dataset = OpenFormat(config, [&] {
+        return std::make_shared<workloads::NpyDataset>(w.files, w.synthetic, calibration);
+      });
+      opened.calibration_json = calibration.ToJson();
+      opened.description = "npy: " + dataset->Describe();
+      opened.dataset = dataset;
+      break;
+    }
+    case workloads::WorkloadKind::kHdf5: {
+      const workloads::CpuCalibration calibration = workloads::Calibrate();
+      const auto dataset = OpenFormat(config, [&] {
+        return std::make_shared<workloads::Hdf5Dataset>(w.files, w.format, w.synthetic, calibration);
+      });
+      opened.calibration_json = calibration.ToJson();
+      opened.description = "hdf5: " + dataset->Describe();
+      opened.dataset = dataset;
+      break;
+    }
+    case workloads::WorkloadKind::kLmdb: {
+      const workloads::CpuCalibration calibration = workloads::Calibrate();
+      const auto dataset = OpenFormat(config, [&] {
+        return std::make_shared<workloads::LmdbDataset>(w.files, w.format, w.synthetic, calibration);
+      });
+      opened.calibration_json = calibration.ToJson();
+      opened.description = "lmdb: " + dataset->Describe();
+      opened.dataset = dataset;
       break;
     }
     case workloads::WorkloadKind::kCommand: {

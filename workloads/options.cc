@@ -7,6 +7,9 @@ const char* WorkloadKindName(WorkloadKind kind) {
     case WorkloadKind::kSynthetic: return "synthetic";
     case WorkloadKind::kFiles: return "files";
     case WorkloadKind::kCommand: return "command";
+    case WorkloadKind::kNpy: return "npy";
+    case WorkloadKind::kHdf5: return "hdf5";
+    case WorkloadKind::kLmdb: return "lmdb";
   }
   return "?";
 }

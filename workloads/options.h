@@ -1,10 +1,15 @@
-// WorkloadOptions: what a trial loads (DESIGN.md §4). Three kinds:
+// WorkloadOptions: what a trial loads (DESIGN.md §4). The kinds:
 //   synthetic  samples whose size and cost are configured (SyntheticOptions)
 //   files      a dataset on disk, shards or one file per sample (FilesOptions;
 //              the per-sample CPU cost, jitter, worker set-up, seed and fault
 //              of SyntheticOptions apply to it too)
 //   command    the user's own PyTorch pipeline, one process per repeat or one
 //              serving process per sweep (CommandOptions, docs/command-protocol.md)
+//   npy, hdf5, lmdb
+//              a data file in a real format, read with the format's own
+//              library (docs/formats.md): FilesOptions::path names it (io and
+//              cache apply as for files), FormatOptions the rest; the
+//              per-sample CPU cost keys apply as for files
 // Plain values, no behaviour beyond naming the enums.
 #pragma once
 
@@ -14,7 +19,14 @@
 
 namespace feedtune::workloads {
 
-enum class WorkloadKind { kSynthetic, kFiles, kCommand };
+// New kinds go last: the order is the config's "one of ..." order.
+enum class WorkloadKind { kSynthetic, kFiles, kCommand, kNpy, kHdf5, kLmdb };
+inline constexpr WorkloadKind kLastWorkloadKind = WorkloadKind::kLmdb;
+
+// A native dataset read from a file in a real format (npy, hdf5, lmdb).
+inline bool IsFormatKind(WorkloadKind kind) {
+  return kind == WorkloadKind::kNpy || kind == WorkloadKind::kHdf5 || kind == WorkloadKind::kLmdb;
+}
 
 // How sample sizes spread. kFixed: every sample is SyntheticOptions::sample_bytes.
 // kLognormal: exp(N(mu, sigma)) with mu chosen so the mean is `mean`, clamped
@@ -59,10 +71,22 @@ enum class FilesIo { kPread, kMmap };
 enum class CacheMode { kWarm, kCold };
 
 struct FilesOptions {
-  std::string path;                     // a directory (made by `feedtune gen-data`, or your files)
+  std::string path;                     // a directory (made by `feedtune gen-data`, or your files);
+                                        // for npy and hdf5 the file, for lmdb the environment
   FilesLayout layout = FilesLayout::kShards;
   FilesIo io = FilesIo::kPread;
   CacheMode cache = CacheMode::kWarm;   // kCold: evict from the page cache before each repeat
+};
+
+// HDF5's own default chunk cache per open dataset: 1 MiB (H5Pset_chunk_cache).
+inline constexpr int64_t kHdf5DefaultChunkCacheMb = 1;
+
+// The keys of the format kinds beyond path, io and cache.
+struct FormatOptions {
+  std::string dataset = "/images";  // hdf5: the samples, one per index along axis 0
+  std::string labels;               // hdf5: optional; its row i follows sample i's bytes
+  int64_t hdf5_chunk_cache_mb = kHdf5DefaultChunkCacheMb;  // per dataset, per process (MiB)
+  bool lmdb_readahead = false;      // false: MDB_NORDAHEAD
 };
 
 // How feedtune talks to a command (docs/command-protocol.md). kRun: one process
@@ -85,6 +109,7 @@ struct WorkloadOptions {
   SyntheticOptions synthetic;
   FilesOptions files;
   CommandOptions command;
+  FormatOptions format;
 };
 
 const char* WorkloadKindName(WorkloadKind kind);

@@ -1,8 +1,14 @@
-// `feedtune gen-data`: writes a file-backed dataset for `workload.kind: files`.
-// Sample i holds the synthetic content of (seed, i), so reads can be checked
-// byte for byte.
+// `feedtune gen-data`: writes a dataset for `workload.kind: files` (shards or
+// one file per sample) or for the format kinds (npy, hdf5, lmdb). Sample i
+// holds the synthetic content of (seed, i), so reads can be checked byte for
+// byte.
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <memory>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -10,27 +16,45 @@
 #include <vector>
 
 #include "tuner/cli/cli_util.h"
+#include "workloads/hdf5_dataset.h"
+#include "workloads/lmdb_dataset.h"
+#include "workloads/npy_format.h"
 #include "workloads/shard_format.h"
 #include "workloads/synthetic_dataset.h"
 
 namespace feedtune::cli {
 namespace {
 
-constexpr const char* kGenDataUsage = R"(Usage: feedtune gen-data --out DIR --samples N --sample-bytes B [options]
+constexpr const char* kGenDataUsage = R"(Usage: feedtune gen-data --out PATH --samples N --sample-bytes B [options]
 
-Writes a dataset for `workload.kind: files` into DIR (which must not exist, or
-be empty), with progress on stderr:
-  --layout shards   packed record files (shard-NNNNN.ftrec) and an index
-                    (index.ftidx): a header with magic and version, and per
-                    record its length and CRC32C, checked on every read
-  --layout files    one file per sample in a directory tree (NNNNN/NNNNNNNNN.bin,
-                    1000 per folder): the "many small JPEGs" case
+Writes a dataset to PATH (which must not exist; a directory may exist empty),
+with a size estimate first (refused when the file system lacks the space) and
+progress on stderr:
+  --layout shards   workload.kind files: packed record files (shard-NNNNN.ftrec)
+                    and an index (index.ftidx): a header with magic and version,
+                    and per record its length and CRC32C, checked on every read
+  --layout files    workload.kind files: one file per sample in a directory tree
+                    (NNNNN/NNNNNNNNN.bin, 1000 per folder): the "many small JPEGs" case
+  --layout npy      workload.kind npy: PATH is one NumPy .npy file of shape
+                    (N, B), dtype uint8
+  --layout hdf5     workload.kind hdf5: PATH is one HDF5 file with /images of
+                    shape (N, B), uint8, chunked --chunk-samples rows at a time
+                    and compressed per --compression, and /labels (N,), int64,
+                    label i = i % 1000
+  --layout lmdb     workload.kind lmdb: PATH is an LMDB environment (a
+                    directory): value i under key "%09d" of i, and a
+                    "__feedtune__" entry with the count
 Sample i holds deterministic bytes of (seed, i). The data is synced to disk at
 the end, so `cache: cold` can evict it.
 
 Examples:
   feedtune gen-data --out data/shards --layout shards --samples 20000 --sample-bytes 110000
-  feedtune gen-data --out data/small-files --layout files --samples 50000 --sample-bytes 16384)";
+  feedtune gen-data --out data/small-files --layout files --samples 50000 --sample-bytes 16384
+  feedtune gen-data --out data/images.npy --layout npy --samples 20000 --sample-bytes 150528
+  feedtune gen-data --out data/images.h5 --layout hdf5 --samples 20000 --sample-bytes 150528 --chunk-samples 1
+  feedtune gen-data --out data/bad-chunks.h5 --layout hdf5 --samples 3000 --sample-bytes 150528 \
+                    --chunk-samples 1000 --compression gzip:4
+  feedtune gen-data --out data/images.lmdb --layout lmdb --samples 20000 --sample-bytes 110000)";
 
 constexpr int64_t kMaxSamples = 100'000'000;
 constexpr int64_t kMaxSampleBytes = int64_t{1} << 30;
@@ -69,19 +93,108 @@ class ProgressLine {
   int last_decile_ = -1;
 };
 
+// Where the samples go: one writer per layout behind one interface.
+class SampleSink {
+ public:
+  virtual ~SampleSink() = default;
+  virtual void Add(std::span<const std::byte> sample) = 0;
+  virtual void Finish() = 0;
+  virtual int64_t bytes_written() const = 0;
+  // Said when the writing is interrupted: what is left at --out.
+  virtual std::string IncompleteNote() const = 0;
+};
+
+class ShardsSink final : public SampleSink {
+ public:
+  ShardsSink(const std::string& out, workloads::FilesLayout layout, int64_t shard_bytes)
+      : writer_(out, layout, shard_bytes), layout_(layout) {}
+  void Add(std::span<const std::byte> sample) override { writer_.Add(sample); }
+  void Finish() override { writer_.Finish(); }
+  int64_t bytes_written() const override { return writer_.bytes_written(); }
+  std::string IncompleteNote() const override {
+    return layout_ == workloads::FilesLayout::kShards ? " (it has no index, so it will not be read)" : "";
+  }
+
+ private:
+  workloads::DatasetWriter writer_;
+  const workloads::FilesLayout layout_;
+};
+
+class NpySink final : public SampleSink {
+ public:
+  NpySink(const std::string& out, int64_t samples, int64_t sample_bytes) : writer_(out, samples, sample_bytes) {}
+  void Add(std::span<const std::byte> sample) override { writer_.Add(sample); }
+  void Finish() override { writer_.Finish(); }
+  int64_t bytes_written() const override { return writer_.bytes_written(); }
+  std::string IncompleteNote() const override { return " (removed: a partial .npy would announce rows it lacks)"; }
+
+ private:
+  workloads::NpyWriter writer_;
+};
+
+class Hdf5Sink final : public SampleSink {
+ public:
+  Hdf5Sink(const std::string& out, int64_t samples, int64_t sample_bytes, int64_t chunk_samples, int gzip_level)
+      : writer_(out, samples, sample_bytes, chunk_samples, gzip_level) {}
+  void Add(std::span<const std::byte> sample) override { writer_.Add(sample); }
+  void Finish() override { writer_.Finish(); }
+  int64_t bytes_written() const override { return writer_.bytes_written(); }
+  std::string IncompleteNote() const override { return " (removed)"; }
+
+ private:
+  workloads::Hdf5Writer writer_;
+};
+
+class LmdbSink final : public SampleSink {
+ public:
+  LmdbSink(const std::string& out, int64_t samples, int64_t sample_bytes) : writer_(out, samples, sample_bytes) {}
+  void Add(std::span<const std::byte> sample) override { writer_.Add(sample); }
+  void Finish() override { writer_.Finish(); }
+  int64_t bytes_written() const override { return writer_.bytes_written(); }
+  std::string IncompleteNote() const override {
+    return " (it has no __feedtune__ entry, so a reader indexes what is there by a cursor walk)";
+  }
+
+ private:
+  workloads::LmdbWriter writer_;
+};
+
+// Free bytes for an unprivileged writer on the file system that will hold
+// `out` (its nearest existing ancestor); -1 when it cannot be told.
+int64_t FreeBytesFor(const std::string& out) {
+  namespace fs = std::filesystem;
+  fs::path probe = fs::absolute(fs::path(out));
+  std::error_code ec;
+  while (!probe.empty() && !fs::exists(probe, ec)) {
+    if (probe == probe.parent_path()) break;
+    probe = probe.parent_path();
+  }
+  struct statvfs vfs {};
+  if (::statvfs(probe.c_str(), &vfs) != 0) return -1;
+  return static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
+}
+
+std::string Mb(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
+  return buf;
+}
+
 }  // namespace
 
 int RunGenData(const Args& args, const std::atomic<bool>& stop) {
   po::options_description options("Options");
-  std::string out, layout_name;
-  int64_t samples = 0, sample_bytes = 0, shard_bytes = 0;
+  std::string out, layout_name, compression;
+  int64_t samples = 0, sample_bytes = 0, shard_bytes = 0, chunk_samples = 1;
   uint64_t seed = 0;
   options.add_options()("help,h", "this help")("out", po::value(&out)->required(), "the dataset's directory")(
-      "layout", po::value(&layout_name)->default_value("shards"), "shards | files")(
+      "layout", po::value(&layout_name)->default_value("shards"), "shards | files | npy | hdf5 | lmdb")(
       "samples", po::value(&samples)->required(), "how many samples")(
       "sample-bytes", po::value(&sample_bytes)->required(), "bytes per sample")(
       "shard-bytes", po::value(&shard_bytes)->default_value(int64_t{128} << 20),
       "shards: a new shard file starts past this size")(
+      "chunk-samples", po::value(&chunk_samples)->default_value(1), "hdf5: samples per chunk")(
+      "compression", po::value(&compression)->default_value("none"), "hdf5: none | gzip:N (N in 1-9)")(
       "seed", po::value(&seed)->default_value(0), "content seed (sample i holds the bytes of (seed, i))")(
       "quiet,q", "no progress");
   int code = kExitOk;
@@ -92,13 +205,11 @@ int RunGenData(const Args& args, const std::atomic<bool>& stop) {
     std::cerr << "feedtune gen-data: " << what << "\n";
     return kExitUsage;
   };
-  workloads::FilesLayout layout;
-  if (layout_name == "shards") {
-    layout = workloads::FilesLayout::kShards;
-  } else if (layout_name == "files") {
-    layout = workloads::FilesLayout::kFiles;
-  } else {
-    return usage_error("--layout: expected shards or files, got '" + layout_name + "'");
+  const std::vector<std::string> layouts = {"shards", "files", "npy", "hdf5", "lmdb"};
+  if (std::find(layouts.begin(), layouts.end(), layout_name) == layouts.end()) {
+    std::string known;
+    for (const std::string& l : layouts) known += (known.empty() ? "" : " | ") + l;
+    return usage_error("--layout: expected " + known + ", got '" + layout_name + "'");
   }
   if (samples < 1 || samples > kMaxSamples) {
     return usage_error("--samples: expected an integer in [1, " + std::to_string(kMaxSamples) + "], got " +
@@ -111,10 +222,49 @@ int RunGenData(const Args& args, const std::atomic<bool>& stop) {
   if (shard_bytes < 1) {
     return usage_error("--shard-bytes: expected an integer >= 1, got " + std::to_string(shard_bytes));
   }
+  if (layout_name != "hdf5" && (!vm->at("chunk-samples").defaulted() || !vm->at("compression").defaulted())) {
+    return usage_error("--chunk-samples and --compression are for --layout hdf5");
+  }
+  if (chunk_samples < 1 || chunk_samples > samples) {
+    return usage_error("--chunk-samples: expected an integer in [1, --samples], got " + std::to_string(chunk_samples));
+  }
+  int gzip_level = -1;
+  if (compression != "none") {
+    const bool gzip = compression.size() == 6 && compression.starts_with("gzip:") && compression[5] >= '1' &&
+                      compression[5] <= '9';
+    if (!gzip) return usage_error("--compression: expected none or gzip:N with N in 1-9, got '" + compression + "'");
+    gzip_level = compression[5] - '0';
+  }
 
-  std::optional<workloads::DatasetWriter> writer;
+  // The estimate: the payload, plus what each layout adds (record headers and
+  // index; a file system block per file; headers).
+  double estimate = static_cast<double>(samples) * static_cast<double>(sample_bytes);
+  if (layout_name == "shards") estimate += static_cast<double>(samples) * 32.0;
+  if (layout_name == "files") estimate += static_cast<double>(samples) * 4096.0 / 2;
+  const int64_t free_bytes = FreeBytesFor(out);
+  if (vm->count("quiet") == 0) {
+    std::fprintf(stderr, "gen-data: about %s to write (%s free there)\n", Mb(estimate).c_str(),
+                 free_bytes >= 0 ? Mb(static_cast<double>(free_bytes)).c_str() : "unknown");
+  }
+  if (free_bytes >= 0 && estimate > static_cast<double>(free_bytes) * 0.95) {
+    return usage_error("--out " + out + ": about " + Mb(estimate) + " to write, but only " +
+                       Mb(static_cast<double>(free_bytes)) +
+                       " free on that file system; choose fewer --samples or another place");
+  }
+
+  std::unique_ptr<SampleSink> writer;
   try {
-    writer.emplace(out, layout, shard_bytes);
+    if (layout_name == "npy") {
+      writer = std::make_unique<NpySink>(out, samples, sample_bytes);
+    } else if (layout_name == "hdf5") {
+      writer = std::make_unique<Hdf5Sink>(out, samples, sample_bytes, chunk_samples, gzip_level);
+    } else if (layout_name == "lmdb") {
+      writer = std::make_unique<LmdbSink>(out, samples, sample_bytes);
+    } else {
+      writer = std::make_unique<ShardsSink>(
+          out, layout_name == "files" ? workloads::FilesLayout::kFiles : workloads::FilesLayout::kShards,
+          shard_bytes);
+    }
   } catch (const std::exception& e) {
     return usage_error(e.what());
   }
@@ -125,8 +275,7 @@ int RunGenData(const Args& args, const std::atomic<bool>& stop) {
       if (stop.load(std::memory_order_relaxed)) {
         progress.Finish();
         std::cerr << "feedtune gen-data: interrupted after " << i << " samples; " << out << " is incomplete"
-                  << (layout == workloads::FilesLayout::kShards ? " (it has no index, so it will not be read)" : "")
-                  << "\n";
+                  << writer->IncompleteNote() << "\n";
         return kExitInterrupted;
       }
       workloads::SyntheticDataset::FillContent(seed, i, buffer);

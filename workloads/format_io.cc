@@ -1,0 +1,123 @@
+#include "workloads/format_io.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <system_error>
+
+namespace feedtune::workloads {
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.Release();
+  }
+  return *this;
+}
+
+UniqueFd::~UniqueFd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string ErrnoText(int error) { return std::generic_category().message(error); }
+
+size_t PreadFull(int fd, std::span<std::byte> out, uint64_t offset, int* error) {
+  size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *error = errno;
+      return done;
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
+namespace {
+
+// Bytes of the file's first `size` bytes that are in the page cache.
+int64_t ResidentBytes(int fd, int64_t size) {
+  if (size <= 0) return 0;
+  const long page = sysconf(_SC_PAGESIZE);
+  void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return 0;
+  std::vector<unsigned char> pages(static_cast<size_t>((size + page - 1) / page));
+  int64_t resident = 0;
+  if (::mincore(p, static_cast<size_t>(size), pages.data()) == 0) {
+    for (unsigned char v : pages) resident += (v & 1) ? page : 0;
+  }
+  ::munmap(p, static_cast<size_t>(size));
+  return std::min(resident, size);
+}
+
+}  // namespace
+
+std::string EvictFromPageCache(const std::vector<std::string>& paths) {
+  int64_t total = 0, resident = 0, failures = 0;
+  for (const std::string& path : paths) {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    struct stat st {};
+    if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED) != 0) {
+      ++failures;
+      continue;
+    }
+    total += st.st_size;
+    resident += ResidentBytes(fd.get(), st.st_size);
+  }
+  const double stayed = total > 0 ? static_cast<double>(resident) / static_cast<double>(total) : 0;
+  char share[32];
+  std::snprintf(share, sizeof share, "%.0f%%", stayed * 100);
+  std::string note = "cache cold: " + FormatMegabytes(static_cast<double>(total)) + " in " +
+                     std::to_string(paths.size()) + (paths.size() == 1 ? " file" : " files") +
+                     " evicted from the page cache before each repeat (posix_fadvise DONTNEED); " + share +
+                     " stayed resident";
+  if (stayed > 0.5) note += " (a memory-backed file system such as tmpfs cannot evict: reads are warm)";
+  if (failures > 0) note += "; " + std::to_string(failures) + " could not be evicted";
+  return note;
+}
+
+std::string FileSystemType(const std::string& path, bool* network) {
+  *network = false;
+  struct statfs fs {};
+  if (::statfs(path.c_str(), &fs) != 0) return "unknown (" + ErrnoText(errno) + ")";
+  // Magic numbers from linux/magic.h and the file systems' own headers.
+  struct Known {
+    unsigned long magic;
+    const char* name;
+    bool network;
+  };
+  static constexpr Known kKnown[] = {
+      {0xEF53, "ext4", false},        {0x58465342, "xfs", false},       {0x9123683E, "btrfs", false},
+      {0x01021994, "tmpfs", false},   {0x794C7630, "overlayfs", false}, {0x2FC12FC1, "zfs", false},
+      {0x6969, "nfs", true},          {0xFF534D42, "cifs", true},       {0xFE534D42, "smb2", true},
+      {0x0BD00BD0, "lustre", true},   {0x47504653, "gpfs", true},       {0x00C36400, "cephfs", true},
+      {0x65735546, "fuse", true},     {0x5346414F, "afs", true},        {0x858458F6, "ramfs", false},
+  };
+  const auto magic = static_cast<unsigned long>(fs.f_type);
+  for (const Known& k : kKnown) {
+    if (k.magic == magic) {
+      *network = k.network;
+      return k.name;
+    }
+  }
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "unknown (0x%lx)", magic);
+  return hex;
+}
+
+std::string FormatMegabytes(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
+  return buf;
+}
+
+}  // namespace feedtune::workloads

@@ -1,0 +1,58 @@
+// Small POSIX helpers shared by the format datasets (npy, hdf5, lmdb): an
+// owned file descriptor, a full pread, page-cache eviction of one file with a
+// residency check, and the file system a path lives on.
+//
+// Plain functions and one RAII type; no state. Safe from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace feedtune::workloads {
+
+// Owns one file descriptor; closes it on destruction. Move-only.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.Release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd();
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int Release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// The text of an errno value ("No such file or directory").
+std::string ErrnoText(int error);
+
+// Reads out.size() bytes at `offset`, retrying short reads and EINTR. Returns
+// the bytes read (fewer only at end of file); sets *error to errno on failure.
+size_t PreadFull(int fd, std::span<std::byte> out, uint64_t offset, int* error);
+
+// Evicts each file from the page cache (posix_fadvise DONTNEED) and says, in
+// one line for the user, how much stayed resident (tmpfs keeps everything).
+std::string EvictFromPageCache(const std::vector<std::string>& paths);
+
+// "ext4", "xfs", "tmpfs", "nfs", ... for the file system holding `path`, or
+// "unknown (0x...)"; *network is set for NFS, CIFS/SMB, Lustre, GPFS, CephFS,
+// FUSE and the like, where readahead and caching behave differently.
+std::string FileSystemType(const std::string& path, bool* network);
+
+// "1.5 MB" (decimal megabytes, as the rest of feedtune prints sizes).
+std::string FormatMegabytes(double bytes);
+
+}  // namespace feedtune::workloads
