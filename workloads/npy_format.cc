@@ -28,8 +28,13 @@ class DictReader {
  public:
   DictReader(std::string_view text, size_t base, const std::string& path) : text_(text), base_(base), path_(path) {}
 
-  [[noreturn]] void Fail(const std::string& what) const {
-    Bad(path_, "header " + what + " at byte " + std::to_string(base_ + pos_));
+  [[noreturn]] void Fail(const std::string& what) const { FailAt(pos_, what); }
+  [[noreturn]] void FailAt(size_t pos, const std::string& what) const {
+    Bad(path_, "header " + what + " at byte " + std::to_string(base_ + pos));
+  }
+  size_t Position() {
+    SkipSpace();
+    return pos_;
   }
   void SkipSpace() {
     while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' ||
@@ -211,6 +216,7 @@ NpyHeader ParseNpyHeader(std::span<const std::byte> prefix, const std::string& p
   in.Expect('{', "'{' (a dict)");
   bool have_descr = false, have_order = false, have_shape = false;
   while (!in.TakeIf('}')) {
+    const size_t key_pos = in.Position();
     const std::string key = in.String("a key in quotes");
     in.Expect(':', "':' after a key");
     bool* seen = nullptr;
@@ -236,9 +242,9 @@ NpyHeader ParseNpyHeader(std::span<const std::byte> prefix, const std::string& p
         }
       }
     } else {
-      in.Fail("has an unknown key '" + key + "' (expected descr, fortran_order, shape)");
+      in.FailAt(key_pos, "has an unknown key '" + key + "' (expected descr, fortran_order, shape)");
     }
-    if (*seen) in.Fail("repeats the key '" + key + "'");
+    if (*seen) in.FailAt(key_pos, "repeats the key '" + key + "'");
     *seen = true;
     if (!in.TakeIf(',')) {
       in.Expect('}', "',' or '}' after a value");
