@@ -1078,12 +1078,15 @@ class Parser {
     for (const Key& key : kKeys) {
       const auto it = given_.find(std::string(key.path));
       if (it == given_.end() || Applies(key, kind)) continue;
-      std::string kinds;
+      std::vector<std::string_view> names;
       for (int k = 0; k <= static_cast<int>(workloads::kLastWorkloadKind); ++k) {
         if (Applies(key, static_cast<WorkloadKind>(k))) {
-          kinds += std::string(kinds.empty() ? "" : " and ") +
-                   workloads::WorkloadKindName(static_cast<WorkloadKind>(k));
+          names.emplace_back(workloads::WorkloadKindName(static_cast<WorkloadKind>(k)));
         }
+      }
+      std::string kinds;  // "a and b", "a, b and c"
+      for (size_t n = 0; n < names.size(); ++n) {
+        kinds += std::string(n == 0 ? "" : n + 1 == names.size() ? " and " : ", ") + std::string(names[n]);
       }
       Fail(it->second, key.path,
            "unknown key for workload.kind " + kind_name + " (it is for " + kinds + ")");

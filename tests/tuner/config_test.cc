@@ -231,9 +231,9 @@ TEST(ConfigErrorTest, EnumTypoSuggests) {
 
 TEST(ConfigErrorTest, WorkloadKind) {
   EXPECT_EQ(ErrorOf("workload:\n  kind: bogus\n"),
-            "x.yaml:2:9: workload.kind: expected one of synthetic|files|command, got \"bogus\"");
+            "x.yaml:2:9: workload.kind: expected one of synthetic|files|command|npy|hdf5|lmdb, got \"bogus\"");
   EXPECT_EQ(ErrorOf("workload:\n  kind: file\n"),
-            "x.yaml:2:9: workload.kind: expected one of synthetic|files|command, got \"file\"; did "
+            "x.yaml:2:9: workload.kind: expected one of synthetic|files|command|npy|hdf5|lmdb, got \"file\"; did "
             "you mean 'files'?");
 }
 
@@ -250,13 +250,13 @@ TEST(ConfigErrorTest, FilesNeedAPathAndCommandsAnArgv) {
 
 TEST(ConfigErrorTest, KeyOfAnotherWorkloadKind) {
   EXPECT_EQ(ErrorOf("workload:\n  kind: synthetic\n  path: data\n"),
-            "x.yaml:3:9: workload.path: unknown key for workload.kind synthetic (it is for files)");
+            "x.yaml:3:9: workload.path: unknown key for workload.kind synthetic (it is for files, npy, hdf5 and lmdb)");
   EXPECT_EQ(ErrorOf("workload:\n  samples: 10\n  kind: files\n  path: d\n"),
             "x.yaml:2:12: workload.samples: unknown key for workload.kind files (it is for "
             "synthetic)");
   EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [a]\n  cpu_us_per_sample: 5\n"),
             "x.yaml:4:22: workload.cpu_us_per_sample: unknown key for workload.kind command (it is "
-            "for synthetic and files)");
+            "for synthetic, files, npy, hdf5 and lmdb)");
   EXPECT_EQ(ErrorOf("workload:\n  kind: files\n  path: d\n  layout: file\n"),
             "x.yaml:4:11: workload.layout: expected one of shards|files, got \"file\"; did you mean "
             "'files'?");
@@ -915,7 +915,7 @@ TEST(ConfigOverrideTest, WorkloadKeys) {
   EXPECT_EQ(config.workload.kind, WorkloadKind::kCommand);
   EXPECT_EQ(OverrideErrorOf(config, "workload.path=x"),
             "--set workload.path=x: workload.path: unknown key for workload.kind command (it is for "
-            "files)");
+            "files, npy, hdf5 and lmdb)");
 }
 
 // workload.protocol: run (one process per repeat, the default) or serve (one
@@ -970,4 +970,88 @@ TEST(ConfigOverrideTest, CommandProtocol) {
             "--set workload.protocol=stream: workload.protocol: expected one of run|serve, got \"stream\"");
   ApplyOverride(config, "workload.protocol=run");
   EXPECT_EQ(config.workload.command.protocol, feedtune::workloads::CommandProtocol::kRun);
+}
+
+// The format kinds (npy, hdf5, lmdb): their keys, defaults, round trip and hash.
+TEST(ConfigTest, FormatKinds) {
+  const SweepConfig h5 = ParseConfig(
+      "workload:\n  kind: hdf5\n  path: d.h5\n  dataset: /x\n  labels: /y\n  hdf5:\n    chunk_cache_mb: 200\n",
+      "x.yaml");
+  EXPECT_EQ(h5.workload.kind, WorkloadKind::kHdf5);
+  EXPECT_EQ(h5.workload.files.path, "d.h5");
+  EXPECT_EQ(h5.workload.format.dataset, "/x");
+  EXPECT_EQ(h5.workload.format.labels, "/y");
+  EXPECT_EQ(h5.workload.format.hdf5_chunk_cache_mb, 200);
+  const std::string yaml = ToYaml(h5);
+  EXPECT_NE(yaml.find("  hdf5: {chunk_cache_mb: 200}\n"), std::string::npos) << yaml;
+  EXPECT_EQ(ToYaml(ParseConfig(yaml, "y.yaml")), yaml);
+  // Defaults: /images, no labels (null, read back as none), HDF5's own 1 MiB cache.
+  const SweepConfig plain = ParseConfig("workload: {kind: hdf5, path: d.h5}\n", "x.yaml");
+  EXPECT_EQ(plain.workload.format.dataset, "/images");
+  EXPECT_EQ(plain.workload.format.labels, "");
+  EXPECT_EQ(plain.workload.format.hdf5_chunk_cache_mb, 1);
+  EXPECT_NE(ToYaml(plain).find("  labels: null\n"), std::string::npos) << ToYaml(plain);
+  EXPECT_EQ(ToYaml(ParseConfig(ToYaml(plain), "y.yaml")), ToYaml(plain));
+  // The chunk cache changes what is measured: a different workload.
+  EXPECT_NE(WorkloadHash(plain), WorkloadHash(h5));
+
+  const SweepConfig lmdb = ParseConfig("workload: {kind: lmdb, path: e, lmdb: {readahead: true}, cache: cold}\n", "x.yaml");
+  EXPECT_TRUE(lmdb.workload.format.lmdb_readahead);
+  EXPECT_EQ(lmdb.workload.files.cache, CacheMode::kCold);
+  EXPECT_EQ(ToYaml(ParseConfig(ToYaml(lmdb), "y.yaml")), ToYaml(lmdb));
+  const SweepConfig npy = ParseConfig("workload: {kind: npy, path: a.npy, io: mmap, cpu_us_per_sample: 0}\n", "x.yaml");
+  EXPECT_EQ(npy.workload.files.io, FilesIo::kMmap);
+  EXPECT_EQ(ToYaml(ParseConfig(ToYaml(npy), "y.yaml")), ToYaml(npy));
+  ApplyOverride(const_cast<SweepConfig&>(h5), "workload.hdf5.chunk_cache_mb=0");
+  EXPECT_EQ(h5.workload.format.hdf5_chunk_cache_mb, 0);
+}
+
+TEST(ConfigErrorTest, FormatKinds) {
+  EXPECT_EQ(ErrorOf("workload:\n  kind: npy\n"),
+            "x.yaml:2:9: workload.kind: expected workload.path, the .npy file, when workload.kind is npy (make "
+            "one with `feedtune gen-data --layout npy`), got none");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: npy\n  path: a.npy\n  dataset: /x\n"),
+            "x.yaml:4:12: workload.dataset: unknown key for workload.kind npy (it is for hdf5)");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: lmdb\n  path: e\n  io: mmap\n"),
+            "x.yaml:4:7: workload.io: unknown key for workload.kind lmdb (it is for files and npy)");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: hdf5\n  path: a.h5\n  hdf5: {chunk_cache_mb: -1}\n"),
+            "x.yaml:4:26: workload.hdf5.chunk_cache_mb: expected an integer in [0, 1048576], got -1");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: hdf5\n  path: a.h5\n  hdf5: {chunk_cache: 4}\n"),
+            "x.yaml:4:10: workload.hdf5.chunk_cache: unknown key; allowed keys: chunk_cache_mb");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: hdf5\n  path: a.h5\n  labels: \"\"\n"),
+            "x.yaml:4:11: workload.labels: expected null or a non-empty string, got \"\"");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: lmdb\n  path: e\n  lmdb: {readahead: yes}\n"),
+            "x.yaml:4:21: workload.lmdb.readahead: expected true or false, got \"yes\"");
+  // Thread-mode workers would measure libhdf5's global lock.
+  EXPECT_EQ(ErrorOf("workload: {kind: hdf5, path: a.h5}\nloader:\n  worker_mode: thread\n"),
+            "x.yaml:3:16: loader.worker_mode: expected process when workload.kind is hdf5, got thread: Debian's "
+            "libhdf5 is built thread-safe by one global lock around every call, so thread-mode workers would "
+            "measure that lock, not the storage (PyTorch's workers are processes too)");
+}
+
+TEST(ConfigErrorTest, FormatInputsMustExist) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("feedtune-config-formats-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string config = (dir / "c.yaml").string();
+  std::ofstream(config) << "workload:\n  kind: npy\n  path: " << (dir / "none.npy").string() << "\n";
+  try {
+    LoadConfig(config);
+    ADD_FAILURE() << "loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), config + ":3:9: workload.path: expected a .npy file, got \"" +
+                                         (dir / "none.npy").string() +
+                                         "\" (No such file or directory; make one with `feedtune gen-data "
+                                         "--layout npy --out " +
+                                         (dir / "none.npy").string() + " ...`)");
+  }
+  std::ofstream(config) << "workload:\n  kind: hdf5\n  path: " << dir.string() << "\n";
+  try {
+    LoadConfig(config);
+    ADD_FAILURE() << "loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              config + ":3:9: workload.path: expected an HDF5 file, got \"" + dir.string() + "\" (a directory)");
+  }
+  std::filesystem::remove_all(dir);
 }
