@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build sweep test test-asan test-tsan fuzz bench grid-vs-sweep clean
+.PHONY: all deps build sweep test test-asan test-tsan fuzz bench grid-vs-sweep regret probe-protocol clean
 
 all: build
 
@@ -48,6 +48,17 @@ bench: build
 # their ratio; exits 1 when the sweep misses a target.
 grid-vs-sweep: build
 	bench/grid_vs_sweep --feedtune $(BUILD)/tuner/cli/feedtune
+
+# The sweep's choice against the exhaustive grid on six real torch DataLoader
+# profiles (command workload + feedtune_probe.py; about 20-30 minutes on 2
+# CPUs); exits 1 when a regret exceeds 5%.
+regret: build
+	bench/regret --feedtune $(BUILD)/tuner/cli/feedtune
+
+# configs/torch-probe.yaml swept with protocol run and serve side by side;
+# prints the wall-time ratio serve/run (target <= 0.6) and both decisions.
+probe-protocol: build
+	bench/probe_protocol --feedtune $(BUILD)/tuner/cli/feedtune
 
 # Renders an HTML report to docs/report.png with headless Chromium (installed
 # here only: scripts/setup-deps --chromium). DB=... picks the results file.
