@@ -3,6 +3,7 @@
 #include "tuner/command_measurer.h"
 #include "workloads/cpu_work.h"
 #include "workloads/files_dataset.h"
+#include "workloads/format_inspect.h"
 #include "workloads/hdf5_dataset.h"
 #include "workloads/lmdb_dataset.h"
 #include "workloads/npy_dataset.h"
@@ -79,6 +80,10 @@ OpenedWorkload OpenWorkload(const SweepConfig& config) {
       });
       opened.calibration_json = calibration.ToJson();
       opened.description = "hdf5: " + dataset->Describe();
+      // The traps `feedtune inspect` finds, said before the first trial.
+      for (const std::string& warning : workloads::Hdf5Warnings(dataset->images(), w.format.hdf5_chunk_cache_mb)) {
+        opened.description += "\nwarning: " + warning;
+      }
       opened.dataset = dataset;
       break;
     }
@@ -89,6 +94,9 @@ OpenedWorkload OpenWorkload(const SweepConfig& config) {
       });
       opened.calibration_json = calibration.ToJson();
       opened.description = "lmdb: " + dataset->Describe();
+      for (const std::string& warning : workloads::LmdbWarnings(dataset->info(), w.format.lmdb_readahead)) {
+        opened.description += "\nwarning: " + warning;
+      }
       opened.dataset = dataset;
       break;
     }

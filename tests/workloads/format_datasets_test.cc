@@ -10,6 +10,8 @@
 #include <lmdb.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +23,7 @@
 #include "tests/common/run_feedtune.h"
 #include "tuner/config.h"
 #include "tuner/measurer_factory.h"
+#include "workloads/format_inspect.h"
 #include "workloads/hdf5_dataset.h"
 #include "workloads/lmdb_dataset.h"
 #include "workloads/npy_dataset.h"
@@ -445,6 +448,70 @@ TEST_F(FormatDatasetsTest, GenDataAndTrialForEachFormat) {
   r = RunFeedtune("trial " + config, dir_);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find(bad + ": not a valid .npy file"), std::string::npos) << r.err;
+}
+
+// ---------------------------------------------------------------------------
+// inspect
+
+// A 1000-samples-per-chunk gzip file: each shuffled sample inflates its whole
+// 2 MB chunk with HDF5's default 1 MiB cache. inspect predicts that within 10%
+// of the chunk's size and says what to do, and so does the sweep's workload
+// line; one sample per chunk has no warning.
+TEST_F(FormatDatasetsTest, InspectFindsTheChunkTrap) {
+  using testing_util::RunFeedtune;
+  const int64_t chunk_bytes = 1000 * 2000;
+  const std::string bad = WriteHdf5(3000, 2000, 1000, 4, "bad.h5");
+  auto r = RunFeedtune("inspect --format json --measure-seconds 0.2 " + bad, dir_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  EXPECT_EQ(report["format"], "hdf5");
+  const auto inflated = report["facts"]["inflated_bytes_per_sample"].get<int64_t>();
+  EXPECT_NEAR(static_cast<double>(inflated), static_cast<double>(chunk_bytes), 0.1 * chunk_bytes);
+  ASSERT_EQ(report["warnings"].size(), 1u) << r.out;
+  const std::string warning = report["warnings"][0];
+  EXPECT_NE(warning.find("each shuffled sample inflates a 2.0 MB chunk (1000 samples per chunk, gzip(4))"),
+            std::string::npos) << warning;
+  EXPECT_NE(warning.find("rechunk to 1-16 samples per chunk, or raise chunk_cache_mb to 6"), std::string::npos)
+      << warning;
+  EXPECT_GT(report["measurement"]["samples"].get<int64_t>(), 0);
+  EXPECT_EQ(report["facts"]["datasets"].size(), 2u);
+
+  r = RunFeedtune("inspect --measure-seconds 0 " + bad, dir_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("warning: dataset '/images': each shuffled sample inflates a 2.0 MB chunk"), std::string::npos)
+      << r.out;
+  // With a cache that holds every chunk, no inflation is predicted and no warning given.
+  Hdf5Dataset dataset(FilesOptions{bad}, FormatOptions{}, NoCost(), CpuCalibration{});
+  EXPECT_EQ(PredictHdf5ReadCost(dataset.images(), 6).bytes_per_sample, 0);
+  EXPECT_TRUE(Hdf5Warnings(dataset.images(), 6).empty());
+  EXPECT_EQ(PredictHdf5ReadCost(dataset.images(), 4).bytes_per_sample, (chunk_bytes + 1) / 3);  // 2 of 3 chunks cached
+
+  tuner::SweepConfig config = tuner::ParseConfig("workload: {kind: hdf5, path: " + bad + "}\n", "h.yaml");
+  EXPECT_NE(tuner::OpenWorkload(config).description.find("\nwarning: dataset '/images': each shuffled sample"),
+            std::string::npos);
+
+  const std::string good = WriteHdf5(3000, 2000, 1, 4, "good.h5");
+  const InspectReport fine = Inspect(good, InspectOptions{});
+  EXPECT_TRUE(fine.warnings.empty());
+  EXPECT_GT(fine.measured_samples, 0);
+  EXPECT_EQ(Hdf5Dataset::OpenObjectsInThisProcess(), 0);
+
+  r = RunFeedtune("inspect " + WriteText("x.bin", "hello"), dir_);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("not a format inspect knows"), std::string::npos) << r.err;
+}
+
+TEST_F(FormatDatasetsTest, InspectNpyAndLmdb) {
+  const InspectReport npy = Inspect(WriteNpy(30, 500), InspectOptions{});
+  EXPECT_EQ(npy.format, "npy");
+  const nlohmann::json facts = nlohmann::json::parse(npy.json_facts);
+  EXPECT_EQ(facts["shape"], nlohmann::json({30, 500}));
+  EXPECT_EQ(facts["sample_bytes"], 500);
+  EXPECT_EQ(npy.measured_samples, 30);
+  const InspectReport lmdb = Inspect(WriteLmdb(40, 300), InspectOptions{});
+  EXPECT_EQ(lmdb.format, "lmdb");
+  EXPECT_EQ(nlohmann::json::parse(lmdb.json_facts)["entries"], 40);
+  EXPECT_NE(lmdb.ToText().find("file_system"), std::string::npos);
 }
 
 }  // namespace

@@ -23,5 +23,6 @@ int RunCompare(const Args& args);
 int RunMerge(const Args& args);
 int RunExport(const Args& args);
 int RunGenData(const Args& args, const std::atomic<bool>& stop);
+int RunInspect(const Args& args);
 
 }  // namespace feedtune::cli

@@ -42,7 +42,8 @@ Commands:
   merge OUT IN...   gather the runs of many results files into one
   export            the best settings of a run for a training job (torch, json, yaml, env)
   machine           print this machine's fingerprint
-  gen-data          write a file-backed dataset (shards or one file per sample)
+  gen-data          write a dataset: shards, one file per sample, npy, hdf5 or lmdb
+  inspect PATH      what a .npy, HDF5 or LMDB file is, its traps, and a read measurement
 
 Options:
   -h, --help        this help
@@ -85,6 +86,7 @@ int main(int argc, char** argv) {
   if (command == "merge") return RunMerge(args);
   if (command == "export") return RunExport(args);
   if (command == "gen-data") return RunGenData(args, g_stop);
+  if (command == "inspect") return RunInspect(args);
   std::fprintf(stderr, "feedtune: unknown command '%s'; run `feedtune --help` for the list\n", command.c_str());
   return kExitUsage;
 }

@@ -1,0 +1,288 @@
+#include "workloads/format_inspect.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+
+#include "workloads/format_io.h"
+#include "workloads/npy_dataset.h"
+#include "workloads/shard_format.h"
+
+namespace feedtune::workloads {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+// A shuffled read that inflates more than this many times its sample is a trap.
+constexpr int64_t kInflationWarnFactor = 16;
+
+std::string Mb(double bytes) { return FormatMegabytes(bytes); }
+
+std::string Us(double us) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, us >= 1000 ? "%.2f ms" : "%.1f us", us >= 1000 ? us / 1000 : us);
+  return buf;
+}
+
+std::string Join(const std::vector<std::string>& items, const char* sep) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : sep) + item;
+  return out;
+}
+
+std::string ShapeText(const std::vector<int64_t>& dims) {
+  std::string out = "(";
+  for (size_t i = 0; i < dims.size(); ++i) out += (i > 0 ? ", " : "") + std::to_string(dims[i]);
+  return out + (dims.size() == 1 ? ",)" : ")");
+}
+
+enum class Format { kNpy, kHdf5, kLmdb };
+
+Format Detect(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw DatasetNotFound(path + ": cannot open: " + ErrnoText(errno));
+  if (S_ISDIR(st.st_mode)) {
+    if (::access((path + "/data.mdb").c_str(), F_OK) == 0) return Format::kLmdb;
+    throw DatasetNotFound(path + ": a directory without data.mdb: not an LMDB environment (inspect reads .npy, "
+                          "HDF5 and LMDB)");
+  }
+  char magic[8] = {};
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  int error = 0;
+  const size_t got = fd.valid() ? PreadFull(fd.get(), std::as_writable_bytes(std::span(magic)), 0, &error) : 0;
+  if (got >= 6 && std::memcmp(magic, kNpyMagic, 6) == 0) return Format::kNpy;
+  if (got == 8 && std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0) return Format::kHdf5;
+  if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".mdb") == 0) return Format::kLmdb;
+  if (path.size() >= 3 && (path.ends_with(".h5") || path.ends_with(".hdf5"))) return Format::kHdf5;  // a user block
+  throw DatasetNotFound(path + ": not a format inspect knows (a .npy file, an HDF5 file or an LMDB environment)");
+}
+
+// Reads up to `max` shuffled samples for up to `seconds`, one at a time.
+void Measure(const loader::Dataset& dataset, const InspectOptions& options, InspectReport* report) {
+  if (options.measure_seconds <= 0) return;
+  std::vector<int64_t> order(static_cast<size_t>(dataset.size()));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(1));
+  std::vector<std::byte> slot(static_cast<size_t>(dataset.max_sample_bytes()));
+  std::vector<double> us;
+  int64_t bytes = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t index : order) {
+    const auto t0 = std::chrono::steady_clock::now();
+    bytes += dataset.Read(index, slot);
+    const auto t1 = std::chrono::steady_clock::now();
+    us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    if (static_cast<int64_t>(us.size()) >= options.max_measured_samples ||
+        std::chrono::duration<double>(t1 - start).count() >= options.measure_seconds) {
+      break;
+    }
+  }
+  if (us.empty()) return;
+  const double total_us = std::accumulate(us.begin(), us.end(), 0.0);
+  std::sort(us.begin(), us.end());
+  report->measured_samples = static_cast<int64_t>(us.size());
+  report->read_us_median = us[us.size() / 2];
+  report->read_us_p90 = us[std::min(us.size() - 1, us.size() * 9 / 10)];
+  report->mb_per_s = total_us > 0 ? static_cast<double>(bytes) / total_us : 0;  // bytes/us = MB/s
+}
+
+SyntheticOptions NoCost() {
+  SyntheticOptions cost;
+  cost.cpu_us_per_sample = 0;
+  cost.jitter = 0;
+  return cost;
+}
+
+}  // namespace
+
+Hdf5ReadCost PredictHdf5ReadCost(const Hdf5DatasetInfo& info, int64_t cache_mb) {
+  Hdf5ReadCost cost;
+  cost.inflates = !info.filters.empty();
+  const int64_t chunk = info.chunk_bytes();
+  if (chunk <= 0) {  // contiguous: a read is the row
+    cost.bytes_per_sample = info.row_bytes;
+    return cost;
+  }
+  const int64_t cache = cache_mb * kMiB;
+  if (chunk > cache) {
+    cost.bytes_per_sample = cost.inflates ? chunk : info.row_bytes;
+    return cost;
+  }
+  const int64_t rows = std::max<int64_t>(1, info.chunk_rows());
+  const int64_t chunks = (info.rows() + rows - 1) / rows;
+  cost.cache_hit_rate = std::min(1.0, static_cast<double>(cache / chunk) / static_cast<double>(std::max<int64_t>(1, chunks)));
+  cost.bytes_per_sample = static_cast<int64_t>(std::llround(static_cast<double>(chunk) * (1 - cost.cache_hit_rate)));
+  return cost;
+}
+
+std::vector<std::string> Hdf5Warnings(const Hdf5DatasetInfo& info, int64_t cache_mb) {
+  std::vector<std::string> warnings;
+  const Hdf5ReadCost cost = PredictHdf5ReadCost(info, cache_mb);
+  if (cost.inflates && cost.bytes_per_sample > kInflationWarnFactor * info.row_bytes) {
+    const int64_t rows = std::max<int64_t>(1, info.chunk_rows());
+    const int64_t chunks = (info.rows() + rows - 1) / rows;
+    const int64_t all_mb = (chunks * info.chunk_bytes() + kMiB - 1) / kMiB;
+    warnings.push_back("dataset '" + info.name + "': each shuffled sample inflates a " +
+                       Mb(static_cast<double>(info.chunk_bytes())) + " chunk (" + std::to_string(rows) +
+                       " samples per chunk, " + Join(info.filters, ", ") + ") to use " +
+                       Mb(static_cast<double>(info.row_bytes)) + ": rechunk to 1-16 samples per chunk, or raise "
+                       "chunk_cache_mb to " + std::to_string(all_mb) + " (every chunk cached; that much memory in "
+                       "each worker process)");
+  }
+  return warnings;
+}
+
+std::vector<std::string> LmdbWarnings(const LmdbInfo& info, bool readahead) {
+  std::vector<std::string> warnings;
+  if (info.network_fs && !readahead) {
+    warnings.push_back(info.path + " is on a network file system (" + info.fs_type +
+                       "): reads without readahead pay a round trip per page; try lmdb.readahead: true");
+  }
+  if (!info.network_fs && readahead) {
+    const int64_t memory = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+    if (info.file_bytes > memory) {
+      warnings.push_back(info.path + " (" + Mb(static_cast<double>(info.file_bytes)) +
+                         ") is larger than this machine's memory and local: readahead fills the page cache with "
+                         "pages no sample needs; set lmdb.readahead: false");
+    }
+  }
+  return warnings;
+}
+
+InspectReport Inspect(const std::string& path, const InspectOptions& options) {
+  InspectReport report;
+  report.path = path;
+  nlohmann::json facts = nlohmann::json::object();
+  const auto fact = [&](const std::string& key, const std::string& text, nlohmann::json value) {
+    report.facts.emplace_back(key, text);
+    facts[key] = std::move(value);
+  };
+  FilesOptions files;
+  files.path = path;
+  switch (Detect(path)) {
+    case Format::kNpy: {
+      report.format = "npy";
+      const NpyDataset dataset(files, NoCost(), CpuCalibration{});
+      const NpyHeader& h = dataset.header();
+      fact("version", std::to_string(h.major) + ".0", std::to_string(h.major) + ".0");
+      fact("shape", h.ShapeText(), h.shape);
+      fact("dtype", h.descr, h.descr);
+      fact("samples", std::to_string(h.samples), h.samples);
+      fact("sample_bytes", std::to_string(h.sample_bytes), h.sample_bytes);
+      fact("data_offset", std::to_string(h.data_offset), h.data_offset);
+      fact("file_bytes", Mb(static_cast<double>(dataset.file_bytes())), dataset.file_bytes());
+      Measure(dataset, options, &report);
+      break;
+    }
+    case Format::kHdf5: {
+      report.format = "hdf5";
+      nlohmann::json list = nlohmann::json::array();
+      for (const Hdf5DatasetInfo& info : Hdf5Dataset::ListDatasets(path)) {
+        std::string text = ShapeText(info.dims) + " " + info.dtype;
+        text += info.chunk.empty() ? ", contiguous" : ", chunks " + ShapeText(info.chunk) + " (" +
+                                                         Mb(static_cast<double>(info.chunk_bytes())) + ")";
+        text += info.filters.empty() ? ", no filters" : ", " + Join(info.filters, ", ");
+        text += ", " + Mb(static_cast<double>(info.stored_bytes)) + " stored";
+        report.facts.emplace_back("dataset " + info.name, text);
+        list.push_back({{"name", info.name},
+                        {"shape", info.dims},
+                        {"dtype", info.dtype},
+                        {"chunk", info.chunk},
+                        {"chunk_bytes", info.chunk_bytes()},
+                        {"filters", info.filters},
+                        {"stored_bytes", info.stored_bytes},
+                        {"row_bytes", info.row_bytes}});
+      }
+      facts["datasets"] = list;
+      FormatOptions format;
+      format.dataset = options.dataset;
+      format.labels = options.labels;
+      format.hdf5_chunk_cache_mb = options.chunk_cache_mb;
+      const Hdf5Dataset dataset(files, format, NoCost(), CpuCalibration{});
+      const Hdf5ReadCost cost = PredictHdf5ReadCost(dataset.images(), options.chunk_cache_mb);
+      fact("samples", options.dataset + ": " + std::to_string(dataset.size()) + " of " +
+                          std::to_string(dataset.images().row_bytes) + " bytes",
+           dataset.size());
+      fact("sample_bytes", std::to_string(dataset.max_sample_bytes()), dataset.max_sample_bytes());
+      fact("chunk_cache_mb",
+           std::to_string(options.chunk_cache_mb) + " MiB" +
+               (options.chunk_cache_mb == kHdf5DefaultChunkCacheMb ? " (HDF5's default)" : ""),
+           options.chunk_cache_mb);
+      fact(cost.inflates ? "inflated_bytes_per_sample" : "read_bytes_per_sample",
+           Mb(static_cast<double>(cost.bytes_per_sample)) + " per shuffled sample (cache hit rate " +
+               std::to_string(static_cast<int>(std::lround(cost.cache_hit_rate * 100))) + "%)",
+           cost.bytes_per_sample);
+      fact("library", "libhdf5 " + Hdf5Dataset::LibraryVersion(), Hdf5Dataset::LibraryVersion());
+      report.warnings = Hdf5Warnings(dataset.images(), options.chunk_cache_mb);
+      Measure(dataset, options, &report);
+      break;
+    }
+    case Format::kLmdb: {
+      report.format = "lmdb";
+      FormatOptions format;
+      format.lmdb_readahead = options.lmdb_readahead;
+      const LmdbDataset dataset(files, format, NoCost(), CpuCalibration{});
+      const LmdbInfo& info = dataset.info();
+      fact("entries", std::to_string(info.entries), info.entries);
+      fact("value_bytes",
+           std::to_string(info.min_value_bytes) + " to " + std::to_string(info.max_value_bytes) + ", mean " +
+               std::to_string(info.total_value_bytes / std::max<int64_t>(1, info.entries)),
+           {{"min", info.min_value_bytes},
+            {"max", info.max_value_bytes},
+            {"mean", info.total_value_bytes / std::max<int64_t>(1, info.entries)}});
+      fact("map_size", Mb(static_cast<double>(info.map_size)), info.map_size);
+      fact("file_bytes", Mb(static_cast<double>(info.file_bytes)), info.file_bytes);
+      fact("page_size", std::to_string(info.page_size), info.page_size);
+      fact("file_system", info.fs_type + (info.network_fs ? " (network)" : " (local)"),
+           {{"type", info.fs_type}, {"network", info.network_fs}});
+      fact("keys", info.gen_data_keys ? "gen-data's (\"%09d\")" : "indexed by a cursor walk",
+           info.gen_data_keys ? "gen-data" : "cursor-walk");
+      report.warnings = LmdbWarnings(info, options.lmdb_readahead);
+      Measure(dataset, options, &report);
+      break;
+    }
+  }
+  report.json_facts = facts.dump();
+  return report;
+}
+
+std::string InspectReport::ToText() const {
+  std::string out = path + ": " + format + "\n";
+  size_t width = 0;
+  for (const auto& [key, text] : facts) width = std::max(width, key.size());
+  for (const auto& [key, text] : facts) out += "  " + key + std::string(width - key.size() + 2, ' ') + text + "\n";
+  for (const std::string& w : warnings) out += "warning: " + w + "\n";
+  if (measured_samples > 0) {
+    char line[256];
+    std::snprintf(line, sizeof line, "read, one thread, shuffled: %s per sample (median; p90 %s) over %lld samples, %.1f MB/s\n",
+                  Us(read_us_median).c_str(), Us(read_us_p90).c_str(), static_cast<long long>(measured_samples),
+                  mb_per_s);
+    out += line;
+  }
+  return out;
+}
+
+std::string InspectReport::ToJson() const {
+  nlohmann::json out = {{"path", path}, {"format", format}, {"facts", nlohmann::json::parse(json_facts)},
+                        {"warnings", warnings}};
+  if (measured_samples > 0) {
+    out["measurement"] = {{"samples", measured_samples},
+                          {"read_us_median", read_us_median},
+                          {"read_us_p90", read_us_p90},
+                          {"mb_per_s", mb_per_s}};
+  } else {
+    out["measurement"] = nullptr;
+  }
+  return out.dump(2);
+}
+
+}  // namespace feedtune::workloads
