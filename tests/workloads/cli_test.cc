@@ -157,8 +157,8 @@ TEST_F(WorkloadCli, EveryConfigRunsEndToEnd) {
     if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
   }
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"cpu-bound", "files-shards", "files-small-files", "io-bound",
-                                             "quickstart", "torch-probe"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"cpu-bound", "files-shards", "files-small-files", "hdf5", "io-bound",
+                                             "lmdb", "npy", "quickstart", "torch-probe"}));
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
     const std::string source = (configs / (name + ".yaml")).string();
@@ -176,6 +176,13 @@ TEST_F(WorkloadCli, EveryConfigRunsEndToEnd) {
       const Result gen = Run("gen-data -q --out " + data + " --layout " +
                              workloads::FilesLayoutName(config.workload.files.layout) +
                              " --samples 400 --sample-bytes 4096 --shard-bytes 400000");
+      ASSERT_EQ(gen.code, 0) << gen.err;
+      config.workload.files.path = data;
+    }
+    if (workloads::IsFormatKind(config.workload.kind)) {  // npy, hdf5, lmdb: gen-data writes each
+      const std::string kind = workloads::WorkloadKindName(config.workload.kind);
+      const std::string data = (dir_ / (name + "-data." + kind)).string();
+      const Result gen = Run("gen-data -q --out " + data + " --layout " + kind + " --samples 400 --sample-bytes 4096");
       ASSERT_EQ(gen.code, 0) << gen.err;
       config.workload.files.path = data;
     }
