@@ -42,14 +42,14 @@
 // The measurer owns the serving process: destroying it kills the group.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <memory>
-#include <sys/types.h>
 
 #include "tuner/config.h"
 #include "tuner/trial_runner.h"

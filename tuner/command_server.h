@@ -66,7 +66,9 @@ struct ServedTrial {
   bool ok = false;
   std::string failure;                 // when !ok: what went wrong, one sentence
   std::vector<CommandReport> windows;  // when ok: one per window, in order
-  std::vector<double> window_wall_s;   // seconds between a window's line and the one before it
+  // Seconds between a window's line and the one before it (the first: since
+  // the request, so with the DataLoader's start and the warm-up).
+  std::vector<double> window_wall_s;
   double wall_s = 0;                   // from the request to the end line
   double cpu_s = 0;                    // CPU of the process and the children it reaped, during the trial
   int64_t peak_rss_bytes = 0;          // the process tree's resident memory, sampled at each window line
