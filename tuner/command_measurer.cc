@@ -270,6 +270,13 @@ CommandReport ParseCommandReport(const std::string& stdout_text) {
   r.peak_rss_bytes = number("peak_rss_bytes", false, 0, kBig);
   r.mb_per_s = number("mb_per_s", false, 0, kBig);
   r.epoch_boundary_ms = number("epoch_boundary_ms", false, -kBig, kBig);  // below the median wait: negative
+  if (const auto batches = number("batches_per_epoch", false, 1, kBig)) {
+    if (*batches != std::floor(*batches)) {
+      throw std::runtime_error("the command's JSON line has \"batches_per_epoch\": " + j["batches_per_epoch"].dump() +
+                               ", expected a whole number >= 1");
+    }
+    r.batches_per_epoch = static_cast<int64_t>(*batches);
+  }
   return r;
 }
 
@@ -428,6 +435,7 @@ void CommandMeasurer::Aggregate(const std::vector<Window>& windows, double cpu_u
     p99s.push_back(rep.wait_p99_us);
     if (report.startup_s) startups.push_back(*report.startup_s);
     if (report.epoch_boundary_ms) boundaries.push_back(*report.epoch_boundary_ms);
+    if (report.batches_per_epoch) trial.batches_per_epoch = report.batches_per_epoch;
     idle_missing = idle_missing || !report.gpu_idle_frac;
     peak_rss = std::max(peak_rss, static_cast<int64_t>(report.peak_rss_bytes.value_or(0)));
   }

@@ -13,7 +13,10 @@
 //   {"samples_per_s": 1234.5,                          required, >= 0
 //    "gpu_idle_frac": 0.12, "wait_p50_us": 800, "wait_p99_us": 2500,
 //    "startup_s": 1.9, "peak_rss_bytes": 123456789, "mb_per_s": 180.2,
-//    "epoch_boundary_ms": 35.0}                                           optional
+//    "epoch_boundary_ms": 35.0, "batches_per_epoch": 15}                  optional
+//
+// batches_per_epoch (len(loader)) lets the search see short epochs, whose
+// curve is stepped by rounds of non-persistent workers (tuner/search.h).
 //
 // Warm-up is the command's job (feedtune_probe.py does it). A non-zero exit, a
 // death by signal, a timeout, or a missing or invalid JSON line fails the trial
@@ -90,6 +93,7 @@ struct CommandReport {
   std::optional<double> peak_rss_bytes;
   std::optional<double> mb_per_s;
   std::optional<double> epoch_boundary_ms;  // the stall at an epoch change, when the window crossed one
+  std::optional<int64_t> batches_per_epoch;  // len(loader): batches in one epoch
 };
 
 // Parses the last non-empty line of `stdout_text` (one line, for serve). Throws std::runtime_error

@@ -463,8 +463,12 @@ class Search {
     plan.window_epochs = std::max(1, (2 + repeats() - 1) / repeats());  // >= 2 epochs per setting
     persistent_plan_epochs_ = plan.window_epochs;
     persistent_done_ = 0;
-    if (setup_.samples_per_epoch > 0 && current().samples_per_s > 0) {
-      const double epoch_s = static_cast<double>(setup_.samples_per_epoch) / current().samples_per_s;
+    // A command may not say its epoch length; the batches it reported do.
+    const int64_t samples_per_epoch = setup_.samples_per_epoch > 0
+                                          ? setup_.samples_per_epoch
+                                          : BatchesPerEpoch() * current_.batch_size;
+    if (samples_per_epoch > 0 && current().samples_per_s > 0) {
+      const double epoch_s = static_cast<double>(samples_per_epoch) / current().samples_per_s;
       const double trial_s = epoch_s * (repeats() * plan.window_epochs + 1);
       const double limit_s = std::max(30.0, 5.0 * repeats() * options_.measure_seconds);
       if (trial_s > limit_s) {

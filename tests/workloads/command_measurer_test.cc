@@ -43,7 +43,7 @@ TEST(CommandMeasurer, ReadsTheLastJsonLineOfEachRepeat) {
       "echo starting; echo 'warning: noise' >&2; "
       "echo '{\"samples_per_s\": '$((100 + FEEDTUNE_REPEAT * 10))', \"gpu_idle_frac\": 0.25, "
       "\"wait_p50_us\": 800, \"wait_p99_us\": 2500, \"startup_s\": 1.5, \"peak_rss_bytes\": 1000000, "
-      "\"mb_per_s\": 12.5, \"extra\": \"ignored\"}'",
+      "\"mb_per_s\": 12.5, \"batches_per_epoch\": 15, \"extra\": \"ignored\"}'",
       3);
   ASSERT_EQ(t.status, "ok") << t.error.value_or("");
   EXPECT_EQ(t.samples_per_s, 110);  // median of 100, 110, 120
@@ -55,6 +55,7 @@ TEST(CommandMeasurer, ReadsTheLastJsonLineOfEachRepeat) {
   EXPECT_EQ(t.worker_startup_s, 1.5);
   EXPECT_EQ(t.mb_per_s, 12.5);
   EXPECT_GE(t.peak_rss_bytes, 1000000);
+  EXPECT_EQ(t.batches_per_epoch, 15);
   EXPECT_EQ(t.repeats, 3);
   ASSERT_EQ(t.repeat_rows.size(), 3u);
   EXPECT_EQ(t.repeat_rows[2].samples_per_s, 120);
@@ -177,6 +178,10 @@ TEST(CommandMeasurer, BadOrMissingJson) {
       << *t.error;
   t = MeasureShell("echo '{\"samples_per_s\": 5, \"gpu_idle_frac\": 1.5}'");
   EXPECT_NE(t.error->find("\"gpu_idle_frac\": 1.5, expected a number in [0, 1]"), std::string::npos) << *t.error;
+  t = MeasureShell("echo '{\"samples_per_s\": 5, \"batches_per_epoch\": 2.5}'");
+  EXPECT_NE(t.error->find("\"batches_per_epoch\": 2.5, expected a whole number >= 1"), std::string::npos) << *t.error;
+  t = MeasureShell("echo '{\"samples_per_s\": 5}'");
+  EXPECT_FALSE(t.batches_per_epoch.has_value());  // not said: unknown, not 0
   t = MeasureShell("true");
   EXPECT_EQ(t.error->rfind("repeat 1 of 1: the command printed nothing on stdout", 0), 0u) << *t.error;
   t = MeasureShell("echo '[1, 2]'");

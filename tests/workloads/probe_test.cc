@@ -207,12 +207,16 @@ TEST_F(UserDatasetTest, FactoryFunctionAndClassWithArguments) {
   EXPECT_GT(t.gpu_idle_frac, 0);  // a 1 ms step against a fast loader: the "device" waits sometimes
   EXPECT_GT(t.worker_startup_s, 0);
   EXPECT_GT(t.peak_rss_bytes, 0);
+  EXPECT_EQ(t.batches_per_epoch, 512 / 16);  // len(loader), drop_last
 
-  // The class itself, positional arguments, no workers; an iterable dataset.
+  // The class itself, positional arguments, no workers; an iterable dataset,
+  // which has no len(): its epoch length stays unknown.
   t = Run({"--dataset", "mypkg.data:Pairs", "--dataset-args", "[256, 64]", "--pythonpath", dir_.string()}, 0);
   ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  EXPECT_EQ(t.batches_per_epoch, 256 / 16);
   t = Run({"--dataset", "mypkg.data:Stream", "--dataset-args", "[100000]", "--pythonpath", dir_.string()}, 2);
   ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  EXPECT_FALSE(t.batches_per_epoch.has_value());
 }
 
 TEST_F(UserDatasetTest, FailuresCarryTheCause) {

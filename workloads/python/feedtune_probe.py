@@ -385,6 +385,10 @@ def run_trial(setup, t, emit):
     model = setup.model
     device = setup.device
 
+    try:
+        epoch_len = len(loader)  # an iterable dataset may have none
+    except TypeError:
+        epoch_len = None
     window_epochs = t.get("window_epochs", 0)
     per_epoch = None
     if window_epochs > 0:
@@ -489,6 +493,9 @@ def run_trial(setup, t, emit):
                 "num_workers": t["num_workers"],
                 "pin_memory": bool(t["pin_memory"] and setup.device_name == "cuda"),
             }
+            if epoch_len is not None:
+                # Lets the sweep see short epochs, whose curve is stepped by rounds of workers.
+                report["batches_per_epoch"] = epoch_len
             if boundary_waits:
                 # As feedtune's own loader reports it: the stall beyond a normal wait.
                 report["epoch_boundary_ms"] = (percentile(boundary_waits, 50) - percentile(waits, 50)) * 1e3
