@@ -176,22 +176,25 @@ LmdbDataset::LmdbDataset(const FilesOptions& files, const FormatOptions& format,
 LmdbDataset::~LmdbDataset() {
   // A forked copy's environment belongs to the process that opened it: LMDB
   // forbids using (or closing) it after fork, so it is dropped untouched.
-  if (env_ != nullptr && env_pid_ != ::getpid()) (void)env_.release();
+  if (env_ != nullptr && env_pid_ != ::getpid()) {
+    // Leaked on purpose: a shared_ptr cannot release, so keep a copy alive forever.
+    new std::shared_ptr<Env>(std::move(env_));
+  }
 }
 
 std::string LmdbDataset::KeyOf(int64_t index) const {
   return info_.gen_data_keys ? GenDataKey(index) : keys_[static_cast<size_t>(index)];
 }
 
-LmdbDataset::Env& LmdbDataset::EnvForThisProcess() const {
+std::shared_ptr<LmdbDataset::Env> LmdbDataset::EnvForThisProcess() const {
   const pid_t pid = ::getpid();
-  if (env_ != nullptr && env_pid_ == pid) return *env_;
-  if (env_ != nullptr) (void)env_.release();  // inherited through fork: see the destructor
-  auto env = std::make_unique<Env>();
+  if (env_ != nullptr && env_pid_ == pid) return env_;
+  if (env_ != nullptr) new std::shared_ptr<Env>(std::move(env_));  // inherited through fork: see the destructor
+  auto env = std::make_shared<Env>();
   OpenReadOnly(&env->handle, &env->dbi, files_.path, format_.lmdb_readahead);
   env_ = std::move(env);
   env_pid_ = pid;
-  return *env_;
+  return env_;
 }
 
 int64_t LmdbDataset::Read(int64_t index, std::span<std::byte> out) const {
@@ -199,10 +202,10 @@ int64_t LmdbDataset::Read(int64_t index, std::span<std::byte> out) const {
     throw std::out_of_range("sample index " + std::to_string(index) + " outside [0, " + std::to_string(size()) + ")");
   }
   cost_.BeforeRead(index);
-  Env* env = nullptr;
+  std::shared_ptr<Env> env;
   {
     const std::lock_guard lock(mu_);
-    env = &EnvForThisProcess();
+    env = EnvForThisProcess();
   }
   const std::string key_text = KeyOf(index);
   const auto fail = [&](const std::string& what) {
@@ -231,6 +234,12 @@ int64_t LmdbDataset::Read(int64_t index, std::span<std::byte> out) const {
 
 std::string LmdbDataset::BeforeRepeat() const {
   if (files_.cache != CacheMode::kCold) return {};
+  {
+    // This process's map would keep the pages resident; reads in flight keep
+    // their own reference, the next read reopens.
+    const std::lock_guard lock(mu_);
+    if (env_ != nullptr && env_pid_ == ::getpid()) env_.reset();
+  }
   bool is_file = false;
   return EvictFromPageCache({DataFile(files_.path, &is_file)});
 }

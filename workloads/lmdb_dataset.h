@@ -19,6 +19,11 @@
 // Threads: Read() is safe from any thread: the environment is opened under a
 // mutex, then each read runs its own read-only transaction (MDB_NOTLS makes
 // that legal across threads). Owned handles (MDB_env*) are closed by RAII.
+//
+// cache: cold: pages of a file stay in the page cache while any process maps
+// them, so BeforeRepeat first drops the consumer's own environment (reopened
+// on its next read); persistent workers keep theirs mapped, and the note
+// says how much stayed resident.
 #pragma once
 
 #include <sys/types.h>
@@ -81,7 +86,7 @@ class LmdbDataset final : public loader::Dataset {
  private:
   struct Env;  // one process's open environment
 
-  Env& EnvForThisProcess() const;  // call with mu_ held
+  std::shared_ptr<Env> EnvForThisProcess() const;  // call with mu_ held
 
   const FilesOptions files_;
   const FormatOptions format_;
@@ -92,7 +97,8 @@ class LmdbDataset final : public loader::Dataset {
 
   mutable std::mutex mu_;  // guards the two members below
   mutable pid_t env_pid_ = 0;
-  mutable std::unique_ptr<Env> env_;
+  // Shared with the reads in flight, so that BeforeRepeat can drop it.
+  mutable std::shared_ptr<Env> env_;
 };
 
 // Writes `feedtune gen-data --layout lmdb`: a new environment directory (absent

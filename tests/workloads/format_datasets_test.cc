@@ -24,6 +24,7 @@
 #include "tuner/config.h"
 #include "tuner/measurer_factory.h"
 #include "workloads/format_inspect.h"
+#include "workloads/format_io.h"
 #include "workloads/hdf5_dataset.h"
 #include "workloads/lmdb_dataset.h"
 #include "workloads/npy_dataset.h"
@@ -355,6 +356,24 @@ TEST_F(FormatDatasetsTest, LmdbReturnsGenDataBytesAndWorkersReadEverySample) {
   std::vector<std::byte> out(700);
   ASSERT_EQ(dataset.Read(199, out), 700);
   EXPECT_EQ(out, Content(199, 700));
+}
+
+// cache: cold evicts data.mdb even after this process has read from it (its
+// own map, which would pin the pages, is dropped first and reopened on the
+// next read).
+TEST_F(FormatDatasetsTest, LmdbColdCacheEvictsAfterReads) {
+  const std::string path = WriteLmdb(100, 20000);
+  FilesOptions files{path};
+  files.cache = CacheMode::kCold;
+  LmdbDataset dataset(files, FormatOptions{}, NoCost(), CpuCalibration{});
+  std::vector<std::byte> out(20000);
+  for (int64_t i = 0; i < 100; ++i) ASSERT_EQ(dataset.Read(i, out), 20000);
+  const std::string note = dataset.BeforeRepeat();
+  bool network = false;
+  if (FileSystemType(path, &network) == "tmpfs") GTEST_SKIP() << "tmpfs cannot evict: " << note;
+  EXPECT_NE(note.find("; 0% stayed resident"), std::string::npos) << note;
+  ASSERT_EQ(dataset.Read(7, out), 20000);  // reopened
+  EXPECT_EQ(out, Content(7, 20000));
 }
 
 // A user's environment: any keys, values of any size, indexed by a cursor
