@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -148,6 +149,7 @@ struct ChartSpec {
   std::optional<int> knee_workers;
   std::optional<double> baseline;  // horizontal reference line, in value units
   std::optional<double> best;
+  std::string empty_text = "no num_workers trial measured";  // shown when there is no point
 };
 
 // x: num_workers on a log2(1 + w) scale, so 0, 1, 2, 4 ... 64 are evenly spread
@@ -271,7 +273,7 @@ std::string Chart(const ChartSpec& spec) {
   }
   if (spec.points.empty()) {
     svg += "<text x=\"" + Px(kLeft + plot_w / 2) + "\" y=\"" + Px(kTop + plot_h / 2) +
-           "\" text-anchor=\"middle\">no num_workers trial measured</text>\n";
+           "\" text-anchor=\"middle\">" + EscapeHtml(spec.empty_text) + "</text>\n";
   }
   svg += "</svg>\n";
   return svg;
@@ -317,6 +319,21 @@ Curve WorkersCurve(const RunView& view, bool idle) {
   std::stable_sort(curve.points.begin(), curve.points.end(),
                    [](const ChartPoint& a, const ChartPoint& b) { return a.workers < b.workers; });
   return curve;
+}
+
+// "GPU idle 25.5%", or "GPU idle not measured".
+std::string IdleText(double frac) {
+  return std::isfinite(frac) ? "GPU idle " + Fixed(frac * 100, 1) + "%" : std::string("GPU idle not measured");
+}
+
+// What the safe limit rests on, from the run's calibration JSON ("" for runs
+// before it was recorded).
+std::string SafeLimitBasis(const RunRecord& run) {
+  if (run.calibration_json.empty()) return {};
+  const auto j = nlohmann::json::parse(run.calibration_json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("safe_limit") || !j["safe_limit"].is_object()) return {};
+  const auto& basis = j["safe_limit"]["basis"];
+  return basis.is_string() ? basis.get<std::string>() : std::string();
 }
 
 std::string Card(std::string_view key, std::string_view value, std::string_view sub) {
@@ -448,7 +465,7 @@ std::string RenderHtml(const RunView& view) {
 
   body += "<div class=\"cards\">\n";
   body += Card("baseline", baseline ? Fixed(baseline->samples_per_s, 1) + " samples/s" : "-",
-               baseline ? "GPU idle " + Fixed(baseline->gpu_idle_frac * 100, 1) + "%, 0 workers" : "");
+               baseline ? IdleText(baseline->gpu_idle_frac) + ", 0 workers" : "");
   body += Card("knee", run.knee_workers ? Workers(*run.knee_workers) : "-",
                run.knee_samples_per_s ? Fixed(*run.knee_samples_per_s, 1) + " samples/s" +
                                             (run.knee_kneedle_workers
@@ -456,16 +473,18 @@ std::string RenderHtml(const RunView& view) {
                                                  : "")
                                       : "");
   body += Card("best", best ? Fixed(best->samples_per_s, 1) + " samples/s" : "-",
-               best ? ConfigText(best->knobs) + ", GPU idle " + Fixed(best->gpu_idle_frac * 100, 1) + "%"
-                    : "");
+               best ? ConfigText(best->knobs) + ", " + IdleText(best->gpu_idle_frac) : "");
   std::string speedup_sub = "best over baseline";
   if (run.speedup_ci_low && run.speedup_ci_high) {
     speedup_sub = "95% CI x" + Fixed(*run.speedup_ci_low, 2) + " to x" + Fixed(*run.speedup_ci_high, 2);
   }
   body += Card("speedup", speedup ? "x" + Fixed(*speedup, 2) : "-", speedup_sub);
+  const std::string basis = SafeLimitBasis(run);
   if (run.safe_max_workers) {
     body += Card("safe max workers", std::to_string(*run.safe_max_workers),
-                 "memory, /dev/shm and fd budgets");
+                 "memory, /dev/shm and fd budgets" + (basis.empty() ? "" : "; per worker: " + basis));
+  } else if (!basis.empty()) {
+    body += Card("safe max workers", "-", basis);
   }
   body += "</div>\n";
 
@@ -491,11 +510,15 @@ std::string RenderHtml(const RunView& view) {
   idle.data_name = "gpu-idle-frac";
   idle.y_scale = 100;
   idle.y_max = 100;
-  idle.points = idle_curve.points;
+  // A command that did not report GPU idle has no point here (NaN: not measured).
+  for (const ChartPoint& p : idle_curve.points) {
+    if (std::isfinite(p.y)) idle.points.push_back(p);
+  }
+  if (idle.points.empty() && !idle_curve.points.empty()) idle.empty_text = "GPU idle not measured";
   idle.failed_workers = idle_curve.failed_workers;
   idle.knee_workers = run.knee_workers;
-  if (baseline) idle.baseline = baseline->gpu_idle_frac;
-  if (best) idle.best = best->gpu_idle_frac;
+  if (baseline && std::isfinite(baseline->gpu_idle_frac)) idle.baseline = baseline->gpu_idle_frac;
+  if (best && std::isfinite(best->gpu_idle_frac)) idle.best = best->gpu_idle_frac;
   body += "<div>\n<h2>GPU idle against num_workers</h2>\n" + Chart(idle) + "</div>\n</div>\n";
 
   body += "<h2>Trials</h2>\n";

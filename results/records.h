@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,6 +62,9 @@ struct Fingerprint {
   std::string Hash() const;  // 16 hex digits
 };
 
+// NaN in a figure means "not measured" (the store binds it as NULL, the
+// renderers print null, "-" or "not measured"): a command workload fills only
+// what its command reported. Native trials measure every figure.
 struct RepeatRecord {
   int index = 0;
   double samples_per_s = 0;
@@ -102,6 +106,11 @@ struct TrialRecord {
   // Schema v5: batches in one epoch of this trial's loader, as the workload
   // reported it (a command may not say); the search reads it for short epochs.
   std::optional<int64_t> batches_per_epoch;
+  // Schema v6: the peak resident memory of one worker process, as the command
+  // measured it (its workers' peak RSS summed and divided by their count);
+  // NaN when not measured: native trials, and commands that do not report it.
+  // The budget's per-worker memory for commands rests on it.
+  double worker_rss_bytes = std::numeric_limits<double>::quiet_NaN();
   std::string decision;       // why the phase kept or dropped this setting
   std::vector<RepeatRecord> repeat_rows;
 };

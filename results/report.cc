@@ -103,7 +103,28 @@ Json TrialJson(const TrialRecord& t) {
               {"cv", Number(t.cv)},
               {"worker_busy_frac", Number(t.worker_busy_frac)},
               {"pinned_alloc_s", Number(t.pinned_alloc_s)},
-              {"batches_per_epoch", t.batches_per_epoch ? Json(*t.batches_per_epoch) : Json(nullptr)}};
+              {"batches_per_epoch", t.batches_per_epoch ? Json(*t.batches_per_epoch) : Json(nullptr)},
+              {"worker_rss_bytes", Number(t.worker_rss_bytes)}};
+}
+
+// The safe limit's record in the run's calibration JSON: {"workers", "basis",
+// "trial", "worker_rss_bytes"}, or null (runs before it was recorded).
+Json SafeLimitJson(const RunRecord& run) {
+  if (run.calibration_json.empty()) return nullptr;
+  const Json j = Json::parse(run.calibration_json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("safe_limit") || !j["safe_limit"].is_object()) return nullptr;
+  return j["safe_limit"];
+}
+
+std::string SafeLimitBasis(const RunRecord& run) {
+  const Json safe = SafeLimitJson(run);
+  if (safe.is_null() || !safe.contains("basis") || !safe["basis"].is_string()) return {};
+  return safe["basis"].get<std::string>();
+}
+
+// "GPU idle 25.5%", or "GPU idle not measured".
+std::string IdleText(double frac) {
+  return std::isfinite(frac) ? "GPU idle " + internal::Fixed(frac * 100, 1) + "%" : std::string("GPU idle not measured");
 }
 
 Json OptionalString(const std::string& text) { return text.empty() ? Json(nullptr) : Json(text); }
@@ -299,7 +320,8 @@ std::string RenderJson(const RunView& view) {
                  {"run_uid", OptionalString(run.uid)},
                  {"version", OptionalString(run.version)},
                  {"calibration", calibration},
-                 {"config_yaml", OptionalString(run.config_yaml)}};
+                 {"config_yaml", OptionalString(run.config_yaml)},
+                 {"safe_max_workers_basis", OptionalString(SafeLimitBasis(run))}};
   // Error text from workers and commands is not guaranteed UTF-8; replace bad
   // bytes rather than fail the whole report.
   return out.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
@@ -392,21 +414,23 @@ std::string RenderTable(const RunView& view) {
   } else {
     text += "knee:     -\n";
   }
+  const std::string basis = SafeLimitBasis(run);
   if (run.safe_max_workers) {
     text += "safe max: " + std::to_string(*run.safe_max_workers) +
-            " workers (memory, /dev/shm and open-file budgets)\n";
+            " workers (memory, /dev/shm and open-file budgets)" + (basis.empty() ? "" : "; per worker: " + basis) +
+            "\n";
+  } else if (!basis.empty()) {
+    text += "safe max: " + basis + "\n";
   }
   if (best != nullptr) {
     text += "best:     trial " + std::to_string(best->id) + ": " + KnobsText(best->knobs) + " (" +
-            Fixed(best->samples_per_s, 1) + " samples/s, GPU idle " +
-            Fixed(best->gpu_idle_frac * 100, 1) + "%)\n";
+            Fixed(best->samples_per_s, 1) + " samples/s, " + IdleText(best->gpu_idle_frac) + ")\n";
   } else {
     text += "best:     -\n";
   }
   if (baseline != nullptr) {
     text += "baseline: trial " + std::to_string(baseline->id) + " (" +
-            Fixed(baseline->samples_per_s, 1) + " samples/s, GPU idle " +
-            Fixed(baseline->gpu_idle_frac * 100, 1) + "%)\n";
+            Fixed(baseline->samples_per_s, 1) + " samples/s, " + IdleText(baseline->gpu_idle_frac) + ")\n";
   }
   std::string speedup_text = speedup ? "x" + Fixed(*speedup, 2) + " over baseline" : "-";
   if (speedup && run.speedup_ci_low && run.speedup_ci_high) {

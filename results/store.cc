@@ -167,6 +167,11 @@ ALTER TABLE trials ADD COLUMN pinned_alloc_s REAL;
     R"sql(
 ALTER TABLE trials ADD COLUMN batches_per_epoch INTEGER;
 )sql",
+    // 5 -> 6: one worker's peak resident memory as a command measured it; the
+    // safe limit of a command sweep rests on it, so a resumed run must find it.
+    R"sql(
+ALTER TABLE trials ADD COLUMN worker_rss_bytes REAL;
+)sql",
 };
 
 // ISO 8601 UTC, the form RunRecord documents for its timestamps.
@@ -523,6 +528,8 @@ constexpr const char* kTrialColumnsV4 = "pinned_alloc_s";
 constexpr const char* kTrialColumnsV3Stand_in = "NULL";
 constexpr const char* kTrialColumnsV5 = "batches_per_epoch";
 constexpr const char* kTrialColumnsV4Stand_in = "NULL";
+constexpr const char* kTrialColumnsV6 = "worker_rss_bytes";
+constexpr const char* kTrialColumnsV5Stand_in = "NULL";
 
 std::string MachineColumns(int version) {
   return std::string(kMachineColumns) + ", " +
@@ -535,7 +542,8 @@ std::string RunColumns(int version) {
 std::string TrialColumns(int version) {
   return std::string(kTrialColumns) + ", " + (version >= 2 ? kTrialColumnsV2 : kTrialColumnsV1Stand_in) +
          ", " + (version >= 4 ? kTrialColumnsV4 : kTrialColumnsV3Stand_in) + ", " +
-         (version >= 5 ? kTrialColumnsV5 : kTrialColumnsV4Stand_in);
+         (version >= 5 ? kTrialColumnsV5 : kTrialColumnsV4Stand_in) + ", " +
+         (version >= 6 ? kTrialColumnsV6 : kTrialColumnsV5Stand_in);
 }
 
 RunRecord ReadRun(const Statement& row) {
@@ -828,7 +836,7 @@ int64_t Store::AddTrial(int64_t run_id, const TrialRecord& trial) {
 int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::string& operation) {
   const std::string sql = "INSERT INTO trials (" + TrialColumns(kSchemaVersion) +
                           ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                          "?, ?, ?, ?, ?, ?, ?, ?, ?)";
+                          "?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
   int64_t trial_id = 0;
   {
     Statement insert(db_.get(), path_, operation, sql.c_str());
@@ -840,7 +848,7 @@ int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::
                  t.ci_low, t.ci_high, t.mb_per_s, t.gpu_idle_frac, t.copy_s, t.wait_p50_us,
                  t.wait_p99_us, t.worker_startup_s, t.cpu_util, t.peak_rss_bytes, t.repeats,
                  t.decision, t.time_to_first_batch_s, t.epoch_boundary_ms, t.cv,
-                 t.worker_busy_frac, t.pinned_alloc_s, t.batches_per_epoch)
+                 t.worker_busy_frac, t.pinned_alloc_s, t.batches_per_epoch, t.worker_rss_bytes)
         .Run();
     trial_id = sqlite3_last_insert_rowid(db_.get());
   }
@@ -1021,6 +1029,7 @@ std::vector<TrialRecord> Store::LoadTrials(int64_t run_id) const {
     t.worker_busy_frac = select.Double(27);
     t.pinned_alloc_s = select.Double(28);
     t.batches_per_epoch = select.Optional<int64_t>(29);
+    t.worker_rss_bytes = select.Double(30);
     index_by_id[t.id] = trials.size();
     trials.push_back(std::move(t));
   }

@@ -108,9 +108,17 @@ void Budget::Observe(const results::TrialRecord& t) {
   if (batch_bytes_learnt_ == 0 && t.samples_per_s > 0 && t.mb_per_s > 0) {
     batch_bytes_learnt_ = std::llround(t.mb_per_s * 1e6 / t.samples_per_s * t.knobs.batch_size);
   }
+  if (source_ == WorkerMemory::kReported && std::isfinite(t.worker_rss_bytes) && t.worker_rss_bytes > 0 &&
+      t.worker_rss_bytes > static_cast<double>(reported_rss_.value_or(0))) {
+    reported_rss_ = std::llround(t.worker_rss_bytes);
+    reported_rss_trial_ = t.id;
+  }
   if (t.peak_rss_bytes <= 0) return;
   if (t.knobs.num_workers == 0) {
-    if (!baseline_rss_) baseline_rss_ = t.peak_rss_bytes;
+    if (!baseline_rss_) {
+      baseline_rss_ = t.peak_rss_bytes;
+      baseline_trial_ = t.id;
+    }
     return;
   }
   // The tree's RSS counts the slots (and the pinned pool) of this trial, which
@@ -120,12 +128,42 @@ void Budget::Observe(const results::TrialRecord& t) {
   const int64_t extra =
       t.peak_rss_bytes - baseline_rss_.value_or(0) - slot_bytes * (t.knobs.pin_memory ? 2 : 1);
   const int64_t per_worker = std::max<int64_t>(0, extra) / t.knobs.num_workers;
-  worker_rss_ = std::max(worker_rss_.value_or(0), per_worker);
+  if (!worker_rss_ || per_worker > *worker_rss_) {
+    worker_rss_ = per_worker;
+    worker_rss_trial_ = t.id;
+  }
 }
 
 int64_t Budget::worker_rss_bytes() const {
+  if (reported_rss_) return *reported_rss_;
   if (worker_rss_) return *worker_rss_;
   return baseline_rss_.value_or(0);
+}
+
+SafeLimit Budget::SafeLimitFor(const loader::Knobs& knobs, int limit) const {
+  SafeLimit out;
+  if (source_ == WorkerMemory::kReported) {
+    if (!reported_rss_) {
+      out.basis = "unknown: the command reported no worker memory (worker_peak_rss_bytes)";
+      return out;
+    }
+    out.basis = "measured worker RSS of trial " + std::to_string(reported_rss_trial_) + " (" + MiB(*reported_rss_) + ")";
+    out.basis_trial = reported_rss_trial_;
+  } else if (worker_rss_) {
+    out.basis = "worker RSS from the process tree of trial " + std::to_string(worker_rss_trial_) + " (" +
+                MiB(*worker_rss_) + ")";
+    out.basis_trial = worker_rss_trial_;
+  } else if (baseline_rss_) {
+    out.basis = "the baseline's RSS taken for each worker (no trial with workers measured memory): trial " +
+                std::to_string(baseline_trial_) + " (" + MiB(*baseline_rss_) + ")";
+    out.basis_trial = baseline_trial_;
+  } else {
+    out.basis = "unknown: no trial measured memory";
+    return out;
+  }
+  out.worker_rss_bytes = worker_rss_bytes();
+  out.workers = SafeMaxWorkers(knobs, limit);
+  return out;
 }
 
 Prediction Budget::Predict(const loader::Knobs& k) const {

@@ -10,10 +10,16 @@
 //   descriptors  = open now + kFdsPerTrial + n x kFdsPerWorker
 //   CPUs         = n against the usable CPUs (affinity mask, cgroup cpu.max):
 //                  a note, never a skip (waiting workers need no CPU)
-// worker_rss is learnt from the trials already run: the largest
+// worker_rss is learnt from the trials already run. Native workloads
+// (WorkerMemory::kProcessTree): the largest
 // (tree peak RSS - baseline RSS - the trial's slots and pinned pool) / n seen;
 // before any trial with workers, the baseline's whole RSS (a forked worker may
-// come to own every page it inherits).
+// come to own every page it inherits). Command workloads
+// (WorkerMemory::kReported): the tree feedtune sees is not the workers' (the
+// run protocol's rusage gives the largest single process), so the largest
+// worker RSS a command measured (TrialRecord::worker_rss_bytes) is used; until
+// one is reported, the prediction falls back on the tree figure above to gate
+// trials, but the safe limit has no number (SafeLimitFor).
 // B is the configured slot size when known, else learnt from a trial's MB/s
 // over samples/s. A trial fits when memory <= memory_fraction x available and
 // /dev/shm <= shm_fraction x free space and descriptors <= RLIMIT_NOFILE.
@@ -55,6 +61,20 @@ std::string BudgetFactsJson(const BudgetFacts& facts);
 // Throws std::runtime_error when `json` has no readable budget facts.
 BudgetFacts BudgetFactsFromJson(const std::string& json);
 
+// Where the per-worker memory comes from.
+enum class WorkerMemory {
+  kProcessTree,  // native workloads: from the process tree's peak RSS
+  kReported,     // command workloads: the worker RSS the command measured
+};
+
+// The most workers the budgets allow, and what that rests on.
+struct SafeLimit {
+  std::optional<int> workers;           // none when nothing supports a number
+  std::string basis;                    // e.g. "measured worker RSS of trial 4 (212 MiB)"
+  std::optional<int64_t> basis_trial;   // the trial whose memory it rests on
+  std::optional<int64_t> worker_rss_bytes;
+};
+
 struct Prediction {
   bool ok = true;
   std::string reason;  // why not, naming the budget and the figures; empty when ok
@@ -69,9 +89,11 @@ class Budget {
   static constexpr int64_t kFdsPerWorker = 4;  // torch: a task queue, a pipe pair and a shm handle per worker
   static constexpr int64_t kFdsPerTrial = 16;  // the result queue, the pin thread, the device
 
-  Budget(const BudgetFacts& facts, const BudgetOptions& options) : facts_(facts), options_(options) {}
+  Budget(const BudgetFacts& facts, const BudgetOptions& options, WorkerMemory source = WorkerMemory::kProcessTree)
+      : facts_(facts), options_(options), source_(source) {}
 
   // Learns worker memory and batch size from a finished trial (any status).
+  // The trial's id names the basis of the safe limit, so observe it stored.
   void Observe(const results::TrialRecord& trial);
 
   Prediction Predict(const loader::Knobs& knobs) const;
@@ -79,6 +101,9 @@ class Budget {
   // The most workers (up to `limit`) that fit with the other knobs of `knobs`;
   // 0 when even one does not.
   int SafeMaxWorkers(const loader::Knobs& knobs, int limit) const;
+  // SafeMaxWorkers with its basis; no number when no trial measured worker
+  // memory (kReported: no command reported it; kProcessTree: no trial ran).
+  SafeLimit SafeLimitFor(const loader::Knobs& knobs, int limit) const;
 
   const BudgetFacts& facts() const { return facts_; }
   int64_t worker_rss_bytes() const;
@@ -86,10 +111,15 @@ class Budget {
  private:
   const BudgetFacts facts_;
   const BudgetOptions options_;
+  const WorkerMemory source_;
 
   int64_t batch_bytes_learnt_ = 0;
   std::optional<int64_t> baseline_rss_;  // peak RSS of the first trial without workers
-  std::optional<int64_t> worker_rss_;    // largest per-worker RSS seen
+  int64_t baseline_trial_ = 0;
+  std::optional<int64_t> worker_rss_;    // largest per-worker RSS derived from the tree
+  int64_t worker_rss_trial_ = 0;
+  std::optional<int64_t> reported_rss_;  // kReported: largest worker RSS a command measured
+  int64_t reported_rss_trial_ = 0;
 };
 
 // A TrialMeasurer that asks the budget before each trial: a trial that does

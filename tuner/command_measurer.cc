@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string_view>
@@ -270,6 +271,9 @@ CommandReport ParseCommandReport(const std::string& stdout_text) {
   r.peak_rss_bytes = number("peak_rss_bytes", false, 0, kBig);
   r.mb_per_s = number("mb_per_s", false, 0, kBig);
   r.epoch_boundary_ms = number("epoch_boundary_ms", false, -kBig, kBig);  // below the median wait: negative
+  r.time_to_first_batch_s = number("time_to_first_batch_s", false, 0, kBig);
+  r.worker_busy_frac = number("worker_busy_frac", false, 0, 1);
+  r.worker_peak_rss_bytes = number("worker_peak_rss_bytes", false, 0, kBig);
   if (const auto batches = number("batches_per_epoch", false, 1, kBig)) {
     if (*batches != std::floor(*batches)) {
       throw std::runtime_error("the command's JSON line has \"batches_per_epoch\": " + j["batches_per_epoch"].dump() +
@@ -415,7 +419,10 @@ results::TrialRecord CommandMeasurer::MeasureServed(const loader::Knobs& knobs, 
 
 void CommandMeasurer::Aggregate(const std::vector<Window>& windows, double cpu_util, int64_t peak_rss,
                                 results::TrialRecord& trial) {
-  std::vector<double> rates, mbps, idles, p50s, p99s, startups, boundaries;
+  constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
+  // Each figure over the windows that reported it; NaN when none did.
+  const auto median_of = [](const std::vector<double>& values) { return values.empty() ? kNotMeasured : Median(values); };
+  std::vector<double> rates, mbps, idles, p50s, p99s, startups, boundaries, first_batches, busy, worker_rss;
   bool idle_missing = false;
   for (size_t r = 0; r < windows.size(); ++r) {
     const CommandReport& report = windows[r].report;
@@ -423,18 +430,21 @@ void CommandMeasurer::Aggregate(const std::vector<Window>& windows, double cpu_u
     rep.index = static_cast<int>(r);
     rep.wall_s = windows[r].wall_s;
     rep.samples_per_s = report.samples_per_s;
-    rep.mb_per_s = report.mb_per_s.value_or(0);
-    rep.gpu_idle_frac = report.gpu_idle_frac.value_or(0);
-    rep.wait_p50_us = report.wait_p50_us.value_or(0);
-    rep.wait_p99_us = report.wait_p99_us.value_or(0);
+    rep.mb_per_s = report.mb_per_s.value_or(kNotMeasured);
+    rep.gpu_idle_frac = report.gpu_idle_frac.value_or(kNotMeasured);
+    rep.wait_p50_us = report.wait_p50_us.value_or(kNotMeasured);
+    rep.wait_p99_us = report.wait_p99_us.value_or(kNotMeasured);
     trial.repeat_rows.push_back(rep);
     rates.push_back(rep.samples_per_s);
-    mbps.push_back(rep.mb_per_s);
-    idles.push_back(rep.gpu_idle_frac);
-    p50s.push_back(rep.wait_p50_us);
-    p99s.push_back(rep.wait_p99_us);
+    if (report.mb_per_s) mbps.push_back(*report.mb_per_s);
+    if (report.gpu_idle_frac) idles.push_back(*report.gpu_idle_frac);
+    if (report.wait_p50_us) p50s.push_back(*report.wait_p50_us);
+    if (report.wait_p99_us) p99s.push_back(*report.wait_p99_us);
     if (report.startup_s) startups.push_back(*report.startup_s);
     if (report.epoch_boundary_ms) boundaries.push_back(*report.epoch_boundary_ms);
+    if (report.time_to_first_batch_s) first_batches.push_back(*report.time_to_first_batch_s);
+    if (report.worker_busy_frac) busy.push_back(*report.worker_busy_frac);
+    if (report.worker_peak_rss_bytes) worker_rss.push_back(*report.worker_peak_rss_bytes);
     if (report.batches_per_epoch) trial.batches_per_epoch = report.batches_per_epoch;
     idle_missing = idle_missing || !report.gpu_idle_frac;
     peak_rss = std::max(peak_rss, static_cast<int64_t>(report.peak_rss_bytes.value_or(0)));
@@ -446,19 +456,28 @@ void CommandMeasurer::Aggregate(const std::vector<Window>& windows, double cpu_u
   trial.samples_per_s = s.median;
   trial.ci_low = s.ci_low;
   trial.ci_high = s.ci_high;
-  trial.mb_per_s = Median(mbps);
-  trial.gpu_idle_frac = Median(idles);
-  trial.wait_p50_us = Median(p50s);
-  trial.wait_p99_us = Median(p99s);
-  trial.worker_startup_s = startups.empty() ? 0 : Median(startups);
-  // Unknown unless the command measured it (search prints "not measured").
-  trial.epoch_boundary_ms = boundaries.empty() ? std::nan("") : Median(boundaries);
+  trial.mb_per_s = median_of(mbps);
+  trial.gpu_idle_frac = median_of(idles);
+  trial.wait_p50_us = median_of(p50s);
+  trial.wait_p99_us = median_of(p99s);
+  trial.worker_startup_s = median_of(startups);
+  trial.epoch_boundary_ms = median_of(boundaries);  // the search prints "not measured" for NaN
+  trial.time_to_first_batch_s = median_of(first_batches);
+  trial.worker_busy_frac = median_of(busy);
+  // The peak, not the median: the budget must hold the largest a worker took.
+  trial.worker_rss_bytes = worker_rss.empty() ? kNotMeasured : *std::max_element(worker_rss.begin(), worker_rss.end());
+  // A command cannot report these apart from its windows.
+  trial.copy_s = kNotMeasured;
+  trial.pinned_alloc_s = kNotMeasured;
   trial.cpu_util = cpu_util;
   trial.peak_rss_bytes = peak_rss;
   trial.cv = s.cv;
   trial.repeats = static_cast<int>(windows.size());
   trial.status = "ok";
-  if (idle_missing) last_warning_ = "the command reported no gpu_idle_frac; it is recorded as 0";
+  if (idle_missing) {
+    last_warning_ = idles.empty() ? "the command reported no gpu_idle_frac; GPU idle is not measured"
+                                  : "some windows reported no gpu_idle_frac; GPU idle is the median of the others";
+  }
 }
 
 }  // namespace feedtune::tuner

@@ -12,8 +12,10 @@
 //
 //   {"samples_per_s": 1234.5,                          required, >= 0
 //    "gpu_idle_frac": 0.12, "wait_p50_us": 800, "wait_p99_us": 2500,
-//    "startup_s": 1.9, "peak_rss_bytes": 123456789, "mb_per_s": 180.2,
-//    "epoch_boundary_ms": 35.0, "batches_per_epoch": 15}                  optional
+//    "startup_s": 0.2, "peak_rss_bytes": 123456789, "mb_per_s": 180.2,
+//    "epoch_boundary_ms": 35.0, "batches_per_epoch": 15,
+//    "time_to_first_batch_s": 1.9, "worker_busy_frac": 0.8,
+//    "worker_peak_rss_bytes": 98765432}                                   optional
 //
 // batches_per_epoch (len(loader)) lets the search see short epochs, whose
 // curve is stepped by rounds of non-persistent workers (tuner/search.h).
@@ -37,8 +39,13 @@
 // fails the trial and keeps the process.
 //
 // Either way, the trial's figures are the median over the windows (samples/s
-// with its 95% interval, tuner/stats.h); epoch_boundary_ms is NaN ("not
-// measured") unless the command reports it.
+// with its 95% interval, tuner/stats.h), each over the windows that reported
+// it. A figure no window reported is NaN ("not measured": NULL in the store,
+// null in JSON, a dash or "not measured" in text), never 0; so is what a
+// command cannot report (copy_s, pinned_alloc_s). What feedtune measures
+// itself is always there: CPU utilisation and the process tree's peak RSS.
+// worker_peak_rss_bytes (one worker's peak RSS) becomes the trial's
+// worker_rss_bytes, the budget's per-worker memory (tuner/budget.h).
 //
 // One thread uses a CommandMeasurer. The stop flag is polled every 100 ms while
 // a command runs; when raised, the group is killed and Interrupted is thrown.
@@ -94,6 +101,9 @@ struct CommandReport {
   std::optional<double> mb_per_s;
   std::optional<double> epoch_boundary_ms;  // the stall at an epoch change, when the window crossed one
   std::optional<int64_t> batches_per_epoch;  // len(loader): batches in one epoch
+  std::optional<double> time_to_first_batch_s;  // from the loader's creation to its first batch
+  std::optional<double> worker_busy_frac;       // workers' time in __getitem__ and collate / (workers x window)
+  std::optional<double> worker_peak_rss_bytes;  // the workers' peak RSS summed, over their count
 };
 
 // Parses the last non-empty line of `stdout_text` (one line, for serve). Throws std::runtime_error

@@ -36,6 +36,25 @@ nlohmann::json Optional(const std::optional<T>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
+// "GPU idle  61.7%", or "GPU idle not measured" (a command that did not report it).
+std::string IdleText(double frac) {
+  return std::isfinite(frac) ? Format("GPU idle %5.1f%%", frac * 100.0) : std::string("GPU idle not measured");
+}
+
+// The safe limit's record in the run's calibration JSON (tuner/cli/sweep_command.cc).
+nlohmann::json SafeLimitJson(const results::RunRecord& run) {
+  if (run.calibration_json.empty()) return nullptr;
+  const auto j = nlohmann::json::parse(run.calibration_json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("safe_limit") || !j["safe_limit"].is_object()) return nullptr;
+  return j["safe_limit"];
+}
+
+std::string SafeBasis(const results::RunRecord& run) {
+  const nlohmann::json safe = SafeLimitJson(run);
+  if (safe.is_null() || !safe.contains("basis") || !safe["basis"].is_string()) return {};
+  return safe["basis"].get<std::string>();
+}
+
 }  // namespace
 
 std::string KnobsShort(const loader::Knobs& k) {
@@ -103,8 +122,7 @@ void Progress::Trial(const results::TrialRecord& t, const SearchProgress& progre
   Clear();
   std::string figures;
   if (t.status == "ok") {
-    figures = Format("%9.1f samples/s [%.1f, %.1f]  GPU idle %5.1f%%", t.samples_per_s, t.ci_low, t.ci_high,
-                     t.gpu_idle_frac * 100.0);
+    figures = Format("%9.1f samples/s [%.1f, %.1f]  ", t.samples_per_s, t.ci_low, t.ci_high) + IdleText(t.gpu_idle_frac);
   } else {
     figures = t.status;
   }
@@ -134,8 +152,10 @@ std::string TrialEventJson(const results::TrialRecord& t, const SearchProgress& 
                         {"samples_per_s", t.samples_per_s},
                         {"ci", {t.ci_low, t.ci_high}},
                         {"cv", Number(t.cv)},
-                        {"gpu_idle_frac", t.gpu_idle_frac},
+                        {"gpu_idle_frac", Number(t.gpu_idle_frac)},
                         {"epoch_boundary_ms", Number(t.epoch_boundary_ms)},
+                        {"worker_busy_frac", Number(t.worker_busy_frac)},
+                        {"worker_rss_bytes", Number(t.worker_rss_bytes)},
                         {"decision", t.decision},
                         {"replayed", replayed},
                         {"elapsed_s", elapsed_s},
@@ -151,7 +171,7 @@ std::string DoneEventJson(const SearchOutcome& outcome, const results::RunRecord
     if (!i) return nullptr;
     const auto& t = outcome.trials[*i];
     return {{"id", t.id}, {"config", KnobsJson(t.knobs)}, {"samples_per_s", t.samples_per_s},
-            {"ci", {t.ci_low, t.ci_high}}, {"gpu_idle_frac", t.gpu_idle_frac}};
+            {"ci", {t.ci_low, t.ci_high}}, {"gpu_idle_frac", Number(t.gpu_idle_frac)}};
   };
   return nlohmann::json{{"event", "done"},
                         {"run_id", run.id},
@@ -163,6 +183,7 @@ std::string DoneEventJson(const SearchOutcome& outcome, const results::RunRecord
                         {"knee_workers", Optional(outcome.knee_workers)},
                         {"knee_kneedle_workers", Optional(outcome.kneedle_workers)},
                         {"safe_max_workers", Optional(run.safe_max_workers)},
+                        {"safe_limit", SafeLimitJson(run)},
                         {"speedup", Optional(outcome.speedup)},
                         {"speedup_ci", outcome.speedup_ci_low ? nlohmann::json({*outcome.speedup_ci_low,
                                                                                 *outcome.speedup_ci_high})
@@ -186,8 +207,8 @@ std::string SummaryText(const SearchOutcome& outcome, const results::RunRecord& 
   const auto& base = outcome.trials[*outcome.baseline];
   const auto& best = outcome.trials[*outcome.best];
   out += Format("run %lld: %zu trials\n", run_id, outcome.trials.size());
-  out += Format("baseline:  %-36s %9.1f samples/s  GPU idle %5.1f%%\n", KnobsShort(base.knobs).c_str(),
-                base.samples_per_s, base.gpu_idle_frac * 100.0);
+  out += Format("baseline:  %-36s %9.1f samples/s  %s\n", KnobsShort(base.knobs).c_str(), base.samples_per_s,
+                IdleText(base.gpu_idle_frac).c_str());
   if (outcome.knee_workers) {
     std::string kneedle;
     if (outcome.kneedle_workers && *outcome.kneedle_workers != *outcome.knee_workers) {
@@ -196,16 +217,19 @@ std::string SummaryText(const SearchOutcome& outcome, const results::RunRecord& 
     out += Format("knee:      num_workers=%-23d %9.1f samples/s%s\n", *outcome.knee_workers,
                   outcome.knee_samples_per_s, kneedle.c_str());
   }
-  out += Format("best:      %-36s %9.1f samples/s  GPU idle %5.1f%%\n", KnobsShort(best.knobs).c_str(),
-                best.samples_per_s, best.gpu_idle_frac * 100.0);
+  out += Format("best:      %-36s %9.1f samples/s  %s\n", KnobsShort(best.knobs).c_str(), best.samples_per_s,
+                IdleText(best.gpu_idle_frac).c_str());
   if (outcome.fastest && *outcome.fastest != *outcome.best) {
     const auto& fastest = outcome.trials[*outcome.fastest];
     out += Format("fastest:   %-36s %9.1f samples/s  (within noise or knee_tolerance of the best)\n",
                   KnobsShort(fastest.knobs).c_str(), fastest.samples_per_s);
   }
+  const std::string basis = SafeBasis(run);
   if (run.safe_max_workers) {
-    out += Format("safe:      num_workers <= %d within the memory, /dev/shm and open-file budgets\n",
-                  *run.safe_max_workers);
+    out += Format("safe:      num_workers <= %d within the memory, /dev/shm and open-file budgets%s\n",
+                  *run.safe_max_workers, basis.empty() ? "" : ("; per worker: " + basis).c_str());
+  } else if (!basis.empty()) {
+    out += "safe:      " + basis + "\n";  // "unknown: ...": no number
   }
   if (outcome.speedup && outcome.speedup_ci_low) {
     out += Format("speedup:   x%.2f [%.2f, %.2f] over the baseline (interleaved final check)\n", *outcome.speedup,

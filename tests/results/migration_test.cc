@@ -93,6 +93,7 @@ TEST_F(MigrationTest, ReadOnlyReadsV1WithoutChangingIt) {
     EXPECT_TRUE(std::isnan(trials[0].worker_busy_frac));
     EXPECT_TRUE(std::isnan(trials[0].pinned_alloc_s));  // unknown before v4
     EXPECT_FALSE(trials[0].batches_per_epoch.has_value());  // unknown before v5
+    EXPECT_TRUE(std::isnan(trials[0].worker_rss_bytes));   // unknown before v6
   }
   EXPECT_EQ(ReadBytes(copy_), before);
 }

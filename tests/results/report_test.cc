@@ -108,7 +108,8 @@ TEST(RenderJsonTest, HasEveryDesignKeyWithValues) {
                                               "baseline", "best", "knee", "speedup", "trials",
                                               // additions, never removals
                                               "knee_kneedle", "safe_max_workers", "speedup_ci",
-                                              "run_uid", "version", "calibration", "config_yaml"}));
+                                              "run_uid", "version", "calibration", "config_yaml",
+                                              "safe_max_workers_basis"}));
   EXPECT_EQ(out["run_id"], 3);
   EXPECT_EQ(out["status"], "done");
   EXPECT_EQ(out["workload"], "quickstart");
@@ -161,7 +162,8 @@ TEST(RenderJsonTest, HasEveryDesignKeyWithValues) {
                                      "wait_p99_us", "worker_startup_s", "cpu_util",
                                      "peak_rss_bytes", "repeats", "decision", "error",
                                      "time_to_first_batch_s", "epoch_boundary_ms", "cv",
-                                     "worker_busy_frac", "pinned_alloc_s", "batches_per_epoch"}));
+                                     "worker_busy_frac", "pinned_alloc_s", "batches_per_epoch",
+                                     "worker_rss_bytes"}));
     EXPECT_EQ(Keys(trial["config"]), kConfigKeys);
     EXPECT_EQ(trial["ci"].size(), 2u);
   }
@@ -244,6 +246,56 @@ TEST(RenderJsonTest, V1FiguresReadAsUnknownBecomeNull) {
   EXPECT_TRUE(out["safe_max_workers"].is_null());
   EXPECT_TRUE(out["speedup_ci"].is_null());
   EXPECT_TRUE(out["calibration"].is_null());
+}
+
+// A command trial's figures that nobody measured (NaN) are null in the JSON
+// and dashes or "not measured" in the table and the HTML; the safe limit
+// says what it rests on, and gives no number when nothing supports one.
+TEST(RenderTest, UnmeasuredFiguresAndTheSafeLimitsBasis) {
+  RunView view = ExampleView();
+  for (TrialRecord& t : view.trials) {
+    t.mb_per_s = t.gpu_idle_frac = t.wait_p50_us = t.wait_p99_us = std::nan("");
+    t.worker_busy_frac = std::nan("");
+  }
+  view.trials[1].worker_rss_bytes = 200.0 * (1 << 20);
+  view.run.safe_max_workers = 12;
+  view.run.calibration_json =
+      R"j({"safe_limit": {"workers": 12, "basis": "measured worker RSS of trial 2 (200 MiB)", "trial": 2}})j";
+  json out = json::parse(RenderJson(view));
+  EXPECT_TRUE(out["best"]["gpu_idle_frac"].is_null());
+  EXPECT_TRUE(out["trials"][0]["mb_per_s"].is_null());
+  EXPECT_TRUE(out["trials"][0]["worker_busy_frac"].is_null());
+  EXPECT_TRUE(out["trials"][0]["worker_rss_bytes"].is_null());
+  EXPECT_EQ(out["trials"][1]["worker_rss_bytes"], 200.0 * (1 << 20));
+  EXPECT_EQ(out["safe_max_workers"], 12);
+  EXPECT_EQ(out["safe_max_workers_basis"], "measured worker RSS of trial 2 (200 MiB)");
+  std::string table = RenderTable(view);
+  EXPECT_NE(table.find("safe max: 12 workers (memory, /dev/shm and open-file budgets); per worker: measured worker "
+                       "RSS of trial 2 (200 MiB)"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("GPU idle not measured"), std::string::npos) << table;
+  EXPECT_EQ(table.find("nan"), std::string::npos) << table;
+  EXPECT_EQ(table.find("GPU idle -"), std::string::npos) << table;
+  std::string html = RenderHtml(view);
+  EXPECT_NE(html.find("GPU idle not measured"), std::string::npos);
+  EXPECT_NE(html.find("per worker: measured worker RSS of trial 2 (200 MiB)"), std::string::npos);
+  EXPECT_EQ(html.find("nan"), std::string::npos);
+
+  view.run.safe_max_workers.reset();
+  view.run.calibration_json =
+      R"({"safe_limit": {"workers": null, "basis": "unknown: the command reported no worker memory"}})";
+  out = json::parse(RenderJson(view));
+  EXPECT_TRUE(out["safe_max_workers"].is_null());
+  EXPECT_EQ(out["safe_max_workers_basis"], "unknown: the command reported no worker memory");
+  table = RenderTable(view);
+  EXPECT_NE(table.find("safe max: unknown: the command reported no worker memory\n"), std::string::npos) << table;
+  html = RenderHtml(view);
+  EXPECT_NE(html.find("unknown: the command reported no worker memory"), std::string::npos);
+
+  view.run.calibration_json.clear();  // a run from before the basis was kept
+  EXPECT_TRUE(json::parse(RenderJson(view))["safe_max_workers_basis"].is_null());
+  EXPECT_EQ(RenderTable(view).find("safe max:"), std::string::npos);
 }
 
 TEST(RenderJsonTest, RunWithoutResultsHasNulls) {

@@ -142,6 +142,7 @@ TrialRecord TestTrial() {
   t.worker_busy_frac = 0.875;
   t.pinned_alloc_s = 0.03125;
   t.batches_per_epoch = 15;
+  t.worker_rss_bytes = 3.0 * (1 << 20);
   t.repeat_rows = {
       {.index = 0,
        .samples_per_s = 6400,
@@ -345,6 +346,7 @@ TEST_F(StoreTest, RunTrialsAndRepeatsRoundTripEveryField) {
   EXPECT_EQ(t.worker_busy_frac, trial_in.worker_busy_frac);
   EXPECT_EQ(t.pinned_alloc_s, trial_in.pinned_alloc_s);
   EXPECT_EQ(t.batches_per_epoch, trial_in.batches_per_epoch);
+  EXPECT_EQ(t.worker_rss_bytes, trial_in.worker_rss_bytes);
   ASSERT_EQ(t.repeat_rows.size(), trial_in.repeat_rows.size());
   for (size_t i = 0; i < t.repeat_rows.size(); ++i) {
     const RepeatRecord& a = t.repeat_rows[i];
@@ -508,7 +510,7 @@ TEST_F(StoreTest, RefusesNewerSchemaVersion) {
       EXPECT_EQ(std::string(e.what()),
                 path +
                     ": results file has schema version 99, this feedtune understands up to "
-                    "5; upgrade feedtune");
+                    "6; upgrade feedtune");
     }
   }
   EXPECT_EQ(RawPragma(path, "user_version"), 99);

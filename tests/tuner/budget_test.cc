@@ -86,6 +86,59 @@ TEST(Budget, MemoryBudgetSkipsWithTheFigures) {
   EXPECT_EQ(b.SafeMaxWorkers(Workers(1), 1024), 4);
 }
 
+TEST(Budget, SafeLimitNamesTheTrialItRestsOn) {
+  BudgetFacts f = Facts();
+  f.mem_available_bytes = 1000 * kMiB;
+  Budget b(f, BudgetOptions{0.5, 0.8});
+  EXPECT_FALSE(b.SafeLimitFor(Workers(1), 1024).workers.has_value());  // nothing measured yet
+  EXPECT_EQ(b.SafeLimitFor(Workers(1), 1024).basis, "unknown: no trial measured memory");
+  TrialRecord base = Trial(0, 100 * kMiB);
+  base.id = 1;
+  b.Observe(base);
+  EXPECT_EQ(b.SafeLimitFor(Workers(1), 1024).basis_trial, 1);
+  TrialRecord two = Trial(2, 340 * kMiB);  // 100 MiB per worker
+  two.id = 3;
+  b.Observe(two);
+  const SafeLimit safe = b.SafeLimitFor(Workers(1), 1024);
+  EXPECT_EQ(safe.workers, 4);
+  EXPECT_EQ(safe.basis, "worker RSS from the process tree of trial 3 (100 MiB)");
+  EXPECT_EQ(safe.basis_trial, 3);
+  EXPECT_EQ(safe.worker_rss_bytes, 100 * kMiB);
+}
+
+// A command's workers: the budget rests on the worker RSS the command
+// measured, and gives no safe limit until one is reported.
+TEST(Budget, CommandsRestOnTheReportedWorkerRss) {
+  BudgetFacts f = Facts();
+  f.mem_available_bytes = 1000 * kMiB;
+  Budget b(f, BudgetOptions{0.5, 0.8}, WorkerMemory::kReported);
+  TrialRecord base = Trial(0, 100 * kMiB);
+  base.id = 1;
+  b.Observe(base);
+  TrialRecord two = Trial(2, 340 * kMiB);  // the tree's figure would say 100 MiB per worker
+  two.id = 2;
+  b.Observe(two);
+  SafeLimit safe = b.SafeLimitFor(Workers(1), 1024);
+  EXPECT_FALSE(safe.workers.has_value());
+  EXPECT_EQ(safe.basis, "unknown: the command reported no worker memory (worker_peak_rss_bytes)");
+  EXPECT_EQ(b.worker_rss_bytes(), 100 * kMiB);  // trials are still gated on what the tree shows
+
+  TrialRecord reported = Trial(2, 340 * kMiB);
+  reported.id = 4;
+  reported.worker_rss_bytes = 50.0 * kMiB;
+  b.Observe(reported);
+  TrialRecord smaller = Trial(4, 340 * kMiB);
+  smaller.id = 5;
+  smaller.worker_rss_bytes = 20.0 * kMiB;  // the largest reported stays
+  b.Observe(smaller);
+  EXPECT_EQ(b.worker_rss_bytes(), 50 * kMiB);
+  safe = b.SafeLimitFor(Workers(1), 1024);
+  // n x 50 MiB + (2n + 1) x 8 MiB <= 500 MiB: n = 7 (350 + 120 = 470; 8: 400 + 136 = 536).
+  EXPECT_EQ(safe.workers, 7);
+  EXPECT_EQ(safe.basis, "measured worker RSS of trial 4 (50 MiB)");
+  EXPECT_EQ(safe.basis_trial, 4);
+}
+
 TEST(Budget, ShmBudget) {
   BudgetFacts f = Facts();
   f.shm_free_bytes = 100 * kMiB;  // 80 MiB usable: 9 slots of 8 MiB fit, 17 do not

@@ -9,10 +9,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "workloads/command_args.h"
 
@@ -43,7 +46,9 @@ TEST(CommandMeasurer, ReadsTheLastJsonLineOfEachRepeat) {
       "echo starting; echo 'warning: noise' >&2; "
       "echo '{\"samples_per_s\": '$((100 + FEEDTUNE_REPEAT * 10))', \"gpu_idle_frac\": 0.25, "
       "\"wait_p50_us\": 800, \"wait_p99_us\": 2500, \"startup_s\": 1.5, \"peak_rss_bytes\": 1000000, "
-      "\"mb_per_s\": 12.5, \"batches_per_epoch\": 15, \"extra\": \"ignored\"}'",
+      "\"mb_per_s\": 12.5, \"batches_per_epoch\": 15, \"time_to_first_batch_s\": 0.75, "
+      "\"worker_busy_frac\": 0.'$((4 + FEEDTUNE_REPEAT))', \"worker_peak_rss_bytes\": '$((2000000 + FEEDTUNE_REPEAT))', "
+      "\"epoch_boundary_ms\": -1.5, \"extra\": \"ignored\"}'",
       3);
   ASSERT_EQ(t.status, "ok") << t.error.value_or("");
   EXPECT_EQ(t.samples_per_s, 110);  // median of 100, 110, 120
@@ -56,10 +61,49 @@ TEST(CommandMeasurer, ReadsTheLastJsonLineOfEachRepeat) {
   EXPECT_EQ(t.mb_per_s, 12.5);
   EXPECT_GE(t.peak_rss_bytes, 1000000);
   EXPECT_EQ(t.batches_per_epoch, 15);
+  EXPECT_EQ(t.time_to_first_batch_s, 0.75);
+  EXPECT_DOUBLE_EQ(t.worker_busy_frac, 0.5);       // median of 0.4, 0.5, 0.6
+  EXPECT_EQ(t.worker_rss_bytes, 2000002);          // the largest: the budget holds the peak
+  EXPECT_EQ(t.epoch_boundary_ms, -1.5);
   EXPECT_EQ(t.repeats, 3);
   ASSERT_EQ(t.repeat_rows.size(), 3u);
   EXPECT_EQ(t.repeat_rows[2].samples_per_s, 120);
   EXPECT_GT(t.repeat_rows[0].wall_s, 0);
+}
+
+// A command that reports samples/s alone: every figure it did not report is
+// NaN (not measured), in the trial and in each repeat, never 0. What feedtune
+// measures itself (CPU, the tree's peak RSS) is there.
+TEST(CommandMeasurer, FiguresNotReportedAreNotMeasured) {
+  CommandMeasurer measurer(ShellConfig("echo '{\"samples_per_s\": 100}'", 2), nullptr);
+  const results::TrialRecord t = measurer.Measure({});
+  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  EXPECT_EQ(t.samples_per_s, 100);
+  for (const auto& [name, value] : std::vector<std::pair<const char*, double>>{
+           {"mb_per_s", t.mb_per_s},
+           {"gpu_idle_frac", t.gpu_idle_frac},
+           {"copy_s", t.copy_s},
+           {"wait_p50_us", t.wait_p50_us},
+           {"wait_p99_us", t.wait_p99_us},
+           {"worker_startup_s", t.worker_startup_s},
+           {"time_to_first_batch_s", t.time_to_first_batch_s},
+           {"epoch_boundary_ms", t.epoch_boundary_ms},
+           {"worker_busy_frac", t.worker_busy_frac},
+           {"pinned_alloc_s", t.pinned_alloc_s},
+           {"worker_rss_bytes", t.worker_rss_bytes}}) {
+    EXPECT_TRUE(std::isnan(value)) << name << " = " << value;
+  }
+  ASSERT_EQ(t.repeat_rows.size(), 2u);
+  for (const results::RepeatRecord& r : t.repeat_rows) {
+    EXPECT_EQ(r.samples_per_s, 100);
+    EXPECT_TRUE(std::isnan(r.mb_per_s));
+    EXPECT_TRUE(std::isnan(r.gpu_idle_frac));
+    EXPECT_TRUE(std::isnan(r.wait_p50_us));
+    EXPECT_TRUE(std::isnan(r.wait_p99_us));
+  }
+  EXPECT_FALSE(t.batches_per_epoch.has_value());
+  EXPECT_GT(t.peak_rss_bytes, 0);  // the shell's, as feedtune saw it
+  EXPECT_EQ(measurer.last_warning(), "the command reported no gpu_idle_frac; GPU idle is not measured");
 }
 
 TEST(CommandMeasurer, FollowsThePlansRepeats) {

@@ -125,6 +125,12 @@ TEST_F(CommandServe, OneProcessServesEveryTrial) {
     EXPECT_EQ(t.wait_p50_us, 10);
     EXPECT_TRUE(std::isnan(t.epoch_boundary_ms));  // time windows: not reported
     EXPECT_GT(t.peak_rss_bytes, 0);                // sampled from the process tree
+    EXPECT_EQ(t.time_to_first_batch_s, 0.125);
+    EXPECT_EQ(t.worker_busy_frac, 0.5);                   // median of 0.25 and 0.75
+    EXPECT_EQ(t.worker_rss_bytes, 1000000.0 * workers + 1);  // the larger window
+    EXPECT_TRUE(std::isnan(t.wait_p99_us));               // not reported: not measured, not 0
+    EXPECT_TRUE(std::isnan(t.mb_per_s));
+    EXPECT_TRUE(std::isnan(t.repeat_rows[0].wait_p99_us));
   }
   EXPECT_EQ(measurer.servers_started(), 1);
   ASSERT_EQ(Starts().size(), 1u);

@@ -1,5 +1,6 @@
 // `feedtune sweep` and `feedtune trial`: measuring on this machine.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -60,6 +61,15 @@ std::string G(double v) {
   return buf;
 }
 
+std::string Fixed(double value, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+  return buf;
+}
+
+// NaN (not measured) as null.
+nlohmann::json Number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
 std::string MiB(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.0f MiB", static_cast<double>(bytes) / (1 << 20));
@@ -72,7 +82,7 @@ std::string MiB(int64_t bytes) {
 // "phases", each phase's decision. `existing` is that object as stored so far,
 // or at the start the bare CPU calibration (or empty).
 std::string RunJson(const std::string& existing, const tuner::BudgetFacts& facts, int max_workers,
-                    const tuner::SearchOutcome* outcome) {
+                    const tuner::SearchOutcome* outcome, const tuner::SafeLimit* safe = nullptr) {
   nlohmann::json j = nlohmann::json::object();
   if (!existing.empty()) {
     const auto parsed = nlohmann::json::parse(existing, nullptr, /*allow_exceptions=*/false);
@@ -88,6 +98,14 @@ std::string RunJson(const std::string& existing, const tuner::BudgetFacts& facts
     nlohmann::json phases = nlohmann::json::array();
     for (const auto& p : outcome->phases) phases.push_back({{"phase", p.phase}, {"kept", p.kept}, {"why", p.why}});
     j["phases"] = phases;
+  }
+  if (safe != nullptr) {
+    // What the safe limit rests on; the report and the summary print it.
+    j["safe_limit"] = {{"workers", safe->workers ? nlohmann::json(*safe->workers) : nlohmann::json(nullptr)},
+                       {"basis", safe->basis},
+                       {"trial", safe->basis_trial ? nlohmann::json(*safe->basis_trial) : nlohmann::json(nullptr)},
+                       {"worker_rss_bytes", safe->worker_rss_bytes ? nlohmann::json(*safe->worker_rss_bytes)
+                                                                   : nlohmann::json(nullptr)}};
   }
   return j.dump();
 }
@@ -254,7 +272,11 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
                   ", usable CPUs " + G(facts->usable_cpus));
     output.Event(tuner::StartEventJson(run.id, config.name, device->backend_name(), max_workers, resuming));
 
-    tuner::Budget budget(*facts, config.sweep.budget);
+    // A command's workers are not the process tree feedtune sees: its budget
+    // rests on the worker memory the command measured (tuner/budget.h).
+    tuner::Budget budget(*facts, config.sweep.budget,
+                         config.workload.kind == workloads::WorkloadKind::kCommand ? tuner::WorkerMemory::kReported
+                                                                                    : tuner::WorkerMemory::kProcessTree);
     tuner::BudgetGate gate(budget, *measurer);
     tuner::ReplayMeasurer replay(stored, gate);
 
@@ -265,8 +287,8 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
                           const tuner::SearchProgress& p) { progress.Start(plan, knobs, p); };
     events.on_trial = [&](results::TrialRecord& trial, const tuner::SearchProgress& p) {
       const bool replayed = replay.last_replayed();
-      budget.Observe(trial);
       if (!replayed) trial.id = store->AddTrial(run.id, trial);
+      budget.Observe(trial);  // with its id: the safe limit names the trial it rests on
       ++kept;
       progress.Trial(trial, p, replayed);
       output.Event(tuner::TrialEventJson(trial, p, progress.elapsed_s(), progress.left_s(p), replayed));
@@ -307,10 +329,12 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     run.ended_at = NowIso8601();
     run.status = outcome.best ? "done" : "failed";
     if (outcome.baseline) run.baseline_trial_id = outcome.trials[*outcome.baseline].id;
+    std::optional<tuner::SafeLimit> safe;
     if (outcome.best) {
       const auto& best = outcome.trials[*outcome.best];
       run.best_trial_id = best.id;
-      run.safe_max_workers = budget.SafeMaxWorkers(best.knobs, kSafeWorkersLimit);
+      safe = budget.SafeLimitFor(best.knobs, kSafeWorkersLimit);
+      run.safe_max_workers = safe->workers;  // NULL when nothing supports a number
     }
     if (outcome.knee_workers) {
       run.knee_workers = outcome.knee_workers;
@@ -320,7 +344,7 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     run.speedup = outcome.speedup;
     run.speedup_ci_low = outcome.speedup_ci_low;
     run.speedup_ci_high = outcome.speedup_ci_high;
-    run.calibration_json = RunJson(run.calibration_json, *facts, max_workers, &outcome);
+    run.calibration_json = RunJson(run.calibration_json, *facts, max_workers, &outcome, safe ? &*safe : nullptr);
     store->FinishRun(run);
     if (json) {
       output.Event(tuner::DoneEventJson(outcome, run));
@@ -385,30 +409,48 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
                           {"persistent_workers", t.knobs.persistent_workers}}},
                         {"status", t.status},
                         {"error", t.error ? nlohmann::json(*t.error) : nlohmann::json(nullptr)},
-                        {"samples_per_s", t.samples_per_s},
-                        {"ci", {t.ci_low, t.ci_high}},
-                        {"mb_per_s", t.mb_per_s},
-                        {"gpu_idle_frac", t.gpu_idle_frac},
-                        {"wait_p50_us", t.wait_p50_us},
-                        {"wait_p99_us", t.wait_p99_us},
-                        {"worker_startup_s", t.worker_startup_s},
-                        {"cpu_util", t.cpu_util},
+                        {"samples_per_s", Number(t.samples_per_s)},
+                        {"ci", {Number(t.ci_low), Number(t.ci_high)}},
+                        {"mb_per_s", Number(t.mb_per_s)},
+                        {"gpu_idle_frac", Number(t.gpu_idle_frac)},
+                        {"wait_p50_us", Number(t.wait_p50_us)},
+                        {"wait_p99_us", Number(t.wait_p99_us)},
+                        {"worker_startup_s", Number(t.worker_startup_s)},
+                        {"cpu_util", Number(t.cpu_util)},
                         {"peak_rss_bytes", t.peak_rss_bytes},
-                        {"cv", t.cv},
-                        {"time_to_first_batch_s", t.time_to_first_batch_s},
-                        {"worker_busy_frac", t.worker_busy_frac},
-                        {"pinned_alloc_s", t.pinned_alloc_s},
+                        {"cv", Number(t.cv)},
+                        {"time_to_first_batch_s", Number(t.time_to_first_batch_s)},
+                        {"epoch_boundary_ms", Number(t.epoch_boundary_ms)},
+                        {"worker_busy_frac", Number(t.worker_busy_frac)},
+                        {"worker_rss_bytes", Number(t.worker_rss_bytes)},
+                        {"copy_s", Number(t.copy_s)},
+                        {"pinned_alloc_s", Number(t.pinned_alloc_s)},
+                        {"batches_per_epoch", t.batches_per_epoch ? nlohmann::json(*t.batches_per_epoch)
+                                                                  : nlohmann::json(nullptr)},
                         {"repeats", t.repeats}};
     std::cout << j.dump() << "\n";
   } else if (t.status == "ok") {
-    std::printf("%s  %.1f samples/s [%.1f, %.1f]  %.1f MB/s  GPU idle %.1f%%  wait p50 %.2f ms p99 %.2f ms  "
-                "CPU %.2f  RSS %.0f MiB  (%s)\n",
-                tuner::KnobsShort(t.knobs).c_str(), t.samples_per_s, t.ci_low, t.ci_high, t.mb_per_s,
-                t.gpu_idle_frac * 100, t.wait_p50_us / 1e3, t.wait_p99_us / 1e3, t.cpu_util,
-                static_cast<double>(t.peak_rss_bytes) / (1 << 20), session->device->backend_name());
+    // A figure the workload did not measure (a command's) reads "not measured".
+    const auto figure = [](double value, int decimals, const char* unit) {
+      return std::isfinite(value) ? Fixed(value, decimals) + unit : std::string("not measured");
+    };
+    std::printf("%s  %.1f samples/s [%.1f, %.1f]  %s  GPU idle %s  wait p50 %s p99 %s  CPU %.2f  RSS %.0f MiB  (%s)\n",
+                tuner::KnobsShort(t.knobs).c_str(), t.samples_per_s, t.ci_low, t.ci_high,
+                figure(t.mb_per_s, 1, " MB/s").c_str(), figure(t.gpu_idle_frac * 100, 1, "%").c_str(),
+                figure(t.wait_p50_us / 1e3, 2, " ms").c_str(), figure(t.wait_p99_us / 1e3, 2, " ms").c_str(),
+                t.cpu_util, static_cast<double>(t.peak_rss_bytes) / (1 << 20), session->device->backend_name());
     // One-off costs, kept out of the figures above.
-    std::printf("start-up (outside the windows): first batch %.1f ms, workers start in %.1f ms, pinned pool %.1f ms\n",
-                t.time_to_first_batch_s * 1e3, t.worker_startup_s * 1e3, t.pinned_alloc_s * 1e3);
+    std::printf("start-up (outside the windows): first batch %s, workers start in %s, pinned pool %s\n",
+                figure(t.time_to_first_batch_s * 1e3, 1, " ms").c_str(),
+                figure(t.worker_startup_s * 1e3, 1, " ms").c_str(),
+                figure(t.pinned_alloc_s * 1e3, 1, " ms").c_str());
+    std::string workers;
+    if (std::isfinite(t.worker_busy_frac)) workers += "busy " + Fixed(t.worker_busy_frac * 100, 1) + "%";
+    if (std::isfinite(t.worker_rss_bytes)) {
+      workers += (workers.empty() ? "" : ", ") + std::string("peak RSS ") + Fixed(t.worker_rss_bytes / (1 << 20), 0) +
+                 " MiB each";
+    }
+    if (!workers.empty()) std::printf("workers: %s\n", workers.c_str());
   }
   if (t.status != "ok") {
     std::cerr << "feedtune: trial failed: " << t.error.value_or("unknown error") << "\n";

@@ -8,7 +8,9 @@ Usage: fake_server.py LOG_FILE
 At start it appends "start PID CHILD_PID" to LOG_FILE (CHILD_PID: a `sleep`
 it leaves running in its process group, as DataLoader workers would be). Per
 request it prints `repeats` windows with samples_per_s = 100 * num_workers +
-the window's index, then {"trial_end": N}. The request's batch_size picks a
+the window's index (with workers, worker_busy_frac 0.25, 0.75, 0.25, ... and
+worker_peak_rss_bytes 1000000 x num_workers + the index; no wait_p99_us or
+mb_per_s), then {"trial_end": N}. The request's batch_size picks a
 fault instead:
   1001 crash: one window, then killed by SIGSEGV
   1002 hang: one window, then sleeps forever
@@ -40,8 +42,12 @@ def main():
         n, mode, repeats = r["trial"], r["batch_size"], r["repeats"]
 
         def window(i):
-            out.write(json.dumps({"samples_per_s": 100.0 * r["num_workers"] + i, "gpu_idle_frac": 0.5,
-                                  "wait_p50_us": 10, "epoch_boundary_ms": 2.5 if r["window_epochs"] else None})
+            workers = r["num_workers"]
+            out.write(json.dumps({"samples_per_s": 100.0 * workers + i, "gpu_idle_frac": 0.5,
+                                  "wait_p50_us": 10, "epoch_boundary_ms": 2.5 if r["window_epochs"] else None,
+                                  "time_to_first_batch_s": 0.125,
+                                  "worker_busy_frac": 0.25 + 0.5 * (i % 2) if workers else None,
+                                  "worker_peak_rss_bytes": 1000000 * workers + i if workers else None})
                       + "\n")
             out.flush()
 
