@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -178,6 +179,22 @@ class Stream(torch.utils.data.IterableDataset):
 
 def make_pairs(n, size, broken_at=-1):
     return Pairs(n, size, broken_at)
+
+_held = []
+
+class Costly(torch.utils.data.Dataset):
+    """Known costs: each sample sleeps sleep_ms; each worker holds alloc_mib of
+    memory it has written (resident), made at its first sample."""
+    def __init__(self, n, sleep_ms, alloc_mib):
+        self.n, self.sleep_s, self.alloc = n, sleep_ms / 1000.0, alloc_mib << 20
+    def __len__(self):
+        return self.n
+    def __getitem__(self, i):
+        import time
+        if self.alloc and not _held and torch.utils.data.get_worker_info() is not None:
+            _held.append(bytearray(b"\x01") * self.alloc)
+        time.sleep(self.sleep_s)
+        return torch.zeros(16)
 )";
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -217,6 +234,57 @@ TEST_F(UserDatasetTest, FactoryFunctionAndClassWithArguments) {
   t = Run({"--dataset", "mypkg.data:Stream", "--dataset-args", "[100000]", "--pythonpath", dir_.string()}, 2);
   ASSERT_EQ(t.status, "ok") << t.error.value_or("");
   EXPECT_FALSE(t.batches_per_epoch.has_value());
+}
+
+// The figures the probe measures about its workers, against a dataset whose
+// costs are known: 2 ms of sleep per sample (32 ms per batch of 16) and 64 MiB
+// written by each worker (or none).
+TEST_F(UserDatasetTest, WorkerFiguresFromKnownCosts) {
+  const auto measure = [&](int workers, double step_us, int alloc_mib = 64) {
+    SweepConfig config = ProbeConfig({"--dataset", "mypkg.data:Costly", "--dataset-args",
+                                      "[256, 2, " + std::to_string(alloc_mib) + "]", "--pythonpath", dir_.string()});
+    config.sweep.measure_seconds = 1.5;
+    config.device.step_us = step_us;
+    CommandMeasurer measurer(config, nullptr);
+    loader::Knobs knobs = config.loader.knobs;
+    knobs.num_workers = workers;
+    knobs.persistent_workers = workers > 0;
+    return measurer.Measure(knobs);
+  };
+  constexpr double kMiB = 1 << 20;
+
+  // No model step: the consumer takes each batch at once, so the two workers
+  // never rest (bar the epoch ends).
+  results::TrialRecord t = measure(2, 0);
+  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  const double rss_with_allocation = t.worker_rss_bytes;
+  EXPECT_GT(t.worker_busy_frac, 0.75) << "2 workers fed a consumer that never waits";
+  EXPECT_LE(t.worker_busy_frac, 1.0);
+  EXPECT_GE(t.worker_rss_bytes, 64 * kMiB);
+  EXPECT_GE(t.time_to_first_batch_s, 0.032);  // the first batch alone sleeps 32 ms
+  EXPECT_GT(t.worker_startup_s, 0);
+  EXPECT_TRUE(std::isfinite(t.epoch_boundary_ms)) << "16 batches per epoch: the window crosses epoch starts";
+
+  // A 32 ms step per batch: the consumer takes 31 batches/s of the 62 the two
+  // workers could make, so each is busy about half the time. These workers
+  // allocate nothing: what they inherit from the probe is the same, so the
+  // difference is the 64 MiB each wrote above.
+  t = measure(2, 32000, 0);
+  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  EXPECT_GT(t.worker_busy_frac, 0.3);
+  EXPECT_LT(t.worker_busy_frac, 0.75);
+  EXPECT_GT(t.worker_rss_bytes, 0);
+  EXPECT_GE(rss_with_allocation - t.worker_rss_bytes, 56 * kMiB)
+      << rss_with_allocation / kMiB << " MiB with 64 MiB written, " << t.worker_rss_bytes / kMiB << " MiB without";
+  EXPECT_LE(rss_with_allocation - t.worker_rss_bytes, 96 * kMiB);
+
+  // Without workers there is nothing of theirs to measure.
+  t = measure(0, 0);
+  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  EXPECT_TRUE(std::isnan(t.worker_busy_frac));
+  EXPECT_TRUE(std::isnan(t.worker_rss_bytes));
+  EXPECT_TRUE(std::isnan(t.worker_startup_s));
+  EXPECT_GE(t.time_to_first_batch_s, 0.032);
 }
 
 TEST_F(UserDatasetTest, FailuresCarryTheCause) {

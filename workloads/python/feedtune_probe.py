@@ -9,7 +9,18 @@ After --warmup-batches, it measures --seconds of this loop and prints, last on
 stdout:
 
     {"samples_per_s": ..., "gpu_idle_frac": ..., "wait_p50_us": ..., "wait_p99_us": ...,
-     "startup_s": ..., "peak_rss_bytes": ..., "mb_per_s": ..., ...}
+     "time_to_first_batch_s": ..., "peak_rss_bytes": ..., "mb_per_s": ..., ...}
+
+With workers it also reports what the workers measure about themselves,
+through memory shared with the probe (a wrapper around the dataset and the
+collate function, and a worker_init_fn): "worker_busy_frac" (their seconds in
+__getitem__ and collate over the window, over workers x window), "startup_s"
+(the mean time from asking for an iterator to a worker being ready, its
+set-up included) and "worker_peak_rss_bytes" (VmHWM from /proc of the workers
+alive at the window's end, summed and divided by their count). A window that
+holds an epoch start reports "epoch_boundary_ms": the wait for the epoch's
+first batch beyond the window's median wait. What it cannot measure it leaves
+out, and feedtune records it as not measured.
 
 On CUDA, GPU idle is 1 - (model-step time measured with torch.cuda.Event) /
 (window time measured the same way). On CPU the step is a sleep of the main
@@ -330,6 +341,159 @@ class CpuStep:
         return self.busy
 
 
+class SleepInit:
+    """The synthetic dataset's per-worker set-up (--worker-init-us)."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __call__(self, _worker_id):
+        time.sleep(self.seconds)
+
+
+class WorkerCounters:
+    """What the workers of one trial's loader measure about themselves, in memory
+    shared with the probe (one slot per worker id, each written by its own
+    worker only, so no lock): the seconds spent in __getitem__ and collate, the
+    starts and their cost, and each worker's pid, by which the probe reads the
+    worker's peak RSS from /proc. Made before the DataLoader, so forked (or
+    spawned) workers get it with the dataset."""
+
+    def __init__(self, num_workers):
+        self.num_workers = num_workers
+        self.busy_s = multiprocessing.Array("d", num_workers, lock=False)
+        self.start_s = multiprocessing.Array("d", num_workers, lock=False)
+        self.starts = multiprocessing.Array("l", num_workers, lock=False)
+        self.pids = multiprocessing.Array("l", num_workers, lock=False)
+        # time.monotonic() when the probe last asked for a new iterator (an
+        # epoch's workers start then); CLOCK_MONOTONIC is one clock for all processes.
+        self.iter_at = multiprocessing.Value("d", 0.0, lock=False)
+
+    def busy_total(self):
+        return sum(self.busy_s[:])
+
+    def startup_s(self):
+        """Mean seconds from asking for an iterator to a worker being ready, or None."""
+        starts = sum(self.starts[:])
+        return sum(self.start_s[:]) / starts if starts else None
+
+    def worker_peak_rss_bytes(self):
+        """The peak RSS (VmHWM) of the workers alive now, summed over them and
+        divided by their count; None when none could be read."""
+        total, count = 0, 0
+        me = os.getpid()
+        for pid in self.pids[:]:
+            if pid <= 0:
+                continue
+            hwm, parent = None, None
+            try:
+                with open("/proc/%d/status" % pid) as status:
+                    for line in status:
+                        if line.startswith("VmHWM:"):
+                            hwm = int(line.split()[1]) * 1024  # kB
+                        elif line.startswith("PPid:"):
+                            parent = int(line.split()[1])
+            except (OSError, ValueError):
+                continue  # gone (a non-persistent worker of an epoch that ended)
+            if hwm is not None and parent == me:  # not a reused pid
+                total += hwm
+                count += 1
+        return total / count if count else None
+
+
+def _worker_id():
+    import torch.utils.data
+    info = torch.utils.data.get_worker_info()
+    return None if info is None else info.id
+
+
+class TimedInit:
+    """worker_init_fn: records the worker's pid and when it was ready (after
+    the set-up a wrapped init function does), then counts the start."""
+
+    def __init__(self, counters, inner=None):
+        self.counters, self.inner = counters, inner
+
+    def __call__(self, worker_id):
+        self.counters.pids[worker_id] = os.getpid()
+        if self.inner is not None:
+            self.inner(worker_id)
+        self.counters.start_s[worker_id] += max(0.0, time.monotonic() - self.counters.iter_at.value)
+        self.counters.starts[worker_id] += 1
+
+
+class TimedCollate:
+    """collate_fn: the wrapped collate, its time counted as the worker's busy time."""
+
+    def __init__(self, counters, inner):
+        self.counters, self.inner = counters, inner
+
+    def __call__(self, samples):
+        t0 = time.perf_counter()
+        try:
+            return self.inner(samples)
+        finally:
+            worker = _worker_id()
+            if worker is not None:
+                self.counters.busy_s[worker] += time.perf_counter() - t0
+
+
+def instrument(dataset, counters, torch):
+    """The user's dataset, with its __getitem__ (or its iterator's next) timed
+    into `counters`: the same samples, in the same order."""
+    if isinstance(dataset, torch.utils.data.IterableDataset):
+        class TimedIterable(torch.utils.data.IterableDataset):
+            def __iter__(self):
+                it = iter(dataset)
+                while True:
+                    t0 = time.perf_counter()
+                    try:
+                        sample = next(it)
+                    except StopIteration:
+                        return
+                    finally:
+                        worker = _worker_id()
+                        if worker is not None:
+                            counters.busy_s[worker] += time.perf_counter() - t0
+                    yield sample
+
+        return TimedIterable()
+
+    class TimedMap(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(dataset)
+
+        def __getitem__(self, index):
+            t0 = time.perf_counter()
+            try:
+                return dataset[index]
+            finally:
+                worker = _worker_id()
+                if worker is not None:
+                    counters.busy_s[worker] += time.perf_counter() - t0
+
+    if getattr(dataset, "__getitems__", None):
+        # torch >= 2.0 fetches a batch at once from a dataset that offers it; keep that.
+        def getitems(self, indices):
+            t0 = time.perf_counter()
+            try:
+                return dataset.__getitems__(indices)
+            finally:
+                worker = _worker_id()
+                if worker is not None:
+                    counters.busy_s[worker] += time.perf_counter() - t0
+
+        TimedMap.__getitems__ = getitems
+    return TimedMap()
+
+
+def default_collate(torch):
+    collate = getattr(torch.utils.data, "default_collate", None)
+    if collate is None:  # torch < 1.11
+        from torch.utils.data._utils.collate import default_collate as collate
+    return collate
+
+
 def peak_rss_bytes():
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -367,16 +531,25 @@ def run_trial(setup, t, emit):
                   drop_last=args.drop_last)
     if not setup.iterable:
         kwargs["shuffle"] = args.shuffle
+    dataset = setup.dataset
+    counters = None
     if t["num_workers"] > 0:
         # torch rejects these with num_workers == 0 (1.13 and 2.x alike).
         kwargs["prefetch_factor"] = t["prefetch_factor"]
         kwargs["persistent_workers"] = t["persistent_workers"]
+        # The workers time their own __getitem__ and collate and say when they
+        # are ready; with no workers there is nothing of theirs to measure.
+        counters = WorkerCounters(t["num_workers"])
+        dataset = instrument(setup.dataset, counters, torch)
+        kwargs["collate_fn"] = TimedCollate(counters, default_collate(torch))
+        init = None
         if not args.dataset and args.worker_init_us > 0:
-            kwargs["worker_init_fn"] = lambda _worker: time.sleep(args.worker_init_us / 1e6)
+            init = SleepInit(args.worker_init_us / 1e6)
+        kwargs["worker_init_fn"] = TimedInit(counters, init)
     elif not args.dataset and args.worker_init_us > 0:
         time.sleep(args.worker_init_us / 1e6)  # the main process is the one "worker"
     created = time.perf_counter()
-    loader = torch.utils.data.DataLoader(setup.dataset, **kwargs)
+    loader = torch.utils.data.DataLoader(dataset, **kwargs)
 
     if setup.model is None:
         setup.model = CudaStep(torch, t["step_us"]) if setup.device_name == "cuda" else CpuStep(t["step_us"])
@@ -406,6 +579,8 @@ def run_trial(setup, t, emit):
         epoch = 0
         while True:
             produced = 0
+            if counters is not None:
+                counters.iter_at.value = time.monotonic()  # an epoch's workers start now
             for batch in loader:  # non-persistent workers restart here, as in training
                 yield batch, produced, epoch
                 produced += 1
@@ -427,7 +602,7 @@ def run_trial(setup, t, emit):
     it = batches()
     try:
         first, index, _ = next(it)
-        startup_s = time.perf_counter() - created  # worker start + the first batch
+        first_batch_s = time.perf_counter() - created  # worker start + the first batch
         run_step(first, False)
         del first
         warmed = 1
@@ -453,6 +628,7 @@ def run_trial(setup, t, emit):
                 window_start, window_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 window_start.record()
             start = time.perf_counter()
+            busy_before = counters.busy_total() if counters is not None else 0.0
             while True:
                 t0 = time.perf_counter()
                 batch, index, epoch = next(it)
@@ -471,6 +647,7 @@ def run_trial(setup, t, emit):
                     break
             model.sync()
             wall = time.perf_counter() - start
+            busy = counters.busy_total() - busy_before if counters is not None else None
             if setup.device_name == "cuda":
                 window_end.record()
                 window_end.synchronize()
@@ -483,7 +660,7 @@ def run_trial(setup, t, emit):
                 "gpu_idle_frac": min(1.0, max(0.0, idle)),
                 "wait_p50_us": percentile(waits, 50) * 1e6,
                 "wait_p99_us": percentile(waits, 99) * 1e6,
-                "startup_s": startup_s,
+                "time_to_first_batch_s": first_batch_s,
                 "mb_per_s": nbytes / wall / 1e6,
                 "batches": len(waits),
                 "samples": samples,
@@ -496,6 +673,16 @@ def run_trial(setup, t, emit):
             if epoch_len is not None:
                 # Lets the sweep see short epochs, whose curve is stepped by rounds of workers.
                 report["batches_per_epoch"] = epoch_len
+            if counters is not None:
+                # The workers' own figures; with no workers there are none.
+                if wall > 0:
+                    report["worker_busy_frac"] = min(1.0, max(0.0, busy / (t["num_workers"] * wall)))
+                startup = counters.startup_s()
+                if startup is not None:
+                    report["startup_s"] = startup
+                worker_rss = counters.worker_peak_rss_bytes()
+                if worker_rss is not None:
+                    report["worker_peak_rss_bytes"] = worker_rss
             if boundary_waits:
                 # As feedtune's own loader reports it: the stall beyond a normal wait.
                 report["epoch_boundary_ms"] = (percentile(boundary_waits, 50) - percentile(waits, 50)) * 1e3
