@@ -80,7 +80,10 @@ std::string EvictFromPageCache(const std::vector<std::string>& paths) {
                      std::to_string(paths.size()) + (paths.size() == 1 ? " file" : " files") +
                      " evicted from the page cache before each repeat (posix_fadvise DONTNEED); " + share +
                      " stayed resident";
-  if (stayed > 0.5) note += " (a memory-backed file system such as tmpfs cannot evict: reads are warm)";
+  if (stayed > 0.5) {
+    note += " (pages on a memory-backed file system such as tmpfs, or mapped by a running process such as a "
+            "persistent worker, cannot be evicted: those reads are warm)";
+  }
   if (failures > 0) note += "; " + std::to_string(failures) + " could not be evicted";
   return note;
 }
