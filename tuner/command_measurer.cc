@@ -474,7 +474,9 @@ void CommandMeasurer::Aggregate(const std::vector<Window>& windows, double cpu_u
   trial.cv = s.cv;
   trial.repeats = static_cast<int>(windows.size());
   trial.status = "ok";
-  if (idle_missing) {
+  // Said once per sweep: every progress line shows it too ("GPU idle not measured").
+  if (idle_missing && !idle_warned_) {
+    idle_warned_ = true;
     last_warning_ = idles.empty() ? "the command reported no gpu_idle_frac; GPU idle is not measured"
                                   : "some windows reported no gpu_idle_frac; GPU idle is the median of the others";
   }

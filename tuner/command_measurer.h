@@ -149,6 +149,7 @@ class CommandMeasurer final : public TrialMeasurer {
   std::unique_ptr<CommandServer> server_;  // serve: started at the first trial, again after a failure
   int servers_started_ = 0;
   int64_t trials_requested_ = 0;  // the serve protocol's trial numbers
+  bool idle_warned_ = false;      // the missing gpu_idle_frac was said (once per measurer)
 };
 
 }  // namespace feedtune::tuner

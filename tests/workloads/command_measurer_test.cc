@@ -104,6 +104,8 @@ TEST(CommandMeasurer, FiguresNotReportedAreNotMeasured) {
   EXPECT_FALSE(t.batches_per_epoch.has_value());
   EXPECT_GT(t.peak_rss_bytes, 0);  // the shell's, as feedtune saw it
   EXPECT_EQ(measurer.last_warning(), "the command reported no gpu_idle_frac; GPU idle is not measured");
+  measurer.Measure({});
+  EXPECT_EQ(measurer.last_warning(), "") << "said once per sweep, not at every trial";
 }
 
 TEST(CommandMeasurer, FollowsThePlansRepeats) {
