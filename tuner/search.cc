@@ -61,7 +61,7 @@ std::string BoundaryMs(const TrialRecord& t) {
 }
 
 // Where the sequence is, for the estimate of trials left.
-enum class Stage { kBaseline, kPin, kWorkers, kNonBlocking, kPrefetch, kPersistent, kCombined, kFinal, kDone };
+enum class Stage { kBaseline, kPin, kWorkers, kNonBlocking, kPrefetch, kPersistent, kRevisit, kCombined, kFinal, kDone };
 
 class Search {
  public:
@@ -102,6 +102,10 @@ class Search {
       PrefetchFactors();
       stage_ = Stage::kPersistent;
       Persistent();
+      if (current_.persistent_workers) {
+        stage_ = Stage::kRevisit;
+        WorkersWithPersistent();
+      }
       stage_ = Stage::kCombined;
       Combined();
     } else {
@@ -130,7 +134,8 @@ class Search {
       case Stage::kWorkers: return (refining_ ? 1 : std::max(0, 2 - misses_) + 1) + after_workers;
       case Stage::kNonBlocking: return after_workers - 1;
       case Stage::kPrefetch: return std::max(0, prefetch - prefetch_done_) + 2 + 2 * repeats();
-      case Stage::kPersistent: return std::max(0, 2 - persistent_done_) + 2 * repeats();
+      case Stage::kPersistent: return std::max(0, 2 - persistent_done_) + 1 + 2 * repeats();
+      case Stage::kRevisit: return 1 + 2 * repeats();
       case Stage::kCombined: return 2 * repeats();
       case Stage::kFinal: return std::max(0, 2 * repeats() - final_done_);
       case Stage::kDone: return 0;
@@ -297,6 +302,7 @@ class Search {
     refining_ = true;
     Refine(curve, batches);
     std::sort(curve.begin(), curve.end());
+    workers_curve_ = curve;
     const size_t knee = Knee(curve);
     current_.num_workers = curve[knee].first;
     current_index_ = curve[knee].second;
@@ -518,6 +524,51 @@ class Search {
     AddPhase("persistent_workers", gain, trials()[on].decision);
   }
 
+  // With persistent_workers kept, the worker restart at each epoch, a cost
+  // that grew with the worker count while the curve was measured, is gone, so
+  // counts above the knee may now gain. Short epochs above all: restarting 8
+  // workers every 16-batch epoch can lose to 6, yet with persistent workers 8
+  // take 2 rounds per epoch against 3. The counts measured above the knee are
+  // measured again with it, in order, over whole epochs, while each gains.
+  void WorkersWithPersistent() {
+    const char* phase = "num_workers_persistent";
+    TrialPlan plan;
+    plan.window_epochs = persistent_plan_epochs_;
+    const int from = current_.num_workers;
+    std::string why;
+    bool kept = false;
+    for (const auto& [workers, curve_index] : workers_curve_) {
+      if (workers <= current_.num_workers || trials()[curve_index].status != "ok") continue;
+      loader::Knobs knobs = current_;
+      knobs.num_workers = workers;
+      const size_t index = Measure(phase, knobs, plan);
+      const TrialRecord& t = trials()[index];
+      if (t.status != "ok") {
+        Decide(index, "");
+        why = t.decision;
+        break;
+      }
+      const std::string over = " over " + WorkersText(current_.num_workers) + " with persistent_workers";
+      if (IsGain(t, current(), options_.gain_threshold)) {
+        Decide(index, "kept: " + Percent(Gain(t, current())) + over);
+        current_ = knobs;
+        current_index_ = index;
+        kept = true;
+        continue;
+      }
+      Decide(index, NotKept(t, current(), options_.gain_threshold) + over);
+      break;
+    }
+    if (current_.num_workers == from && why.empty()) {
+      why = workers_curve_.back().first <= from ? "not tried: no worker count above the knee was measured"
+                                                : "kept " + WorkersText(from) + ": more gain nothing with persistent_workers";
+    } else if (why.empty()) {
+      why = "kept " + WorkersText(current_.num_workers) + " with persistent_workers (the knee without it: " +
+            std::to_string(from) + ")";
+    }
+    AddPhase(phase, kept, why);
+  }
+
   // The changes whose median gained but that were not kept (each within the
   // noise or the threshold alone), tried together once, by the same rule:
   // several small gains can add up to one worth keeping. Only with two or
@@ -652,6 +703,7 @@ class Search {
   };
   std::vector<SmallGain> small_gains_;
   std::optional<size_t> persistent_reference_;  // the off trial over whole epochs
+  std::vector<std::pair<int, size_t>> workers_curve_;  // (workers, trial index), ascending, after refinement
   int persistent_plan_epochs_ = 1;
 
   // For the estimate of trials left.

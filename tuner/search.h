@@ -2,15 +2,23 @@
 //
 //   baseline        num_workers 0, pin_memory off, non_blocking off
 //   pin_memory      turn pinning on
-//   num_workers     1, 2, 4, ... doubling. Stops when throughput falls below
-//                   the best so far (by the rule below, reversed), after two
-//                   doublings in a row without a gain (a median that rises
-//                   beyond gain_threshold within the noise is no gain, but no
-//                   miss either), at max_workers, when a trial is skipped by
-//                   the budget, or on a failure. Then bisects
-//                   between the knee and its lower neighbour while they are more
-//                   than 2 apart and worth it (the knee gains over that neighbour
-//                   by more than gain_threshold, so a point between can differ).
+//   num_workers     1, 2, 4, ... doubling. Stops after two doublings in a row
+//                   without a gain, or two falls below the best so far (by the
+//                   rule below, reversed): a single fall is a miss that the next
+//                   doubling confirms or not. 1 worker is never a stop nor a
+//                   miss (it moves the loading out of the main process without
+//                   parallelism: a dip there is the usual shape). Below the
+//                   usable CPU count any rise of the median keeps it going;
+//                   above it, a rise beyond gain_threshold within the noise is
+//                   no gain and no miss. Also stops at max_workers, at one round
+//                   per epoch (as many workers as batches, when the epoch
+//                   length is known), when a trial is skipped by the budget, or
+//                   on a failure. Then bisects between the knee and its lower
+//                   neighbour while the knee gains over it by more than
+//                   gain_threshold and a point between can differ: more than
+//                   2 apart, or, on a stepped curve (non-persistent workers
+//                   seeing fewer than 4 batches each per epoch), a count that
+//                   changes the epoch's rounds, ceil(batches / workers).
 //   non_blocking    on (with pin_memory, since a pageable copy is synchronous
 //                   anyway: if pinning was dropped, both are tried together)
 //   prefetch_factor each other value of sweep.prefetch_factors (workers only);
@@ -19,6 +27,10 @@
 //                   windows of whole epochs (>= 2 epochs per setting) so the
 //                   epoch boundary, where the setting acts, is inside the
 //                   figure; the boundary cost in ms is reported for both
+//   num_workers_persistent (when persistent_workers was kept) the counts
+//                   measured above the knee, again with persistent workers and
+//                   over whole epochs, in order while each gains: the restart
+//                   that grew with the worker count is gone (short epochs)
 //   combined        (workers only) the changes whose median gained but that
 //                   were not kept (more workers than the knee with a higher
 //                   median, non_blocking, the best prefetch_factor,

@@ -398,6 +398,8 @@ TEST(Search, PersistentWorkersAreMeasuredOverWholeEpochsBothWays) {
     if (p.phase == "persistent_workers") {
       ++epoch_plans;
       EXPECT_GE(p.window_epochs * 3, 2);  // 3 repeats: at least 2 epochs per setting
+    } else if (p.phase == "num_workers_persistent") {
+      EXPECT_EQ(p.window_epochs, 1);  // as the persistent_workers pair, with 3 repeats
     } else if (p.phase != "final_check") {
       EXPECT_EQ(p.window_epochs, 0) << p.phase;
     }
@@ -705,6 +707,29 @@ TEST(RecordedCurves, MonotoneRiseReachesTheUsableCpuCount) {
   EXPECT_EQ(r.outcome.trials[5].knobs.num_workers, 8);
   EXPECT_EQ(r.outcome.trials[5].decision, "+3.3%: rising below the usable CPU count; keep doubling");
   EXPECT_GE(ChoiceOverBest(r, f, 64), 0.95) << "chose " << Best(r).knobs.num_workers;
+}
+
+TEST(RecordedCurves, PersistentWorkersReopenTheCountsAboveTheKnee) {
+  // bench/regret's short epoch (16 batches): without persistent workers 6
+  // beat 8 (8 restart every epoch); with them 8 take 2 rounds against 3.
+  const std::map<int, double> restart = {{0, 300}, {1, 290}, {2, 450}, {4, 650}, {6, 787}, {8, 703}};
+  const std::map<int, double> persistent = {{0, 300}, {1, 290}, {2, 460}, {4, 700}, {6, 1000}, {8, 1400}};
+  ScriptedMeasurer m([&](const loader::Knobs& k, const TrialPlan&, int) {
+    return Lookup(k.persistent_workers ? persistent : restart, k.num_workers);
+  });
+  SearchSetup setup;
+  setup.max_workers = 8;
+  setup.usable_cpus = 2;
+  setup.batches_per_epoch = 16;
+  const SearchRun r = RunOn(m, {}, setup);
+  EXPECT_EQ(r.outcome.knee_workers, 6);
+  EXPECT_EQ(Best(r).knobs.num_workers, 8);
+  EXPECT_TRUE(Best(r).knobs.persistent_workers);
+  EXPECT_EQ(Best(r).phase, "num_workers_persistent");
+  EXPECT_EQ(Best(r).decision, "kept: +40.0% over 6 workers with persistent_workers");
+  const PhaseDecision* phase = Phase(r, "num_workers_persistent");
+  ASSERT_NE(phase, nullptr);
+  EXPECT_EQ(phase->why, "kept 8 workers with persistent_workers (the knee without it: 6)");
 }
 
 TEST(Decisions, ADropAChangeWithinTheNoiseAndASmallGainAreToldApart) {
