@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <optional>
@@ -38,6 +39,7 @@
 #include <vector>
 
 #include "workloads/command_args.h"
+#include "workloads/jpeg_image.h"
 #include "workloads/shard_format.h"
 
 namespace feedtune::tuner {
@@ -345,6 +347,18 @@ constexpr Key kKeys[] = {
          static_cast<int>(workloads::CacheMode::kCold) + 1,
          &EnumName<workloads::CacheMode, &workloads::CacheModeName>),
      kOnDisk},
+    // files: each file decoded as a JPEG, cropped and resized (layout files).
+    // kIfSet: files workloads written before these keys keep their hashes.
+    {"workload.decode", Hashed::kIfSet,
+     Enum<kWorkload, kFiles, &Files::decode>(
+         static_cast<int>(workloads::FilesDecode::kJpeg) + 1,
+         &EnumName<workloads::FilesDecode, &workloads::FilesDecodeName>),
+     kFilesOnly},
+    {"workload.crop", Hashed::kIfSet,
+     Enum<kWorkload, kFiles, &Files::crop>(static_cast<int>(workloads::CropMode::kCenter) + 1,
+                                           &EnumName<workloads::CropMode, &workloads::CropModeName>),
+     kFilesOnly},
+    {"workload.resize", Hashed::kIfSet, Int<kWorkload, kFiles, &Files::resize>(1, 4096), kFilesOnly},
     // hdf5: which datasets in the file, and HDF5's chunk cache per open dataset
     // (per worker process), which decides how often a compressed chunk is inflated.
     {"workload.dataset", Hashed::kYes, String<kWorkload, kFormat, &Format::dataset>(), kHdf5Only},
@@ -1096,6 +1110,20 @@ class Parser {
                        "expected workload.path, the dataset's directory, when workload.kind is "
                        "files (make one with `feedtune gen-data`), got none");
     }
+    if (kind == WorkloadKind::kFiles && config.workload.files.decode == workloads::FilesDecode::kJpeg &&
+        config.workload.files.layout != workloads::FilesLayout::kFiles) {
+      FailAtFirstGiven({"workload.layout", "workload.decode"},
+                       "expected layout: files when workload.decode is jpeg (one JPEG file per sample), got " +
+                           std::string(workloads::FilesLayoutName(config.workload.files.layout)));
+    }
+    if (kind == WorkloadKind::kFiles && config.workload.files.decode == workloads::FilesDecode::kNone) {
+      for (const char* path : {"workload.crop", "workload.resize"}) {
+        if (const auto it = given_.find(path); it != given_.end()) {
+          Fail(it->second, path, "applies only with workload.decode: jpeg (the sample is the file's bytes "
+                                 "otherwise); add decode: jpeg, or remove it");
+        }
+      }
+    }
     if (workloads::IsFormatKind(kind) && config.workload.files.path.empty()) {
       FailAtFirstGiven({"workload.kind"},
                        "expected workload.path, the " + std::string(FormatPathNoun(kind)) +
@@ -1177,8 +1205,9 @@ class Parser {
     }
     if (config.workload.kind != WorkloadKind::kFiles) return;
     const workloads::FilesOptions& files = config.workload.files;
+    const bool jpeg = files.decode == workloads::FilesDecode::kJpeg;
     const std::string make = "make one with `feedtune gen-data --out " + files.path + " --layout " +
-                             workloads::FilesLayoutName(files.layout) + " ...`";
+                             (jpeg ? "jpeg" : workloads::FilesLayoutName(files.layout)) + " ...`";
     const auto fail = [&](const std::string& why) {
       FailAtFirstGiven({"workload.path", "workload.kind"},
                        "expected a directory holding a dataset, got \"" + files.path + "\" (" +
@@ -1208,6 +1237,29 @@ class Parser {
              ", so not a sharded dataset; for a directory of your own files use layout: files");
       }
     }
+    if (jpeg && !HasJpegFile(files.path)) {
+      FailAtFirstGiven({"workload.path", "workload.decode"},
+                       "expected a directory holding JPEG images (files named *.jpg, *.jpeg or *.jpe, in any "
+                       "folder under it) when workload.decode is jpeg, got \"" + files.path + "\" (none there; " +
+                           make + ")");
+    }
+  }
+
+  // Whether any file under `dir` (recursively, dot-files skipped, as
+  // FilesDataset lists them) is named as a JPEG. Stops at the first.
+  static bool HasJpegFile(const std::string& dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+    for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (!name.empty() && name[0] == '.') {
+        if (it->is_directory(ec)) it.disable_recursion_pending();
+        continue;
+      }
+      if (workloads::HasJpegExtension(name) && it->is_regular_file(ec)) return true;
+    }
+    return false;
   }
 
  private:
@@ -1773,6 +1825,12 @@ std::string ToYaml(const SweepConfig& config) {
   std::vector<std::string_view> open;  // sections currently open, outermost first
   for (const Key& key : kKeys) {
     if (!Applies(key, config.workload.kind)) continue;
+    // decode, crop and resize are written for decode: jpeg only (crop and
+    // resize are errors without it; a files config reads as it did before them).
+    if (config.workload.files.decode == workloads::FilesDecode::kNone &&
+        (key.path == "workload.decode" || key.path == "workload.crop" || key.path == "workload.resize")) {
+      continue;
+    }
     const std::vector<std::string_view> parts = SplitPath(key.path);
     size_t common = 0;
     while (common < open.size() && common + 1 < parts.size() && open[common] == parts[common])

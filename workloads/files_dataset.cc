@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "workloads/crc32c.h"
+#include "workloads/jpeg_image.h"
 #include "workloads/synthetic_dataset.h"
 
 namespace feedtune::workloads {
@@ -121,6 +122,13 @@ FilesDataset::FilesDataset(const FilesOptions& options, const SyntheticOptions& 
     : options_(options), cost_(cost), calibration_(calibration), fault_(cost.fault) {
   const std::string& dir = options_.path;
   if (dir.empty()) throw DatasetNotFound("workload.path is empty: name the dataset's directory");
+  const bool decode_jpeg = options_.decode == FilesDecode::kJpeg;
+  if (decode_jpeg && options_.layout != FilesLayout::kFiles) {
+    throw DatasetNotFound(dir + ": decode: jpeg reads one JPEG file per sample; set layout: files");
+  }
+  if (decode_jpeg && (options_.resize < 1 || options_.resize > 4096)) {
+    throw DatasetNotFound("workload.resize: expected an integer in [1, 4096], got " + std::to_string(options_.resize));
+  }
   if (options_.layout == FilesLayout::kShards) {
     index_ = ReadShardIndex(dir);
     for (const std::string& path : index_.shard_paths) {
@@ -149,9 +157,18 @@ FilesDataset::FilesDataset(const FilesOptions& options, const SyntheticOptions& 
         continue;
       }
       if (!it->is_regular_file(ec)) continue;
+      if (decode_jpeg && !HasJpegExtension(name)) {
+        ++skipped_files_;
+        continue;
+      }
       const auto bytes = it->file_size(ec);
       if (ec) throw DatasetNotFound(it->path().string() + ": cannot stat: " + ec.message());
       found.emplace_back(it->path().string(), static_cast<int64_t>(bytes));
+    }
+    if (found.empty() && decode_jpeg) {
+      throw DatasetNotFound(dir + ": no JPEG images under it (decode: jpeg reads the files named *.jpg, *.jpeg or "
+                            "*.jpe; " + std::to_string(skipped_files_) + " other files skipped); make some with "
+                            "`feedtune gen-data --layout jpeg --out " + dir + " ...`");
     }
     if (found.empty()) {
       throw DatasetNotFound(dir + ": no files in the directory (layout files reads every file under it)");
@@ -172,6 +189,7 @@ FilesDataset::FilesDataset(const FilesOptions& options, const SyntheticOptions& 
     for (int fd : shard_fds_) ::close(fd);
     throw DatasetNotFound(dir + ": every sample is empty (0 bytes)");
   }
+  if (decode_jpeg) max_bytes_ = options_.resize * options_.resize * 3;  // the decoded sample
 }
 
 FilesDataset::~FilesDataset() {
@@ -187,6 +205,12 @@ std::string FilesDataset::Describe() const {
                      std::to_string(file_count()) + (options_.layout == FilesLayout::kShards ? " shards" : " files") +
                      ", read with " + FilesIoName(options_.io) + ", cache " + CacheModeName(options_.cache);
   if (options_.cache == CacheMode::kCold) text += " (evicted with posix_fadvise DONTNEED before each repeat)";
+  if (options_.decode == FilesDecode::kJpeg) {
+    const std::string side = std::to_string(options_.resize);
+    text += std::string(", decoded as JPEG (libjpeg-turbo), crop ") + CropModeName(options_.crop) + ", resized to " +
+            side + "x" + side + " RGB (" + std::to_string(max_bytes_) + " bytes per sample)";
+    if (skipped_files_ > 0) text += "; " + std::to_string(skipped_files_) + " files not named .jpg/.jpeg skipped";
+  }
   return text;
 }
 
@@ -286,11 +310,49 @@ void FilesDataset::ReadWholeFile(int64_t index, std::span<std::byte> out) const 
   }
 }
 
+void FilesDataset::DecodeJpegFile(int64_t index, std::span<std::byte> out) const {
+  const std::string& path = files_[static_cast<size_t>(index)];
+  const size_t expected = static_cast<size_t>(sizes_[static_cast<size_t>(index)]);
+  Fd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (file.fd < 0) FailRecord(index, "cannot open: " + Errno(errno));
+  JpegDecodeOptions decode;
+  decode.crop = options_.crop;
+  decode.resize = static_cast<int>(options_.resize);
+  decode.seed = cost_.seed;
+  decode.epoch = 0;  // see the header: Read is not told the epoch
+  struct stat st {};
+  if (::fstat(file.fd, &st) != 0) FailRecord(index, "cannot stat: " + Errno(errno));
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size == 0) FailRecord(index, "not a JPEG: the file is empty");
+  try {
+    if (options_.io == FilesIo::kMmap) {
+      Mapping map(file.fd, 0, size);
+      if (!map.ok()) FailRecord(index, "mmap failed: " + Errno(map.error()));
+      DecodeCropResize(std::span<const std::byte>(map.data(), size), index, decode, out);
+    } else {
+      std::vector<std::byte> jpeg(std::max(size, expected));
+      int error = 0;
+      const size_t got = PreadFull(file.fd, jpeg, 0, &error);
+      if (error != 0) FailRecord(index, "read failed at byte offset " + std::to_string(got) + ": " + Errno(error));
+      DecodeCropResize(std::span<const std::byte>(jpeg.data(), got), index, decode, out);
+    }
+  } catch (const JpegError& e) {
+    FailRecord(index, e.what());
+  }
+}
+
 int64_t FilesDataset::Read(int64_t index, std::span<std::byte> out) const {
   if (index < 0 || index >= size()) {
     throw std::out_of_range("sample index " + std::to_string(index) + " outside [0, " + std::to_string(size()) + ")");
   }
   fault_.OnRead(index);
+  if (options_.decode == FilesDecode::kJpeg) {
+    DecodeJpegFile(index, out);
+    const double factor = SyntheticDataset::JitterFactor(cost_.jitter, cost_.seed, index);
+    BurnCpu(static_cast<int64_t>(static_cast<double>(cost_.cpu_us_per_sample) * 1000.0 * factor),
+            out.first(static_cast<size_t>(max_bytes_)), calibration_);
+    return max_bytes_;
+  }
   const int64_t bytes = sizes_[static_cast<size_t>(index)];
   if (static_cast<int64_t>(out.size()) < bytes) {
     throw std::length_error("sample " + std::to_string(index) + " needs " + std::to_string(bytes) +

@@ -15,6 +15,14 @@
 //                  so the data comes in by page faults; mappings are not kept,
 //                  so a cold cache stays cold
 //
+// decode jpeg (layout files only): only the JPEG files under DIR (.jpg, .jpeg,
+// .jpe, any case) are samples; each is read whole (pread, or mapped for io
+// mmap) and decoded, cropped and resized by workloads/jpeg_image.h, and the
+// resize x resize x 3 RGB bytes are the sample. The crop is drawn from
+// (workload seed, index) with epoch 0: loader::Dataset::Read is not told the
+// epoch, so a sample's crop repeats across epochs (its cost distribution is
+// the same). A JPEG that does not decode fails the read with the file named.
+//
 // After the bytes are in, cpu_us_per_sample of CPU work is spent over them
 // (decode stand-in, workloads/cpu_work.h), scaled by the jitter factor; the
 // fault of the options fires as in SyntheticDataset.
@@ -58,7 +66,10 @@ class FilesDataset final : public loader::Dataset {
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
   std::string BeforeRepeat() const override;
 
+  // The bytes of the files (for decode jpeg, the compressed files).
   int64_t total_bytes() const { return total_bytes_; }
+  // decode jpeg: files under DIR that are not JPEGs by name, and not read.
+  int64_t skipped_files() const { return skipped_files_; }
   int file_count() const;
   // One line for the user: what was opened and how it will be read.
   std::string Describe() const;
@@ -66,6 +77,7 @@ class FilesDataset final : public loader::Dataset {
  private:
   void ReadShardRecord(int64_t index, std::span<std::byte> out) const;
   void ReadWholeFile(int64_t index, std::span<std::byte> out) const;
+  void DecodeJpegFile(int64_t index, std::span<std::byte> out) const;
   [[noreturn]] void FailRecord(int64_t index, const std::string& what) const;
 
   const FilesOptions options_;
@@ -79,6 +91,7 @@ class FilesDataset final : public loader::Dataset {
   std::vector<int64_t> sizes_;      // bytes of each sample
   int64_t max_bytes_ = 0;
   int64_t total_bytes_ = 0;
+  int64_t skipped_files_ = 0;
 };
 
 }  // namespace feedtune::workloads

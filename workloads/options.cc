@@ -43,4 +43,8 @@ const char* FilesIoName(FilesIo io) { return io == FilesIo::kPread ? "pread" : "
 
 const char* CacheModeName(CacheMode mode) { return mode == CacheMode::kWarm ? "warm" : "cold"; }
 
+const char* FilesDecodeName(FilesDecode decode) { return decode == FilesDecode::kNone ? "none" : "jpeg"; }
+
+const char* CropModeName(CropMode mode) { return mode == CropMode::kRandom ? "random" : "center"; }
+
 }  // namespace feedtune::workloads

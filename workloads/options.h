@@ -69,6 +69,14 @@ struct SyntheticOptions {
 enum class FilesLayout { kShards, kFiles };
 enum class FilesIo { kPread, kMmap };
 enum class CacheMode { kWarm, kCold };
+// What a files-layout sample is: the file's bytes (kNone), or the file decoded
+// as a JPEG, cropped and resized to resize x resize RGB (kJpeg, workloads/jpeg_image.h).
+enum class FilesDecode { kNone, kJpeg };
+// kRandom: torchvision's RandomResizedCrop window (scale 0.08-1, ratio 3/4-4/3);
+// kCenter: the central square of 0.875 of the short side (Resize(256) + CenterCrop(224)).
+enum class CropMode { kRandom, kCenter };
+
+inline constexpr int64_t kDefaultResize = 224;
 
 struct FilesOptions {
   std::string path;                     // a directory (made by `feedtune gen-data`, or your files);
@@ -76,6 +84,9 @@ struct FilesOptions {
   FilesLayout layout = FilesLayout::kShards;
   FilesIo io = FilesIo::kPread;
   CacheMode cache = CacheMode::kWarm;   // kCold: evict from the page cache before each repeat
+  FilesDecode decode = FilesDecode::kNone;  // kJpeg: layout files only
+  CropMode crop = CropMode::kRandom;        // decode jpeg only
+  int64_t resize = kDefaultResize;          // decode jpeg only: the sample is resize x resize x 3 bytes
 };
 
 // HDF5's own default chunk cache per open dataset: 1 MiB (H5Pset_chunk_cache).
@@ -118,5 +129,7 @@ const char* FaultKindName(FaultKind kind);
 const char* FilesLayoutName(FilesLayout layout);
 const char* FilesIoName(FilesIo io);
 const char* CacheModeName(CacheMode mode);
+const char* FilesDecodeName(FilesDecode decode);
+const char* CropModeName(CropMode mode);
 
 }  // namespace feedtune::workloads

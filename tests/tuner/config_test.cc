@@ -692,6 +692,64 @@ TEST(ConfigTest, ToYamlRoundTrips) {
   EXPECT_EQ(ToYaml(parsed), yaml);
 }
 
+// decode: jpeg for a directory of JPEGs: the keys, their defaults, the YAML
+// round trip (written only with decode: jpeg), the hash (unchanged for files
+// configs without them), and the errors.
+TEST(ConfigTest, FilesDecodeJpegKeys) {
+  const SweepConfig jpeg = ParseConfig(
+      "workload:\n  kind: files\n  path: imgs\n  layout: files\n  decode: jpeg\n  crop: center\n  resize: 160\n",
+      "x.yaml");
+  EXPECT_EQ(jpeg.workload.files.decode, feedtune::workloads::FilesDecode::kJpeg);
+  EXPECT_EQ(jpeg.workload.files.crop, feedtune::workloads::CropMode::kCenter);
+  EXPECT_EQ(jpeg.workload.files.resize, 160);
+  const std::string yaml = ToYaml(jpeg);
+  EXPECT_NE(yaml.find("  cache: warm\n  decode: jpeg\n  crop: center\n  resize: 160\n"), std::string::npos) << yaml;
+  ExpectSameConfig(ParseConfig(yaml, "rt.yaml"), jpeg);
+  const SweepConfig defaults =
+      ParseConfig("workload: {kind: files, path: imgs, layout: files, decode: jpeg}\n", "x.yaml");
+  EXPECT_EQ(defaults.workload.files.crop, feedtune::workloads::CropMode::kRandom);
+  EXPECT_EQ(defaults.workload.files.resize, 224);
+  const SweepConfig plain = ParseConfig("workload: {kind: files, path: imgs, layout: files}\n", "x.yaml");
+  EXPECT_EQ(plain.workload.files.decode, feedtune::workloads::FilesDecode::kNone);
+  EXPECT_EQ(ToYaml(plain).find("decode"), std::string::npos);
+  EXPECT_NE(WorkloadHash(plain), WorkloadHash(defaults));
+  EXPECT_NE(WorkloadHash(jpeg), WorkloadHash(defaults));
+  // A files config that does not name decode hashes as before the key existed.
+  EXPECT_EQ(WorkloadHash(plain),
+            WorkloadHash(ParseConfig("workload: {kind: files, path: imgs, layout: files, decode: none}\n", "x.yaml")));
+
+  EXPECT_EQ(ErrorOf("workload:\n  kind: files\n  path: d\n  layout: files\n  decode: png\n"),
+            "x.yaml:5:11: workload.decode: expected one of none|jpeg, got \"png\"");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: files\n  path: d\n  layout: files\n  decode: jpeg\n  crop: centre\n"),
+            "x.yaml:6:9: workload.crop: expected one of random|center, got \"centre\"; did you mean 'center'?");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: files\n  path: d\n  layout: files\n  decode: jpeg\n  resize: 0\n"),
+            "x.yaml:6:11: workload.resize: expected an integer in [1, 4096], got 0");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: files\n  path: d\n  decode: jpeg\n"),
+            "x.yaml:4:11: workload.decode: expected layout: files when workload.decode is jpeg (one JPEG file per "
+            "sample), got shards");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: files\n  path: d\n  layout: files\n  resize: 128\n"),
+            "x.yaml:5:11: workload.resize: applies only with workload.decode: jpeg (the sample is the file's bytes "
+            "otherwise); add decode: jpeg, or remove it");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: npy\n  path: a.npy\n  crop: random\n"),
+            "x.yaml:4:9: workload.crop: unknown key for workload.kind npy (it is for files)");
+}
+
+TEST_F(ConfigFileTest, DecodeJpegNeedsJpegsInTheDirectory) {
+  const std::string data = (dir_ / "imgs").string();
+  std::filesystem::create_directories(data + "/sub");
+  std::ofstream(data + "/sub/notes.txt") << "x";
+  const std::string path =
+      Write("j.yaml", "workload:\n  kind: files\n  path: " + data + "\n  layout: files\n  decode: jpeg\n");
+  EXPECT_EQ(LoadErrorOf(path),
+            path + ":3:9: workload.path: expected a directory holding JPEG images (files named *.jpg, *.jpeg or "
+                   "*.jpe, in any folder under it) when workload.decode is jpeg, got \"" + data +
+                "\" (none there; make one with `feedtune gen-data --out " + data + " --layout jpeg ...`)");
+  std::ofstream(data + "/.hidden.jpg") << "x";  // dot-files are skipped, as the dataset skips them
+  EXPECT_NE(LoadErrorOf(path), "no error");
+  std::ofstream(data + "/sub/a.JPEG") << "x";
+  EXPECT_EQ(LoadErrorOf(path), "no error");
+}
+
 TEST(ConfigTest, FilesAndCommandKinds) {
   const SweepConfig files = ParseConfig(
       "workload:\n  kind: files\n  path: data/my shards\n  layout: files\n  io: mmap\n"
