@@ -93,7 +93,7 @@ TEST_F(WorkloadCli, GenDataUsageErrorsExit2) {
        "feedtune gen-data: " + (dir_ / "full").string() +
            ": exists and is not an empty directory; choose another --out or remove it\n"},
       {out + " --layout tar --samples 5 --sample-bytes 5",
-       "feedtune gen-data: --layout: expected shards | files | npy | hdf5 | lmdb, got 'tar'\n"},
+       "feedtune gen-data: --layout: expected shards | files | npy | hdf5 | lmdb | jpeg, got 'tar'\n"},
       {out + " --samples 0 --sample-bytes 5",
        "feedtune gen-data: --samples: expected an integer in [1, 100000000], got 0\n"},
       {out + " --samples 5 --sample-bytes 0",
@@ -160,7 +160,7 @@ TEST_F(WorkloadCli, EveryConfigRunsEndToEnd) {
   }
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"cpu-bound", "files-shards", "files-small-files", "hdf5", "io-bound",
-                                             "lmdb", "npy", "quickstart", "torch-probe"}));
+                                             "jpeg-folder", "lmdb", "npy", "quickstart", "torch-probe"}));
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
     const std::string source = (configs / (name + ".yaml")).string();
@@ -182,9 +182,12 @@ TEST_F(WorkloadCli, EveryConfigRunsEndToEnd) {
     }
     if (config.workload.kind == workloads::WorkloadKind::kFiles) {
       const std::string data = (dir_ / (name + "-data")).string();
-      const Result gen = Run("gen-data -q --out " + data + " --layout " +
-                             workloads::FilesLayoutName(config.workload.files.layout) +
-                             " --samples 400 --sample-bytes 4096 --shard-bytes 400000");
+      // decode: jpeg: real JPEG files, small ones so that the sweep stays short.
+      const Result gen = config.workload.files.decode == workloads::FilesDecode::kJpeg
+                             ? Run("gen-data -q --out " + data + " --layout jpeg --samples 400 --image-size 160x120")
+                             : Run("gen-data -q --out " + data + " --layout " +
+                                   workloads::FilesLayoutName(config.workload.files.layout) +
+                                   " --samples 400 --sample-bytes 4096 --shard-bytes 400000");
       ASSERT_EQ(gen.code, 0) << gen.err;
       config.workload.files.path = data;
     }
