@@ -71,6 +71,9 @@ class FilesDataset final : public loader::Dataset {
   // decode jpeg: files under DIR that are not JPEGs by name, and not read.
   int64_t skipped_files() const { return skipped_files_; }
   int file_count() const;
+  // layout files: the files, in sample order, and each one's bytes.
+  const std::vector<std::string>& files() const { return files_; }
+  int64_t file_bytes(int64_t index) const { return sizes_[static_cast<size_t>(index)]; }
   // One line for the user: what was opened and how it will be read.
   std::string Describe() const;
 

@@ -14,7 +14,9 @@
 #include <numeric>
 #include <random>
 
+#include "workloads/files_dataset.h"
 #include "workloads/format_io.h"
+#include "workloads/jpeg_image.h"
 #include "workloads/npy_dataset.h"
 #include "workloads/shard_format.h"
 
@@ -45,15 +47,14 @@ std::string ShapeText(const std::vector<int64_t>& dims) {
   return out + (dims.size() == 1 ? ",)" : ")");
 }
 
-enum class Format { kNpy, kHdf5, kLmdb };
+enum class Format { kNpy, kHdf5, kLmdb, kJpegDir };
 
 Format Detect(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw DatasetNotFound(path + ": cannot open: " + ErrnoText(errno));
   if (S_ISDIR(st.st_mode)) {
     if (::access((path + "/data.mdb").c_str(), F_OK) == 0) return Format::kLmdb;
-    throw DatasetNotFound(path + ": a directory without data.mdb: not an LMDB environment (inspect reads .npy, "
-                          "HDF5 and LMDB)");
+    return Format::kJpegDir;  // FilesDataset says when there is no JPEG in it
   }
   char magic[8] = {};
   const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -63,11 +64,15 @@ Format Detect(const std::string& path) {
   if (got == 8 && std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0) return Format::kHdf5;
   if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".mdb") == 0) return Format::kLmdb;
   if (path.size() >= 3 && (path.ends_with(".h5") || path.ends_with(".hdf5"))) return Format::kHdf5;  // a user block
-  throw DatasetNotFound(path + ": not a format inspect knows (a .npy file, an HDF5 file or an LMDB environment)");
+  throw DatasetNotFound(path + ": not a format inspect knows (a .npy file, an HDF5 file, an LMDB environment or a "
+                        "directory of JPEGs)");
 }
 
 // Reads up to `max` shuffled samples for up to `seconds`, one at a time.
-void Measure(const loader::Dataset& dataset, const InspectOptions& options, InspectReport* report) {
+// skip_corrupt (a folder of images, where one bad file is common): a sample
+// that fails is counted in a warning and the measurement goes on.
+void Measure(const loader::Dataset& dataset, const InspectOptions& options, InspectReport* report,
+             bool skip_corrupt = false) {
   if (options.measure_seconds <= 0) return;
   std::vector<int64_t> order(static_cast<size_t>(dataset.size()));
   std::iota(order.begin(), order.end(), 0);
@@ -76,15 +81,28 @@ void Measure(const loader::Dataset& dataset, const InspectOptions& options, Insp
   std::vector<double> us;
   int64_t bytes = 0;
   const auto start = std::chrono::steady_clock::now();
+  int64_t failed = 0;
+  std::string first_failure;
   for (int64_t index : order) {
     const auto t0 = std::chrono::steady_clock::now();
-    bytes += dataset.Read(index, slot);
+    try {
+      bytes += dataset.Read(index, slot);
+    } catch (const DatasetCorrupt& e) {
+      if (!skip_corrupt) throw;
+      if (failed++ == 0) first_failure = e.what();
+      if (failed >= options.max_measured_samples) break;
+      continue;
+    }
     const auto t1 = std::chrono::steady_clock::now();
     us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     if (static_cast<int64_t>(us.size()) >= options.max_measured_samples ||
         std::chrono::duration<double>(t1 - start).count() >= options.measure_seconds) {
       break;
     }
+  }
+  if (failed > 0) {
+    report->warnings.push_back(std::to_string(failed) + " of the samples measured failed (first: " + first_failure +
+                               "): a trial fails on the first one it reads");
   }
   if (us.empty()) return;
   const double total_us = std::accumulate(us.begin(), us.end(), 0.0);
@@ -93,6 +111,26 @@ void Measure(const loader::Dataset& dataset, const InspectOptions& options, Insp
   report->read_us_median = us[us.size() / 2];
   report->read_us_p90 = us[std::min(us.size() - 1, us.size() * 9 / 10)];
   report->mb_per_s = total_us > 0 ? static_cast<double>(bytes) / total_us : 0;  // bytes/us = MB/s
+}
+
+// "min 12.0 KB, p50 98.1 KB, p90 ..., max ..." of sorted values.
+template <typename T, typename F>
+std::string QuantileText(const std::vector<T>& sorted, F format) {
+  const auto at = [&](double q) { return sorted[std::min(sorted.size() - 1, static_cast<size_t>(q * static_cast<double>(sorted.size())))]; };
+  return "min " + format(sorted.front()) + ", p10 " + format(at(0.1)) + ", p50 " + format(at(0.5)) + ", p90 " +
+         format(at(0.9)) + ", max " + format(sorted.back());
+}
+
+template <typename T>
+nlohmann::json QuantileJson(const std::vector<T>& sorted) {
+  const auto at = [&](double q) { return sorted[std::min(sorted.size() - 1, static_cast<size_t>(q * static_cast<double>(sorted.size())))]; };
+  return {{"min", sorted.front()}, {"p10", at(0.1)}, {"p50", at(0.5)}, {"p90", at(0.9)}, {"max", sorted.back()}};
+}
+
+std::string Kb(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f KB", static_cast<double>(bytes) / 1e3);
+  return buf;
 }
 
 SyntheticOptions NoCost() {
@@ -250,6 +288,95 @@ InspectReport Inspect(const std::string& path, const InspectOptions& options) {
       Measure(dataset, options, &report);
       break;
     }
+    case Format::kJpegDir: {
+      report.format = "jpeg";
+      files.layout = FilesLayout::kFiles;
+      files.decode = FilesDecode::kJpeg;
+      files.crop = options.crop;
+      files.resize = options.resize;
+      std::unique_ptr<FilesDataset> dataset;
+      try {
+        dataset = std::make_unique<FilesDataset>(files, NoCost(), CpuCalibration{});
+      } catch (const DatasetNotFound& e) {
+        throw DatasetNotFound(std::string(e.what()) + " (inspect reads .npy, HDF5, LMDB and folders of JPEGs)");
+      }
+      const int64_t count = dataset->size();
+      fact("images", std::to_string(count) + (dataset->skipped_files() > 0
+                                                   ? " (" + std::to_string(dataset->skipped_files()) +
+                                                         " other files skipped)"
+                                                   : ""),
+           count);
+      std::vector<int64_t> sizes;
+      for (int64_t i = 0; i < count; ++i) sizes.push_back(dataset->file_bytes(i));
+      std::sort(sizes.begin(), sizes.end());
+      fact("file_bytes", QuantileText(sizes, Kb) + "; " + Mb(static_cast<double>(dataset->total_bytes())) + " in all",
+           QuantileJson(sizes));
+      // Dimensions from the headers of up to max_headers files, spread evenly.
+      const int64_t headers = std::min(count, std::max<int64_t>(1, options.max_headers));
+      std::vector<int> widths, heights;
+      std::vector<int64_t> pixels;
+      int64_t scaled = 0, bad = 0;
+      std::string first_bad;
+      for (int64_t k = 0; k < headers; ++k) {
+        const int64_t i = k * count / headers;
+        const std::string& file = dataset->files()[static_cast<size_t>(i)];
+        const UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+        std::vector<std::byte> bytes(static_cast<size_t>(dataset->file_bytes(i)));
+        int error = 0;
+        const size_t got = fd.valid() ? PreadFull(fd.get(), bytes, 0, &error) : 0;
+        try {
+          const JpegHeader h = ReadJpegHeader(std::span(bytes).first(got));
+          widths.push_back(h.width);
+          heights.push_back(h.height);
+          pixels.push_back(int64_t{h.width} * h.height);
+          const CropWindow crop = CropWindowFor(options.crop, h.width, h.height, 0, 0, i);
+          scaled += !(ChooseScale(crop.width, crop.height, static_cast<int>(options.resize)) == JpegScale{1, 1});
+        } catch (const JpegError& e) {
+          if (bad++ == 0) first_bad = file + ": " + e.what();
+        }
+      }
+      if (!widths.empty()) {
+        std::sort(widths.begin(), widths.end());
+        std::sort(heights.begin(), heights.end());
+        std::sort(pixels.begin(), pixels.end());
+        const auto px = [](int v) { return std::to_string(v) + " px"; };
+        fact("width", QuantileText(widths, px), QuantileJson(widths));
+        fact("height", QuantileText(heights, px), QuantileJson(heights));
+        const auto mp = [](int64_t v) {
+          char buf[32];
+          std::snprintf(buf, sizeof buf, "%.2f MP", static_cast<double>(v) / 1e6);
+          return std::string(buf);
+        };
+        fact("pixels", QuantileText(pixels, mp), QuantileJson(pixels));
+      }
+      fact("headers_read", std::to_string(headers) + " of " + std::to_string(count) + " images", headers);
+      const std::string side = std::to_string(options.resize);
+      fact("decode", std::string("crop ") + CropModeName(options.crop) + ", resize " + side + "x" + side + ": " +
+                         std::to_string(scaled) + " of " + std::to_string(widths.size()) +
+                         " decoded with DCT scaling (the crop is at least twice the target)",
+           {{"crop", CropModeName(options.crop)},
+            {"resize", options.resize},
+            {"dct_scaled", scaled},
+            {"of", widths.size()}});
+      if (bad > 0) {
+        report.warnings.push_back(std::to_string(bad) + " of " + std::to_string(headers) +
+                                  " headers read do not decode (" + first_bad +
+                                  "): a trial fails on the first such sample; remove or re-encode them");
+      }
+      if (!pixels.empty()) {
+        const int64_t short_side = std::min(widths[widths.size() / 2], heights[heights.size() / 2]);
+        if (short_side >= 4 * options.resize) {
+          report.warnings.push_back(
+              "the median image is " + std::to_string(widths[widths.size() / 2]) + " x " +
+              std::to_string(heights[heights.size() / 2]) + " for a " + side + " px sample: decoding reads " +
+              "far more pixels than training uses; resize the data set once, offline, to a short side near " +
+              std::to_string(options.resize * 8 / 7) + "-" + std::to_string(options.resize * 3 / 2) + " px");
+        }
+      }
+      report.measured_what = "read + decode";
+      Measure(*dataset, options, &report, /*skip_corrupt=*/true);
+      break;
+    }
   }
   report.json_facts = facts.dump();
   return report;
@@ -263,9 +390,9 @@ std::string InspectReport::ToText() const {
   for (const std::string& w : warnings) out += "warning: " + w + "\n";
   if (measured_samples > 0) {
     char line[256];
-    std::snprintf(line, sizeof line, "read, one thread, shuffled: %s per sample (median; p90 %s) over %lld samples, %.1f MB/s\n",
-                  Us(read_us_median).c_str(), Us(read_us_p90).c_str(), static_cast<long long>(measured_samples),
-                  mb_per_s);
+    std::snprintf(line, sizeof line, "%s, one thread, shuffled: %s per sample (median; p90 %s) over %lld samples, %.1f MB/s\n",
+                  measured_what.c_str(), Us(read_us_median).c_str(), Us(read_us_p90).c_str(),
+                  static_cast<long long>(measured_samples), mb_per_s);
     out += line;
   }
   return out;
@@ -275,7 +402,8 @@ std::string InspectReport::ToJson() const {
   nlohmann::json out = {{"path", path}, {"format", format}, {"facts", nlohmann::json::parse(json_facts)},
                         {"warnings", warnings}};
   if (measured_samples > 0) {
-    out["measurement"] = {{"samples", measured_samples},
+    out["measurement"] = {{"what", measured_what},
+                          {"samples", measured_samples},
                           {"read_us_median", read_us_median},
                           {"read_us_p90", read_us_p90},
                           {"mb_per_s", mb_per_s}};

@@ -1,10 +1,11 @@
 // The format describer behind `feedtune inspect PATH` and the warnings `sweep`
 // prints before its first trial: what a data file is (npy: shape, dtype,
-// sample bytes; HDF5: every dataset's shape, dtype, chunk shape and filters,
+// sample bytes; a directory of JPEGs: count, file sizes and dimensions
+// (quantiles); HDF5: every dataset's shape, dtype, chunk shape and filters,
 // and the bytes a shuffled read of one sample inflates with the configured
 // chunk cache; LMDB: entries, value sizes, map size, file system), the traps
-// found in it, in words, and a short single-threaded measurement of read per
-// sample on this machine.
+// found in it, in words, and a short single-threaded measurement of read (for
+// JPEGs read + decode + crop + resize) per sample on this machine.
 //
 // The HDF5 model, for a random (shuffled) sample of a chunked dataset with
 // chunks of C bytes (inflated), M chunks, and a chunk cache of K bytes:
@@ -34,6 +35,9 @@ struct InspectOptions {
   std::string labels;               // hdf5: read with each sample when set
   int64_t chunk_cache_mb = kHdf5DefaultChunkCacheMb;
   bool lmdb_readahead = false;
+  CropMode crop = CropMode::kRandom;  // jpeg: as workload.crop
+  int64_t resize = kDefaultResize;    // jpeg: as workload.resize
+  int64_t max_headers = 1000;         // jpeg: image headers read for the dimensions, spread over the files
   double measure_seconds = 1.0;     // 0: no measurement
   int64_t max_measured_samples = 256;
 };
@@ -52,10 +56,11 @@ std::vector<std::string> LmdbWarnings(const LmdbInfo& info, bool readahead);
 
 struct InspectReport {
   std::string path;
-  std::string format;               // "npy", "hdf5", "lmdb"
+  std::string format;               // "npy", "hdf5", "lmdb", "jpeg"
   std::vector<std::pair<std::string, std::string>> facts;  // in print order
   std::string json_facts;           // the same, as a JSON object, typed
   std::vector<std::string> warnings;
+  std::string measured_what = "read";  // "read", or "read + decode" (jpeg)
   int64_t measured_samples = 0;     // 0: not measured
   double read_us_median = 0;        // per sample, single-threaded, warm or as the cache stands
   double read_us_p90 = 0;
@@ -65,8 +70,9 @@ struct InspectReport {
   std::string ToJson() const;
 };
 
-// Inspects the npy file, HDF5 file or LMDB environment at `path` (the format
-// is told by its content). Throws DatasetNotFound for a path that is none of
+// Inspects the npy file, HDF5 file, LMDB environment or directory of JPEGs at
+// `path` (the format is told by its content; a directory without data.mdb is
+// a folder of images). Throws DatasetNotFound for a path that is none of
 // them, DatasetNotFound / DatasetCorrupt as the datasets do.
 InspectReport Inspect(const std::string& path, const InspectOptions& options);
 

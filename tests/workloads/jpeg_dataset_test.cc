@@ -24,6 +24,7 @@
 #include "loader/fork_server.h"
 #include "tests/common/run_feedtune.h"
 #include "workloads/files_dataset.h"
+#include "workloads/format_inspect.h"
 #include "workloads/jpeg_image.h"
 #include "workloads/shard_format.h"
 
@@ -467,6 +468,67 @@ TEST_F(JpegDatasetTest, GenDataTrialAndConfigErrorsThroughTheBinary) {
   EXPECT_NE(r.err.find(empty + ":5:9: workload.path: expected a directory holding JPEG images"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("gen-data --out " + (dir_ / "empty").string() + " --layout jpeg"), std::string::npos) << r.err;
+}
+
+TEST_F(JpegDatasetTest, InspectDescribesAFolderOfJpegs) {
+  for (int i = 0; i < 3; ++i) WriteJpeg("i/big" + std::to_string(i) + ".jpg", i, 1600, 1200);
+  for (int i = 0; i < 6; ++i) WriteJpeg("i/small" + std::to_string(i) + ".jpg", 10 + i, 320, 240);
+  WriteFile("i/zz-broken.jpg", std::as_bytes(std::span("no jpeg here", 12)));
+  WriteFile("i/readme.md", std::as_bytes(std::span("x", 1)));
+  InspectOptions options;
+  options.crop = CropMode::kCenter;
+  options.resize = 32;
+  options.measure_seconds = 0.2;
+  const InspectReport report = Inspect((dir_ / "i").string(), options);
+  EXPECT_EQ(report.format, "jpeg");
+  const std::string text = report.ToText();
+  EXPECT_NE(text.find("images        10 (1 other files skipped)"), std::string::npos) << text;
+  EXPECT_NE(text.find("width         min 320 px, p10 320 px, p50 320 px, p90 1600 px, max 1600 px"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("headers_read  10 of 10 images"), std::string::npos) << text;
+  // Centre crops: 1050 px (1600 x 1200) and 210 px (320 x 240), both >= 2 x 32.
+  EXPECT_NE(text.find("crop center, resize 32x32: 9 of 9 decoded with DCT scaling"), std::string::npos) << text;
+  // Two from the headers, and one from the measurement, which met the broken file.
+  ASSERT_EQ(report.warnings.size(), 3u) << text;
+  EXPECT_NE(report.warnings[0].find("1 of 10 headers read do not decode (" + (dir_ / "i/zz-broken.jpg").string()),
+            std::string::npos)
+      << report.warnings[0];
+  EXPECT_NE(report.warnings[1].find("the median image is 320 x 240 for a 32 px sample"), std::string::npos)
+      << report.warnings[1];
+  EXPECT_NE(report.warnings[2].find("1 of the samples measured failed (first: " + (dir_ / "i/zz-broken.jpg").string() +
+                                     " (sample 9): not a JPEG"),
+            std::string::npos)
+      << report.warnings[2];
+  EXPECT_EQ(report.measured_samples, 9);
+  const nlohmann::json json = nlohmann::json::parse(report.ToJson());
+  EXPECT_EQ(json["facts"]["images"], 10);
+  EXPECT_EQ(json["facts"]["width"]["max"], 1600);
+  EXPECT_EQ(json["facts"]["file_bytes"]["min"], 12);
+  EXPECT_EQ(json["facts"]["decode"]["dct_scaled"], 9);
+
+  // Without the broken file the measurement runs through every image.
+  fs::remove(dir_ / "i/zz-broken.jpg");
+  const InspectReport clean = Inspect((dir_ / "i").string(), options);
+  EXPECT_TRUE(clean.warnings.size() == 1u) << clean.ToText();
+  EXPECT_EQ(clean.measured_what, "read + decode");
+  EXPECT_GT(clean.measured_samples, 0);
+  EXPECT_NE(clean.ToText().find("read + decode, one thread, shuffled: "), std::string::npos) << clean.ToText();
+  const nlohmann::json measured = nlohmann::json::parse(clean.ToJson());
+  EXPECT_EQ(measured["measurement"]["what"], "read + decode");
+  EXPECT_GT(measured["measurement"]["read_us_median"].get<double>(), 0);
+
+  // Through the binary: the same, and a folder without images is exit 2.
+  auto r = testing_util::RunFeedtune("inspect " + (dir_ / "i").string() + " --crop center --resize 32 --format json "
+                                     "--measure-seconds 0.1", dir_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["format"], "jpeg");
+  fs::create_directories(dir_ / "nothing");
+  r = testing_util::RunFeedtune("inspect " + (dir_ / "nothing").string(), dir_);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no JPEG images under it"), std::string::npos) << r.err;
+  r = testing_util::RunFeedtune("inspect " + (dir_ / "i").string() + " --crop middle", dir_);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--crop: expected random or center, got 'middle'"), std::string::npos) << r.err;
 }
 
 }  // namespace

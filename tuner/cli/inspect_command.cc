@@ -1,4 +1,4 @@
-// `feedtune inspect PATH`: what a data file is, before any trial, over the
+// `feedtune inspect PATH`: what a data file (or a folder of JPEGs) is, before any trial, over the
 // describer in workloads/format_inspect.h: its layout in the format's own
 // terms, the traps found in it in words, and a short single-threaded read
 // measurement on this machine.
@@ -13,25 +13,30 @@ namespace {
 
 constexpr const char* kInspectUsage = R"(Usage: feedtune inspect PATH [options]
 
-Describes a .npy file, an HDF5 file or an LMDB environment (the format is told
-by its content), says what will make it slow to read shuffled, and reads
-samples in shuffled order on one thread for a moment to say what one costs
-here:
+Describes a .npy file, an HDF5 file, an LMDB environment or a directory of
+JPEGs (the format is told by its content), says what will make it slow to
+read shuffled, and reads samples in shuffled order on one thread for a moment
+to say what one costs here:
   npy    shape, dtype, bytes per sample
   hdf5   every dataset's shape, dtype, chunk shape and filters, and the bytes a
          shuffled read of one sample inflates with the given chunk cache (a
          gzip chunk larger than the cache is inflated whole for every sample)
   lmdb   entries, value sizes, map size, page size, file system
+  jpeg   (a directory) images, file sizes and dimensions (quantiles), how many
+         decode with DCT scaling; the measurement reads, decodes, crops and
+         resizes each, as workload.decode: jpeg does
 
 Examples:
   feedtune inspect data/images.h5 --chunk-cache-mb 1
-  feedtune inspect data/images.lmdb --format json)";
+  feedtune inspect data/images.lmdb --format json
+  feedtune inspect data/jpeg --crop center --resize 224)";
 
 }  // namespace
 
 int RunInspect(const Args& args) {
   po::options_description options("Options");
-  std::string path, format_name, dataset, labels;
+  std::string path, format_name, dataset, labels, crop;
+  int64_t resize = workloads::kDefaultResize;
   int64_t chunk_cache_mb = workloads::kHdf5DefaultChunkCacheMb;
   double measure_seconds = 1.0;
   options.add_options()("help,h", "this help")("path", po::value(&path)->required(), "the data to inspect")(
@@ -41,6 +46,8 @@ int RunInspect(const Args& args) {
       "chunk-cache-mb", po::value(&chunk_cache_mb)->default_value(workloads::kHdf5DefaultChunkCacheMb),
       "hdf5: the chunk cache per dataset (MiB), as workload.hdf5.chunk_cache_mb")(
       "readahead", "lmdb: measure with readahead on, as workload.lmdb.readahead: true")(
+      "crop", po::value(&crop)->default_value("random"), "jpeg: random | center, as workload.crop")(
+      "resize", po::value(&resize)->default_value(workloads::kDefaultResize), "jpeg: as workload.resize")(
       "measure-seconds", po::value(&measure_seconds)->default_value(1.0), "how long to read for (0: no measurement)");
   po::positional_options_description positional;
   positional.add("path", 1);
@@ -56,6 +63,14 @@ int RunInspect(const Args& args) {
               << "\n";
     return kExitUsage;
   }
+  if (crop != "random" && crop != "center") {
+    std::cerr << "feedtune inspect: --crop: expected random or center, got '" << crop << "'\n";
+    return kExitUsage;
+  }
+  if (resize < 1 || resize > 4096) {
+    std::cerr << "feedtune inspect: --resize: expected an integer in [1, 4096], got " << resize << "\n";
+    return kExitUsage;
+  }
   if (!(measure_seconds >= 0 && measure_seconds <= 600)) {
     std::cerr << "feedtune inspect: --measure-seconds: expected a number in [0, 600]\n";
     return kExitUsage;
@@ -66,6 +81,8 @@ int RunInspect(const Args& args) {
   inspect.chunk_cache_mb = chunk_cache_mb;
   inspect.lmdb_readahead = vm->count("readahead") > 0;
   inspect.measure_seconds = measure_seconds;
+  inspect.crop = crop == "center" ? workloads::CropMode::kCenter : workloads::CropMode::kRandom;
+  inspect.resize = resize;
   try {
     const workloads::InspectReport report = workloads::Inspect(path, inspect);
     std::cout << (format_name == "json" ? report.ToJson() + "\n" : report.ToText());
