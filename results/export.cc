@@ -58,7 +58,8 @@ std::vector<std::string> Provenance(const RunView& view, const TrialRecord& best
   lines.push_back("workload " + run.workload_name + " (hash " + run.workload_hash + ") on " + machine +
                   ", backend " + run.backend);
   std::string figures = "measured " + Fixed(best.samples_per_s, 1) + " samples/s, GPU idle " +
-                        Fixed(best.gpu_idle_frac * 100, 1) + "%";
+                        (std::isfinite(best.gpu_idle_frac) ? Fixed(best.gpu_idle_frac * 100, 1) + "%"
+                                                           : std::string("not measured"));
   if (const auto speedup = RunSpeedup(view)) figures += ", x" + Fixed(*speedup, 2) + " over the baseline";
   lines.push_back(figures);
   if (run.backend == "host-sim") {

@@ -108,7 +108,9 @@ OpenedWorkload OpenWorkload(const SweepConfig& config) {
                                                                   : "not found or not executable"));
       }
       opened.description = "command: " + argv0 + " with " + std::to_string(w.command.argv.size() - 1) +
-                           " arguments, one run per repeat (timeout " +
+                           (w.command.protocol == workloads::CommandProtocol::kServe
+                                ? " arguments, one serving process per sweep (protocol serve, per-trial timeout "
+                                : " arguments, one run per repeat (protocol run, timeout ") +
                            std::to_string(static_cast<int64_t>(w.command.timeout_s)) +
                            " s)";
       return opened;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -246,6 +247,15 @@ TEST_F(TorchExportTest, AnOldTorchIsWarnedNotSilentlyStripped) {
   EXPECT_NE(result.out.find("'persistent_workers', 'pin_memory', 'prefetch_factor'"),
             std::string::npos)
       << result.out;
+}
+
+TEST(ExportHeader, AGpuIdleNobodyMeasuredSaysSo) {
+  // A command that reported no gpu_idle_frac: its best says "not measured", not "-nan%".
+  RunView view = NoWorkersView();
+  view.trials[0].gpu_idle_frac = std::nan("");
+  const std::string text = RenderExport(view, ExportFormat::kEnv);
+  EXPECT_NE(text.find("GPU idle not measured"), std::string::npos) << text;
+  EXPECT_EQ(text.find("nan"), std::string::npos) << text;
 }
 
 }  // namespace
