@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "workloads/crc32c.h"
+#include "workloads/format_io.h"
 #include "workloads/jpeg_image.h"
 #include "workloads/synthetic_dataset.h"
 
@@ -97,22 +98,6 @@ int64_t ResidentBytes(int fd, int64_t size) {
   }
   ::munmap(p, static_cast<size_t>(size));
   return std::min(resident, size);
-}
-
-// Reads up to `out.size()` bytes at `offset`; returns how many (short at EOF).
-size_t PreadFull(int fd, std::span<std::byte> out, uint64_t offset, int* error) {
-  size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      *error = errno;
-      return done;
-    }
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
-  }
-  return done;
 }
 
 }  // namespace
