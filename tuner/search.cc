@@ -45,10 +45,14 @@ std::string NotKept(const TrialRecord& candidate, const TrialRecord& current, do
   const std::string threshold = Percent(gain_threshold).substr(1);
   if (candidate.repeats >= 2 && current.repeats >= 2) {
     if (candidate.ci_high < current.ci_low) return head + ": slower beyond the noise";
-    if (candidate.ci_low > current.ci_high) return head + ": faster beyond the noise, but under the " + threshold + " threshold";
+    if (candidate.ci_low > current.ci_high) {
+      return head + ": faster beyond the noise, but under the " + threshold + " threshold";
+    }
     return head + ": within the noise";
   }
-  if (gain < -gain_threshold) return head + ": slower by more than the " + threshold + " threshold (one repeat, no noise estimate)";
+  if (gain < -gain_threshold) {
+    return head + ": slower by more than the " + threshold + " threshold (one repeat, no noise estimate)";
+  }
   if (gain > 0) return head + ": a gain under the " + threshold + " threshold (one repeat, no noise estimate)";
   return head + ": slower, within the " + threshold + " threshold (one repeat, no noise estimate)";
 }
@@ -61,7 +65,9 @@ std::string BoundaryMs(const TrialRecord& t) {
 }
 
 // Where the sequence is, for the estimate of trials left.
-enum class Stage { kBaseline, kPin, kWorkers, kNonBlocking, kPrefetch, kPersistent, kRevisit, kCombined, kFinal, kDone };
+enum class Stage {
+  kBaseline, kPin, kWorkers, kNonBlocking, kPrefetch, kPersistent, kRevisit, kCombined, kFinal, kDone
+};
 
 class Search {
  public:
@@ -560,8 +566,9 @@ class Search {
       break;
     }
     if (current_.num_workers == from && why.empty()) {
-      why = workers_curve_.back().first <= from ? "not tried: no worker count above the knee was measured"
-                                                : "kept " + WorkersText(from) + ": more gain nothing with persistent_workers";
+      why = workers_curve_.back().first <= from
+                ? "not tried: no worker count above the knee was measured"
+                : "kept " + WorkersText(from) + ": no larger count gains with persistent_workers";
     } else if (why.empty()) {
       why = "kept " + WorkersText(current_.num_workers) + " with persistent_workers (the knee without it: " +
             std::to_string(from) + ")";
