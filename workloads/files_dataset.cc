@@ -85,21 +85,6 @@ class Mapping {
   int error_ = 0;
 };
 
-// Bytes of `fd`'s first `size` bytes that are in the page cache.
-int64_t ResidentBytes(int fd, int64_t size) {
-  if (size <= 0) return 0;
-  static const long page = sysconf(_SC_PAGESIZE);
-  void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return 0;
-  std::vector<unsigned char> pages(static_cast<size_t>((size + page - 1) / page));
-  int64_t resident = 0;
-  if (::mincore(p, static_cast<size_t>(size), pages.data()) == 0) {
-    for (unsigned char v : pages) resident += (v & 1) ? page : 0;
-  }
-  ::munmap(p, static_cast<size_t>(size));
-  return std::min(resident, size);
-}
-
 }  // namespace
 
 FilesDataset::FilesDataset(const FilesOptions& options, const SyntheticOptions& cost,

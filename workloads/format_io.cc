@@ -42,9 +42,6 @@ size_t PreadFull(int fd, std::span<std::byte> out, uint64_t offset, int* error) 
   return done;
 }
 
-namespace {
-
-// Bytes of the file's first `size` bytes that are in the page cache.
 int64_t ResidentBytes(int fd, int64_t size) {
   if (size <= 0) return 0;
   const long page = sysconf(_SC_PAGESIZE);
@@ -58,8 +55,6 @@ int64_t ResidentBytes(int fd, int64_t size) {
   ::munmap(p, static_cast<size_t>(size));
   return std::min(resident, size);
 }
-
-}  // namespace
 
 std::string EvictFromPageCache(const std::vector<std::string>& paths) {
   int64_t total = 0, resident = 0, failures = 0;

@@ -43,6 +43,9 @@ std::string ErrnoText(int error);
 // the bytes read (fewer only at end of file); sets *error to errno on failure.
 size_t PreadFull(int fd, std::span<std::byte> out, uint64_t offset, int* error);
 
+// Bytes of `fd`'s first `size` bytes that are in the page cache (mincore).
+int64_t ResidentBytes(int fd, int64_t size);
+
 // Evicts each file from the page cache (posix_fadvise DONTNEED) and says, in
 // one line for the user, how much stayed resident (tmpfs keeps everything).
 std::string EvictFromPageCache(const std::vector<std::string>& paths);
