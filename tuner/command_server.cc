@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <system_error>
@@ -73,8 +72,12 @@ bool ReadAvailable(int fd, std::string& out) {
 
 // Fields after the command name in /proc/PID/stat (the name may hold spaces).
 std::vector<std::string> StatFields(pid_t pid) {
+  // getline, not istreambuf_iterator: a process that exits between the open
+  // and the read fails the read with ESRCH, which libstdc++ throws through the
+  // iterator but getline turns into an empty line.
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  const std::string stat((std::istreambuf_iterator<char>(in)), {});
+  std::string stat;
+  std::getline(in, stat);
   std::vector<std::string> fields;
   const size_t close = stat.rfind(')');
   if (close == std::string::npos) return fields;

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,8 +24,12 @@ struct ProcStat {
 
 // Fields 3-5 of /proc/PID/stat; nullopt when the process is gone.
 inline std::optional<ProcStat> ReadProcStat(pid_t pid) {
+  // getline, not istreambuf_iterator: a process that exits between the open
+  // and the read makes read() fail with ESRCH, and libstdc++'s underflow throws
+  // that through the iterator; getline turns it into a failed read.
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  const std::string stat((std::istreambuf_iterator<char>(in)), {});
+  std::string stat;
+  std::getline(in, stat);
   const size_t close = stat.rfind(')');  // the command name may hold spaces
   if (close == std::string::npos) return std::nullopt;
   ProcStat s;
