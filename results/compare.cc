@@ -33,6 +33,37 @@ std::string Times(double factor) {
 
 std::string MachineName(const Fingerprint& m) { return m.label.empty() ? m.hostname : m.label; }
 
+double Median(std::vector<double> values) {
+  if (values.empty()) return NAN;
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
+// The spread of one class's rows (all of one workload and class).
+ClassSpread SpreadOf(const std::vector<const CompareRow*>& rows) {
+  ClassSpread spread;
+  spread.workload_name = rows.front()->workload_name;
+  spread.workload_hash = rows.front()->workload_hash;
+  spread.machine_hash = rows.front()->machine_hash;
+  spread.hosts = static_cast<int>(rows.size());
+  spread.rows = rows;
+  std::vector<double> bests, lows;
+  for (const CompareRow* row : rows) {
+    if (!std::isfinite(row->best_samples_per_s)) continue;
+    bests.push_back(row->best_samples_per_s);
+    // No interval (one repeat): the figure is its own bound.
+    lows.push_back(std::isfinite(row->best_ci_low) ? row->best_ci_low : row->best_samples_per_s);
+  }
+  spread.measured = static_cast<int>(bests.size());
+  spread.median = Median(bests);
+  spread.median_ci_low = Median(lows);
+  spread.min = bests.empty() ? NAN : *std::min_element(bests.begin(), bests.end());
+  spread.max = bests.empty() ? NAN : *std::max_element(bests.begin(), bests.end());
+  for (const CompareRow* row : rows) spread.outliers += row->outlier ? 1 : 0;
+  return spread;
+}
+
 // The sweep summary's compact form, so the two read alike.
 std::string CompactKnobs(const loader::Knobs& k) {
   return "nw=" + std::to_string(k.num_workers) + " pin=" + (k.pin_memory ? "1" : "0") +
@@ -89,7 +120,7 @@ std::vector<CompareRow> CollectCompareRows(const std::vector<const Store*>& stor
                                            const std::optional<std::string>& workload) {
   // Machines are kept alive here for the candidates that point at them.
   std::vector<std::vector<StoredMachine>> machines(stores.size());
-  std::map<std::tuple<std::string, std::string, std::string>, std::vector<Candidate>> by_key;
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, std::vector<Candidate>> by_key;
   std::set<std::string> seen_uids;
   for (size_t s = 0; s < stores.size(); ++s) {
     machines[s] = stores[s]->LoadMachines();
@@ -100,7 +131,7 @@ std::vector<CompareRow> CollectCompareRows(const std::vector<const Store*>& stor
       if (!seen_uids.insert(run.uid).second) continue;  // the same run, merged into two files
       const auto machine = machine_by_id.find(run.machine_id);
       if (machine == machine_by_id.end()) continue;
-      auto key = std::make_tuple(run.workload_name, run.workload_hash, machine->second->hash);
+      auto key = std::make_tuple(run.workload_name, run.workload_hash, machine->second->hash, run.host.Key());
       by_key[key].push_back({stores[s], std::move(run), machine->second});
     }
   }
@@ -117,7 +148,12 @@ std::vector<CompareRow> CollectCompareRows(const std::vector<const Store*>& stor
     row.workload_name = chosen.run.workload_name;
     row.workload_hash = chosen.run.workload_hash;
     row.machine_hash = chosen.machine->hash;
+    row.host = chosen.run.host;
     row.machine = chosen.machine->fingerprint;
+    // The class row keeps the label its last sweep gave; the row names this host.
+    row.machine.label = row.host.name;
+    if (!row.host.hostname.empty()) row.machine.hostname = row.host.hostname;
+    row.machine.machine_id = row.host.machine_id;
     row.db_path = chosen.store->path();
     row.run_id = chosen.run.id;
     row.run_uid = chosen.run.uid;
@@ -129,9 +165,14 @@ std::vector<CompareRow> CollectCompareRows(const std::vector<const Store*>& stor
     row.best_samples_per_s = NAN;
     row.best_gpu_idle_frac = NAN;
     row.baseline_samples_per_s = NAN;
+    row.best_ci_low = NAN;
+    row.best_ci_high = NAN;
+    row.below_class_median = NAN;
     if (const TrialRecord* best = BestTrial(view)) {
       row.best_config = best->knobs;
       row.best_samples_per_s = best->samples_per_s;
+      row.best_ci_low = best->ci_low;
+      row.best_ci_high = best->ci_high;
       row.best_gpu_idle_frac = best->gpu_idle_frac;
     }
     if (const TrialRecord* baseline = BaselineTrial(view)) {
@@ -140,53 +181,167 @@ std::vector<CompareRow> CollectCompareRows(const std::vector<const Store*>& stor
     row.speedup = RunSpeedup(view);
     rows.push_back(std::move(row));
   }
-  std::sort(rows.begin(), rows.end(), [](const CompareRow& a, const CompareRow& b) {
+  // The classes' medians first (the map's order keeps each class together),
+  // then the outliers against them, then the order a reader wants.
+  std::map<std::tuple<std::string, std::string, std::string>, std::vector<CompareRow*>> by_class;
+  for (CompareRow& row : rows) {
+    by_class[std::make_tuple(row.workload_name, row.workload_hash, row.machine_hash)].push_back(&row);
+  }
+  std::map<std::tuple<std::string, std::string, std::string>, double> class_median;
+  for (auto& [key, members] : by_class) {
+    const ClassSpread spread = SpreadOf({members.begin(), members.end()});
+    class_median[key] = spread.median;
+    for (CompareRow* row : members) {
+      row->outlier = IsClassOutlier(*row, spread);
+      if (std::isfinite(spread.median) && spread.median > 0 && std::isfinite(row->best_samples_per_s)) {
+        row->below_class_median = (spread.median - row->best_samples_per_s) / spread.median;
+      }
+    }
+  }
+  // Fastest first; unknown (NaN) last.
+  const auto figure = [](double v) { return std::isfinite(v) ? v : -1.0; };
+  std::sort(rows.begin(), rows.end(), [&](const CompareRow& a, const CompareRow& b) {
     if (a.workload_name != b.workload_name) return a.workload_name < b.workload_name;
     if (a.workload_hash != b.workload_hash) return a.workload_hash < b.workload_hash;
-    // Fastest first; unknown (NaN) last.
-    const double fa = std::isfinite(a.best_samples_per_s) ? a.best_samples_per_s : -1;
-    const double fb = std::isfinite(b.best_samples_per_s) ? b.best_samples_per_s : -1;
+    if (a.machine_hash != b.machine_hash) {
+      const double ma = figure(class_median[std::make_tuple(a.workload_name, a.workload_hash, a.machine_hash)]);
+      const double mb = figure(class_median[std::make_tuple(b.workload_name, b.workload_hash, b.machine_hash)]);
+      if (ma != mb) return ma > mb;
+      return a.machine_hash < b.machine_hash;
+    }
+    const double fa = figure(a.best_samples_per_s);
+    const double fb = figure(b.best_samples_per_s);
     if (fa != fb) return fa > fb;
-    return MachineName(a.machine) < MachineName(b.machine);
+    return a.host.Key() < b.host.Key();
   });
   return rows;
 }
 
+bool IsClassOutlier(const CompareRow& row, const ClassSpread& spread) {
+  if (spread.measured < kOutlierMinHosts || !std::isfinite(row.best_samples_per_s)) return false;
+  if (!(row.best_samples_per_s < spread.median * (1 - kOutlierThreshold))) return false;
+  const double high = std::isfinite(row.best_ci_high) ? row.best_ci_high : row.best_samples_per_s;
+  return high < spread.median_ci_low;
+}
+
+std::vector<ClassSpread> ClassSpreads(const std::vector<CompareRow>& rows) {
+  std::vector<ClassSpread> spreads;
+  std::vector<const CompareRow*> members;
+  for (size_t i = 0; i <= rows.size(); ++i) {
+    const bool same = i < rows.size() && !members.empty() &&
+                      rows[i].workload_name == members.front()->workload_name &&
+                      rows[i].workload_hash == members.front()->workload_hash &&
+                      rows[i].machine_hash == members.front()->machine_hash;
+    if (!members.empty() && !same) {
+      spreads.push_back(SpreadOf(members));
+      members.clear();
+    }
+    if (i < rows.size()) members.push_back(&rows[i]);
+  }
+  return spreads;
+}
+
+namespace {
+
+std::string GpuText(const Fingerprint& m) {
+  return m.gpu_count > 0 ? std::to_string(m.gpu_count) + "x " + m.gpu_name : "none";
+}
+
+std::string CpuText(const Fingerprint& m) {
+  return std::to_string(m.usable_cpus) + "/" + std::to_string(m.logical_cpus);
+}
+
+// "-12.3%" (below the class median) or "+4.0%"; "outlier" appended when flagged.
+std::string VersusMedian(const CompareRow& row) {
+  if (!std::isfinite(row.below_class_median)) return "-";
+  const double change = -row.below_class_median * 100;
+  std::string text = (change >= 0 ? "+" : "") + Fixed(change, 1) + "%";
+  if (row.outlier) text += " OUTLIER";
+  return text;
+}
+
+// "median 5600.0 samples/s (min 5200.0, max 5800.0) over 4 hosts".
+std::string SpreadText(const ClassSpread& spread) {
+  if (spread.measured == 0) return "no host found a best setting";
+  return "best samples/s median " + Fixed(spread.median, 1) + " (min " + Fixed(spread.min, 1) + ", max " +
+         Fixed(spread.max, 1) + ") over " + std::to_string(spread.measured) +
+         (spread.measured == 1 ? " host" : " hosts");
+}
+
+std::string ClassTitle(const ClassSpread& spread) {
+  const Fingerprint& m = spread.rows.front()->machine;
+  return "class " + spread.machine_hash + ": " + m.cpu_model + ", " + CpuText(m) + " CPUs, GPU " + GpuText(m);
+}
+
+// Classes grouped by workload, in order.
+std::vector<std::vector<const ClassSpread*>> ByWorkload(const std::vector<ClassSpread>& spreads) {
+  std::vector<std::vector<const ClassSpread*>> groups;
+  for (const ClassSpread& spread : spreads) {
+    if (groups.empty() || groups.back().front()->workload_name != spread.workload_name ||
+        groups.back().front()->workload_hash != spread.workload_hash) {
+      groups.emplace_back();
+    }
+    groups.back().push_back(&spread);
+  }
+  return groups;
+}
+
+int HostCount(const std::vector<const ClassSpread*>& classes) {
+  int hosts = 0;
+  for (const ClassSpread* c : classes) hosts += c->hosts;
+  return hosts;
+}
+
+std::string CountText(int n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+}  // namespace
+
 std::string RenderCompareTable(const std::vector<CompareRow>& rows) {
   if (rows.empty()) return "no runs to compare\n";
   const std::vector<internal::Column> columns = {
-      {"machine", false},        {"machine hash", false}, {"CPUs", true},
-      {"GPU", false},            {"knee workers", true},  {"best config", false},
-      {"best samples/s", true},  {"speedup", true},       {"GPU idle % at best", true},
-      {"backend", false},        {"date (UTC)", false},   {"run", false},
+      {"host", false},          {"class", false},       {"CPUs", true},
+      {"GPU", false},           {"knee workers", true}, {"best config", false},
+      {"best samples/s", true}, {"vs class median", true}, {"speedup", true},
+      {"GPU idle % at best", true}, {"backend", false}, {"date (UTC)", false},
+      {"run", false},
   };
+  const std::vector<ClassSpread> spreads = ClassSpreads(rows);
   std::string text;
-  for (const auto& group : Groups(rows)) {
-    const CompareRow& first = *group.front();
+  for (const auto& classes : ByWorkload(spreads)) {
+    const ClassSpread& first = *classes.front();
     if (!text.empty()) text += "\n";
     text += "workload " + first.workload_name + " (hash " + first.workload_hash + "): " +
-            std::to_string(group.size()) + (group.size() == 1 ? " machine" : " machines") + "\n\n";
-    std::vector<std::vector<std::string>> cells;
-    for (const CompareRow* row : group) {
-      const Fingerprint& m = row->machine;
-      std::string gpu = m.gpu_count > 0 ? std::to_string(m.gpu_count) + "x " + m.gpu_name : "none";
-      std::string run = std::to_string(row->run_id);
-      if (row->status != "done") run += " (" + row->status + ")";
-      cells.push_back({MachineName(m), row->machine_hash,
-                       std::to_string(m.usable_cpus) + "/" + std::to_string(m.logical_cpus), gpu,
-                       row->knee_workers ? std::to_string(*row->knee_workers) : "-",
-                       row->best_config ? CompactKnobs(*row->best_config) : "-",
-                       Fixed(row->best_samples_per_s, 1),
-                       row->speedup ? Times(*row->speedup) : "-",
-                       Fixed(row->best_gpu_idle_frac * 100, 1), row->backend, ShortDate(row->date),
-                       run});
+            CountText(HostCount(classes), "host", "hosts") + " in " +
+            CountText(static_cast<int>(classes.size()), "class", "classes") + "\n";
+    for (const ClassSpread* spread : classes) {
+      text += "\n" + ClassTitle(*spread) + "\n  " + SpreadText(*spread);
+      if (spread->outliers > 0) {
+        text += "; " + CountText(spread->outliers, "outlier", "outliers") + " below the median beyond the noise";
+      }
+      text += "\n\n";
+      std::vector<std::vector<std::string>> cells;
+      for (const CompareRow* row : spread->rows) {
+        const Fingerprint& m = row->machine;
+        std::string run = std::to_string(row->run_id);
+        if (row->status != "done") run += " (" + row->status + ")";
+        cells.push_back({row->host.name, row->machine_hash, CpuText(m), GpuText(m),
+                         row->knee_workers ? std::to_string(*row->knee_workers) : "-",
+                         row->best_config ? CompactKnobs(*row->best_config) : "-",
+                         Fixed(row->best_samples_per_s, 1), VersusMedian(*row),
+                         row->speedup ? Times(*row->speedup) : "-",
+                         Fixed(row->best_gpu_idle_frac * 100, 1), row->backend, ShortDate(row->date),
+                         run});
+      }
+      text += internal::RenderRows(columns, cells);
     }
-    text += internal::RenderRows(columns, cells);
   }
   return text;
 }
 
 std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
+  const std::vector<ClassSpread> spreads = ClassSpreads(rows);
   Json workloads = Json::array();
   for (const auto& group : Groups(rows)) {
     Json machines = Json::array();
@@ -200,12 +355,19 @@ std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
       if (row->best_config) {
         best = Json{{"config", ConfigJson(*row->best_config)},
                     {"samples_per_s", Number(row->best_samples_per_s)},
+                    {"ci", Json::array({Number(row->best_ci_low), Number(row->best_ci_high)})},
                     {"gpu_idle_frac", Number(row->best_gpu_idle_frac)}};
       }
       machines.push_back(Json{
           {"label", MachineName(m)},
           {"hostname", m.hostname},
           {"hash", row->machine_hash},
+          {"host", Json{{"name", row->host.name},
+                        {"hostname", row->host.hostname},
+                        {"machine_id", row->host.machine_id.empty() ? Json(nullptr) : Json(row->host.machine_id)}}},
+          {"class", row->machine_hash},
+          {"outlier", row->outlier},
+          {"below_class_median", Number(row->below_class_median)},
           {"cpu_model", m.cpu_model},
           {"usable_cpus", m.usable_cpus},
           {"logical_cpus", m.logical_cpus},
@@ -222,89 +384,225 @@ std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
                        {"status", row->status},
                        {"runs_seen", row->runs_seen}}}});
     }
+    Json classes = Json::array();
+    for (const ClassSpread& spread : spreads) {
+      if (spread.workload_name != group.front()->workload_name ||
+          spread.workload_hash != group.front()->workload_hash) {
+        continue;
+      }
+      Json outliers = Json::array();
+      for (const CompareRow* row : spread.rows) {
+        if (row->outlier) outliers.push_back(row->host.name);
+      }
+      classes.push_back(Json{{"hash", spread.machine_hash},
+                             {"hosts", spread.hosts},
+                             {"measured", spread.measured},
+                             {"median", Number(spread.median)},
+                             {"min", Number(spread.min)},
+                             {"max", Number(spread.max)},
+                             {"median_ci_low", Number(spread.median_ci_low)},
+                             {"outliers", outliers}});
+    }
     workloads.push_back(Json{{"name", group.front()->workload_name},
                              {"hash", group.front()->workload_hash},
-                             {"machines", machines}});
+                             {"machines", machines},
+                             {"classes", classes}});
   }
   return Json{{"workloads", workloads}}.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
-std::string RenderCompareHtml(const std::vector<CompareRow>& rows) {
-  std::string body = "<h1>feedtune: machines compared</h1>\n";
-  body += "<p class=\"meta\">" + std::to_string(rows.size()) +
-          " machine/workload pairs; each machine's latest run that found a best setting. Dark bar: "
-          "best samples/s; light bar: the baseline (0 workers, no pinning).</p>\n";
-  if (rows.empty()) body += "<p>no runs to compare</p>\n";
-  for (const auto& group : Groups(rows)) {
-    const CompareRow& first = *group.front();
-    body += "<h2>" + EscapeHtml(first.workload_name) + " <small>(hash " +
-            EscapeHtml(first.workload_hash) + ")</small></h2>\n";
-    // Horizontal bars: one per machine, best over its baseline.
-    double top = 0;
-    for (const CompareRow* row : group) {
-      if (std::isfinite(row->best_samples_per_s)) top = std::max(top, row->best_samples_per_s);
-      if (std::isfinite(row->baseline_samples_per_s)) top = std::max(top, row->baseline_samples_per_s);
-    }
-    // Room on the right for the value label of the longest bar.
-    constexpr double kLabel = 200, kBarW = 460, kRowH = 34, kWidth = 900;
-    const double height = 16 + kRowH * static_cast<double>(group.size());
-    const auto w_of = [&](double v) { return top > 0 && std::isfinite(v) ? kBarW * v / top : 0.0; };
-    char head[160];
-    std::snprintf(head, sizeof(head),
-                  "<svg class=\"chart compare\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %.0f "
-                  "%.0f\" width=\"%.0f\" height=\"%.0f\">\n",
-                  kWidth, height, kWidth, height);
-    std::string svg = head;
-    double y = 8;
-    for (const CompareRow* row : group) {
-      char geometry[512];
-      std::snprintf(geometry, sizeof(geometry),
-                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"12\" fill=\"#0969da\"/>\n"
-                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"8\" fill=\"#9ec5fe\"/>\n",
-                    kLabel, y, w_of(row->best_samples_per_s), kLabel, y + 14,
-                    w_of(row->baseline_samples_per_s));
-      svg += "<g class=\"machine\" data-machine-hash=\"" + EscapeHtml(row->machine_hash) +
-             "\" data-best-samples-per-s=\"" + ExactNumber(row->best_samples_per_s) +
-             "\" data-baseline-samples-per-s=\"" + ExactNumber(row->baseline_samples_per_s) + "\">\n";
-      svg += "<text x=\"" + Fixed(kLabel - 8, 0) + "\" y=\"" + Fixed(y + 15, 1) +
-             "\" text-anchor=\"end\">" + EscapeHtml(MachineName(row->machine)) + "</text>\n";
-      svg += geometry;
-      svg += "<text x=\"" + Fixed(kLabel + w_of(row->best_samples_per_s) + 6, 1) + "\" y=\"" +
-             Fixed(y + 11, 1) + "\">" + Fixed(row->best_samples_per_s, 1) + " samples/s" +
-             (row->speedup ? " (" + Times(*row->speedup) + ")" : "") + "</text>\n</g>\n";
-      y += kRowH;
-    }
-    body += svg + "</svg>\n";
+namespace {
 
-    body += "<table class=\"compare\">\n<thead><tr><th>machine</th><th>hash</th><th class=\"n\">CPUs</th>"
-            "<th>GPU</th><th class=\"n\">knee workers</th><th>best config</th>"
-            "<th class=\"n\">best samples/s</th><th class=\"n\">speedup</th>"
-            "<th class=\"n\">GPU idle % at best</th><th>backend</th><th>date (UTC)</th><th>run</th>"
-            "</tr></thead>\n<tbody>\n";
-    for (const CompareRow* row : group) {
-      const Fingerprint& m = row->machine;
-      const auto cell = [](const std::string& text, bool number = false) {
-        return std::string(number ? "<td class=\"n\">" : "<td>") + EscapeHtml(text) + "</td>";
-      };
-      body += "<tr data-machine-hash=\"" + EscapeHtml(row->machine_hash) + "\">" +
-              cell(MachineName(m)) + cell(row->machine_hash) +
-              cell(std::to_string(m.usable_cpus) + "/" + std::to_string(m.logical_cpus), true) +
-              cell(m.gpu_count > 0 ? std::to_string(m.gpu_count) + "x " + m.gpu_name : "none") +
-              cell(row->knee_workers ? std::to_string(*row->knee_workers) : "-", true) +
-              "<td class=\"config\">" +
-              EscapeHtml(row->best_config ? CompactKnobs(*row->best_config) : "-") + "</td>" +
-              cell(Fixed(row->best_samples_per_s, 1), true) +
-              cell(row->speedup ? Times(*row->speedup) : "-", true) +
-              cell(Fixed(row->best_gpu_idle_frac * 100, 1), true) + cell(row->backend) +
-              cell(ShortDate(row->date)) +
-              // The file's name keeps the row narrow; the full path is its tooltip.
-              "<td title=\"" + EscapeHtml(row->db_path) + "\">" +
-              EscapeHtml(std::filesystem::path(row->db_path).filename().string() + " #" +
-                         std::to_string(row->run_id) +
-                         (row->status == "done" ? "" : " (" + row->status + ")")) +
-              "</td></tr>\n";
+// Above these, a workload's page stops drawing one bar per host and a class's
+// host table starts collapsed: at fleet size the classes' spreads and the
+// outliers are what a reader looks at first.
+constexpr int kHostBarsMax = 32;
+constexpr int kOpenClassMax = 16;
+
+std::string Cell(const std::string& text, bool number = false) {
+  return std::string(number ? "<td class=\"n\">" : "<td>") + EscapeHtml(text) + "</td>";
+}
+
+// One bar per host, best over its baseline.
+std::string HostBars(const std::vector<const ClassSpread*>& classes) {
+  std::vector<const CompareRow*> group;
+  for (const ClassSpread* spread : classes) group.insert(group.end(), spread->rows.begin(), spread->rows.end());
+  double top = 0;
+  for (const CompareRow* row : group) {
+    if (std::isfinite(row->best_samples_per_s)) top = std::max(top, row->best_samples_per_s);
+    if (std::isfinite(row->baseline_samples_per_s)) top = std::max(top, row->baseline_samples_per_s);
+  }
+  // Room on the right for the value label of the longest bar.
+  constexpr double kLabel = 200, kBarW = 460, kRowH = 34, kWidth = 900;
+  const double height = 16 + kRowH * static_cast<double>(group.size());
+  const auto w_of = [&](double v) { return top > 0 && std::isfinite(v) ? kBarW * v / top : 0.0; };
+  char head[160];
+  std::snprintf(head, sizeof(head),
+                "<svg class=\"chart compare\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %.0f "
+                "%.0f\" width=\"%.0f\" height=\"%.0f\">\n",
+                kWidth, height, kWidth, height);
+  std::string svg = head;
+  double y = 8;
+  for (const CompareRow* row : group) {
+    char geometry[512];
+    std::snprintf(geometry, sizeof(geometry),
+                  "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"12\" fill=\"%s\"/>\n"
+                  "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"8\" fill=\"#9ec5fe\"/>\n",
+                  kLabel, y, w_of(row->best_samples_per_s), row->outlier ? "#b42318" : "#0969da", kLabel,
+                  y + 14, w_of(row->baseline_samples_per_s));
+    svg += "<g class=\"machine\" data-machine-hash=\"" + EscapeHtml(row->machine_hash) +
+           "\" data-best-samples-per-s=\"" + ExactNumber(row->best_samples_per_s) +
+           "\" data-baseline-samples-per-s=\"" + ExactNumber(row->baseline_samples_per_s) + "\" data-host=\"" +
+           EscapeHtml(row->host.name) + "\">\n";
+    svg += "<text x=\"" + Fixed(kLabel - 8, 0) + "\" y=\"" + Fixed(y + 15, 1) + "\" text-anchor=\"end\">" +
+           EscapeHtml(row->host.name) + "</text>\n";
+    svg += geometry;
+    svg += "<text x=\"" + Fixed(kLabel + w_of(row->best_samples_per_s) + 6, 1) + "\" y=\"" + Fixed(y + 11, 1) +
+           "\">" + Fixed(row->best_samples_per_s, 1) + " samples/s" +
+           (row->speedup ? " (" + Times(*row->speedup) + ")" : "") + (row->outlier ? ", outlier" : "") +
+           "</text>\n</g>\n";
+    y += kRowH;
+  }
+  return svg + "</svg>\n";
+}
+
+// One line per class: its hosts' range (min to max) with the median marked
+// and each outlier a red dot; the x axis is shared by the workload's classes.
+std::string ClassSpreadChart(const std::vector<const ClassSpread*>& classes) {
+  double top = 0;
+  for (const ClassSpread* c : classes) {
+    if (std::isfinite(c->max)) top = std::max(top, c->max);
+  }
+  constexpr double kLabel = 260, kBarW = 520, kRowH = 26, kWidth = 900;
+  const double height = 12 + kRowH * static_cast<double>(classes.size());
+  const auto x_of = [&](double v) { return kLabel + (top > 0 && std::isfinite(v) ? kBarW * v / top : 0.0); };
+  std::string svg = "<svg class=\"chart classes\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " +
+                    Fixed(kWidth, 0) + " " + Fixed(height, 0) + "\" width=\"" + Fixed(kWidth, 0) +
+                    "\" height=\"" + Fixed(height, 0) + "\">\n";
+  double y = 6;
+  for (const ClassSpread* c : classes) {
+    svg += "<g class=\"class\" data-machine-hash=\"" + EscapeHtml(c->machine_hash) + "\" data-hosts=\"" +
+           std::to_string(c->hosts) + "\" data-median=\"" + ExactNumber(c->median) + "\" data-min=\"" +
+           ExactNumber(c->min) + "\" data-max=\"" + ExactNumber(c->max) + "\" data-outliers=\"" +
+           std::to_string(c->outliers) + "\">\n";
+    svg += "<text x=\"" + Fixed(kLabel - 8, 0) + "\" y=\"" + Fixed(y + 13, 1) + "\" text-anchor=\"end\">" +
+           EscapeHtml(c->machine_hash + " (" + CountText(c->hosts, "host", "hosts") + ")") + "</text>\n";
+    if (c->measured > 0) {
+      svg += "<rect x=\"" + Fixed(x_of(c->min), 1) + "\" y=\"" + Fixed(y + 4, 1) + "\" width=\"" +
+             Fixed(std::max(1.0, x_of(c->max) - x_of(c->min)), 1) +
+             "\" height=\"10\" fill=\"#9ec5fe\"/>\n<rect x=\"" + Fixed(x_of(c->median) - 1, 1) + "\" y=\"" +
+             Fixed(y + 1, 1) + "\" width=\"3\" height=\"16\" fill=\"#0969da\"/>\n";
+      for (const CompareRow* row : c->rows) {
+        if (!row->outlier) continue;
+        svg += "<circle cx=\"" + Fixed(x_of(row->best_samples_per_s), 1) + "\" cy=\"" + Fixed(y + 9, 1) +
+               "\" r=\"4\" fill=\"#b42318\"><title>" + EscapeHtml(row->host.name) + "</title></circle>\n";
+      }
+      svg += "<text x=\"" + Fixed(x_of(c->max) + 6, 1) + "\" y=\"" + Fixed(y + 13, 1) + "\">median " +
+             Fixed(c->median, 1) + "</text>\n";
     }
-    body += "</tbody>\n</table>\n";
+    svg += "</g>\n";
+    y += kRowH;
+  }
+  return svg + "</svg>\n";
+}
+
+std::string HostTableHead() {
+  return "<table class=\"compare\">\n<thead><tr><th>host</th><th>class</th><th class=\"n\">CPUs</th>"
+         "<th>GPU</th><th class=\"n\">knee workers</th><th>best config</th>"
+         "<th class=\"n\">best samples/s</th><th class=\"n\">vs class median</th><th class=\"n\">speedup</th>"
+         "<th class=\"n\">GPU idle % at best</th><th>backend</th><th>date (UTC)</th><th>run</th>"
+         "</tr></thead>\n<tbody>\n";
+}
+
+std::string HostTableRow(const CompareRow& row) {
+  const Fingerprint& m = row.machine;
+  return "<tr data-machine-hash=\"" + EscapeHtml(row.machine_hash) + "\" data-host=\"" + EscapeHtml(row.host.name) +
+         "\"" + (row.outlier ? " class=\"outlier\"" : "") + ">" + Cell(row.host.name) + Cell(row.machine_hash) +
+         Cell(CpuText(m), true) + Cell(GpuText(m)) +
+         Cell(row.knee_workers ? std::to_string(*row.knee_workers) : "-", true) + "<td class=\"config\">" +
+         EscapeHtml(row.best_config ? CompactKnobs(*row.best_config) : "-") + "</td>" +
+         Cell(Fixed(row.best_samples_per_s, 1), true) + Cell(VersusMedian(row), true) +
+         Cell(row.speedup ? Times(*row.speedup) : "-", true) + Cell(Fixed(row.best_gpu_idle_frac * 100, 1), true) +
+         Cell(row.backend) + Cell(ShortDate(row.date)) +
+         // The file's name keeps the row narrow; the full path is its tooltip.
+         "<td title=\"" + EscapeHtml(row.db_path) + "\">" +
+         EscapeHtml(std::filesystem::path(row.db_path).filename().string() + " #" + std::to_string(row.run_id) +
+                    (row.status == "done" ? "" : " (" + row.status + ")")) +
+         "</td></tr>\n";
+}
+
+}  // namespace
+
+std::string RenderCompareHtml(const std::vector<CompareRow>& rows) {
+  const std::vector<ClassSpread> spreads = ClassSpreads(rows);
+  std::string body = "<h1>feedtune: machines compared</h1>\n";
+  body += "<p class=\"meta\">" + CountText(static_cast<int>(rows.size()), "host/workload pair", "host/workload pairs") +
+          " in " + CountText(static_cast<int>(spreads.size()), "class", "classes") +
+          " (hosts of identical hardware); each host's latest run that found a best setting. An outlier is a host "
+          "below its class's median by more than " +
+          Fixed(kOutlierThreshold * 100, 0) +
+          "% and beyond the noise (its interval wholly below the median host's).</p>\n";
+  if (rows.empty()) body += "<p>no runs to compare</p>\n";
+  for (const auto& classes : ByWorkload(spreads)) {
+    const ClassSpread& first = *classes.front();
+    const int hosts = HostCount(classes);
+    body += "<h2>" + EscapeHtml(first.workload_name) + " <small>(hash " + EscapeHtml(first.workload_hash) +
+            "): " + CountText(hosts, "host", "hosts") + " in " +
+            CountText(static_cast<int>(classes.size()), "class", "classes") + "</small></h2>\n";
+
+    // Outliers first: the hosts to look at, furthest below their class first.
+    std::vector<const CompareRow*> outliers;
+    for (const ClassSpread* c : classes) {
+      for (const CompareRow* row : c->rows) {
+        if (row->outlier) outliers.push_back(row);
+      }
+    }
+    std::stable_sort(outliers.begin(), outliers.end(), [](const CompareRow* a, const CompareRow* b) {
+      return a->below_class_median > b->below_class_median;
+    });
+    if (outliers.empty()) {
+      body += "<p class=\"meta\">No outliers: no host is below its class's median beyond the noise.</p>\n";
+    } else {
+      body += "<h3>Outliers: " + CountText(static_cast<int>(outliers.size()), "host", "hosts") +
+              " below their class's median beyond the noise</h3>\n<table class=\"compare outliers\">\n"
+              "<thead><tr><th>host</th><th>class</th><th class=\"n\">best samples/s</th><th class=\"n\">95% "
+              "interval</th><th class=\"n\">class median</th><th class=\"n\">below the median</th></tr></thead>\n"
+              "<tbody>\n";
+      for (const CompareRow* row : outliers) {
+        double median = NAN;
+        for (const ClassSpread* c : classes) {
+          if (c->machine_hash == row->machine_hash) median = c->median;
+        }
+        body += "<tr class=\"outlier\" data-host=\"" + EscapeHtml(row->host.name) + "\" data-machine-hash=\"" +
+                EscapeHtml(row->machine_hash) + "\" data-below-class-median=\"" +
+                ExactNumber(row->below_class_median) + "\">" + Cell(row->host.name) + Cell(row->machine_hash) +
+                Cell(Fixed(row->best_samples_per_s, 1), true) +
+                Cell(Fixed(row->best_ci_low, 1) + " - " + Fixed(row->best_ci_high, 1), true) +
+                Cell(Fixed(median, 1), true) + Cell(Fixed(row->below_class_median * 100, 1) + "%", true) +
+                "</tr>\n";
+      }
+      body += "</tbody>\n</table>\n";
+    }
+
+    body += "<h3>Classes: the spread of best samples/s over their hosts</h3>\n" + ClassSpreadChart(classes);
+    if (hosts <= kHostBarsMax) {
+      body += "<h3>Hosts: best samples/s (dark) over the baseline (light, 0 workers, no pinning)</h3>\n" +
+              HostBars(classes);
+    }
+    for (const ClassSpread* c : classes) {
+      body += std::string("<details class=\"class\" data-machine-hash=\"") + EscapeHtml(c->machine_hash) + "\"" +
+              (c->hosts <= kOpenClassMax ? " open" : "") + "><summary>" + EscapeHtml(ClassTitle(*c)) + ": " +
+              EscapeHtml(SpreadText(*c)) +
+              (c->outliers > 0 ? ", <strong>" + CountText(c->outliers, "outlier", "outliers") + "</strong>" : "") +
+              "</summary>\n<div class=\"scroll\">" + HostTableHead();
+      // Outliers first within the class too, then fastest first.
+      for (const bool outlier : {true, false}) {
+        for (const CompareRow* row : c->rows) {
+          if (row->outlier == outlier) body += HostTableRow(*row);
+        }
+      }
+      body += "</tbody>\n</table>\n</div></details>\n";
+    }
   }
   return internal::HtmlPage("feedtune: machines compared", body);
 }

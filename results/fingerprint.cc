@@ -360,6 +360,14 @@ std::string Fingerprint::Hash() const {
   return hex;
 }
 
+HostIdentity HostOf(const Fingerprint& fingerprint) {
+  HostIdentity host;
+  host.name = fingerprint.label.empty() ? fingerprint.hostname : fingerprint.label;
+  host.hostname = fingerprint.hostname;
+  host.machine_id = fingerprint.machine_id;
+  return host;
+}
+
 void SetGpus(Fingerprint* fingerprint, const std::vector<GpuInfo>& gpus) {
   Fingerprint& f = *fingerprint;
   f.gpus = gpus;
@@ -421,6 +429,9 @@ Fingerprint ReadFingerprint(const std::string& root) {
   f.nofile_limit = ReadNofileLimit(root);
   f.kernel =
       have_uts ? std::string(uts.release) : FirstLine(Join(root, "proc/sys/kernel/osrelease"));
+  // systemd's, else D-Bus's older copy; containers often have neither.
+  f.machine_id = FirstLine(Join(root, "etc/machine-id"));
+  if (f.machine_id.empty()) f.machine_id = FirstLine(Join(root, "var/lib/dbus/machine-id"));
   return f;
 }
 

@@ -16,6 +16,10 @@ namespace feedtune::results {
 // under root (etc/hostname, proc/sys/kernel/osrelease) otherwise.
 Fingerprint ReadFingerprint(const std::string& root = "");
 
+// The host identity of a fingerprint: its label (else hostname) and machine-id
+// (which ReadFingerprint reads from etc/machine-id, else var/lib/dbus/machine-id).
+HostIdentity HostOf(const Fingerprint& fingerprint);
+
 // Fills the GPU fields from what the device layer reports (results never
 // queries CUDA itself): `gpus` in full, and the summary fields (name, count,
 // memory, driver, runtime, link) from GPU 0. An empty list clears them.

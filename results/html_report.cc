@@ -54,6 +54,8 @@ td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space:
 tr.best td { background: #e9f7ef; }
 tr.knee td { background: #fff8e1; }
 tr.failed td { color: #b42318; }
+tr.outlier td { background: #fdecea; }
+details.class { margin: 6px 0; } details.class summary { cursor: pointer; font-size: 14px; padding: 2px 0; }
 .badge { display: inline-block; font-size: 11px; padding: 0 6px; border-radius: 8px; margin-right: 4px;
          color: #fff; background: #59636e; }
 .badge.best { background: #1a7f37; } .badge.knee { background: #bf8700; } .badge.baseline { background: #59636e; }

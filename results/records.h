@@ -58,8 +58,24 @@ struct Fingerprint {
   // fields above describe GPU 0 (SetGpus keeps them consistent with `gpus`).
   std::string gpu_runtime;
   std::vector<GpuInfo> gpus;
+  // /etc/machine-id ("" where it does not exist). Names the host, not the
+  // hardware: kept with each run (HostIdentity), never in Hash().
+  std::string machine_id;
 
-  std::string Hash() const;  // 16 hex digits
+  std::string Hash() const;  // 16 hex digits: the hardware class
+};
+
+// Which host ran a run, apart from its hardware class (Fingerprint::Hash()):
+// 64 identical nodes are one class and 64 hosts. Two sweeps on one box under
+// two labels are two hosts, since the label is what the user named them.
+struct HostIdentity {
+  std::string name;        // the label when given, else the hostname
+  std::string hostname;
+  std::string machine_id;  // /etc/machine-id; "" where missing and in files before hosts were kept
+
+  // What tells hosts apart across files: the name, and the machine-id when known.
+  std::string Key() const { return machine_id.empty() ? name : name + "/" + machine_id; }
+  bool operator==(const HostIdentity&) const = default;
 };
 
 // NaN in a figure means "not measured" (the store binds it as NULL, the
@@ -141,6 +157,9 @@ struct RunRecord {
   // store assigns it at BeginRun when empty; runs from schema v1 files get
   // "v1:<machine hash>:<started_at>:<id>".
   std::string uid;
+  // The host that ran it. Empty at BeginRun: the machine row's label and
+  // hostname stand in (they are what files before hosts were kept read as).
+  HostIdentity host;
 };
 
 }  // namespace feedtune::results

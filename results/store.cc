@@ -172,6 +172,17 @@ ALTER TABLE trials ADD COLUMN batches_per_epoch INTEGER;
     R"sql(
 ALTER TABLE trials ADD COLUMN worker_rss_bytes REAL;
 )sql",
+    // 6 -> 7: the host that ran each run, apart from its hardware class (the
+    // machines row): identical nodes share a class and stay separate hosts.
+    // Older runs take their machine's label and hostname, which is what they
+    // were shown as before.
+    R"sql(
+ALTER TABLE runs ADD COLUMN host_name TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN host_hostname TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN host_machine_id TEXT NOT NULL DEFAULT '';
+UPDATE runs SET host_name = (SELECT label FROM machines WHERE machines.id = runs.machine_id),
+                host_hostname = (SELECT hostname FROM machines WHERE machines.id = runs.machine_id);
+)sql",
 };
 
 // ISO 8601 UTC, the form RunRecord documents for its timestamps.
@@ -528,6 +539,11 @@ constexpr const char* kTrialColumnsV4 = "pinned_alloc_s";
 constexpr const char* kTrialColumnsV3Stand_in = "NULL";
 constexpr const char* kTrialColumnsV5 = "batches_per_epoch";
 constexpr const char* kTrialColumnsV4Stand_in = "NULL";
+constexpr const char* kRunColumnsV7 = "host_name, host_hostname, host_machine_id";
+// What the 6 -> 7 migration stores for older runs, so a file reads alike migrated or not.
+constexpr const char* kRunColumnsV6Stand_in =
+    "(SELECT label FROM machines WHERE machines.id = runs.machine_id), "
+    "(SELECT hostname FROM machines WHERE machines.id = runs.machine_id), ''";
 constexpr const char* kTrialColumnsV6 = "worker_rss_bytes";
 constexpr const char* kTrialColumnsV5Stand_in = "NULL";
 
@@ -537,7 +553,8 @@ std::string MachineColumns(int version) {
 }
 std::string RunColumns(int version) {
   return std::string(kRunColumns) + ", " +
-         (version >= 2 ? kRunColumnsV2 : kRunColumnsV1Stand_in);
+         (version >= 2 ? kRunColumnsV2 : kRunColumnsV1Stand_in) + ", " +
+         (version >= 7 ? kRunColumnsV7 : kRunColumnsV6Stand_in);
 }
 std::string TrialColumns(int version) {
   return std::string(kTrialColumns) + ", " + (version >= 2 ? kTrialColumnsV2 : kTrialColumnsV1Stand_in) +
@@ -569,6 +586,9 @@ RunRecord ReadRun(const Statement& row) {
   run.speedup_ci_high = row.Optional<double>(18);
   run.calibration_json = row.Text(19);
   run.uid = row.Text(20);
+  run.host.name = row.Text(21);
+  run.host.hostname = row.Text(22);
+  run.host.machine_id = row.Text(23);
   return run;
 }
 
@@ -800,25 +820,30 @@ std::vector<BandwidthRecord> Store::LoadBandwidth(int64_t machine_id) const {
 int64_t Store::BeginRun(const RunRecord& run) {
   Transaction transaction(db_.get(), path_, "record run start");
   std::string machine_hash;
+  HostIdentity host = run.host;
   {
-    Statement find(db_.get(), path_, "record run start", "SELECT hash FROM machines WHERE id = ?");
+    Statement find(db_.get(), path_, "record run start",
+                   "SELECT hash, label, hostname FROM machines WHERE id = ?");
     find.BindAll(run.machine_id);
     if (!find.Step()) {
       throw StoreError(path_ + ": record run start: no machine " + std::to_string(run.machine_id) +
                        " in the file (call UpsertMachine first)");
     }
     machine_hash = find.Text(0);
+    if (host.name.empty()) host.name = find.Text(1);
+    if (host.hostname.empty()) host.hostname = find.Text(2);
   }
   const std::string started_at = run.started_at.empty() ? CurrentUtc() : run.started_at;
   const std::string uid = run.uid.empty() ? NewRunUid(machine_hash, started_at) : run.uid;
   const std::string sql =
       "INSERT INTO runs (machine_id, workload_name, workload_hash, config_yaml, backend, "
-      "version, started_at, status, calibration_json, uid) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)";
+      "version, started_at, status, calibration_json, uid, host_name, host_hostname, "
+      "host_machine_id) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)";
   Statement insert(db_.get(), path_, "record run start", sql.c_str());
   insert
       .BindAll(run.machine_id, run.workload_name, run.workload_hash, run.config_yaml, run.backend,
-               run.version, started_at, run.calibration_json, uid)
+               run.version, started_at, run.calibration_json, uid, host.name, host.hostname,
+               host.machine_id)
       .Run();
   const int64_t id = sqlite3_last_insert_rowid(db_.get());
   transaction.Commit();
@@ -942,14 +967,16 @@ MergeStats Store::MergeFrom(const Store& source) {
         "INSERT INTO runs (machine_id, workload_name, workload_hash, config_yaml, backend, "
         "version, started_at, ended_at, status, knee_workers, knee_samples_per_s, "
         "knee_kneedle_workers, safe_max_workers, speedup, speedup_ci_low, speedup_ci_high, "
-        "calibration_json, uid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        "calibration_json, uid, host_name, host_hostname, host_machine_id) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     Statement insert(db_.get(), path_, operation, sql.c_str());
     insert
         .BindAll(machine->second, run.workload_name, run.workload_hash, run.config_yaml, run.backend,
                  run.version, run.started_at, NullIfEmpty(run.ended_at), run.status,
                  run.knee_workers, run.knee_samples_per_s, run.knee_kneedle_workers,
                  run.safe_max_workers, run.speedup, run.speedup_ci_low, run.speedup_ci_high,
-                 run.calibration_json, run.uid)
+                 run.calibration_json, run.uid, run.host.name, run.host.hostname,
+                 run.host.machine_id)
         .Run();
     const int64_t run_id = sqlite3_last_insert_rowid(db_.get());
     ++(replacing ? stats.runs_updated : stats.runs_added);

@@ -95,10 +95,10 @@ TEST_F(TwoMachinesTest, CompareRenderings) {
   const std::vector<CompareRow> rows = CollectCompareRows({&a, &b}, std::string("quickstart"));
 
   const std::string table = RenderCompareTable(rows);
-  EXPECT_NE(table.find("workload quickstart (hash hash-of-quickstart): 2 machines"),
+  EXPECT_NE(table.find("workload quickstart (hash hash-of-quickstart): 2 hosts in 2 classes"),
             std::string::npos)
       << table;
-  for (const char* header : {"machine", "knee workers", "best config", "best samples/s", "speedup",
+  for (const char* header : {"host", "class", "vs class median", "knee workers", "best config", "best samples/s", "speedup",
                              "GPU idle % at best", "backend", "date (UTC)"}) {
     EXPECT_NE(table.find(header), std::string::npos) << header;
   }

@@ -94,6 +94,10 @@ TEST_F(MigrationTest, ReadOnlyReadsV1WithoutChangingIt) {
     EXPECT_TRUE(std::isnan(trials[0].pinned_alloc_s));  // unknown before v4
     EXPECT_FALSE(trials[0].batches_per_epoch.has_value());  // unknown before v5
     EXPECT_TRUE(std::isnan(trials[0].worker_rss_bytes));   // unknown before v6
+    // Before hosts were kept apart from classes, the machine's label was the host.
+    EXPECT_EQ(run->host.name, "fixture-v1");
+    EXPECT_EQ(run->host.hostname, machine->hostname);
+    EXPECT_EQ(run->host.machine_id, "");
   }
   EXPECT_EQ(ReadBytes(copy_), before);
 }
@@ -118,6 +122,7 @@ TEST_F(MigrationTest, OpenUpgradesV1InPlaceKeepingEveryRow) {
   const auto run = store.LoadRun(1);
   ASSERT_TRUE(run.has_value());
   EXPECT_EQ(run->uid, uid_before);  // the identity `merge` relies on is unchanged
+  EXPECT_EQ(run->host.name, "fixture-v1");  // the 6 -> 7 migration's stand-in, as read-only reads it
   const auto trials = store.LoadTrials(1);
   ASSERT_EQ(trials.size(), trials_before.size());
   for (size_t i = 0; i < trials.size(); ++i) {

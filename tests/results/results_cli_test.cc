@@ -116,7 +116,7 @@ TEST_F(ResultsCliTest, CompareAndMergeTwoLabelledMachines) {
   }
   const auto table = Feedtune("compare --db " + a + " --db " + b);
   ASSERT_EQ(table.code, 0) << table.err;
-  EXPECT_NE(table.out.find("workload quickstart (hash hash-of-quickstart): 2 machines"),
+  EXPECT_NE(table.out.find("workload quickstart (hash hash-of-quickstart): 2 hosts in 2 classes"),
             std::string::npos)
       << table.out;
   EXPECT_LT(table.out.find("lab-b"), table.out.find("lab-a")) << table.out;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -118,10 +119,13 @@ inline TrialRecord Trial(const std::string& phase, loader::Knobs knobs, double s
 // Stores a finished run shaped like a real sweep (baseline, pin_memory, the
 // num_workers doubling with a knee at 4, then non_blocking, prefetch_factor,
 // persistent_workers), its figures scaled by `scale`. Returns the run as stored.
+// `host` empty: the machine's label and hostname stand in (as the store does).
 inline RunRecord WriteSweep(Store& store, const Fingerprint& machine, const std::string& workload,
-                            double scale, const std::string& started_at = "2024-05-01T10:00:00Z") {
+                            double scale, const std::string& started_at = "2024-05-01T10:00:00Z",
+                            const HostIdentity& host = {}) {
   RunRecord run;
   run.machine_id = store.UpsertMachine(machine);
+  run.host = host;
   run.workload_name = workload;
   run.workload_hash = "hash-of-" + workload;
   run.config_yaml = "name: " + workload + "\nloader: {batch_size: 32}\n";
@@ -170,6 +174,44 @@ inline RunRecord WriteSweep(Store& store, const Fingerprint& machine, const std:
   run.speedup_ci_high = 7.2;
   run.best_trial_id = best;
   run.baseline_trial_id = baseline;
+  store.FinishRun(run);
+  return *store.LoadRun(run.id);
+}
+
+// Stores a finished run of `workload` on `host` (of hardware class `machine`)
+// whose best reached `best` samples/s with the 95% interval [ci_low, ci_high]
+// (num_workers 1, 2, 4 with the knee at `knee`; the best adds pin_memory).
+inline RunRecord WriteHostRun(Store& store, const Fingerprint& machine, const HostIdentity& host,
+                              const std::string& workload, double best, double ci_low, double ci_high,
+                              const std::string& started_at, int knee = 4) {
+  RunRecord run;
+  run.machine_id = store.UpsertMachine(machine);
+  run.host = host;
+  run.workload_name = workload;
+  run.workload_hash = "hash-of-" + workload;
+  run.config_yaml = "name: " + workload + "\n";
+  run.backend = "host-sim";
+  run.version = "0.1.0";
+  run.started_at = started_at;
+  run.id = store.BeginRun(run);
+  loader::Knobs knobs{.batch_size = 32, .num_workers = 0, .pin_memory = false, .non_blocking = false,
+                      .prefetch_factor = 2, .persistent_workers = false};
+  run.baseline_trial_id = store.AddTrial(run.id, Trial("baseline", knobs, best / 6, 0.7, ""));
+  for (int workers = 1; workers <= 2 * knee; workers *= 2) {
+    knobs.num_workers = workers;
+    const double figure = best * 0.95 * std::min(1.0, static_cast<double>(workers) / knee);
+    store.AddTrial(run.id, Trial("num_workers", knobs, figure, 0.1));
+  }
+  knobs.num_workers = knee;
+  knobs.pin_memory = true;
+  TrialRecord top = Trial("pin_memory", knobs, best, 0.02);
+  top.ci_low = ci_low;
+  top.ci_high = ci_high;
+  run.best_trial_id = store.AddTrial(run.id, top);
+  run.status = "done";
+  run.ended_at = started_at.substr(0, 14) + "05:00Z";
+  run.knee_workers = knee;
+  run.knee_samples_per_s = best * 0.95;
   store.FinishRun(run);
   return *store.LoadRun(run.id);
 }

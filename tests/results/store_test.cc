@@ -509,8 +509,8 @@ TEST_F(StoreTest, RefusesNewerSchemaVersion) {
     } catch (const StoreError& e) {
       EXPECT_EQ(std::string(e.what()),
                 path +
-                    ": results file has schema version 99, this feedtune understands up to "
-                    "6; upgrade feedtune");
+                    ": results file has schema version 99, this feedtune understands up to " +
+                    std::to_string(Store::kSchemaVersion) + "; upgrade feedtune");
     }
   }
   EXPECT_EQ(RawPragma(path, "user_version"), 99);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "results/fingerprint.h"
 #include "results/store.h"
 #include "tuner/budget.h"
 #include "tuner/cli/cli_util.h"
@@ -252,6 +253,7 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
       store.emplace(results::Store::Open(db_path));
       machine_id = store->UpsertMachine(machine);
       run.machine_id = machine_id;
+      run.host = results::HostOf(machine);  // the host apart from its hardware class (docs/fleets.md)
       run.workload_name = config.name;
       run.workload_hash = tuner::WorkloadHash(config);
       run.config_yaml = tuner::ToYaml(config);

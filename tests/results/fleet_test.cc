@@ -1,0 +1,172 @@
+// Fleets: hosts apart from their hardware class, the class's spread, outliers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "results/compare.h"
+#include "results/fingerprint.h"
+#include "results/store.h"
+#include "results_test_util.h"
+
+namespace feedtune::results {
+namespace {
+
+using nlohmann::json;
+using testing::Machine;
+using testing::TempDir;
+using testing::WriteHostRun;
+using testing::WriteSweep;
+
+HostIdentity Host(const std::string& name, const std::string& machine_id = "") {
+  return HostIdentity{.name = name, .hostname = name + ".cluster", .machine_id = machine_id};
+}
+
+std::vector<CompareRow> Collect(const Store& store) { return CollectCompareRows({&store}, std::nullopt); }
+
+const CompareRow& RowOf(const std::vector<CompareRow>& rows, const std::string& host) {
+  for (const CompareRow& row : rows) {
+    if (row.host.name == host) return row;
+  }
+  ADD_FAILURE() << "no row for host " << host;
+  return rows.front();
+}
+
+TEST(HostIdentityTest, ReadsMachineIdAndKeepsItOutOfTheHash) {
+  Fingerprint f = Machine("node-1", "", 8);
+  const std::string hash = f.Hash();
+  f.machine_id = "3d1219c7c4c5404aaa1f6d2a48adfda4";
+  f.label = "box-a";
+  EXPECT_EQ(f.Hash(), hash) << "the host does not change the hardware class";
+  const HostIdentity host = HostOf(f);
+  EXPECT_EQ(host.name, "box-a");
+  EXPECT_EQ(host.hostname, "node-1");
+  EXPECT_EQ(host.Key(), "box-a/3d1219c7c4c5404aaa1f6d2a48adfda4");
+  f.label.clear();
+  EXPECT_EQ(HostOf(f).name, "node-1") << "no label: the hostname";
+  EXPECT_EQ((HostIdentity{.name = "n", .hostname = "", .machine_id = ""}).Key(), "n") << "no machine-id: the name alone";
+}
+
+TEST(HostIdentityTest, StoreKeepsTheRunsHostAndFallsBackToTheMachineRow) {
+  TempDir dir;
+  Store store = Store::Open(dir / "hosts.db");
+  const RunRecord labelled = WriteSweep(store, Machine("node-1", "lab", 4), "w", 1.0, "2024-05-01T10:00:00Z",
+                                        Host("box-a", "abc"));
+  EXPECT_EQ(labelled.host, Host("box-a", "abc"));
+  const RunRecord unnamed = WriteSweep(store, Machine("node-1", "lab", 4), "w", 1.0, "2024-05-02T10:00:00Z");
+  EXPECT_EQ(unnamed.host.name, "lab");
+  EXPECT_EQ(unnamed.host.hostname, "node-1");
+
+  // merge carries the host with the run.
+  Store fleet = Store::Open(dir / "fleet.db");
+  fleet.MergeFrom(store);
+  EXPECT_EQ(fleet.LoadRuns().at(0).host, Host("box-a", "abc"));
+}
+
+// The case: two sweeps on one machine under two labels are two hosts
+// of one class, not one row.
+TEST(FleetCompareTest, TwoLabelsOnOneMachineAreTwoRowsOfOneClass) {
+  TempDir dir;
+  Store store = Store::Open(dir / "one-box.db");
+  const Fingerprint box = Machine("the-box", "", 4);
+  WriteSweep(store, box, "quickstart", 1.0, "2024-05-01T10:00:00Z", Host("box-a", "m1"));
+  WriteSweep(store, box, "quickstart", 1.2, "2024-05-01T11:00:00Z", Host("box-b", "m1"));
+  const std::vector<CompareRow> rows = Collect(store);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].host.name, "box-b") << "fastest first";
+  EXPECT_EQ(rows[1].host.name, "box-a");
+  EXPECT_EQ(rows[0].machine_hash, rows[1].machine_hash);
+  EXPECT_EQ(rows[1].machine.label, "box-a") << "the row names its host, not the class row's last label";
+  const std::vector<ClassSpread> spreads = ClassSpreads(rows);
+  ASSERT_EQ(spreads.size(), 1u);
+  EXPECT_EQ(spreads[0].hosts, 2);
+  EXPECT_FALSE(rows[1].outlier) << "two hosts: neither is the odd one";
+}
+
+// A generated fleet: 6 identical nodes and 2 of another class.
+class FleetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_.emplace(Store::Open(dir_ / "fleet.db"));
+    const auto run = [&](const Fingerprint& machine, const std::string& host, double best, double low, double high) {
+      WriteHostRun(*store_, machine, Host(host, "id-" + host), "resnet", best, low, high, "2024-06-01T10:00:00Z");
+    };
+    run(gpu_node_, "node-01", 1000, 990, 1010);
+    run(gpu_node_, "node-02", 1010, 1000, 1020);
+    run(gpu_node_, "node-03", 990, 980, 1000);
+    run(gpu_node_, "node-04", 1005, 995, 1015);
+    run(gpu_node_, "node-05", 850, 840, 860);   // throttled: far below, tight interval
+    run(gpu_node_, "node-06", 900, 700, 1100);  // as far below, but its interval reaches the median
+    run(cpu_node_, "small-1", 400, 395, 405);
+    run(cpu_node_, "small-2", 380, 375, 385);
+  }
+
+  TempDir dir_;
+  std::optional<Store> store_;
+  const Fingerprint gpu_node_ = Machine("gpu", "", 32);
+  const Fingerprint cpu_node_ = Machine("cpu", "", 8);
+};
+
+TEST_F(FleetTest, IdenticalHostsGroupIntoOneClassWithItsSpread) {
+  const std::vector<CompareRow> rows = Collect(*store_);
+  ASSERT_EQ(rows.size(), 8u);
+  const std::vector<ClassSpread> spreads = ClassSpreads(rows);
+  ASSERT_EQ(spreads.size(), 2u);
+  const ClassSpread& big = spreads[0];  // the faster class first
+  EXPECT_EQ(big.machine_hash, gpu_node_.Hash());
+  EXPECT_EQ(big.hosts, 6);
+  EXPECT_EQ(big.measured, 6);
+  EXPECT_DOUBLE_EQ(big.median, (990.0 + 1000.0) / 2);  // 850 900 990 | 1000 1005 1010
+  EXPECT_DOUBLE_EQ(big.min, 850);
+  EXPECT_DOUBLE_EQ(big.max, 1010);
+  EXPECT_DOUBLE_EQ(big.median_ci_low, (980.0 + 990.0) / 2);  // 700 840 980 | 990 995 1000
+  EXPECT_EQ(big.outliers, 1);
+  EXPECT_EQ(big.rows.front()->host.name, "node-02") << "fastest host first";
+  const ClassSpread& small = spreads[1];
+  EXPECT_EQ(small.machine_hash, cpu_node_.Hash());
+  EXPECT_EQ(small.hosts, 2);
+  EXPECT_DOUBLE_EQ(small.median, 390);
+}
+
+TEST_F(FleetTest, OutlierIsFlaggedAndAHostWithinTheNoiseIsNot) {
+  const std::vector<CompareRow> rows = Collect(*store_);
+  const CompareRow& throttled = RowOf(rows, "node-05");
+  EXPECT_TRUE(throttled.outlier);
+  EXPECT_NEAR(throttled.below_class_median, (995.0 - 850.0) / 995.0, 1e-12);
+  const CompareRow& noisy = RowOf(rows, "node-06");
+  EXPECT_FALSE(noisy.outlier) << "9.5% below, but its interval overlaps the median host's";
+  EXPECT_FALSE(RowOf(rows, "node-03").outlier) << "0.5% below: under the threshold";
+  EXPECT_FALSE(RowOf(rows, "small-2").outlier) << "a class of two has no odd one";
+
+  const std::string table = RenderCompareTable(rows);
+  EXPECT_NE(table.find("workload resnet (hash hash-of-resnet): 8 hosts in 2 classes"), std::string::npos) << table;
+  EXPECT_NE(table.find("best samples/s median 995.0 (min 850.0, max 1010.0) over 6 hosts; 1 outlier"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("-14.6% OUTLIER"), std::string::npos) << table;
+  EXPECT_EQ(table.find("-9.5% OUTLIER"), std::string::npos) << table;
+
+  const json out = json::parse(RenderCompareJson(rows));
+  const json& classes = out["workloads"][0]["classes"];
+  ASSERT_EQ(classes.size(), 2u);
+  EXPECT_EQ(classes[0]["hash"], gpu_node_.Hash());
+  EXPECT_EQ(classes[0]["median"], 995.0);
+  EXPECT_EQ(classes[0]["outliers"], json::array({"node-05"}));
+  for (const json& machine : out["workloads"][0]["machines"]) {
+    EXPECT_EQ(machine["outlier"], machine["host"]["name"] == "node-05") << machine.dump();
+  }
+
+  // The page lists the outliers before the classes, and the outlier's row is marked.
+  const std::string html = RenderCompareHtml(rows);
+  const size_t outliers = html.find("<h3>Outliers: 1 host below");
+  ASSERT_NE(outliers, std::string::npos);
+  EXPECT_LT(outliers, html.find("<g class=\"class\""));
+  EXPECT_NE(html.find("<tr class=\"outlier\" data-host=\"node-05\""), std::string::npos);
+  EXPECT_NE(html.find("data-host=\"node-05\" class=\"outlier\""), std::string::npos);
+  EXPECT_EQ(html.find("data-host=\"node-06\" class=\"outlier\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace feedtune::results
