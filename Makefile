@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build sweep test test-asan test-tsan fuzz bench grid-vs-sweep regret probe-protocol clean
+.PHONY: all deps build sweep test test-asan test-tsan fuzz bench grid-vs-sweep regret probe-protocol formats-bench clean
 
 all: build
 
@@ -59,6 +59,15 @@ regret: build
 # prints the wall-time ratio serve/run (target <= 0.6) and both decisions.
 probe-protocol: build
 	bench/probe_protocol --feedtune $(BUILD)/tuner/cli/feedtune
+
+# The same gen-data files (npy, HDF5, LMDB, JPEG) through torch's DataLoader
+# (numpy memmap, h5py, python3-lmdb, PIL + torchvision, installed by
+# setup-deps --bench) and through feedtune trial: per-sample cost on one core,
+# samples/s over num_workers, each peak (about 4 minutes on 2 CPUs;
+# FORMATS_ARGS=--long for longer); exits 1 when a target is missed.
+formats-bench: build
+	@scripts/setup-deps --bench
+	bench/formats.py --feedtune $(BUILD)/tuner/cli/feedtune $(FORMATS_ARGS)
 
 # Renders an HTML report to docs/report.png with headless Chromium (installed
 # here only: scripts/setup-deps --chromium). DB=... picks the results file.
