@@ -1,5 +1,7 @@
 #include "loader/data_loader.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -42,7 +44,12 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const LoaderOptio
       max_outstanding_(static_cast<int64_t>(options.knobs.prefetch_factor) * num_workers_),
       batches_per_epoch_(BatchesPerEpoch(dataset_->size(), options)),
       arena_(static_cast<int>(num_workers_ == 0 ? 1 : max_outstanding_ + 1),
-             static_cast<size_t>(options.knobs.batch_size) * static_cast<size_t>(dataset_->max_sample_bytes())) {
+             static_cast<size_t>(options.knobs.batch_size) * static_cast<size_t>(dataset_->max_sample_bytes()),
+             options.trace ? TraceBuffer::RegionBytes(TraceTracks(num_workers_)) : 0),
+      owner_pid_(static_cast<int32_t>(getpid())),
+      owner_tid_(options.trace ? TraceThreadId() : 0) {
+  // Before any worker maps the arena: they find the buffer laid out.
+  if (options_.trace) trace_ = TraceBuffer::Create(arena_.trace_region(), TraceTracks(num_workers_));
   if (options_.knobs.pin_memory) {
     if (!pinned_alloc) throw std::invalid_argument("pin_memory needs a pinned-memory allocator");
     // One pinned buffer per slot: a batch keeps its slot number from worker to
@@ -106,6 +113,7 @@ void DataLoader::StopPinThread() noexcept {
 // buffer of their slot, handed to the consumer in the order they finished
 // (the consumer reorders, as torch's main thread does).
 void DataLoader::PinLoop() {
+  const int32_t tid = trace_ ? TraceThreadId() : 0;
   while (true) {
     {
       std::lock_guard lock(pin_mu_);
@@ -118,6 +126,7 @@ void DataLoader::PinLoop() {
       const auto slot = arena_.slot(done.slot);
       std::memcpy(pinned_[static_cast<size_t>(done.slot)].data(), slot.data(), slot.size());
       pin_thread_s_ += SecondsSince(start);
+      if (trace_) trace_->Record(kPinTrack, TraceKind::kPin, TraceNs(start), TraceNowNs(), done.batch_index, owner_pid_, tid);
     }
     {
       std::lock_guard lock(pin_mu_);
@@ -215,16 +224,22 @@ BatchView DataLoader::ReadInline(int64_t batch_index) {
   const auto indices = plan_.batch(batch_index);
   const int64_t stride = dataset_->max_sample_bytes();
   const auto slot = arena_.slot(0);
+  const int64_t batch_start = trace_ ? TraceNowNs() : 0;
   int64_t payload = 0;
   for (size_t i = 0; i < indices.size(); ++i) {
     try {
+      const int64_t sample_start = trace_ ? TraceNowNs() : 0;
       payload += dataset_->Read(indices[i], slot.subspan(i * static_cast<size_t>(stride), static_cast<size_t>(stride)));
+      if (trace_) {
+        trace_->Record(kMainTrack, TraceKind::kSample, sample_start, TraceNowNs(), indices[i], owner_pid_, owner_tid_);
+      }
     } catch (const std::exception& e) {
       throw LoaderError("batch " + std::to_string(batch_index) + " (sample " + std::to_string(indices[i]) +
                         "): " + e.what());
     }
   }
   held_slot_ = -1;  // slot 0 is reused in place: nothing to release
+  if (trace_) trace_->Record(kMainTrack, TraceKind::kBatch, batch_start, TraceNowNs(), batch_index, owner_pid_, owner_tid_);
   const BatchView view{epoch_, batch_index, indices,
                        std::span<const std::byte>(slot.data(), indices.size() * static_cast<size_t>(stride)), stride,
                        payload, false};
@@ -272,6 +287,7 @@ BatchView DataLoader::PinInline(BatchView view) {
   view.data = std::span<const std::byte>(dst.data(), view.data.size());
   view.pinned = dst.pinned();
   stats_.pin_s += SecondsSince(start);
+  if (trace_) trace_->Record(kMainTrack, TraceKind::kPin, TraceNs(start), TraceNowNs(), view.index, owner_pid_, owner_tid_);
   return view;
 }
 

@@ -47,6 +47,7 @@
 #include "loader/options.h"
 #include "loader/sampler.h"
 #include "loader/slot_arena.h"
+#include "loader/trace.h"
 #include "loader/worker_pool.h"
 
 namespace feedtune::loader {
@@ -108,6 +109,9 @@ class DataLoader {
   int64_t batch_bytes() const;  // slot size: batch_size x max_sample_bytes
   const LoaderStats& stats() const { return stats_; }
   const LoaderOptions& options() const { return options_; }
+  // With options.trace: where every stage records its spans (disarmed until
+  // the caller arms it); nullptr otherwise. Owned by the loader.
+  TraceBuffer* trace() const { return trace_; }
 
  private:
   struct Ready {
@@ -136,6 +140,9 @@ class DataLoader {
   std::vector<device::HostBuffer> pinned_;  // one per slot
   std::shared_ptr<ForkServer> fork_server_;  // process mode only
   std::unique_ptr<WorkerPool> pool_;
+  TraceBuffer* trace_ = nullptr;  // in arena_'s trace region
+  const int32_t owner_pid_;       // the consumer's ids, for its spans
+  const int32_t owner_tid_;
 
   // The pin stage. pin_queue_ and pin_stop_ are guarded by pin_mu_.
   std::thread pin_thread_;

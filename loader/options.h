@@ -32,6 +32,7 @@ struct LoaderOptions {
   WorkerMode worker_mode = WorkerMode::kProcess;
   double timeout_s = 0;  // 0 = wait forever for a batch; else an error after this long
   uint64_t seed = 0;     // sampler seed; epoch e shuffles with (seed, e)
+  bool trace = false;    // record spans into a TraceBuffer after the slots (loader/trace.h); armed by the caller
 };
 
 const char* WorkerModeName(WorkerMode mode);

@@ -33,6 +33,7 @@
 
 #include "loader/data_loader.h"
 #include "loader/fork_server.h"
+#include "loader/trace.h"
 #include "loader/worker_pool.h"
 #include "loader/worker_process.h"
 
@@ -115,6 +116,8 @@ void RunWorkerProcess(const Dataset& dataset, const SlotArena& arena, int worker
   SendReport(report_fd, ReportHeader{-1, 0, 0, -1, worker, 0, 0}, "");
 
   const int64_t stride = dataset.max_sample_bytes();
+  TraceBuffer* const trace = TraceBuffer::Attach(arena.trace_region());  // null: tracing off
+  const int32_t self = static_cast<int32_t>(getpid());
   std::vector<int64_t> indices;
   TaskHeader task{};
   while (ReadAll(task_fd, &task, sizeof task)) {
@@ -127,14 +130,24 @@ void RunWorkerProcess(const Dataset& dataset, const SlotArena& arena, int worker
     const auto slot = arena.slot(task.slot);
     for (size_t i = 0; i < indices.size() && error.empty(); ++i) {
       try {
+        const int64_t sample_start = trace ? TraceNowNs() : 0;
         report.bytes += dataset.Read(indices[i], slot.subspan(i * static_cast<size_t>(stride),
                                                               static_cast<size_t>(stride)));
+        if (trace) {
+          trace->Record(kFirstWorkerTrack + worker, TraceKind::kSample, sample_start, TraceNowNs(), indices[i], self,
+                        self);
+        }
       } catch (const std::exception& e) {
         error = "worker " + std::to_string(worker) + " (pid " + std::to_string(getpid()) + ") failed on batch " +
                 std::to_string(task.batch_index) + " (sample " + std::to_string(indices[i]) + "): " + e.what();
       }
     }
-    report.busy_s = std::chrono::duration<double>(Clock::now() - start).count();
+    const auto end = Clock::now();
+    report.busy_s = std::chrono::duration<double>(end - start).count();
+    if (trace) {
+      trace->Record(kFirstWorkerTrack + worker, TraceKind::kBatch, TraceNs(start), TraceNs(end), task.batch_index,
+                    self, self);
+    }
     SendReport(report_fd, report, error);
   }
   _exit(0);

@@ -1,6 +1,7 @@
 #include "loader/slot_arena.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,10 +22,10 @@ std::byte* MapShared(int fd, size_t bytes, int extra_flags, const std::string& w
 
 }  // namespace
 
-SlotArena::SlotArena(int num_slots, size_t slot_bytes)
+SlotArena::SlotArena(int num_slots, size_t slot_bytes, size_t trace_bytes)
     : num_slots_(num_slots),
       slot_bytes_((slot_bytes + kCacheLine - 1) / kCacheLine * kCacheLine),
-      mapped_bytes_(static_cast<size_t>(num_slots) * slot_bytes_) {
+      mapped_bytes_(static_cast<size_t>(num_slots) * slot_bytes_ + trace_bytes) {
   if (num_slots < 1 || slot_bytes == 0) throw std::invalid_argument("SlotArena: empty arena");
   fd_ = memfd_create("feedtune-slots", MFD_CLOEXEC);
   if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "memfd_create for batch slots");
@@ -45,6 +46,11 @@ SlotArena::SlotArena(int num_slots, size_t slot_bytes)
 SlotArena::SlotArena(int fd, int num_slots, size_t slot_bytes)
     : num_slots_(num_slots), slot_bytes_(slot_bytes), mapped_bytes_(static_cast<size_t>(num_slots) * slot_bytes) {
   try {
+    // The memfd's size tells whether a trace region follows the slots.
+    struct stat st {};
+    if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) > mapped_bytes_) {
+      mapped_bytes_ = static_cast<size_t>(st.st_size);
+    }
     base_ = MapShared(fd, mapped_bytes_, 0, "mapping the batch slots in a worker");
   } catch (...) {
     close(fd);
@@ -60,6 +66,11 @@ SlotArena::~SlotArena() {
 
 std::span<std::byte> SlotArena::slot(int index) const {
   return {base_ + static_cast<size_t>(index) * slot_bytes_, slot_bytes_};
+}
+
+std::span<std::byte> SlotArena::trace_region() const {
+  const size_t slots_end = static_cast<size_t>(num_slots_) * slot_bytes_;
+  return {base_ + slots_end, mapped_bytes_ - slots_end};
 }
 
 }  // namespace feedtune::loader

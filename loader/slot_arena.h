@@ -7,6 +7,8 @@
 // so a crash can never leak a named /dev/shm segment.
 // The arena is constant after construction; who may write a slot is decided by
 // the DataLoader (a slot belongs to one worker or to the consumer at a time).
+// With tracing on, the same memfd ends in a trace region (loader/trace.h) past
+// the slots, so a worker's spans reach the consumer without another descriptor.
 #pragma once
 
 #include <cstddef>
@@ -18,9 +20,11 @@ namespace feedtune::loader {
 class SlotArena {
  public:
   // Throws std::system_error (with the size asked for) when memory or /dev/shm is short.
-  SlotArena(int num_slots, size_t slot_bytes);
+  // `trace_bytes` > 0 adds a trace region of that size after the slots.
+  SlotArena(int num_slots, size_t slot_bytes, size_t trace_bytes = 0);
   // Maps the arena whose memfd is `fd` (a worker's view of the consumer's
-  // arena, with the consumer's num_slots() and slot_bytes()); takes `fd`.
+  // arena, with the consumer's num_slots() and slot_bytes(); the trace region,
+  // if any, is what the memfd holds past the slots); takes `fd`.
   SlotArena(int fd, int num_slots, size_t slot_bytes);
   SlotArena(const SlotArena&) = delete;
   SlotArena& operator=(const SlotArena&) = delete;
@@ -29,6 +33,8 @@ class SlotArena {
   int num_slots() const { return num_slots_; }
   size_t slot_bytes() const { return slot_bytes_; }
   std::span<std::byte> slot(int index) const;
+  // The bytes past the slots; empty when tracing is off.
+  std::span<std::byte> trace_region() const;
   // The memfd behind the mapping (close-on-exec), to hand to worker processes.
   int fd() const { return fd_; }
 

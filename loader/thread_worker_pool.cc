@@ -1,5 +1,7 @@
 // Thread-mode workers: the same protocol as process mode, inside this process.
 // Used for speed studies (no fork, no IPC) and where fork is not wanted.
+#include <unistd.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "loader/data_loader.h"
+#include "loader/trace.h"
 #include "loader/worker_pool.h"
 
 namespace feedtune::loader {
@@ -92,6 +95,10 @@ class ThreadWorkerPool final : public WorkerPool {
     done_cv_.notify_all();
 
     const int64_t stride = dataset_.max_sample_bytes();
+    TraceBuffer* const trace = TraceBuffer::Attach(arena_.trace_region());  // null: tracing off
+    const int32_t pid = static_cast<int32_t>(getpid());
+    const int32_t tid = trace ? TraceThreadId() : 0;
+    const int track = kFirstWorkerTrack + worker;
     while (true) {
       BatchTask task;
       {
@@ -110,15 +117,19 @@ class ThreadWorkerPool final : public WorkerPool {
       }
       for (size_t i = 0; i < task.indices.size() && result.error.empty(); ++i) {
         try {
+          const int64_t sample_start = trace ? TraceNowNs() : 0;
           result.bytes += dataset_.Read(task.indices[i], slot.subspan(i * static_cast<size_t>(stride),
                                                                       static_cast<size_t>(stride)));
+          if (trace) trace->Record(track, TraceKind::kSample, sample_start, TraceNowNs(), task.indices[i], pid, tid);
         } catch (const std::exception& e) {
           result.error = "worker " + std::to_string(worker) + " failed on batch " +
                          std::to_string(task.batch_index) + " (sample " + std::to_string(task.indices[i]) +
                          "): " + e.what();
         }
       }
-      result.busy_s = std::chrono::duration<double>(Clock::now() - start).count();
+      const auto end = Clock::now();
+      result.busy_s = std::chrono::duration<double>(end - start).count();
+      if (trace) trace->Record(track, TraceKind::kBatch, TraceNs(start), TraceNs(end), task.batch_index, pid, tid);
       {
         std::lock_guard lock(mu_);
         done_.push_back(std::move(result));

@@ -1,5 +1,7 @@
 #include "tuner/trial_runner.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -7,6 +9,7 @@
 #include <vector>
 
 #include "loader/data_loader.h"
+#include "loader/trace.h"
 #include "tuner/proc_stats.h"
 #include "tuner/stats.h"
 
@@ -21,8 +24,9 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 class Loop {
  public:
   Loop(loader::DataLoader& loader, device::Device& device, const loader::Knobs& knobs, int sync_every,
-       const std::atomic<bool>* stop)
-      : loader_(loader), device_(device), knobs_(knobs), sync_every_(sync_every), stop_(stop) {}
+       const std::atomic<bool>* stop, loader::DeviceTraceRecorder* recorder = nullptr)
+      : loader_(loader), device_(device), knobs_(knobs), sync_every_(sync_every), stop_(stop), recorder_(recorder),
+        trace_(loader.trace()), pid_(trace_ ? getpid() : 0), tid_(trace_ ? loader::TraceThreadId() : 0) {}
 
   struct StepFacts {
     double wait_s;
@@ -41,7 +45,13 @@ class Loop {
       batch = loader_.Next();
       if (!batch) throw loader::LoaderError("an epoch has no batch (samples < batch_size with drop_last)");
     }
-    const double wait = Seconds(Clock::now() - start);
+    const auto got = Clock::now();
+    const double wait = Seconds(got - start);
+    if (trace_ != nullptr) {
+      trace_->Record(loader::kMainTrack, loader::TraceKind::kWait, loader::TraceNs(start), loader::TraceNs(got),
+                     batch->index, pid_, tid_);
+      recorder_->BeforeCopy(batch->index);
+    }
     device_.CopyToDevice(batch->data.data(), static_cast<size_t>(batch->payload_bytes), batch->pinned,
                          knobs_.non_blocking);
     device_.Step();
@@ -64,10 +74,36 @@ class Loop {
   const loader::Knobs knobs_;
   const int sync_every_;
   const std::atomic<bool>* stop_;
+  loader::DeviceTraceRecorder* const recorder_;  // with trace_: the device's spans
+  loader::TraceBuffer* const trace_;  // null: no trace
+  const int32_t pid_, tid_;
   int64_t epoch_ = 0;
   int64_t steps_ = 0;
   bool at_epoch_end_ = false;
 };
+
+// Arms the trace for the first `capture.seconds` of the window about to start
+// (before BeginWindow: the CUDA backend anchors its event clock there).
+void StartTrace(const loader::TraceCapture& capture, loader::TraceBuffer& buffer,
+                loader::DeviceTraceRecorder& recorder, device::Device& device) {
+  recorder.Start();
+  device.set_trace_sink(&recorder);
+  const int64_t now = loader::TraceNowNs();
+  buffer.Arm(now, now + static_cast<int64_t>(capture.seconds * 1e9));
+}
+
+// After the first window's EndWindow (the CUDA backend reports its spans as it
+// harvests its events there): what was recorded goes to `capture`.
+void FinishTrace(loader::TraceBuffer& buffer, loader::DeviceTraceRecorder& recorder, device::Device& device,
+                 loader::TraceCapture* capture) {
+  buffer.Disarm();
+  device.set_trace_sink(nullptr);
+  recorder.Stop();
+  capture->events = buffer.Events();
+  capture->dropped = buffer.dropped();
+  capture->max_events = buffer.max_events();
+  capture->recorded = true;
+}
 
 }  // namespace
 
@@ -85,6 +121,7 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
   try {
     loader::LoaderOptions options = config_.loader;
     options.knobs = knobs;
+    options.trace = plan.trace != nullptr;
     loader::DataLoader data_loader(
         dataset_, options, [this](size_t bytes) { return device_.AllocPinned(bytes); }, fork_server_);
     if (!data_loader.stats().pinned_pool_locked) last_warning_ = device_.pin_warning();
@@ -92,7 +129,14 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
     trial.batches_per_epoch = data_loader.batches_per_epoch();
     device_.Prepare(static_cast<size_t>(data_loader.batch_bytes()));
 
-    Loop loop(data_loader, device_, knobs, config_.device.sync_every_steps, stop_);
+    std::optional<loader::DeviceTraceRecorder> recorder;
+    if (plan.trace != nullptr) recorder.emplace(*data_loader.trace());
+    // The device outlives the trial: it must not keep the recorder.
+    struct SinkReset {
+      device::Device& device;
+      ~SinkReset() { device.set_trace_sink(nullptr); }
+    } sink_reset{device_};
+    Loop loop(data_loader, device_, knobs, config_.device.sync_every_steps, stop_, recorder ? &*recorder : nullptr);
     loop.Begin();
     for (int i = 0; i < config_.sweep.warmup_batches; ++i) {
       loop.Step();
@@ -122,6 +166,7 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
       // E.g. a cold cache: the dataset evicts its files before each window.
       if (std::string note = dataset_->BeforeRepeat(); !note.empty() && last_warning_.empty()) last_warning_ = note;
       const TreeUsage usage_before = ReadTreeUsage();
+      if (r == 0 && recorder) StartTrace(*plan.trace, *data_loader.trace(), *recorder, device_);
       device_.BeginWindow();
       const auto window_start = Clock::now();
       const auto window_end = window_start + std::chrono::duration_cast<Clock::duration>(
@@ -138,6 +183,7 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
         if (done) break;
       }
       const device::DeviceWindow window = device_.EndWindow();
+      if (r == 0 && recorder) FinishTrace(*data_loader.trace(), *recorder, device_, plan.trace);
       const double wall = Seconds(Clock::now() - window_start);
       window_wall_s += wall;
       const TreeUsage usage_after = ReadTreeUsage();

@@ -25,6 +25,7 @@
 #include "loader/device/device.h"
 #include "loader/fork_server.h"
 #include "loader/options.h"
+#include "loader/trace.h"
 #include "results/records.h"
 #include "tuner/config.h"
 
@@ -44,6 +45,9 @@ struct TrialPlan {
   // last batch) instead of measure_seconds, so epoch boundaries, and what
   // persistent_workers saves at them, are inside every window.
   int window_epochs = 0;
+  // Non-null: record the first trace->seconds of the first window into it
+  // (loader/trace.h); the figures are measured as without.
+  loader::TraceCapture* trace = nullptr;
 };
 
 // What the search controller asks of a measurer; tests substitute scripted ones.

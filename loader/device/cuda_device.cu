@@ -97,17 +97,28 @@ void FreePinned(std::byte* data, size_t /*size*/) noexcept { CheckNoThrow(cudaFr
 struct Timed {
   Event begin, end;
   bool pending = false;
+  int64_t seq = -1;  // with a trace sink: which call this was (DeviceTraceSink)
+};
+
+// Maps event times to the host clock while a trace is recorded: an event
+// recorded on an idle stream and waited for completes at about `host`.
+struct TraceAnchor {
+  DeviceTraceSink* sink = nullptr;
+  Event event;
+  Clock::time_point host{};
 };
 
 class EventRing {
  public:
-  explicit EventRing(size_t size) : slots_(size) {}
+  EventRing(size_t size, bool steps, const TraceAnchor& anchor) : slots_(size), steps_(steps), anchor_(anchor) {}
 
-  // Records `begin`, runs `op`, records `end` on `stream`.
+  // Records `begin`, runs `op`, records `end` on `stream`; `seq` >= 0 is
+  // reported to the trace sink when the events are harvested.
   template <typename Op>
-  void Record(cudaStream_t stream, Op op) {
+  void Record(cudaStream_t stream, Op op, int64_t seq = -1) {
     Timed& t = slots_[next_++ % slots_.size()];
     if (t.pending) Harvest(t);
+    t.seq = seq;
     Check(cudaEventRecord(t.begin.get(), stream), "cudaEventRecord");
     op();
     Check(cudaEventRecord(t.end.get(), stream), "cudaEventRecord");
@@ -131,9 +142,19 @@ class EventRing {
     total_s_ += ms / 1e3;
     ++harvested_;
     t.pending = false;
+    if (anchor_.sink != nullptr && t.seq >= 0) {
+      float begin_ms = 0;
+      Check(cudaEventElapsedTime(&begin_ms, anchor_.event.get(), t.begin.get()), "cudaEventElapsedTime");
+      const auto start = anchor_.host + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double, std::milli>(begin_ms));
+      const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(ms));
+      anchor_.sink->DeviceSpan(steps_, t.seq, start, end);
+    }
   }
 
   std::vector<Timed> slots_;
+  const bool steps_;
+  const TraceAnchor& anchor_;
   size_t next_ = 0;
   double total_s_ = 0;
   int64_t harvested_ = 0;
@@ -145,8 +166,8 @@ class CudaDevice final : public Device {
       : step_ns_(static_cast<unsigned long long>(options.step_us) * 1000ULL),
         prefetch_to_device_(options.prefetch_to_device),
         name_(std::move(name)),
-        steps_(1024),
-        copies_(1024) {}
+        steps_(1024, true, anchor_),
+        copies_(1024, false, anchor_) {}
 
   const char* backend_name() const override { return "cuda"; }
   std::string description() const override { return "cuda (" + name_ + ")"; }
@@ -167,9 +188,10 @@ class CudaDevice final : public Device {
     DeviceMemory& dst = device_buffers_[next_buffer_++ % device_buffers_.size()];
     if (dst.size() < bytes) dst = DeviceMemory(bytes);
     cudaStream_t stream = prefetch_to_device_ ? copy_stream_.get() : compute_stream_.get();
-    copies_.Record(stream, [&] {
-      Check(cudaMemcpyAsync(dst.get(), src, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
-    });
+    copies_.Record(
+        stream,
+        [&] { Check(cudaMemcpyAsync(dst.get(), src, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync"); },
+        trace_sink_ != nullptr ? traced_copies_++ : -1);
     copy_bytes_ += static_cast<int64_t>(bytes);
     if (prefetch_to_device_) {
       // The step that uses this buffer waits for its copy, on the device.
@@ -180,10 +202,13 @@ class CudaDevice final : public Device {
   }
 
   void Step() override {
-    steps_.Record(compute_stream_.get(), [&] {
-      SpinKernel<<<1, 1, 0, compute_stream_.get()>>>(step_ns_);
-      Check(cudaGetLastError(), "SpinKernel launch");
-    });
+    steps_.Record(
+        compute_stream_.get(),
+        [&] {
+          SpinKernel<<<1, 1, 0, compute_stream_.get()>>>(step_ns_);
+          Check(cudaGetLastError(), "SpinKernel launch");
+        },
+        trace_sink_ != nullptr ? traced_steps_++ : -1);
   }
 
   void Synchronize() override { Check(cudaStreamSynchronize(compute_stream_.get()), "cudaStreamSynchronize"); }
@@ -196,6 +221,13 @@ class CudaDevice final : public Device {
     copies_.Drain();
     steps_.ResetCount();
     copy_bytes_ = 0;
+    anchor_.sink = trace_sink_;
+    if (trace_sink_ != nullptr) {
+      // Both streams are idle: the anchor completes as soon as it is recorded.
+      Check(cudaEventRecord(anchor_.event.get(), compute_stream_.get()), "cudaEventRecord");
+      Check(cudaEventSynchronize(anchor_.event.get()), "cudaEventSynchronize");
+      anchor_.host = Clock::now();
+    }
     window_start_ = Clock::now();
   }
 
@@ -220,6 +252,7 @@ class CudaDevice final : public Device {
   Event copy_done_;
   std::array<DeviceMemory, 2> device_buffers_;  // double buffer: copy k+1 while step k reads k
   size_t next_buffer_ = 0;
+  TraceAnchor anchor_;  // before the rings, which refer to it
   EventRing steps_;
   EventRing copies_;
   int64_t copy_bytes_ = 0;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -43,6 +44,18 @@ struct DeviceWindow {
   double idle_frac() const { return wall_s > 0 ? std::max(0.0, 1.0 - step_busy_s / wall_s) : 0.0; }
 };
 
+// Receives the device's timeline while a trial is traced (loader/trace.h):
+// each copy and step as it runs on the device, `seq` counting that kind of
+// operation from 0 since the sink was set (a backend may report late, e.g. as
+// CUDA events complete, so the count says which call it was). Called by the
+// thread that drives the device.
+class DeviceTraceSink {
+ public:
+  virtual ~DeviceTraceSink() = default;
+  virtual void DeviceSpan(bool step, int64_t seq, std::chrono::steady_clock::time_point start,
+                          std::chrono::steady_clock::time_point end) = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -63,6 +76,18 @@ class Device {
 
   virtual void BeginWindow() = 0;
   virtual DeviceWindow EndWindow() = 0;  // the window ends now; queued work past now is not counted
+
+  // Where copies and steps are reported while a trace is recorded; nullptr
+  // (the default) when none is: then a copy or a step costs one untaken branch.
+  void set_trace_sink(DeviceTraceSink* sink) {
+    trace_sink_ = sink;
+    traced_copies_ = traced_steps_ = 0;
+  }
+
+ protected:
+  DeviceTraceSink* trace_sink_ = nullptr;
+  int64_t traced_copies_ = 0;  // calls since the sink was set: the next seq
+  int64_t traced_steps_ = 0;
 };
 
 // Creates the backend `options.backend` asks for. With kAuto, CUDA when a device

@@ -141,6 +141,7 @@ class HostSimDevice final : public Device {
     const auto now = Clock::now();
     const auto [start, end] = prefetch_to_device_ ? EnqueueCopyStream(duration, now) : Enqueue(duration, now);
     copies_.Add(start, end, now);
+    if (trace_sink_ != nullptr) trace_sink_->DeviceSpan(false, traced_copies_++, start, end);
     copy_bytes_ += static_cast<int64_t>(bytes);
     if (!(non_blocking && src_pinned)) SleepUntil(end);
   }
@@ -149,6 +150,7 @@ class HostSimDevice final : public Device {
     const auto now = Clock::now();
     const auto [start, end] = Enqueue(step_, now);
     steps_.Add(start, end, now);
+    if (trace_sink_ != nullptr) trace_sink_->DeviceSpan(true, traced_steps_++, start, end);
   }
 
   void Synchronize() override { SleepUntil(std::max(stream_free_at_, copy_ready_at_)); }

@@ -10,6 +10,7 @@
 #include "results/store.h"
 #include "tuner/budget.h"
 #include "tuner/cli/cli_util.h"
+#include "tuner/cli/trace_files.h"
 #include "tuner/cli/version.h"
 #include "tuner/measurer_factory.h"
 #include "tuner/progress.h"
@@ -127,9 +128,14 @@ summary to stdout; --json prints one JSON event per line on stdout instead.
 Ctrl-C ends the current trial cleanly, marks the run interrupted and exits 130;
 --resume RUN continues it from its stored trials without re-running them.
 
+--trace DIR measures the baseline and the best setting once more at the end,
+with a timeline of each (Chrome trace JSON, docs/trace.md) in DIR/baseline.json
+and DIR/best.json, and keeps 200 ms of both for `feedtune report --format html`.
+
 Examples:
   feedtune sweep configs/quickstart.yaml --db results/feedtune.db --label gpu-box-1
-  feedtune sweep --resume 3 --db results/feedtune.db)";
+  feedtune sweep --resume 3 --db results/feedtune.db
+  feedtune sweep configs/quickstart.yaml --trace results/traces)";
 
 struct Output {
   tuner::Progress& progress;
@@ -145,19 +151,32 @@ struct Output {
 
 int RunSweep(const Args& args, const std::atomic<bool>& stop) {
   po::options_description options("Options");
-  std::string config_path, db_path, label;
+  std::string config_path, db_path, label, trace_dir;
+  double trace_seconds = 1.0;
   int64_t resume_id = 0;
   options.add_options()("help,h", "this help")("config", po::value(&config_path), "the sweep config (YAML)")(
       "db", po::value(&db_path)->default_value(kDefaultDb), "results file (SQLite)")(
       "label", po::value(&label), "display name for this machine (default: hostname)")(
       "resume", po::value(&resume_id), "continue the interrupted run RUN from its stored trials")(
       "quiet,q", "no progress output, only the summary")(
-      "json", "one JSON event per line on stdout (start, trial, done) instead of the summary");
+      "json", "one JSON event per line on stdout (start, trial, done) instead of the summary")(
+      "trace", po::value(&trace_dir),
+      "after the search, trace the baseline and the best setting into DIR/baseline.json and DIR/best.json")(
+      "trace-seconds", po::value(&trace_seconds)->default_value(1.0), kTraceSecondsHelp);
   po::positional_options_description positional;
   positional.add("config", 1);
   int code = kExitOk;
   const auto vm = Parse(args, options, positional, kSweepUsage, &code);
   if (!vm) return code;
+  // The trace files are opened before anything runs: a wrong folder costs no trial.
+  SweepTraceFiles trace_files;
+  if (!trace_dir.empty()) {
+    std::string error;
+    if (!OpenSweepTraceFiles(trace_dir, trace_seconds, &trace_files, &error)) {
+      std::cerr << "feedtune: " << error << "\n";
+      return kExitUsage;
+    }
+  }
   const bool resuming = vm->count("resume") > 0;
   if (resuming == !config_path.empty()) {
     std::cerr << "feedtune: sweep takes a CONFIG, or --resume RUN (which uses the config stored with the run)\n\n"
@@ -221,6 +240,11 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     // CUDA driver, which starts threads. See tuner/measurer_factory.h.
     tuner::OpenedWorkload workload;
     if (!OpenWorkloadOrExplain(config, &workload, &code)) return code;
+    if (trace_files.best && !workload.dataset) {
+      std::cerr << "feedtune: --trace records feedtune's own loader; a command workload runs its own "
+                   "(trace it with torch.profiler)\n";
+      return kExitUsage;
+    }
 
     const results::Fingerprint machine = MachineFingerprint(label);
     int64_t machine_id = 0;
@@ -348,6 +372,17 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     run.speedup_ci_high = outcome.speedup_ci_high;
     run.calibration_json = RunJson(run.calibration_json, *facts, max_workers, &outcome, safe ? &*safe : nullptr);
     store->FinishRun(run);
+    if (trace_files.best && outcome.baseline && outcome.best) {
+      try {
+        const SweepTimelines timelines = TraceBaselineAndBest(
+            trace_files, *measurer, outcome.trials[*outcome.baseline].knobs, outcome.trials[*outcome.best].knobs,
+            config.name, device->description(), [&](const std::string& line) { progress.Note(line); });
+      } catch (const tuner::Interrupted&) {
+        progress.Clear();
+        std::cerr << "feedtune: interrupted while tracing; run " << run.id << " is done and kept\n";
+        return kExitInterrupted;
+      }
+    }
     if (json) {
       output.Event(tuner::DoneEventJson(outcome, run));
     } else {
@@ -366,40 +401,77 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
 }
 
 namespace {
-constexpr const char* kTrialUsage = R"(Usage: feedtune trial CONFIG [--set key=value ...] [--json]
+constexpr const char* kTrialUsage = R"(Usage: feedtune trial CONFIG [--set key=value ...] [--json] [--trace FILE]
 
 Measures one configuration (the loader knobs of the config, changed by --set),
 without a search and without storing it. --set takes any config key path.
+--trace FILE writes a timeline of the trial's first window (every worker's
+sample fetches and batches, the pin stage, the main loop's waits, the device's
+copies and steps) as Chrome trace JSON: open it in https://ui.perfetto.dev or
+chrome://tracing (docs/trace.md).
 
-Example:
-  feedtune trial configs/quickstart.yaml --set loader.num_workers=4 --set loader.pin_memory=true --json)";
+Examples:
+  feedtune trial configs/quickstart.yaml --set loader.num_workers=4 --set loader.pin_memory=true --json
+  feedtune trial configs/quickstart.yaml --set loader.num_workers=4 --trace /tmp/trial.json)";
 }  // namespace
 
 int RunTrial(const Args& args, const std::atomic<bool>& stop) {
   po::options_description options("Options");
-  std::string config_path;
+  std::string config_path, trace_path;
   std::vector<std::string> sets;
+  loader::TraceCapture trace;
   options.add_options()("help,h", "this help")("config", po::value(&config_path)->required(), "the config (YAML)")(
       "set", po::value(&sets)->composing(), "override a config key: key.path=value (repeatable)")(
-      "json", "print the measurement as one JSON object");
+      "json", "print the measurement as one JSON object")(
+      "trace", po::value(&trace_path), "write a Chrome trace of the trial's first window to FILE")(
+      "trace-seconds", po::value(&trace.seconds)->default_value(1.0), kTraceSecondsHelp);
   po::positional_options_description positional;
   positional.add("config", 1);
   int code = kExitOk;
   const auto vm = Parse(args, options, positional, kTrialUsage, &code);
   if (!vm) return code;
+  // The trace file is opened before anything runs: a wrong path costs no trial.
+  std::unique_ptr<std::ofstream> trace_file;
+  if (!trace_path.empty()) {
+    std::string error;
+    if (!(trace.seconds > 0)) error = "--trace-seconds must be > 0";
+    if (error.empty()) trace_file = OpenTraceFile(trace_path, &error);
+    if (!error.empty()) {
+      std::cerr << "feedtune: " << error << "\n";
+      return kExitUsage;
+    }
+  }
   auto session = OpenSession(config_path, sets, &code);
   if (!session) return code;
+  if (trace_file && !session->workload.dataset) {
+    std::cerr << "feedtune: --trace records feedtune's own loader; a command workload runs its own "
+                 "(trace it with torch.profiler)\n";
+    return kExitUsage;
+  }
 
   const auto measurer = tuner::MakeMeasurer(session->config, session->workload, *session->device, &stop);
   tuner::TrialMeasurer& runner = *measurer;
   results::TrialRecord t;
   try {
-    t = runner.Measure(session->config.loader.knobs);
+    tuner::TrialPlan plan;
+    plan.phase = "trial";
+    if (trace_file) plan.trace = &trace;
+    t = runner.MeasurePlanned(session->config.loader.knobs, plan);
   } catch (const tuner::Interrupted&) {
     std::cerr << "feedtune: interrupted\n";
     return kExitInterrupted;
   }
   if (!runner.last_warning().empty()) std::cerr << "feedtune: warning: " << runner.last_warning() << "\n";
+  if (trace_file && t.status == "ok") {
+    std::string error;
+    if (!WriteTraceFile(*trace_file, trace_path, trace, session->config.name, t.knobs,
+                        session->device->description(), &error)) {
+      std::cerr << "feedtune: " << error << "\n";
+      return kExitFailure;
+    }
+    std::cerr << "feedtune: trace of the first " << trace.seconds << " s of the first window ("
+              << trace.events.size() << " spans) in " << trace_path << "; open it in https://ui.perfetto.dev\n";
+  }
   if (vm->count("json")) {
     nlohmann::json j = {{"backend", session->device->backend_name()},
                         {"config",

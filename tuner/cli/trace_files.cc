@@ -1,0 +1,91 @@
+#include "tuner/cli/trace_files.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "tuner/progress.h"
+
+namespace feedtune::cli {
+
+std::unique_ptr<std::ofstream> OpenTraceFile(const std::string& path, std::string* error) {
+  auto out = std::make_unique<std::ofstream>(path, std::ios::out | std::ios::trunc | std::ios::binary);
+  if (!*out) {
+    *error = "--trace " + path + ": cannot write the trace file (" + std::strerror(errno) +
+             "); its folder must exist and be writable";
+    return nullptr;
+  }
+  return out;
+}
+
+bool WriteTraceFile(std::ofstream& out, const std::string& path, const loader::TraceCapture& capture,
+                    const std::string& workload, const loader::Knobs& knobs, const std::string& device,
+                    std::string* error) {
+  if (!capture.recorded) {
+    *error = "--trace " + path + ": the trial recorded no trace (it failed before its first window ended)";
+    return false;
+  }
+  loader::TraceInfo info;
+  info.title = workload + ": " + tuner::KnobsShort(knobs);
+  info.seconds = capture.seconds;
+  info.num_workers = knobs.num_workers;
+  info.device = device;
+  info.dropped = capture.dropped;
+  info.max_events = capture.max_events;
+  loader::WriteChromeTrace(out, capture.events, info);
+  out.flush();
+  if (!out) {
+    *error = "--trace " + path + ": writing the trace failed (" + std::strerror(errno) + ")";
+    return false;
+  }
+  return true;
+}
+
+bool OpenSweepTraceFiles(const std::string& dir, double seconds, SweepTraceFiles* files, std::string* error) {
+  if (!(seconds > 0)) {
+    *error = "--trace-seconds must be > 0";
+    return false;
+  }
+  files->dir = dir;
+  files->seconds = seconds;
+  files->baseline = OpenTraceFile(dir + "/baseline.json", error);
+  if (files->baseline) files->best = OpenTraceFile(dir + "/best.json", error);
+  if (!files->best) {
+    *error += " (sweep --trace takes an existing folder)";
+    return false;
+  }
+  return true;
+}
+
+SweepTimelines TraceBaselineAndBest(SweepTraceFiles& files, tuner::TrialMeasurer& measurer,
+                                    const loader::Knobs& baseline, const loader::Knobs& best,
+                                    const std::string& workload, const std::string& device,
+                                    const std::function<void(const std::string&)>& note) {
+  SweepTimelines timelines;
+  const auto trace_one = [&](const loader::Knobs& knobs, const std::string& which, std::ofstream& out) {
+    const std::string path = files.dir + "/" + which + ".json";
+    loader::TraceCapture capture;
+    capture.seconds = files.seconds;
+    tuner::TrialPlan plan;
+    plan.phase = "trace";
+    plan.repeats = 1;
+    plan.trace = &capture;
+    const results::TrialRecord trial = measurer.MeasurePlanned(knobs, plan);
+    std::string error;
+    if (trial.status != "ok") {
+      note("warning: --trace " + path + ": the traced " + which + " trial failed: " + trial.error.value_or("?"));
+      return std::string();
+    }
+    if (!WriteTraceFile(out, path, capture, workload, knobs, device, &error)) {
+      note("warning: " + error);
+      return std::string();
+    }
+    note("trace of the " + which + " (" + tuner::KnobsShort(knobs) + "): " + path + ", " +
+         std::to_string(capture.events.size()) + " spans; open it in https://ui.perfetto.dev");
+    return loader::TimelineExcerptJson(capture.events, knobs.num_workers);
+  };
+  timelines.baseline = trace_one(baseline, "baseline", *files.baseline);
+  timelines.best = trace_one(best, "best", *files.best);
+  return timelines;
+}
+
+}  // namespace feedtune::cli
