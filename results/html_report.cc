@@ -523,6 +523,7 @@ std::string RenderHtml(const RunView& view) {
   if (best && std::isfinite(best->gpu_idle_frac)) idle.best = best->gpu_idle_frac;
   body += "<div>\n<h2>GPU idle against num_workers</h2>\n" + Chart(idle) + "</div>\n</div>\n";
 
+  if (view.verdict) body += VerdictHtml(*view.verdict);  // a self-contained section (results/verdict.h)
   body += "<h2>Trials</h2>\n";
   body += view.trials.empty() ? std::string("<p>no trials recorded</p>\n")
                               : "<div class=\"scroll\">\n" + TrialTable(view, baseline, best) + "</div>\n";

@@ -263,6 +263,7 @@ RunView LoadRunView(const Store& store, std::optional<int64_t> run_id) {
   RunView view;
   view.machine = store.LoadMachine(run->machine_id);
   view.trials = store.LoadTrials(run->id);
+  view.verdict = store.LoadVerdict(run->id);
   view.run = std::move(*run);
   return view;
 }
@@ -321,7 +322,8 @@ std::string RenderJson(const RunView& view) {
                  {"version", OptionalString(run.version)},
                  {"calibration", calibration},
                  {"config_yaml", OptionalString(run.config_yaml)},
-                 {"safe_max_workers_basis", OptionalString(SafeLimitBasis(run))}};
+                 {"safe_max_workers_basis", OptionalString(SafeLimitBasis(run))},
+                 {"verdict", view.verdict ? Json::parse(VerdictToJson(*view.verdict)) : Json(nullptr)}};
   // Error text from workers and commands is not guaranteed UTF-8; replace bad
   // bytes rather than fail the whole report.
   return out.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
@@ -438,6 +440,8 @@ std::string RenderTable(const RunView& view) {
                     Fixed(*run.speedup_ci_high, 2) + ")";
   }
   text += "speedup:  " + speedup_text + "\n";
+  if (view.verdict) text += "\nwhere the time goes (stage trials at the best setting, docs/verdict.md):\n" +
+                            VerdictText(*view.verdict, "  ");
   return text;
 }
 

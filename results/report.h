@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "results/records.h"
+#include "results/verdict.h"
 
 namespace feedtune::results {
 
@@ -15,6 +16,7 @@ struct RunView {
   RunRecord run;
   std::optional<Fingerprint> machine;
   std::vector<TrialRecord> trials;
+  std::optional<Verdict> verdict;  // the stage trials' verdict at the best setting, when measured
 };
 
 // Loads a run, its machine and trials. Throws StoreError when the run does not exist.

@@ -183,6 +183,18 @@ ALTER TABLE runs ADD COLUMN host_machine_id TEXT NOT NULL DEFAULT '';
 UPDATE runs SET host_name = (SELECT label FROM machines WHERE machines.id = runs.machine_id),
                 host_hostname = (SELECT hostname FROM machines WHERE machines.id = runs.machine_id);
 )sql",
+    // 7 -> 8: the bottleneck verdict of a run's best setting (tuner/diagnose.h,
+    // results/verdict.h): the stage rates and advice as one JSON object, with
+    // the bottleneck and the input-bound share as columns for queries.
+    R"sql(
+CREATE TABLE verdicts (
+  run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+  bottleneck TEXT,
+  runner_up TEXT,
+  input_bound_frac REAL,
+  verdict_json TEXT NOT NULL
+);
+)sql",
 };
 
 // ISO 8601 UTC, the form RunRecord documents for its timestamps.
@@ -1107,6 +1119,31 @@ std::vector<StoredMachine> Store::LoadMachines() const {
     machines.push_back(std::move(m));
   }
   return machines;
+}
+
+void Store::SaveVerdict(int64_t run_id, const Verdict& verdict) {
+  Transaction transaction(db_.get(), path_, "record verdict");
+  Statement insert(db_.get(), path_, "record verdict",
+                   "INSERT OR REPLACE INTO verdicts (run_id, bottleneck, runner_up, input_bound_frac, verdict_json) "
+                   "VALUES (?, ?, ?, ?, ?)");
+  const auto text = [](const std::string& value) {
+    return value.empty() ? std::nullopt : std::optional<std::string>(value);
+  };
+  insert.BindAll(run_id, text(verdict.bottleneck), text(verdict.runner_up), verdict.input_bound_frac,
+                 VerdictToJson(verdict))
+      .Run();
+  transaction.Commit();
+}
+
+std::optional<Verdict> Store::LoadVerdict(int64_t run_id) const {
+  // An older file opened read-only has no such table.
+  Statement table(db_.get(), path_, "read verdict",
+                  "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'verdicts'");
+  if (!table.Step() || table.Int(0) == 0) return std::nullopt;
+  Statement select(db_.get(), path_, "read verdict", "SELECT verdict_json FROM verdicts WHERE run_id = ?");
+  select.BindAll(run_id);
+  if (!select.Step()) return std::nullopt;
+  return VerdictFromJson(select.Text(0));
 }
 
 }  // namespace feedtune::results

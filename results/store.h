@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "results/records.h"
+#include "results/verdict.h"
 
 struct sqlite3;
 
@@ -45,7 +46,7 @@ struct MergeStats {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
   static constexpr int32_t kApplicationId = 0x46656564;  // "Feed"
 
   // Opens (creating when missing, with its parent folder) the results file.
@@ -78,6 +79,10 @@ class Store {
   std::optional<Fingerprint> LoadMachine(int64_t machine_id) const;
   std::vector<StoredMachine> LoadMachines() const;  // in id order
   std::vector<BandwidthRecord> LoadBandwidth(int64_t machine_id) const;  // empty when never measured
+  // The run's bottleneck verdict (tuner/diagnose.h), replacing any before;
+  // nullopt when it has none (or the file predates verdicts).
+  void SaveVerdict(int64_t run_id, const Verdict& verdict);
+  std::optional<Verdict> LoadVerdict(int64_t run_id) const;
 
   // Copies into this file every run of `source` it lacks, matched by run uid,
   // with its machine (matched by hash: identity and label are kept), trials and

@@ -438,6 +438,8 @@ constexpr Key kKeys[] = {
      Real<kSweep, &SweepOptions::gain_threshold>(0, kClosed, 1, kOpen)},
     {"sweep.knee_tolerance", Hashed::kNo,
      Real<kSweep, &SweepOptions::knee_tolerance>(0, kClosed, 1, kOpen)},
+    // After the final check, stage trials at the best setting (tuner/diagnose.h).
+    {"sweep.diagnose", Hashed::kNo, Bool<kSweep, &SweepOptions::diagnose>()},
     {"sweep.budget.memory_fraction", Hashed::kNo,
      Real<kSweep, kBudget, &BudgetOptions::memory_fraction>(0, kOpen, 1, kClosed)},
     {"sweep.budget.shm_fraction", Hashed::kNo,

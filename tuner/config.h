@@ -29,6 +29,9 @@ struct SweepOptions {
   double measure_seconds = 2.0;
   double gain_threshold = 0.05;
   double knee_tolerance = 0.05;
+  // Stage trials at the best setting after the sweep, and the bottleneck
+  // verdict (tuner/diagnose.h, docs/verdict.md).
+  bool diagnose = true;
   BudgetOptions budget;
 };
 

@@ -116,6 +116,9 @@ OpenedWorkload OpenWorkload(const SweepConfig& config) {
       return opened;
     }
   }
+  // Wrapped before the fork server copies it, so its workers see the switch.
+  opened.stages = std::make_shared<StageDataset>(opened.dataset);
+  opened.dataset = opened.stages;
   if (config.loader.worker_mode == loader::WorkerMode::kProcess) {
     opened.fork_server = std::make_shared<loader::ForkServer>(opened.dataset);
   }

@@ -20,6 +20,7 @@
 #include "loader/device/device.h"
 #include "loader/fork_server.h"
 #include "tuner/config.h"
+#include "tuner/stage_dataset.h"
 #include "tuner/trial_runner.h"
 
 namespace feedtune::tuner {
@@ -35,6 +36,9 @@ class WorkloadError : public std::runtime_error {
 struct OpenedWorkload {
   std::shared_ptr<const loader::Dataset> dataset;   // native kinds
   std::shared_ptr<loader::ForkServer> fork_server;  // native kinds in process mode
+  // Native kinds: `dataset` itself, behind the switch the stage trials turn
+  // (tuner/diagnose.h); real reads, the configured cache, until they do.
+  std::shared_ptr<StageDataset> stages;
   std::string description;  // one line: what was opened and how it is read
   // This machine's CPU calibration as a JSON object (workloads/cpu_work.h:
   // clock_read_ns, work_bytes_per_s, chunk_bytes, ...) for the run record;

@@ -678,6 +678,7 @@ TEST(ConfigTest, ToYamlOfDefaults) {
             "  measure_seconds: 2.0\n"
             "  gain_threshold: 0.05\n"
             "  knee_tolerance: 0.05\n"
+            "  diagnose: true\n"
             "  budget: {memory_fraction: 0.5, shm_fraction: 0.8}\n");
 }
 

@@ -16,6 +16,7 @@ using Args = std::vector<std::string>;
 // `stop` is raised by SIGINT/SIGTERM.
 int RunSweep(const Args& args, const std::atomic<bool>& stop);
 int RunTrial(const Args& args, const std::atomic<bool>& stop);
+int RunDiagnose(const Args& args, const std::atomic<bool>& stop);
 int RunValidate(const Args& args);
 int RunReport(const Args& args);
 int RunMachine(const Args& args);

@@ -36,6 +36,7 @@ Commands:
                     (baseline -> pin_memory -> num_workers -> non_blocking ->
                      prefetch_factor -> persistent_workers)
   trial CONFIG      measure one configuration, no search (--set key=value to vary it)
+  diagnose CONFIG   where the time goes at one setting: stage rates, the bottleneck, advice
   validate CONFIG   check a config and print it with every default filled in
   report            show a stored run as a table, JSON or an HTML page with charts
   compare           machines side by side, per workload (several --db files at once)
@@ -79,6 +80,7 @@ int main(int argc, char** argv) {
   InstallStopHandler();
   if (command == "sweep") return RunSweep(args, g_stop);
   if (command == "trial") return RunTrial(args, g_stop);
+  if (command == "diagnose") return RunDiagnose(args, g_stop);
   if (command == "validate") return RunValidate(args);
   if (command == "report") return RunReport(args);
   if (command == "machine") return RunMachine(args);

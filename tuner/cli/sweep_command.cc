@@ -12,6 +12,7 @@
 #include "tuner/cli/cli_util.h"
 #include "tuner/cli/trace_files.h"
 #include "tuner/cli/version.h"
+#include "tuner/diagnose.h"
 #include "tuner/measurer_factory.h"
 #include "tuner/progress.h"
 #include "tuner/replay.h"
@@ -372,6 +373,27 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     run.speedup_ci_high = outcome.speedup_ci_high;
     run.calibration_json = RunJson(run.calibration_json, *facts, max_workers, &outcome, safe ? &*safe : nullptr);
     store->FinishRun(run);
+    // Where the time goes at the best setting (tuner/diagnose.h), once the
+    // run is finished: an interruption here keeps it done, without a verdict.
+    std::optional<results::Verdict> verdict;
+    if (outcome.best && config.sweep.diagnose) {
+      tuner::DiagnoseSetup diagnose;
+      diagnose.config = &config;
+      diagnose.workload = &workload;
+      diagnose.device = device.get();
+      diagnose.stop = &stop;
+      diagnose.usable_cpus = facts->usable_cpus;
+      diagnose.on_stage = [&](const std::string& line) { progress.Note("diagnose: " + line); };
+      try {
+        verdict = tuner::Diagnose(diagnose, outcome.trials[*outcome.best].knobs);
+        store->SaveVerdict(run.id, *verdict);
+      } catch (const tuner::Interrupted&) {
+        progress.Clear();
+        std::cerr << "feedtune: interrupted in the stage trials; run " << run.id
+                  << " is done and kept, without a verdict (`feedtune diagnose` measures one)\n";
+        return kExitInterrupted;
+      }
+    }
     if (trace_files.best && outcome.baseline && outcome.best) {
       try {
         const SweepTimelines timelines = TraceBaselineAndBest(
@@ -385,8 +407,18 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     }
     if (json) {
       output.Event(tuner::DoneEventJson(outcome, run));
+      if (verdict) {
+        output.Event(nlohmann::json{{"event", "verdict"},
+                                    {"run_id", run.id},
+                                    {"verdict", nlohmann::json::parse(results::VerdictToJson(*verdict))}}
+                         .dump());
+      }
     } else {
       std::cout << tuner::SummaryText(outcome, run, db_path);
+      if (verdict) {
+        std::cout << "\nwhere the time goes at the best setting (stage trials, docs/verdict.md):\n"
+                  << results::VerdictText(*verdict, "  ");
+      }
     }
     return outcome.best ? kExitOk : kExitFailure;
   } catch (const results::StoreError& e) {

@@ -115,6 +115,10 @@ def build_parser():
     t.add_argument("--sync-every-steps", type=int, help="wait for the device every N steps; 0 = never; default 1")
     t.add_argument("--warmup-batches", type=int, help="default 8")
     t.add_argument("--seconds", type=float, help="length of the measured window; default 2.0")
+    t.add_argument("--stage", choices=("step", "copy", "transport", "prep"),
+                   help="a stage trial of feedtune's verdict (docs/verdict.md): step = one batch kept on the device, "
+                        "no loader; copy = one resident host batch copied each step; transport = the DataLoader over "
+                        "zero samples shaped like the first real one; prep = the real dataset (the default)")
     t.add_argument("--serve", action="store_true",
                    help="serve feedtune's trials: one JSON request per line on stdin (docs/command-protocol.md)")
     return p
@@ -521,17 +525,52 @@ class Setup:
         self.model = None
 
 
+def zeros_like_sample(sample, torch):
+    """The sample with every tensor (or array) replaced by zeros of its shape and dtype."""
+    if hasattr(sample, "shape") and hasattr(sample, "dtype"):
+        return torch.zeros_like(torch.as_tensor(sample))
+    if isinstance(sample, (list, tuple)):
+        return type(sample)(zeros_like_sample(x, torch) for x in sample)
+    if isinstance(sample, dict):
+        return {k: zeros_like_sample(v, torch) for k, v in sample.items()}
+    return sample
+
+
+def free_samples(setup):
+    """transport: a map-style dataset as long as the real one whose samples cost
+    nothing: zeros shaped like the first real sample."""
+    torch = setup.torch
+    if setup.iterable:
+        raise RuntimeError("--stage transport needs a map-style dataset (an iterable one has no first sample "
+                           "to copy the shape of)")
+    zero = zeros_like_sample(setup.dataset[0], torch)
+    length = len(setup.dataset)
+
+    class FreeSamples(torch.utils.data.Dataset):
+        def __len__(self):
+            return length
+
+        def __getitem__(self, index):
+            return zero
+
+    return FreeSamples()
+
+
 def run_trial(setup, t, emit):
     """One trial: a new DataLoader with the knobs of `t` (a dict with the request's
     keys), the warm-up, then t["repeats"] windows back to back, each passed to
     emit(report) as soon as it ends. The loader and its workers are gone when it
-    returns (or raises)."""
+    returns (or raises). With args.stage step or copy there is no loader: one
+    batch is kept on the device (step) or in host memory (copy)."""
     torch, args = setup.torch, setup.args
+    stage = args.stage or "prep"
+    if stage in ("step", "copy"):
+        t = dict(t, num_workers=0)
     kwargs = dict(batch_size=t["batch_size"], num_workers=t["num_workers"], pin_memory=t["pin_memory"],
                   drop_last=args.drop_last)
     if not setup.iterable:
         kwargs["shuffle"] = args.shuffle
-    dataset = setup.dataset
+    dataset = free_samples(setup) if stage == "transport" else setup.dataset
     counters = None
     if t["num_workers"] > 0:
         # torch rejects these with num_workers == 0 (1.13 and 2.x alike).
@@ -540,7 +579,7 @@ def run_trial(setup, t, emit):
         # The workers time their own __getitem__ and collate and say when they
         # are ready; with no workers there is nothing of theirs to measure.
         counters = WorkerCounters(t["num_workers"])
-        dataset = instrument(setup.dataset, counters, torch)
+        dataset = instrument(dataset, counters, torch)
         kwargs["collate_fn"] = TimedCollate(counters, default_collate(torch))
         init = None
         if not args.dataset and args.worker_init_us > 0:
@@ -574,8 +613,21 @@ def run_trial(setup, t, emit):
         if per_epoch == 0:
             raise RuntimeError("an epoch has no batch (fewer samples than the batch size with drop_last?)")
 
+    resident = None  # step: the batch already on the device
+    if stage in ("step", "copy"):
+        one = next(iter(loader))
+        if stage == "copy" and t["pin_memory"] and setup.device_name == "cuda":
+            one = torch.utils.data._utils.pin_memory.pin_memory(one)
+        if stage == "step":
+            resident = to_device(one, device, False)
+
     def batches():
         """(batch, index within its epoch, the epoch's number)."""
+        if stage in ("step", "copy"):
+            index = 0
+            while True:
+                yield one, index, 0
+                index += 1
         epoch = 0
         while True:
             produced = 0
@@ -592,7 +644,7 @@ def run_trial(setup, t, emit):
 
     def run_step(batch, measuring):
         nonlocal steps
-        x = to_device(batch, device, t["non_blocking"])
+        x = resident if resident is not None else to_device(batch, device, t["non_blocking"])
         model.step(measuring)
         steps += 1
         if t["sync_every_steps"] > 0 and steps % t["sync_every_steps"] == 0:

@@ -1,0 +1,134 @@
+// `feedtune diagnose`: the stage trials and the bottleneck verdict for one
+// setting (tuner/diagnose.h, docs/verdict.md).
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "results/store.h"
+#include "results/verdict.h"
+#include "tuner/cli/cli_util.h"
+#include "tuner/cli/version.h"
+#include "tuner/diagnose.h"
+#include "tuner/progress.h"
+
+namespace feedtune::cli {
+namespace {
+
+constexpr const char* kDiagnoseUsage = R"(Usage: feedtune diagnose CONFIG [--set key=value ...] [--format table|json] [--db FILE]
+
+Where the time goes at one setting (the config's loader knobs, changed by
+--set): short trials with everything after one stage made free, each with the
+sweep's repeats and 95% interval, then the stage that limits and what to do.
+
+  step       batches already on the device, no loader: the model step alone
+  copy       one resident host batch copied each step (pinned or pageable as
+             set, non_blocking as set)
+  transport  workers producing free samples of the real size: process start,
+             slots, collate, the pin stage
+  prep       the real workload, its files read into the page cache first
+  fetch      file-backed workloads: the real workload with a cold page cache
+
+Each stage's rate is what it sustains alone (derived from its trial and the
+one before); the bottleneck is the lowest, the runner-up is what limits once
+it is fixed. The input-bound share is (wait for the batch + copy) over the
+step time of the real workload: under 5% not input-bound, 5-20% moderately,
+20% and over highly. `feedtune sweep` runs the same at its best setting
+(sweep.diagnose: true). docs/verdict.md has the rules.
+
+Options:
+  --set key=value   override a config key (repeatable)
+  --format F        table (default) or json: {"bottleneck", "runner_up",
+                    "headroom", "input_bound_frac", "band", "stages":
+                    [{"stage", "samples_per_s", "ci", ...}], "advice", "notes"}
+  --db FILE         also store it as a run in FILE (the stage trials, the
+                    verdict), for `feedtune report`
+
+Example:
+  feedtune diagnose configs/quickstart.yaml --set loader.num_workers=2 --format json)";
+
+}  // namespace
+
+int RunDiagnose(const Args& args, const std::atomic<bool>& stop) {
+  po::options_description options("Options");
+  std::string config_path, format = "table", db_path;
+  std::vector<std::string> sets;
+  options.add_options()("help,h", "this help")("config", po::value(&config_path)->required(), "the config (YAML)")(
+      "set", po::value(&sets)->composing(), "override a config key: key.path=value (repeatable)")(
+      "format", po::value(&format), "table | json")("db", po::value(&db_path), "store the stage trials as a run");
+  po::positional_options_description positional;
+  positional.add("config", 1);
+  int code = kExitOk;
+  const auto vm = Parse(args, options, positional, kDiagnoseUsage, &code);
+  if (!vm) return code;
+  if (format != "table" && format != "json") {
+    std::cerr << "feedtune: diagnose --format: expected table or json, got '" << format << "'\n";
+    return kExitUsage;
+  }
+  auto session = OpenSession(config_path, sets, &code);
+  if (!session) return code;
+  const tuner::SweepConfig& config = session->config;
+  const results::Fingerprint machine = MachineFingerprint("");
+
+  tuner::DiagnoseSetup setup;
+  setup.config = &config;
+  setup.workload = &session->workload;
+  setup.device = session->device.get();
+  setup.stop = &stop;
+  setup.usable_cpus = machine.usable_cpus;
+  setup.on_stage = [](const std::string& line) { std::cerr << "feedtune diagnose: " << line << "\n"; };
+  std::cerr << "feedtune diagnose: " << tuner::KnobsShort(config.loader.knobs) << " on "
+            << session->device->description() << "\n"
+            << session->workload.description << "\n";
+
+  tuner::StageTrials trials;
+  try {
+    trials = tuner::RunStageTrials(setup, config.loader.knobs);
+  } catch (const tuner::Interrupted&) {
+    std::cerr << "feedtune: interrupted\n";
+    return kExitInterrupted;
+  }
+  const results::Verdict verdict = tuner::ComputeVerdict(trials);
+
+  if (!db_path.empty()) {
+    try {
+      results::Store store = results::Store::Open(db_path);
+      results::RunRecord run;
+      run.machine_id = store.UpsertMachine(machine);
+      run.workload_name = config.name;
+      run.workload_hash = tuner::WorkloadHash(config);
+      run.config_yaml = tuner::ToYaml(config);
+      run.backend = session->device->backend_name();
+      run.version = kVersion;
+      run.started_at = NowIso8601();
+      run.id = store.BeginRun(run);
+      for (const auto& [stage, trial] : trials.trials) {
+        results::TrialRecord stored = trial;
+        stored.phase = "diagnose-" + stage;
+        const int64_t id = store.AddTrial(run.id, stored);
+        if (stage == "prep" && trial.status == "ok") run.best_trial_id = id;  // the real workload at the setting
+      }
+      run.ended_at = NowIso8601();
+      run.status = verdict.bottleneck.empty() ? "failed" : "done";
+      store.FinishRun(run);
+      store.SaveVerdict(run.id, verdict);
+      std::cerr << "feedtune diagnose: stored as run " << run.id << " in " << db_path << "\n";
+    } catch (const results::StoreError& e) {
+      std::cerr << "feedtune: " << e.what() << "\n";
+      return kExitFailure;
+    }
+  }
+
+  if (format == "json") {
+    std::cout << results::VerdictToJson(verdict) << "\n";
+  } else {
+    std::cout << "diagnose: " << tuner::KnobsShort(config.loader.knobs) << " (" << session->device->backend_name()
+              << ")\n"
+              << results::VerdictText(verdict);
+  }
+  if (verdict.bottleneck.empty()) {
+    std::cerr << "feedtune: no stage could be measured; see the notes above\n";
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace feedtune::cli
