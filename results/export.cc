@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+
 namespace feedtune::results {
 namespace {
 
@@ -199,22 +200,42 @@ std::optional<ExportFormat> ParseExportFormat(std::string_view name) {
   return std::nullopt;
 }
 
-std::string RenderExport(const RunView& view, ExportFormat format) {
+namespace {
+
+// "# feedtune: for host gpu-7: <why>, from fleet.db": the first line, so a
+// job's log shows which machine's answer it took.
+std::string SourceComment(const ExportSource& source) {
+  return "# feedtune: for host " + CommentSafe(source.for_host) + " (" + source.match + " match): " +
+         CommentSafe(source.why) + ", from " + CommentSafe(source.db_path) + "\n";
+}
+
+}  // namespace
+
+std::string RenderExport(const RunView& view, ExportFormat format, const ExportSource* source) {
   const TrialRecord* best = BestTrial(view);
   if (best == nullptr || !std::isfinite(best->samples_per_s)) {
     throw ExportError("run " + std::to_string(view.run.id) + " (" + view.run.status +
                       ") has no best setting to export; let a sweep finish, or pick a finished run "
                       "with --run N (see `feedtune report`)");
   }
+  const std::string head = source != nullptr ? SourceComment(*source) : std::string();
   switch (format) {
     case ExportFormat::kTorch:
-      return Torch(view, *best);
-    case ExportFormat::kJson:
-      return ConfigJson(SettingsOf(*best)).dump(2) + "\n";
+      return head + Torch(view, *best);
+    case ExportFormat::kJson: {
+      nlohmann::ordered_json j = ConfigJson(SettingsOf(*best));
+      if (source != nullptr) {
+        j["source"] = {{"match", source->match},      {"for_host", source->for_host},
+                       {"why", source->why},          {"db", source->db_path},
+                       {"run", view.run.id},          {"run_host", source->run_host},
+                       {"run_class", source->run_class}};
+      }
+      return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+    }
     case ExportFormat::kYaml:
-      return Yaml(view, *best);
+      return head + Yaml(view, *best);
     case ExportFormat::kEnv:
-      return Env(view, *best);
+      return head + Env(view, *best);
   }
   return {};
 }

@@ -32,7 +32,19 @@ class ExportError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Throws ExportError (naming the run and what to do) when the run has no best trial.
-std::string RenderExport(const RunView& view, ExportFormat format);
+// Where a setting chosen for a machine came from (`export --machine this`):
+// said in the output's header (a comment line; the "source" key in JSON).
+struct ExportSource {
+  std::string match;  // host | class | neighbour (results/fleet.h RunMatchName)
+  std::string for_host;  // the host asking
+  std::string why;       // StoredRunMatch::Describe()
+  std::string db_path;
+  std::string run_host;  // the host that ran the chosen run
+  std::string run_class;
+};
+
+// Throws ExportError (naming the run and what to do) when the run has no best
+// trial. With a source, the output says where the setting came from.
+std::string RenderExport(const RunView& view, ExportFormat format, const ExportSource* source = nullptr);
 
 }  // namespace feedtune::results

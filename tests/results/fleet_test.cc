@@ -7,7 +7,10 @@
 #include <vector>
 
 #include "results/compare.h"
+#include "results/export.h"
 #include "results/fingerprint.h"
+#include "results/fleet.h"
+#include "results/report.h"
 #include "results/store.h"
 #include "results_test_util.h"
 
@@ -166,6 +169,114 @@ TEST_F(FleetTest, OutlierIsFlaggedAndAHostWithinTheNoiseIsNot) {
   EXPECT_NE(html.find("<tr class=\"outlier\" data-host=\"node-05\""), std::string::npos);
   EXPECT_NE(html.find("data-host=\"node-05\" class=\"outlier\""), std::string::npos);
   EXPECT_EQ(html.find("data-host=\"node-06\" class=\"outlier\""), std::string::npos);
+}
+
+// A fixture fleet for `export --machine this`: three classes of one workload.
+class NearestRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_.emplace(Store::Open(dir_ / "fixture.db"));
+    h100_ = WithGpu(Machine("h100-node", "", 32), "NVIDIA H100", 8);
+    a100_small_ = WithGpu(Machine("a100-small", "", 16), "NVIDIA A100", 4);
+    a100_big_ = WithGpu(Machine("a100-big", "", 64), "NVIDIA A100", 8);
+    WriteHostRun(*store_, h100_, Host("h100-1", "id-h1"), "resnet", 9000, 8900, 9100, "2024-06-01T10:00:00Z", 8);
+    WriteHostRun(*store_, h100_, Host("h100-2", "id-h2"), "resnet", 9100, 9000, 9200, "2024-06-02T10:00:00Z", 8);
+    WriteHostRun(*store_, a100_small_, Host("a100-s", "id-as"), "resnet", 4000, 3950, 4050, "2024-06-03T10:00:00Z", 4);
+    WriteHostRun(*store_, a100_big_, Host("a100-b", "id-ab"), "resnet", 7000, 6900, 7100, "2024-06-04T10:00:00Z", 6);
+  }
+
+  static Fingerprint WithGpu(Fingerprint f, const std::string& gpu, int count) {
+    f.gpu_name = gpu;
+    f.gpu_count = count;
+    f.gpu_mem_bytes = int64_t{80} << 30;
+    return f;
+  }
+
+  TempDir dir_;
+  std::optional<Store> store_;
+  Fingerprint h100_, a100_small_, a100_big_;
+};
+
+TEST_F(NearestRunTest, PicksThisHostThenItsClassThenTheNearestNeighbour) {
+  // This host has its own run: that one, though a newer run of its class exists.
+  auto match = NearestStoredRun(*store_, "resnet", h100_, Host("h100-1", "id-h1"));
+  ASSERT_TRUE(match.has_value());
+  EXPECT_EQ(match->match, RunMatch::kHost);
+  EXPECT_EQ(match->run.host.name, "h100-1");
+  EXPECT_NE(match->Describe().find("this host's latest run (run 1 of h100-1"), std::string::npos) << match->Describe();
+
+  // A new H100 node: its class's latest run.
+  match = NearestStoredRun(*store_, "resnet", h100_, Host("h100-9", "id-h9"));
+  ASSERT_TRUE(match.has_value());
+  EXPECT_EQ(match->match, RunMatch::kClass);
+  EXPECT_EQ(match->run.host.name, "h100-2");
+  EXPECT_EQ(match->machine_hash, h100_.Hash());
+
+  // A new class: an A100 box with 8 GPUs and 48 CPUs is nearer the big A100 class
+  // than the small one, and any A100 is nearer than the H100s.
+  const Fingerprint new_a100 = WithGpu(Machine("a100-new", "", 48), "NVIDIA A100", 8);
+  match = NearestStoredRun(*store_, "resnet", new_a100, Host("a100-new", "id-an"));
+  ASSERT_TRUE(match.has_value());
+  EXPECT_EQ(match->match, RunMatch::kNeighbour);
+  EXPECT_EQ(match->run.host.name, "a100-b");
+  EXPECT_NEAR(match->distance, std::log2(64.0 / 48.0), 1e-9);
+  EXPECT_NE(match->Describe().find("the nearest neighbour's run, class " + a100_big_.Hash() + ": 8x NVIDIA A100"),
+            std::string::npos)
+      << match->Describe();
+
+  // Same hostname, no machine-id on either side: still this host.
+  match = NearestStoredRun(*store_, "resnet", h100_, HostIdentity{.name = "x", .hostname = "h100-1.cluster", .machine_id = ""});
+  ASSERT_TRUE(match.has_value());
+  EXPECT_EQ(match->match, RunMatch::kHost);
+
+  EXPECT_FALSE(NearestStoredRun(*store_, "bert", h100_, Host("h100-1", "id-h1")).has_value());
+  EXPECT_EQ(DescribeStoredWorkloads(*store_), "resnet (4 runs on 4 hosts)");
+}
+
+TEST_F(NearestRunTest, ExportSaysWhereTheSettingCameFrom) {
+  const auto match = NearestStoredRun(*store_, "resnet", h100_, Host("h100-9", "id-h9"));
+  ASSERT_TRUE(match.has_value());
+  const RunView view = LoadRunView(*store_, match->run.id);
+  ExportSource source{.match = RunMatchName(match->match), .for_host = "h100-9", .why = match->Describe(),
+                      .db_path = "fleet.db", .run_host = match->run.host.name, .run_class = match->machine_hash};
+  const std::string env = RenderExport(view, ExportFormat::kEnv, &source);
+  EXPECT_EQ(env.rfind("# feedtune: for host h100-9 (class match): the latest run of its class " + h100_.Hash(), 0), 0u)
+      << env;
+  EXPECT_NE(env.find("FEEDTUNE_NUM_WORKERS=8\n"), std::string::npos) << env;
+  const json j = json::parse(RenderExport(view, ExportFormat::kJson, &source));
+  EXPECT_EQ(j["source"]["match"], "class");
+  EXPECT_EQ(j["source"]["run_host"], "h100-2");
+  EXPECT_EQ(j["num_workers"], 8);
+  EXPECT_EQ(json::parse(RenderExport(view, ExportFormat::kJson)).count("source"), 0u) << "unchanged without a source";
+}
+
+// `check`: a rerun within the noise passes; one whose interval falls wholly
+// below the previous run's is a regression.
+TEST(CheckFleetTest, NoisyButEqualRerunPassesAndADropBeyondBothIntervalsFails) {
+  TempDir dir;
+  Store store = Store::Open(dir / "check.db");
+  const Fingerprint node = Machine("node", "", 16);
+  WriteHostRun(store, node, Host("steady"), "resnet", 1000, 980, 1020, "2024-06-01T10:00:00Z");
+  WriteHostRun(store, node, Host("steady"), "resnet", 960, 900, 1010, "2024-06-08T10:00:00Z");  // noisy, overlaps
+  WriteHostRun(store, node, Host("failing"), "resnet", 1000, 990, 1010, "2024-06-01T10:00:00Z");
+  WriteHostRun(store, node, Host("failing"), "resnet", 940, 930, 985, "2024-06-08T10:00:00Z");  // ci_high < 990
+  std::vector<FleetFinding> findings = CheckFleet(store, std::nullopt);
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_EQ(findings[0].kind, "regression");
+  EXPECT_EQ(findings[0].host.name, "failing");
+  EXPECT_DOUBLE_EQ(findings[0].drop, 0.06);
+  EXPECT_EQ(findings[0].text,
+            "failing: resnet fell 6.0% (run 3 1000.0 samples/s [990.0, 1010.0] -> run 4 940.0 [930.0, 985.0]), "
+            "beyond both intervals");
+  EXPECT_TRUE(CheckFleet(store, std::string("bert")).empty());
+
+  // An outlier of its class is a finding too (4 hosts: median 950, lower bounds 915).
+  WriteHostRun(store, node, Host("third"), "resnet", 1005, 1000, 1010, "2024-06-08T11:00:00Z");
+  WriteHostRun(store, node, Host("slow"), "resnet", 800, 790, 810, "2024-06-08T12:00:00Z");
+  findings = CheckFleet(store, std::nullopt);
+  ASSERT_EQ(findings.size(), 2u);
+  EXPECT_EQ(findings[1].kind, "outlier");
+  EXPECT_EQ(findings[1].host.name, "slow");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "results/store.h"
@@ -188,6 +189,82 @@ sweep: {max_workers: 1, prefetch_factors: [2], repeats: 1, warmup_batches: 1, me
   EXPECT_EQ(out["workloads"][0]["machines"][0]["label"], "my-lab-box");
   const auto report = Feedtune("report --db " + db + " --format json");
   EXPECT_EQ(json::parse(report.out)["machine"]["label"], "my-lab-box");
+}
+
+// The issue's case, as a user meets it: two sweeps on one machine under two
+// labels are two hosts of one class; `export --machine this` then picks this
+// host's run, and `check` finds nothing wrong with two hosts.
+TEST_F(ResultsCliTest, TwoLabelsOnOneBoxAreTwoHostsAndExportPicksThisHost) {
+  const std::string config = dir_ / "tiny.yaml";
+  WriteFile(config, R"(name: tiny-fleet
+workload: {kind: synthetic, samples: 128, sample_bytes: 1024, cpu_us_per_sample: 50}
+loader: {batch_size: 16}
+device: {backend: host-sim, step_us: 1000}
+sweep: {max_workers: 1, prefetch_factors: [2], repeats: 1, warmup_batches: 1, measure_seconds: 0.05}
+)");
+  const std::string db = dir_ / "one-box.db";
+  for (const char* label : {"box-a", "box-b"}) {
+    const auto sweep = Feedtune("sweep " + config + " --db " + db + " --label " + label + " -q");
+    ASSERT_EQ(sweep.code, 0) << sweep.err;
+  }
+  const auto compare = Feedtune("compare --db " + db + " --format json");
+  ASSERT_EQ(compare.code, 0) << compare.err;
+  const json machines = json::parse(compare.out)["workloads"][0]["machines"];
+  ASSERT_EQ(machines.size(), 2u) << compare.out;
+  EXPECT_EQ(machines[0]["class"], machines[1]["class"]);
+  std::set<std::string> hosts = {machines[0]["host"]["name"], machines[1]["host"]["name"]};
+  EXPECT_EQ(hosts, (std::set<std::string>{"box-a", "box-b"}));
+
+  const auto env = Feedtune("export --db " + db + " --workload tiny-fleet --machine this --label box-a --format env");
+  ASSERT_EQ(env.code, 0) << env.err;
+  EXPECT_EQ(env.out.rfind("# feedtune: for host box-a (host match): this host's latest run (run 1 of box-a", 0), 0u)
+      << env.out;
+  EXPECT_NE(env.out.find("FEEDTUNE_NUM_WORKERS="), std::string::npos) << env.out;
+  const auto as_json = Feedtune("export --db " + db + " --workload tiny-fleet --machine this --format json");
+  ASSERT_EQ(as_json.code, 0) << as_json.err;
+  EXPECT_EQ(json::parse(as_json.out)["source"]["match"], "host");
+  EXPECT_EQ(json::parse(as_json.out)["source"]["run"], 2) << "no label: this host's latest run";
+
+  const auto none = Feedtune("export --db " + db + " --workload resnet50 --machine this");
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.err.find(db + ": no run of workload 'resnet50' with a best setting; the file holds: tiny-fleet "
+                              "(2 runs on 2 hosts)"),
+            std::string::npos)
+      << none.err;
+  EXPECT_EQ(Feedtune("export --db " + db + " --machine that --workload tiny-fleet").code, 2);
+  EXPECT_EQ(Feedtune("export --db " + db + " --machine this").code, 2);
+
+  const auto check = Feedtune("check --db " + db);
+  EXPECT_EQ(check.code, 0) << check.out << check.err;
+  EXPECT_NE(check.out.find("2 host/workload pairs, 0 regressions, 0 outliers"), std::string::npos) << check.out;
+}
+
+TEST_F(ResultsCliTest, CheckExitsOneOnADropBeyondTheIntervals) {
+  const std::string db = dir_ / "fleet.db";
+  {
+    Store store = Store::Open(db);
+    const Fingerprint node = testing::Machine("node", "", 16);
+    const HostIdentity host{.name = "gpu-7", .hostname = "gpu-7", .machine_id = "m7"};
+    testing::WriteHostRun(store, node, host, "resnet", 1000, 990, 1010, "2024-06-01T10:00:00Z");
+    testing::WriteHostRun(store, node, host, "resnet", 995, 960, 1020, "2024-06-08T10:00:00Z");
+  }
+  const auto steady = Feedtune("check --db " + db + " --workload resnet");
+  EXPECT_EQ(steady.code, 0) << steady.out << steady.err;
+  {
+    Store store = Store::Open(db);
+    testing::WriteHostRun(store, testing::Machine("node", "", 16),
+                          HostIdentity{.name = "gpu-7", .hostname = "gpu-7", .machine_id = "m7"}, "resnet", 800,
+                          790, 810, "2024-06-15T10:00:00Z");
+  }
+  const auto dropped = Feedtune("check --db " + db + " --format json");
+  EXPECT_EQ(dropped.code, 1) << dropped.err;
+  const json out = json::parse(dropped.out);
+  EXPECT_EQ(out["regressions"], 1);
+  ASSERT_EQ(out["findings"].size(), 1u);
+  EXPECT_EQ(out["findings"][0]["host"]["name"], "gpu-7");
+  EXPECT_EQ(out["findings"][0]["reference"]["run"], 2);
+  EXPECT_EQ(Feedtune("check --db " + db + " --workload bert").code, 1);
+  EXPECT_EQ(Feedtune("check --db " + db + " --format html").code, 2);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@ int RunMachine(const Args& args);
 int RunCompare(const Args& args);
 int RunMerge(const Args& args);
 int RunExport(const Args& args);
+int RunCheck(const Args& args);
 int RunGenData(const Args& args, const std::atomic<bool>& stop);
 int RunInspect(const Args& args);
 

@@ -42,6 +42,7 @@ Commands:
   compare           machines side by side, per workload (several --db files at once)
   merge OUT IN...   gather the runs of many results files into one
   export            the best settings of a run for a training job (torch, json, yaml, env)
+  check             regressions and class outliers in a fleet's results file (exit 1 when any)
   machine           print this machine's fingerprint
   gen-data          write a dataset: shards, one file per sample, npy, hdf5 or lmdb
   inspect PATH      what a .npy, HDF5 or LMDB file is, its traps, and a read measurement
@@ -87,6 +88,7 @@ int main(int argc, char** argv) {
   if (command == "compare") return RunCompare(args);
   if (command == "merge") return RunMerge(args);
   if (command == "export") return RunExport(args);
+  if (command == "check") return RunCheck(args);
   if (command == "gen-data") return RunGenData(args, g_stop);
   if (command == "inspect") return RunInspect(args);
   std::fprintf(stderr, "feedtune: unknown command '%s'; run `feedtune --help` for the list\n", command.c_str());

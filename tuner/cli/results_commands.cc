@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "results/export.h"
+#include "results/fleet.h"
 #include "loader/device/gpu_probe.h"
 #include "results/fingerprint.h"
 #include "results/report.h"
@@ -97,7 +98,8 @@ int RunReport(const Args& args) {
 }
 
 namespace {
-constexpr const char* kExportUsage = R"(Usage: feedtune export [--db FILE] [--run N|latest] [--format torch|json|yaml|env] [--out FILE]
+constexpr const char* kExportUsage = R"usage(Usage: feedtune export [--db FILE] [--run N|latest] [--format torch|json|yaml|env] [--out FILE]
+       feedtune export --db FILE --workload NAME --machine this [--label NAME] [--format ...]
 
 Prints the best settings of a run in a form a training job takes as it is:
   torch  Python defining DATALOADER_KWARGS (pass to torch.utils.data.DataLoader)
@@ -107,19 +109,67 @@ Prints the best settings of a run in a form a training job takes as it is:
   env    FEEDTUNE_<KEY>=<value> lines (booleans 1/0)
 Settings an older torch lacks are noted, never dropped.
 
+--machine this picks, for the machine it runs on, a run of --workload from a
+fleet's results file: this host's latest run (same /etc/machine-id, else same
+hostname; with --label, also that label), else the latest run of its hardware
+class, else the nearest other class's (GPU model, then GPU count, usable CPUs
+and memory). The output's first line says which (the "source" key in JSON);
+exit 1, with what the file holds, when no run of the workload has a best.
+
 Examples:
   feedtune export --format torch --out feedtune_settings.py
-  feedtune export --run 3 --format env >> job.env)";
+  feedtune export --run 3 --format env >> job.env
+  set -a; eval "$(feedtune export --db fleet.db --workload resnet50 --machine this --format env)"; set +a)usage";
+}  // namespace
+
+namespace {
+
+// `export --machine this`: the run that stands for this machine (results/fleet.h).
+int ExportForThisMachine(const std::string& db_path, const std::string& workload, const std::string& label,
+                         results::ExportFormat format, const std::string& out_path) {
+  try {
+    const results::Store store = results::Store::OpenReadOnly(db_path);
+    const results::Fingerprint fp = MachineFingerprint(label);
+    const results::HostIdentity host = results::HostOf(fp);
+    const auto match = results::NearestStoredRun(store, workload, fp, host, /*match_name=*/!label.empty());
+    if (!match) {
+      std::cerr << "feedtune: " << db_path << ": no run of workload '" << workload
+                << "' with a best setting; the file holds: " << results::DescribeStoredWorkloads(store)
+                << " (sweep it on a machine of the fleet, then merge)\n";
+      return kExitFailure;
+    }
+    const results::RunView view = results::LoadRunView(store, match->run.id);
+    results::ExportSource source;
+    source.match = results::RunMatchName(match->match);
+    source.for_host = host.name;
+    source.why = match->Describe();
+    source.db_path = db_path;
+    source.run_host = match->run.host.name;
+    source.run_class = match->machine_hash;
+    return WriteOutput(results::RenderExport(view, format, &source), out_path) ? kExitOk : kExitFailure;
+  } catch (const results::StoreError& e) {
+    std::cerr << "feedtune: " << e.what() << "\n";
+    return kExitFailure;
+  } catch (const results::ExportError& e) {
+    std::cerr << "feedtune: " << db_path << ": " << e.what() << "\n";
+    return kExitFailure;
+  }
+}
+
 }  // namespace
 
 int RunExport(const Args& args) {
   po::options_description options("Options");
   std::string db_path, run_arg, format, out_path;
+  std::string machine, workload, label;
   options.add_options()("help,h", "this help")("db", po::value(&db_path)->default_value(kDefaultDb),
                                                "results file (SQLite)")(
       "run", po::value(&run_arg)->default_value("latest"), "run id, or latest")(
       "format", po::value(&format)->default_value("torch"), "torch | json | yaml | env")(
-      "out", po::value(&out_path), "write to this file instead of stdout");
+      "out", po::value(&out_path), "write to this file instead of stdout")(
+      "machine", po::value(&machine), "this: the setting for the machine it runs on (with --workload)")(
+      "workload", po::value(&workload), "the workload's name (with --machine this)")(
+      "label", po::value(&label), "this host's label, as its sweeps were given it (with --machine this)");
   po::positional_options_description positional;
   int code = kExitOk;
   const auto vm = Parse(args, options, positional, kExportUsage, &code);
@@ -127,6 +177,21 @@ int RunExport(const Args& args) {
   const std::optional<results::ExportFormat> export_format = results::ParseExportFormat(format);
   if (!export_format) {
     std::cerr << "feedtune: --format must be torch, json, yaml or env, got '" << format << "'\n";
+    return kExitUsage;
+  }
+  if (vm->count("machine") > 0) {
+    if (machine != "this") {
+      std::cerr << "feedtune: --machine takes 'this' (the machine export runs on), got '" << machine << "'\n";
+      return kExitUsage;
+    }
+    if (workload.empty() || !vm->at("run").defaulted()) {
+      std::cerr << "feedtune: --machine this needs --workload NAME, and picks the run itself (no --run)\n";
+      return kExitUsage;
+    }
+    return ExportForThisMachine(db_path, workload, label, *export_format, out_path);
+  }
+  if (!workload.empty() || !label.empty()) {
+    std::cerr << "feedtune: --workload and --label go with --machine this; to export one run, use --run N\n";
     return kExitUsage;
   }
   bool run_ok = true;
