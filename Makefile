@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build sweep test test-asan test-tsan fuzz bench grid-vs-sweep regret probe-protocol formats-bench clean
+.PHONY: all deps build sweep test test-asan test-tsan fuzz bench grid-vs-sweep regret probe-protocol formats-bench fleet-scale clean
 
 all: build
 
@@ -68,6 +68,13 @@ probe-protocol: build
 formats-bench: build
 	@scripts/setup-deps --bench
 	bench/formats.py --feedtune $(BUILD)/tuner/cli/feedtune $(FORMATS_ARGS)
+
+# 1,000 generated results files (copies of one real sweep rewritten into other
+# hosts of 4 classes, with planted outliers) merged, compared (table and HTML)
+# and checked; prints each time (target: merge + compare <= 30 s) and whether
+# the planted outliers were found and listed first; exits 1 when missed.
+fleet-scale: build
+	bench/fleet_scale --feedtune $(BUILD)/tuner/cli/feedtune
 
 # Renders an HTML report to docs/report.png with headless Chromium (installed
 # here only: scripts/setup-deps --chromium). DB=... picks the results file.
