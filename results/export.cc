@@ -51,8 +51,11 @@ std::vector<std::string> Provenance(const RunView& view, const TrialRecord& best
   std::vector<std::string> lines;
   std::string machine = "unknown machine";
   if (view.machine) {
-    machine = (view.machine->label.empty() ? view.machine->hostname : view.machine->label) +
-              " (" + view.machine->Hash() + ")";
+    // The run's own host; the machine row's label is its class's last one.
+    const std::string host = !run.host.name.empty()        ? run.host.name
+                             : view.machine->label.empty() ? view.machine->hostname
+                                                           : view.machine->label;
+    machine = host + " (" + view.machine->Hash() + ")";
   }
   lines.push_back("the best DataLoader settings of feedtune run " + std::to_string(run.id) + " (" +
                   run.status + ", " + (run.ended_at.empty() ? run.started_at : run.ended_at) + ")");

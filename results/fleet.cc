@@ -107,6 +107,12 @@ std::optional<StoredRunMatch> NearestStoredRun(const Store& store, const std::st
   const std::string hash = machine.Hash();
   std::map<int64_t, StoredMachine> machines;
   for (StoredMachine& m : store.LoadMachines()) machines.emplace(m.id, std::move(m));
+  // Another host's run stands for this machine only if that host is typical
+  // of its class: a class outlier (compare.h) is skipped, unless it is this host.
+  std::set<std::pair<std::string, std::string>> outliers;  // (class, host key)
+  for (const CompareRow& row : CollectCompareRows({&store}, workload)) {
+    if (row.outlier) outliers.emplace(row.machine_hash, row.host.Key());
+  }
   std::optional<StoredRunMatch> chosen;
   // Ranked by (match, distance) ascending, then newest.
   const auto before = [](const StoredRunMatch& a, const StoredRunMatch& b) {
@@ -125,6 +131,7 @@ std::optional<StoredRunMatch> NearestStoredRun(const Store& store, const std::st
     candidate.match = SameHost(run.host, host, match_name) ? RunMatch::kHost
                       : m->second.hash == hash            ? RunMatch::kClass
                                                           : RunMatch::kNeighbour;
+    if (candidate.match != RunMatch::kHost && outliers.count({m->second.hash, run.host.Key()}) > 0) continue;
     candidate.run = std::move(run);
     if (!chosen || before(candidate, *chosen)) chosen = std::move(candidate);
   }

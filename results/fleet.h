@@ -46,8 +46,9 @@ struct StoredRunMatch {
 // (same hash); else the nearest class's latest by MachineDistance (the latest
 // breaks ties). A run is this host's when its machine-id equals ours (both
 // known), else when its hostname does; with `match_name`, its name (the
-// label) must equal host.name too. nullopt when no run of the workload has a
-// best setting.
+// label) must equal host.name too. Another host that is an outlier of its
+// class (compare.h) is passed over: its setting is not its class's. nullopt
+// when no run of the workload has a best setting.
 std::optional<StoredRunMatch> NearestStoredRun(const Store& store, const std::string& workload,
                                                const Fingerprint& machine, const HostIdentity& host,
                                                bool match_name = false);

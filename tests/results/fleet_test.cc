@@ -171,6 +171,20 @@ TEST_F(FleetTest, OutlierIsFlaggedAndAHostWithinTheNoiseIsNot) {
   EXPECT_EQ(html.find("data-host=\"node-06\" class=\"outlier\""), std::string::npos);
 }
 
+TEST_F(FleetTest, AClassOutlierDoesNotStandForItsClass) {
+  // The newest run of the class is a throttled host's: a new node of the class
+  // takes the newest typical host's instead, and the throttled host its own.
+  WriteHostRun(*store_, gpu_node_, Host("node-07", "id-node-07"), "resnet", 800, 790, 810, "2024-06-09T10:00:00Z");
+  auto match = NearestStoredRun(*store_, "resnet", gpu_node_, Host("node-99", "id-node-99"));
+  ASSERT_TRUE(match.has_value());
+  EXPECT_EQ(match->match, RunMatch::kClass);
+  EXPECT_EQ(match->run.host.name, "node-06");
+  match = NearestStoredRun(*store_, "resnet", gpu_node_, Host("node-07", "id-node-07"));
+  ASSERT_TRUE(match.has_value());
+  EXPECT_EQ(match->match, RunMatch::kHost);
+  EXPECT_EQ(match->run.host.name, "node-07");
+}
+
 // A fixture fleet for `export --machine this`: three classes of one workload.
 class NearestRunTest : public ::testing::Test {
  protected:
