@@ -169,6 +169,14 @@ TEST_F(FleetTest, OutlierIsFlaggedAndAHostWithinTheNoiseIsNot) {
   EXPECT_NE(html.find("<tr class=\"outlier\" data-host=\"node-05\""), std::string::npos);
   EXPECT_NE(html.find("data-host=\"node-05\" class=\"outlier\""), std::string::npos);
   EXPECT_EQ(html.find("data-host=\"node-06\" class=\"outlier\""), std::string::npos);
+  // Read back by a real HTML parser: tags balance, nothing external.
+  const std::string page = dir_ / "fleet.html";
+  testing::WriteFile(page, html);
+  const auto parsed = testing::RunShell("/usr/bin/python3 " + testing::SourceDir() + "/tests/results/html_points.py " + page, dir_);
+  ASSERT_EQ(parsed.code, 0) << parsed.err;
+  const json points = json::parse(parsed.out);
+  EXPECT_EQ(points["errors"], json::array()) << parsed.out;
+  EXPECT_EQ(points["external"], json::array());
 }
 
 TEST_F(FleetTest, AClassOutlierDoesNotStandForItsClass) {
