@@ -264,6 +264,13 @@ RunView LoadRunView(const Store& store, std::optional<int64_t> run_id) {
   view.machine = store.LoadMachine(run->machine_id);
   view.trials = store.LoadTrials(run->id);
   view.verdict = store.LoadVerdict(run->id);
+  // The machines row is the hardware class, its label the last sweep's; the
+  // run's own host is the one that ran it (docs/fleets.md).
+  if (view.machine && !run->host.name.empty()) {
+    view.machine->label = run->host.name;
+    if (!run->host.hostname.empty()) view.machine->hostname = run->host.hostname;
+    view.machine->machine_id = run->host.machine_id;
+  }
   view.run = std::move(*run);
   return view;
 }

@@ -86,6 +86,9 @@ TEST(FleetCompareTest, TwoLabelsOnOneMachineAreTwoRowsOfOneClass) {
   ASSERT_EQ(spreads.size(), 1u);
   EXPECT_EQ(spreads[0].hosts, 2);
   EXPECT_FALSE(rows[1].outlier) << "two hosts: neither is the odd one";
+  // report and export name the run's host, not the class row's last label.
+  EXPECT_EQ(LoadRunView(store, 1).machine->label, "box-a");
+  EXPECT_EQ(LoadRunView(store, 2).machine->label, "box-b");
 }
 
 // A generated fleet: 6 identical nodes and 2 of another class.
