@@ -26,5 +26,6 @@ int RunExport(const Args& args);
 int RunCheck(const Args& args);
 int RunGenData(const Args& args, const std::atomic<bool>& stop);
 int RunInspect(const Args& args);
+int RunFleet(const Args& args);  // args[0]: slurm | k8s
 
 }  // namespace feedtune::cli

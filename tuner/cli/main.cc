@@ -46,6 +46,7 @@ Commands:
   machine           print this machine's fingerprint
   gen-data          write a dataset: shards, one file per sample, npy, hdf5 or lmdb
   inspect PATH      what a .npy, HDF5 or LMDB file is, its traps, and a read measurement
+  fleet slurm|k8s   job files that sweep every node of a cluster and merge the results
 
 Options:
   -h, --help        this help
@@ -91,6 +92,7 @@ int main(int argc, char** argv) {
   if (command == "check") return RunCheck(args);
   if (command == "gen-data") return RunGenData(args, g_stop);
   if (command == "inspect") return RunInspect(args);
+  if (command == "fleet") return RunFleet(args);
   std::fprintf(stderr, "feedtune: unknown command '%s'; run `feedtune --help` for the list\n", command.c_str());
   return kExitUsage;
 }
