@@ -108,6 +108,41 @@ class Manifests(unittest.TestCase):
         self.assertIn("/nonexistent/c.yaml", missing.stderr)
 
 
+class PodScriptsRunByHand(unittest.TestCase):
+    """The sweep pods' and the merge pod's scripts, run here with /results and
+    the ConfigMap's path moved to a temporary folder: index 0 on node-a sweeps,
+    index 1 on node-b gets a missing config; the merge waits for both, then
+    gathers node-a's run and names index 1 as missing."""
+
+    def test_a_failing_index_does_not_stop_the_merge(self):
+        docs = manifests("--nodes", "2", "--image", "i", "--results-pvc", "r", "--feedtune", FEEDTUNE)
+        sweep = docs[1]["spec"]["template"]["spec"]["containers"][0]["command"]
+        merge = docs[2]["spec"]["template"]["spec"]["containers"][0]["command"]
+        self.assertEqual(sweep[:2], ["/bin/sh", "-c"])
+        with tempfile.TemporaryDirectory() as tmp:
+            results = os.path.join(tmp, "results")
+            os.mkdir(results)
+
+            def run(script, env, config=CONFIG):
+                text = script.replace("/results", results).replace("/etc/feedtune/config.yaml", config)
+                return subprocess.run(["/bin/sh", "-c", text], env={**os.environ, **env}, capture_output=True,
+                                      text=True, timeout=120)
+
+            first = run(sweep[2], {"JOB_COMPLETION_INDEX": "0", "NODE_NAME": "node-a"})
+            self.assertEqual(first.returncode, 0, first.stderr)
+            failed = run(sweep[2], {"JOB_COMPLETION_INDEX": "1", "NODE_NAME": "node-b"}, config="/nonexistent.yaml")
+            self.assertEqual(failed.returncode, 0, "a failing sweep must not fail its pod")
+            merged = run(merge[2], {})
+            self.assertEqual(merged.returncode, 0, merged.stdout + merged.stderr)
+            with open(os.path.join(results, "fleet-summary.txt")) as f:
+                summary = f.read()
+            self.assertIn("2 tasks, 1 succeeded, 1 missing; 1 results file(s) merged", summary)
+            self.assertIn("task 1: missing: the sweep on node-b exited 2", summary)
+            self.assertTrue(os.path.exists(os.path.join(results, "sweep-node-a-task0.db")))
+            with open(os.path.join(results, "fleet.html")) as f:
+                self.assertIn('data-host="node-a"', f.read())
+
+
 class TheValidatorRejects(unittest.TestCase):
     """Broken variants of the printed Job: each must fail the schema check."""
 
