@@ -157,6 +157,7 @@ void DataLoader::StartEpoch(int64_t epoch) {
 
   epoch_ = epoch;
   epoch_start_ = Clock::now();
+  dataset_->SetEpoch(epoch);
   plan_ = BatchPlan(EpochOrder(dataset_->size(), options_.shuffle, options_.seed, epoch),
                     options_.knobs.batch_size, options_.drop_last);
   next_to_dispatch_ = 0;

@@ -29,6 +29,14 @@ class Dataset {
   // cache here). Returns a note for the user about what it did, or empty.
   virtual std::string BeforeRepeat() const { return {}; }
 
+  // Called by the DataLoader, in the consumer process, when epoch `epoch`
+  // starts and before any of its samples is dispatched, so that a dataset
+  // whose samples depend on the epoch (random crops, as torchvision's differ
+  // every epoch) can draw them from it. Process workers are forked before
+  // this call: a dataset that uses the epoch keeps it in memory shared with
+  // them (a MAP_SHARED page made at construction).
+  virtual void SetEpoch(int64_t /*epoch*/) const {}
+
   // Writes sample `index` (0 <= index < size()) into `out`, whose size is
   // max_sample_bytes(); returns the number of bytes written. Throws on failure.
   virtual int64_t Read(int64_t index, std::span<std::byte> out) const = 0;

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <new>
 #include <system_error>
 #include <thread>
 
@@ -159,11 +160,29 @@ FilesDataset::FilesDataset(const FilesOptions& options, const SyntheticOptions& 
     for (int fd : shard_fds_) ::close(fd);
     throw DatasetNotFound(dir + ": every sample is empty (0 bytes)");
   }
-  if (decode_jpeg) max_bytes_ = options_.resize * options_.resize * 3;  // the decoded sample
+  if (decode_jpeg) {
+    max_bytes_ = options_.resize * options_.resize * 3;  // the decoded sample
+    static_assert(std::atomic<int64_t>::is_always_lock_free, "the shared epoch must be lock-free across processes");
+    void* page = ::mmap(nullptr, sizeof(std::atomic<int64_t>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+                        0);
+    if (page == MAP_FAILED) {
+      const int error = errno;
+      for (int fd : shard_fds_) ::close(fd);
+      throw std::system_error(error, std::generic_category(), "mapping the shared epoch page");
+    }
+    epoch_ = new (page) std::atomic<int64_t>(0);
+  }
 }
 
 FilesDataset::~FilesDataset() {
   for (int fd : shard_fds_) ::close(fd);
+  if (epoch_ != nullptr) ::munmap(epoch_, sizeof(std::atomic<int64_t>));
+}
+
+void FilesDataset::SetEpoch(int64_t epoch) const {
+  // Release: a worker that gets a task of this epoch (through a socket or a
+  // queue, dispatched after this store) reads this epoch or later.
+  if (epoch_ != nullptr) epoch_->store(epoch, std::memory_order_release);
 }
 
 int FilesDataset::file_count() const {
@@ -289,7 +308,7 @@ void FilesDataset::DecodeJpegFile(int64_t index, std::span<std::byte> out) const
   decode.crop = options_.crop;
   decode.resize = static_cast<int>(options_.resize);
   decode.seed = cost_.seed;
-  decode.epoch = 0;  // see the header: Read is not told the epoch
+  decode.epoch = epoch_->load(std::memory_order_acquire);
   struct stat st {};
   if (::fstat(file.fd, &st) != 0) FailRecord(index, "cannot stat: " + Errno(errno));
   const size_t size = static_cast<size_t>(st.st_size);

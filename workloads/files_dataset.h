@@ -19,9 +19,11 @@
 // .jpe, any case) are samples; each is read whole (pread, or mapped for io
 // mmap) and decoded, cropped and resized by workloads/jpeg_image.h, and the
 // resize x resize x 3 RGB bytes are the sample. The crop is drawn from
-// (workload seed, index) with epoch 0: loader::Dataset::Read is not told the
-// epoch, so a sample's crop repeats across epochs (its cost distribution is
-// the same). A JPEG that does not decode fails the read with the file named.
+// (workload seed, epoch, index), so it differs every epoch as torchvision's
+// does and is the same for the same three: the loader's SetEpoch stores the
+// epoch in one MAP_SHARED page mapped at construction, before any worker
+// forks, which every worker reads. A JPEG that does not decode fails the read
+// with the file named.
 //
 // After the bytes are in, cpu_us_per_sample of CPU work is spent over them
 // (decode stand-in, workloads/cpu_work.h), scaled by the jitter factor; the
@@ -37,6 +39,7 @@
 // or process; BeforeRepeat() is called by the consumer process only.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -65,6 +68,7 @@ class FilesDataset final : public loader::Dataset {
   void InitWorker(int worker_id) const override;
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
   std::string BeforeRepeat() const override;
+  void SetEpoch(int64_t epoch) const override;
 
   // The bytes of the files (for decode jpeg, the compressed files).
   int64_t total_bytes() const { return total_bytes_; }
@@ -95,6 +99,9 @@ class FilesDataset final : public loader::Dataset {
   int64_t max_bytes_ = 0;
   int64_t total_bytes_ = 0;
   int64_t skipped_files_ = 0;
+  // decode jpeg: the epoch the crops are drawn for, in a MAP_SHARED page that
+  // forked workers share (the one thing that changes after construction).
+  std::atomic<int64_t>* epoch_ = nullptr;
 };
 
 }  // namespace feedtune::workloads

@@ -413,6 +413,44 @@ TEST_F(FormatDatasetsTest, LmdbUserEnvironmentIsIndexedByACursorWalk) {
   }
 }
 
+// The VmFlags of this process's mapping of `file` in /proc/self/smaps ("" when
+// it is not mapped): "rr" is the kernel's mark of MADV_RANDOM (no readahead).
+std::string VmFlagsOfMapping(const std::string& file) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in_mapping = false;
+  while (std::getline(smaps, line)) {
+    if (line.ends_with(" " + file)) in_mapping = true;
+    if (in_mapping && line.starts_with("VmFlags:")) return line;
+  }
+  return "";
+}
+
+// lmdb.readahead reaches liblmdb: off (the default) opens with MDB_NORDAHEAD,
+// which advises the map MADV_RANDOM, as the kernel shows in smaps; on leaves
+// the kernel's readahead. The key is read from the config.
+TEST_F(FormatDatasetsTest, LmdbReadaheadKeyIsHonoured) {
+  const std::string path = WriteLmdb(20, 5000);
+  const std::string data = fs::canonical(path + "/data.mdb").string();
+  std::vector<std::byte> out(5000);
+  for (const bool readahead : {false, true}) {
+    SCOPED_TRACE(readahead ? "readahead: true" : "readahead: false");
+    tuner::SweepConfig config = tuner::ParseConfig(
+        "workload: {kind: lmdb, path: " + path + ", lmdb: {readahead: " + (readahead ? "true" : "false") + "}}\n",
+        "l.yaml");
+    const tuner::OpenedWorkload opened = tuner::OpenWorkload(config);
+    const auto& dataset = dynamic_cast<const LmdbDataset&>(*opened.dataset);
+    EXPECT_NE(dataset.Describe().find(readahead ? ", readahead on" : " | MDB_NORDAHEAD"), std::string::npos)
+        << dataset.Describe();
+    EXPECT_EQ(VmFlagsOfMapping(data), "");  // opened only to check and index: nothing mapped before the workers
+    ASSERT_EQ(dataset.Read(3, out), 5000);  // this process maps its own environment now
+    EXPECT_EQ(out, Content(3, 5000));
+    const std::string flags = VmFlagsOfMapping(data);
+    ASSERT_NE(flags, "") << data << " is not mapped";
+    EXPECT_EQ(flags.find(" rr") != std::string::npos, !readahead) << flags;
+  }
+}
+
 TEST_F(FormatDatasetsTest, LmdbNotAnEnvironment) {
   const std::string empty = (dir_ / "empty").string();
   fs::create_directories(empty);
@@ -467,6 +505,38 @@ TEST_F(FormatDatasetsTest, GenDataAndTrialForEachFormat) {
   r = RunFeedtune("trial " + config, dir_);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find(bad + ": not a valid .npy file"), std::string::npos) << r.err;
+}
+
+// Each hostile file the issue lists is refused at config time through the
+// binary (exit 2, before any trial), with the file named and the reason.
+TEST_F(FormatDatasetsTest, HostileFormatFilesExit2BeforeAnyTrial) {
+  using testing_util::RunFeedtune;
+  const std::string h5 = WriteHdf5(40, 500, 1, -1);
+  const std::string truncated = (dir_ / "t.h5").string();
+  fs::copy_file(h5, truncated);
+  fs::resize_file(truncated, fs::file_size(truncated) / 2);
+  const std::string junk = (dir_ / "junk").string();
+  fs::create_directories(junk);
+  std::ofstream(junk + "/data.mdb", std::ios::binary) << std::string(20000, 'x');
+  const std::string npy = WriteNpy(10, 100);
+  fs::resize_file(npy, fs::file_size(npy) - 50);
+  struct Case {
+    std::string workload, error;
+  };
+  const std::vector<Case> cases = {
+      {"{kind: hdf5, path: " + truncated + "}", truncated + ": cannot open as HDF5 (HDF5: "},
+      {"{kind: hdf5, path: " + h5 + ", dataset: /imgs}", h5 + ": no dataset '/imgs' in the file; it holds /images"},
+      {"{kind: lmdb, path: " + junk + "}", junk + ": not an LMDB environment"},
+      {"{kind: npy, path: " + npy + "}", npy + ": "},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.workload);
+    const std::string config = WriteText("c.yaml", "workload: " + c.workload + "\n");
+    const auto r = RunFeedtune("trial " + config, dir_);
+    EXPECT_EQ(r.code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find(c.error), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("samples/s"), std::string::npos) << r.out;
+  }
 }
 
 // ---------------------------------------------------------------------------

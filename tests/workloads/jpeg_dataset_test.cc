@@ -344,6 +344,58 @@ TEST_F(JpegDatasetTest, WorkerProcessesDecodeEverySample) {
   EXPECT_EQ(seen, 24);
 }
 
+// The loader tells the dataset the epoch (Dataset::SetEpoch) before it
+// dispatches the epoch's batches; forked workers see it through the dataset's
+// shared page. So a random crop changes every epoch, as torchvision's does,
+// and is the same for the same (seed, epoch, index) in any worker.
+TEST_F(JpegDatasetTest, RandomCropsDifferPerEpochAndRepeatForTheSameEpoch) {
+  for (int i = 0; i < 24; ++i) WriteJpeg("e/" + std::to_string(100 + i) + ".jpg", i, 160, 120);
+  const auto dataset = std::make_shared<FilesDataset>(Options((dir_ / "e").string(), CropMode::kRandom, 32),
+                                                      NoCost(5), CpuCalibration{});
+  auto server = std::make_shared<loader::ForkServer>(dataset);
+  loader::LoaderOptions options;
+  options.knobs.batch_size = 4;
+  options.knobs.num_workers = 2;
+  options.knobs.persistent_workers = true;  // the same worker processes across the epochs
+  options.drop_last = false;
+  loader::DataLoader data_loader(dataset, options, nullptr, server);
+  const auto read_epoch = [&](int64_t epoch) {
+    std::vector<std::vector<std::byte>> samples(24);
+    data_loader.StartEpoch(epoch);
+    while (auto batch = data_loader.Next()) {
+      for (size_t i = 0; i < batch->sample_indices.size(); ++i) {
+        const std::byte* at = batch->data.data() + static_cast<int64_t>(i) * batch->stride;
+        samples[static_cast<size_t>(batch->sample_indices[i])].assign(at, at + 32 * 32 * 3);
+      }
+    }
+    return samples;
+  };
+  const auto epoch0 = read_epoch(0);
+  const auto epoch1 = read_epoch(1);
+  const auto epoch0_again = read_epoch(0);
+  int differ = 0;
+  std::vector<std::byte> want(32 * 32 * 3);
+  for (int64_t i = 0; i < 24; ++i) {
+    const auto& s0 = epoch0[static_cast<size_t>(i)];
+    const auto& s1 = epoch1[static_cast<size_t>(i)];
+    ASSERT_EQ(s0.size(), want.size()) << i;
+    ASSERT_EQ(s1.size(), want.size()) << i;
+    differ += s0 != s1;
+    EXPECT_EQ(s0, epoch0_again[static_cast<size_t>(i)]) << "sample " << i << ": epoch 0 read twice";
+    // Each is exactly the decode of (seed 5, its epoch, its index).
+    const auto jpeg = ReadBytes((dir_ / "e" / (std::to_string(100 + i) + ".jpg")).string());
+    JpegDecodeOptions decode;
+    decode.resize = 32;
+    decode.seed = 5;
+    for (int64_t epoch : {0, 1}) {
+      decode.epoch = epoch;
+      DecodeCropResize(jpeg, i, decode, want);
+      EXPECT_EQ(epoch == 0 ? s0 : s1, want) << "sample " << i << ", epoch " << epoch;
+    }
+  }
+  EXPECT_GE(differ, 20) << "of 24 samples, a new crop in epoch 1";
+}
+
 TEST_F(JpegDatasetTest, HostileJpegsFailTheReadWithTheFileNamed) {
   const std::vector<std::byte> good = EncodeJpeg(Image(1, 320, 240), 320, 240, 90);
   WriteFile("h/0-good.jpg", good);
