@@ -59,6 +59,7 @@ class StageDataset final : public loader::Dataset {
   int64_t size() const override { return inner_->size(); }
   int64_t max_sample_bytes() const override { return inner_->max_sample_bytes(); }
   void InitWorker(int worker_id) const override { inner_->InitWorker(worker_id); }
+  void SetEpoch(int64_t epoch) const override { inner_->SetEpoch(epoch); }  // per-epoch random crops
   std::string BeforeRepeat() const override;
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
 
