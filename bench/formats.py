@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
 import h5py
 import lmdb
@@ -52,6 +53,9 @@ from torchvision import transforms
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare_torch import DEVICES, peak  # noqa: E402  (the bare-loader device, the knee)
+
+# More workers than CPUs is part of the curve on a small box: torch's warning about it is noise here.
+warnings.filterwarnings("ignore", message="This DataLoader will create")
 
 FORMATS = ["npy", "hdf5", "lmdb", "jpeg"]
 BATCH = 32
