@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "results/report.h"
+#include "results/timeline_html.h"
 
 namespace feedtune::results {
 
@@ -524,6 +525,7 @@ std::string RenderHtml(const RunView& view) {
   body += "<div>\n<h2>GPU idle against num_workers</h2>\n" + Chart(idle) + "</div>\n</div>\n";
 
   if (view.verdict) body += VerdictHtml(*view.verdict);  // a self-contained section (results/verdict.h)
+  body += TimelineHtml(run.calibration_json);  // with `sweep --trace` (results/timeline_html.h)
   body += "<h2>Trials</h2>\n";
   body += view.trials.empty() ? std::string("<p>no trials recorded</p>\n")
                               : "<div class=\"scroll\">\n" + TrialTable(view, baseline, best) + "</div>\n";

@@ -21,6 +21,7 @@
 
 #include "loader/data_loader.h"
 #include "loader/trace.h"
+#include "results/timeline_html.h"
 #include "tests/common/run_feedtune.h"
 #include "workloads/synthetic_dataset.h"
 
@@ -339,6 +340,37 @@ TEST_F(TraceCli, SweepTracesBaselineAndBest) {
   json best;
   CheckTraceFile(dir_ / "best.json", -1, false, &best);
   EXPECT_NE(best["otherData"]["title"].get<std::string>().find("traced: "), std::string::npos);
+
+  // The run keeps both excerpts; the HTML report draws them, baseline first.
+  const fs::path html = dir_ / "r.html";
+  const auto report = Run("report --db " + db + " --format html --out " + html.string());
+  ASSERT_EQ(report.code, 0) << report.err;
+  const std::string page = testing_util::ReadFile(html);
+  const size_t section = page.find("<h2>Timeline: the baseline above the best</h2>");
+  ASSERT_NE(section, std::string::npos);
+  const size_t baseline = page.find("<h3>baseline: nw=0", section);
+  const size_t best_row = page.find("<h3>best: ", section);
+  ASSERT_NE(baseline, std::string::npos);
+  ASSERT_NE(best_row, std::string::npos);
+  EXPECT_LT(baseline, best_row);
+  EXPECT_NE(page.find("data-row=\"main (loads)\"", baseline), std::string::npos);
+  EXPECT_NE(page.find("<rect", page.find("data-row=\"step\"", baseline)), std::string::npos);
+}
+
+TEST(TimelineHtml, DrawsEachSpanOfEachRowAndNothingWithoutTimelines) {
+  const std::string run_json =
+      R"js({"max_workers":4,"timelines":{"baseline":{"ms":200,"knobs":"nw=0","rows":[)js"
+      R"js({"name":"main (loads)","spans":[[0,50000],[100000,50000]]},{"name":"pin","spans":[]},)js"
+      R"js({"name":"copy","spans":[[50000,1000]]},{"name":"step","spans":[[51000,20000],[151000,20000]]}]}}})js";
+  const std::string html = results::TimelineHtml(run_json);
+  size_t rects = 0;
+  for (size_t at = html.find("<rect"); at != std::string::npos; at = html.find("<rect", at + 1)) ++rects;
+  EXPECT_EQ(rects, 5u);
+  // 50 ms of 200 ms: a quarter of the 760 px plot, after the 90 px of labels.
+  EXPECT_NE(html.find(R"(<rect x="90.0" y="20.0" width="190.0")"), std::string::npos) << html;
+  EXPECT_EQ(html.find("<h3>best"), std::string::npos);
+  EXPECT_EQ(results::TimelineHtml(R"({"max_workers":4})"), "");
+  EXPECT_EQ(results::TimelineHtml("not json"), "");
 }
 
 TEST_F(TraceCli, AMissingFolderFailsBeforeTheTrialNamingThePath) {

@@ -399,6 +399,9 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
         const SweepTimelines timelines = TraceBaselineAndBest(
             trace_files, *measurer, outcome.trials[*outcome.baseline].knobs, outcome.trials[*outcome.best].knobs,
             config.name, device->description(), [&](const std::string& line) { progress.Note(line); });
+        // Kept with the run for the HTML report: two excerpts of ~200 ms, a few KB.
+        run.calibration_json = WithTimelines(run.calibration_json, timelines);
+        store->FinishRun(run);
       } catch (const tuner::Interrupted&) {
         progress.Clear();
         std::cerr << "feedtune: interrupted while tracing; run " << run.id << " is done and kept\n";

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "tuner/progress.h"
 
@@ -81,11 +82,25 @@ SweepTimelines TraceBaselineAndBest(SweepTraceFiles& files, tuner::TrialMeasurer
     }
     note("trace of the " + which + " (" + tuner::KnobsShort(knobs) + "): " + path + ", " +
          std::to_string(capture.events.size()) + " spans; open it in https://ui.perfetto.dev");
-    return loader::TimelineExcerptJson(capture.events, knobs.num_workers);
+    auto excerpt = nlohmann::json::parse(loader::TimelineExcerptJson(capture.events, knobs.num_workers), nullptr,
+                                         /*allow_exceptions=*/false);
+    if (!excerpt.is_object()) return std::string();
+    excerpt["knobs"] = tuner::KnobsShort(knobs);
+    return excerpt.dump();
   };
   timelines.baseline = trace_one(baseline, "baseline", *files.baseline);
   timelines.best = trace_one(best, "best", *files.best);
   return timelines;
+}
+
+std::string WithTimelines(const std::string& run_json, const SweepTimelines& timelines) {
+  auto j = nlohmann::json::parse(run_json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) j = nlohmann::json::object();
+  nlohmann::json kept = nlohmann::json::object();
+  if (!timelines.baseline.empty()) kept["baseline"] = nlohmann::json::parse(timelines.baseline);
+  if (!timelines.best.empty()) kept["best"] = nlohmann::json::parse(timelines.best);
+  j["timelines"] = kept;
+  return j.dump();
 }
 
 }  // namespace feedtune::cli

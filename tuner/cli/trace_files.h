@@ -42,6 +42,9 @@ bool OpenSweepTraceFiles(const std::string& dir, double seconds, SweepTraceFiles
 struct SweepTimelines {
   std::string baseline, best;
 };
+// `run_json` (runs.calibration_json, an object) with the excerpts under
+// "timelines", where the HTML report finds them (results/timeline_html.h).
+std::string WithTimelines(const std::string& run_json, const SweepTimelines& timelines);
 SweepTimelines TraceBaselineAndBest(SweepTraceFiles& files, tuner::TrialMeasurer& measurer,
                                     const loader::Knobs& baseline, const loader::Knobs& best,
                                     const std::string& workload, const std::string& device,

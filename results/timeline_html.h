@@ -1,0 +1,16 @@
+// The HTML report's timeline section: about 200 ms of the baseline above the
+// same of the best, as `sweep --trace` kept them (loader/trace.h,
+// TimelineExcerptJson, stored under "timelines" in runs.calibration_json).
+// One row per worker, the pin stage, the copy and the step: gaps in the step
+// row are the GPU waiting. Inline SVG, no script.
+#pragma once
+
+#include <string>
+
+namespace feedtune::results {
+
+// The section (heading, two SVG timelines, a legend), or "" when the run kept
+// no timelines (it ran without --trace).
+std::string TimelineHtml(const std::string& run_json);
+
+}  // namespace feedtune::results
