@@ -86,6 +86,9 @@ def main():
             on = statistics.median(r[key] * scale for r in rows["on"])
             ratio = on / off if off else float("nan")
             print(f"{key + unit:<16}{off:>12.1f}{on:>14.1f}{ratio:>8.3f}")
+        for mode in ("off", "on"):
+            print(f"  {mode:>3}: samples/s " + " ".join(f"{r['samples_per_s']:.0f}" for r in rows[mode]) +
+                  "; wait p50 us " + " ".join(f"{r['wait_p50_us']:.0f}" for r in rows[mode]))
         rates_off = [r["samples_per_s"] for r in rows["off"]]
         spread = (max(rates_off) - min(rates_off)) / statistics.median(rates_off)
         print(f"noise: untraced samples/s spread (max-min)/median = {spread:.3f}")
