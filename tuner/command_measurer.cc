@@ -390,7 +390,8 @@ results::TrialRecord CommandMeasurer::MeasureServed(const loader::Knobs& knobs, 
   }
 
   const int64_t trial_id = ++trials_requested_;
-  const nlohmann::json request = {
+  static constexpr std::string_view kStagePhasePrefix = "diagnose-";
+  nlohmann::json request = {
       {"trial", trial_id},
       {"num_workers", knobs.num_workers},
       {"pin_memory", knobs.pin_memory},
@@ -405,6 +406,9 @@ results::TrialRecord CommandMeasurer::MeasureServed(const loader::Knobs& knobs, 
       {"step_us", config_.device.step_us},
       {"sync_every_steps", config_.device.sync_every_steps},
   };
+  // A stage trial of the verdict (tuner/diagnose.h: phase "diagnose-<stage>"):
+  // the serving probe runs that stage (docs/verdict.md).
+  if (plan.phase.rfind(kStagePhasePrefix, 0) == 0) request["stage"] = plan.phase.substr(kStagePhasePrefix.size());
   const ServedTrial served = server_->RunTrial(request.dump(), trial_id, repeats, timeout_s, stop_);  // throws Interrupted
   if (!served.ok) {
     const std::string stderr_tail = server_->stderr_tail();

@@ -438,6 +438,16 @@ StageTrials RunCommandStages(const DiagnoseSetup& setup, const loader::Knobs& kn
     }
     return out;
   }
+  if (config.workload.command.protocol == workloads::CommandProtocol::kServe && setup.command_measurer != nullptr) {
+    // The serving probe runs each stage as a request: its dataset stays built.
+    for (const std::string stage : {"prep", "step", "copy", "transport"}) {
+      if (setup.on_stage) setup.on_stage(stage + ": a request with \"stage\": \"" + stage + "\" to the serving probe");
+      TrialPlan plan;
+      plan.phase = "diagnose-" + stage;
+      out.trials[stage] = setup.command_measurer->MeasurePlanned(knobs, plan);
+    }
+    return out;
+  }
   // Each stage is one run per repeat of the probe with --stage and the knobs
   // on its command line (a serving argv has none; later flags win in argparse).
   SweepConfig stage_config = config;

@@ -72,6 +72,9 @@ struct DiagnoseSetup {
   device::Device* device = nullptr;
   const std::atomic<bool>* stop = nullptr;
   double usable_cpus = results::kNaN;
+  // A serving command's measurer (its process already holds the dataset): the
+  // stage trials go to it as requests with a "stage"; may be null otherwise.
+  TrialMeasurer* command_measurer = nullptr;
   std::function<void(const std::string&)> on_stage;  // "measuring prep ..." lines; may be empty
 };
 

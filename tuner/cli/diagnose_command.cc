@@ -74,6 +74,8 @@ int RunDiagnose(const Args& args, const std::atomic<bool>& stop) {
   setup.device = session->device.get();
   setup.stop = &stop;
   setup.usable_cpus = machine.usable_cpus;
+  const auto measurer = tuner::MakeMeasurer(config, session->workload, *session->device, &stop);
+  setup.command_measurer = measurer.get();
   setup.on_stage = [](const std::string& line) { std::cerr << "feedtune diagnose: " << line << "\n"; };
   std::cerr << "feedtune diagnose: " << tuner::KnobsShort(config.loader.knobs) << " on "
             << session->device->description() << "\n"

@@ -383,6 +383,7 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
       diagnose.device = device.get();
       diagnose.stop = &stop;
       diagnose.usable_cpus = facts->usable_cpus;
+      diagnose.command_measurer = measurer.get();
       diagnose.on_stage = [&](const std::string& line) { progress.Note("diagnose: " + line); };
       try {
         verdict = tuner::Diagnose(diagnose, outcome.trials[*outcome.best].knobs);
@@ -409,13 +410,14 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
       }
     }
     if (json) {
-      output.Event(tuner::DoneEventJson(outcome, run));
+      // The verdict rides in the done event, which stays the last line.
+      std::string done = tuner::DoneEventJson(outcome, run);
       if (verdict) {
-        output.Event(nlohmann::json{{"event", "verdict"},
-                                    {"run_id", run.id},
-                                    {"verdict", nlohmann::json::parse(results::VerdictToJson(*verdict))}}
-                         .dump());
+        nlohmann::json j = nlohmann::json::parse(done);
+        j["verdict"] = nlohmann::json::parse(results::VerdictToJson(*verdict));
+        done = j.dump();
       }
+      output.Event(done);
     } else {
       std::cout << tuner::SummaryText(outcome, run, db_path);
       if (verdict) {

@@ -563,7 +563,7 @@ def run_trial(setup, t, emit):
     returns (or raises). With args.stage step or copy there is no loader: one
     batch is kept on the device (step) or in host memory (copy)."""
     torch, args = setup.torch, setup.args
-    stage = args.stage or "prep"
+    stage = t.get("stage") or args.stage or "prep"
     if stage in ("step", "copy"):
         t = dict(t, num_workers=0)
     kwargs = dict(batch_size=t["batch_size"], num_workers=t["num_workers"], pin_memory=t["pin_memory"],
@@ -766,6 +766,9 @@ def check_settings(t):
     return None
 
 
+# feedtune's stage trials (docs/verdict.md): --stage, or a request's optional "stage".
+STAGES = ("step", "copy", "transport", "prep")
+
 # The request's keys and their types (bool is checked before int: it is one in Python).
 REQUEST_KEYS = {
     "trial": int, "num_workers": int, "pin_memory": bool, "non_blocking": bool, "prefetch_factor": int,
@@ -790,6 +793,8 @@ def parse_request(line):
         if not ok:
             raise ValueError("the request's %r is %r, expected %s" % (key, value, "true or false" if kind is bool
                                                                         else "a number"))
+    if request.get("stage", "prep") not in STAGES:
+        raise ValueError("the request's 'stage' is %r, expected one of %s" % (request["stage"], ", ".join(STAGES)))
     problem = check_settings(request)
     if problem:
         raise ValueError(problem)
