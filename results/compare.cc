@@ -316,7 +316,11 @@ std::string RenderCompareTable(const std::vector<CompareRow>& rows) {
             CountText(HostCount(classes), "host", "hosts") + " in " +
             CountText(static_cast<int>(classes.size()), "class", "classes") + "\n";
     for (const ClassSpread* spread : classes) {
-      text += "\n" + ClassTitle(*spread) + "\n  " + SpreadText(*spread);
+      // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on "\n" + std::string.
+      text += '\n';
+      text += ClassTitle(*spread);
+      text += "\n  ";
+      text += SpreadText(*spread);
       if (spread->outliers > 0) {
         text += "; " + CountText(spread->outliers, "outlier", "outliers") + " below the median beyond the noise";
       }
