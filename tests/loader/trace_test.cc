@@ -321,6 +321,13 @@ TEST_F(TraceCli, TrialWritesATraceThatPerfettoLoads) {
   CheckTraceFile(file, 2, true, &j);
   EXPECT_EQ(j["otherData"]["cap"]["seconds"], 0.2);
   EXPECT_EQ(j["otherData"]["num_workers"], 2);
+
+  // Thread-mode workers write their rings from threads of this process (what
+  // ThreadSanitizer checks when CI runs this suite under it).
+  const auto t = Run("trial " + config + " --set loader.num_workers=2 --set loader.worker_mode=thread --trace " +
+                     file.string() + " --trace-seconds 0.2");
+  ASSERT_EQ(t.code, 0) << t.err;
+  CheckTraceFile(file, 2, false);
 }
 
 TEST_F(TraceCli, WithoutWorkersTheMainLoopLoadsAndFlowsStartThere) {
