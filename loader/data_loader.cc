@@ -29,6 +29,12 @@ int CheckedWorkers(const LoaderOptions& options) {
   return k.num_workers;
 }
 
+// Samples one rank reads per epoch: its DistributedSampler share, padded (sampler.h).
+int64_t ShareSize(int64_t samples, const LoaderOptions& options) {
+  const int64_t ws = std::max(options.world_size, 1);
+  return (samples + ws - 1) / ws;
+}
+
 int64_t BatchesPerEpoch(int64_t samples, const LoaderOptions& options) {
   const int64_t b = options.knobs.batch_size;
   return options.drop_last ? samples / b : (samples + b - 1) / b;
@@ -42,7 +48,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const LoaderOptio
       options_(options),
       num_workers_(CheckedWorkers(options)),
       max_outstanding_(static_cast<int64_t>(options.knobs.prefetch_factor) * num_workers_),
-      batches_per_epoch_(BatchesPerEpoch(dataset_->size(), options)),
+      batches_per_epoch_(BatchesPerEpoch(ShareSize(dataset_->size(), options), options)),
       arena_(static_cast<int>(num_workers_ == 0 ? 1 : max_outstanding_ + 1),
              static_cast<size_t>(options.knobs.batch_size) * static_cast<size_t>(dataset_->max_sample_bytes()),
              options.trace ? TraceBuffer::RegionBytes(TraceTracks(num_workers_)) : 0),
@@ -158,7 +164,8 @@ void DataLoader::StartEpoch(int64_t epoch) {
   epoch_ = epoch;
   epoch_start_ = Clock::now();
   dataset_->SetEpoch(epoch);
-  plan_ = BatchPlan(EpochOrder(dataset_->size(), options_.shuffle, options_.seed, epoch),
+  plan_ = BatchPlan(DistributedShare(EpochOrder(dataset_->size(), options_.shuffle, options_.seed, epoch),
+                                     options_.rank, options_.world_size),
                     options_.knobs.batch_size, options_.drop_last);
   next_to_dispatch_ = 0;
   next_to_return_ = 0;

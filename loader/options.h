@@ -32,6 +32,10 @@ struct LoaderOptions {
   WorkerMode worker_mode = WorkerMode::kProcess;
   double timeout_s = 0;  // 0 = wait forever for a batch; else an error after this long
   uint64_t seed = 0;     // sampler seed; epoch e shuffles with (seed, e)
+  // Data-parallel share (torch's DistributedSampler): this loader reads rank's
+  // share of each epoch's order among world_size ranks (loader/sampler.h).
+  int rank = 0;
+  int world_size = 1;
   bool trace = false;    // record spans into a TraceBuffer after the slots (loader/trace.h); armed by the caller
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 namespace feedtune::loader {
@@ -37,6 +38,22 @@ std::vector<int64_t> EpochOrder(int64_t n, bool shuffle, uint64_t seed, int64_t 
     std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
   }
   return order;
+}
+
+std::vector<int64_t> DistributedShare(std::vector<int64_t> order, int rank, int world_size) {
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    throw std::invalid_argument("DistributedShare: rank " + std::to_string(rank) + " of world_size " +
+                                std::to_string(world_size));
+  }
+  if (world_size == 1 || order.empty()) return order;
+  const size_t n = order.size();
+  const size_t ws = static_cast<size_t>(world_size);
+  const size_t total = (n + ws - 1) / ws * ws;
+  std::vector<int64_t> share;
+  share.reserve(total / ws);
+  // Position i of the padded order is order[i % n]: torch's padding repeats the head.
+  for (size_t i = static_cast<size_t>(rank); i < total; i += ws) share.push_back(order[i % n]);
+  return share;
 }
 
 BatchPlan::BatchPlan(std::vector<int64_t> order, int batch_size, bool drop_last)

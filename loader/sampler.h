@@ -14,6 +14,14 @@ namespace feedtune::loader {
 // The visiting order of one epoch: 0..n-1, shuffled when `shuffle`.
 std::vector<int64_t> EpochOrder(int64_t n, bool shuffle, uint64_t seed, int64_t epoch);
 
+// Rank `rank`'s share of an epoch's `order` among `world_size` ranks, as
+// torch's DistributedSampler (drop_last=False, its default) cuts it: every rank
+// sees the same order; it is padded with its own head to a multiple of
+// world_size (repeated if shorter than the padding), and rank r takes positions
+// r, r + world_size, ... So the shares are equal in length, and disjoint when
+// world_size divides the dataset. world_size 1 returns `order` unchanged.
+std::vector<int64_t> DistributedShare(std::vector<int64_t> order, int rank, int world_size);
+
 // An epoch's order cut into batches of `batch_size`; the last, short batch is
 // dropped when `drop_last`.
 class BatchPlan {

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "results/node_report.h"
+
 
 namespace feedtune::results {
 namespace {
@@ -146,6 +148,7 @@ def _feedtune_check_torch_version():
 
 _feedtune_check_torch_version()
 )py";
+  if (best.node) py += "\n" + NodeLaunchText(*best.node, "# ");  // sweep.ranks > 1 (results/node_report.h)
   return py;
 }
 
@@ -190,6 +193,7 @@ std::string Env(const RunView& view, const TrialRecord& best) {
   env += "FEEDTUNE_PREFETCH_FACTOR=" +
          (s.prefetch_applies ? std::to_string(s.knobs.prefetch_factor) : std::string()) + "\n";
   env += std::string("FEEDTUNE_PERSISTENT_WORKERS=") + flag(s.knobs.persistent_workers) + "\n";
+  if (best.node) env += NodeLaunchEnv(*best.node);  // sweep.ranks > 1 (results/node_report.h)
   return env;
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "results/report.h"
+#include "results/node_report.h"
 #include "results/timeline_html.h"
 
 namespace feedtune::results {
@@ -530,6 +531,9 @@ std::string RenderHtml(const RunView& view) {
   body += view.trials.empty() ? std::string("<p>no trials recorded</p>\n")
                               : "<div class=\"scroll\">\n" + TrialTable(view, baseline, best) + "</div>\n";
   if (view.machine) body += "<h2>Machine</h2>\n" + MachineSection(*view.machine);
+  if (best != nullptr && best->node) {
+    body += "<h2>Ranks of the best setting</h2>\n<pre>" + EscapeHtml(NodeFiguresText(*best->node, "")) + "</pre>\n";
+  }
   body += "<h2>Effective config</h2>\n<pre class=\"config\">" +
           EscapeHtml(run.config_yaml.empty() ? "(not recorded)" : run.config_yaml) + "</pre>\n";
   body += "<footer>feedtune " + EscapeHtml(run.version) + " &#183; run uid " + EscapeHtml(run.uid) +

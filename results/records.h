@@ -92,6 +92,38 @@ struct RepeatRecord {
   bool outlier = false;
 };
 
+// One rank of a node trial (sweep.ranks > 1; tuner/node/): its own loader's
+// figures and what it ran on. Schema: the trial_ranks table.
+struct RankRecord {
+  int rank = 0;
+  int64_t pid = 0;
+  std::string status = "ok";  // ok | failed
+  std::optional<std::string> error;
+  double samples_per_s = 0;   // median over the windows
+  double gpu_idle_frac = 0;
+  double wait_p50_us = 0;
+  double wait_p99_us = 0;
+  std::string cpu_mask;          // Cpus_allowed_list of the rank process
+  std::string worker_cpu_masks;  // of its fork server and workers: the distinct lists, "; "-separated
+  int processes = 0;             // the rank, its fork server and workers, at the last window's end
+  int threads = 0;
+  int64_t shm_bytes = 0;         // shared-memory batch slots (memfd) the rank maps
+};
+
+// What a node trial measures beyond one loader's figures. The trial's
+// samples_per_s is then the aggregate: all ranks' samples over the longest
+// rank's window, median over the windows; its cpu_util the ranks' sum, its
+// peak_rss_bytes the largest rank's (what the budget sizes per rank).
+struct NodeFigures {
+  int ranks = 0;
+  double slowest_rank_samples_per_s = 0;
+  double rank_spread = 0;  // (fastest - slowest) / fastest rank's samples/s
+  int processes = 0;       // the tuner and every rank's tree
+  int threads = 0;
+  int64_t shm_bytes = 0;
+  std::vector<RankRecord> rank_rows;
+};
+
 struct TrialRecord {
   int64_t id = 0;
   int64_t run_id = 0;
@@ -129,6 +161,8 @@ struct TrialRecord {
   double worker_rss_bytes = std::numeric_limits<double>::quiet_NaN();
   std::string decision;       // why the phase kept or dropped this setting
   std::vector<RepeatRecord> repeat_rows;
+  // A node trial (sweep.ranks > 1): the ranks' figures; unset for one loader.
+  std::optional<NodeFigures> node;
 };
 
 struct RunRecord {

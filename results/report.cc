@@ -1,4 +1,5 @@
 #include "results/report.h"
+#include "results/node_report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -81,7 +82,7 @@ Json MachineJson(const std::optional<Fingerprint>& machine) {
 }
 
 Json TrialJson(const TrialRecord& t) {
-  return Json{{"id", t.id},
+  Json j = Json{{"id", t.id},
               {"phase", t.phase},
               {"config", ConfigJson(t.knobs)},
               {"status", t.status},
@@ -105,6 +106,9 @@ Json TrialJson(const TrialRecord& t) {
               {"pinned_alloc_s", Number(t.pinned_alloc_s)},
               {"batches_per_epoch", t.batches_per_epoch ? Json(*t.batches_per_epoch) : Json(nullptr)},
               {"worker_rss_bytes", Number(t.worker_rss_bytes)}};
+  // A node trial (sweep.ranks > 1): the ranks' figures (results/node_report.h).
+  if (t.node) j["node"] = Json::parse(NodeFiguresJson(*t.node));
+  return j;
 }
 
 // The safe limit's record in the run's calibration JSON: {"workers", "basis",
@@ -307,7 +311,7 @@ std::string RenderJson(const RunView& view) {
   Json trials = Json::array();
   for (const TrialRecord& trial : view.trials) trials.push_back(TrialJson(trial));
 
-  const Json out{{"run_id", run.id},
+  Json out{{"run_id", run.id},
                  {"status", run.status},
                  {"workload", run.workload_name},
                  {"workload_hash", run.workload_hash},
@@ -331,6 +335,11 @@ std::string RenderJson(const RunView& view) {
                  {"config_yaml", OptionalString(run.config_yaml)},
                  {"safe_max_workers_basis", OptionalString(SafeLimitBasis(run))},
                  {"verdict", view.verdict ? Json::parse(VerdictToJson(*view.verdict)) : Json(nullptr)}};
+  // A node run (sweep.ranks > 1): the formulas beside what they measured.
+  if (const auto formulas = NodeFormulas(view.trials, view.machine ? view.machine->usable_cpus : 0);
+      !formulas.empty()) {
+    out["node_formulas"] = Json::parse(NodeFormulasJson(formulas, run.knee_samples_per_s));
+  }
   // Error text from workers and commands is not guaranteed UTF-8; replace bad
   // bytes rather than fail the whole report.
   return out.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
@@ -436,6 +445,13 @@ std::string RenderTable(const RunView& view) {
             Fixed(best->samples_per_s, 1) + " samples/s, " + IdleText(best->gpu_idle_frac) + ")\n";
   } else {
     text += "best:     -\n";
+  }
+  if (best != nullptr && best->node) text += NodeFiguresText(*best->node, "          ");
+  // A node run: what the usual formulas pick here, and what that measured.
+  if (const auto formulas = NodeFormulas(view.trials, view.machine ? view.machine->usable_cpus : 0);
+      !formulas.empty()) {
+    text += "formulas: num_workers per rank by rule, measured aggregate and gap to the knee:\n" +
+            NodeFormulasText(formulas, run.knee_samples_per_s, "          ");
   }
   if (baseline != nullptr) {
     text += "baseline: trial " + std::to_string(baseline->id) + " (" +

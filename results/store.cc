@@ -195,6 +195,37 @@ CREATE TABLE verdicts (
   verdict_json TEXT NOT NULL
 );
 )sql",
+    // 8 -> 9: node trials (sweep.ranks > 1, tuner/node/): the node's figures
+    // per trial, and one row per rank with what it ran on.
+    R"sql(
+CREATE TABLE trial_nodes (
+  trial_id INTEGER PRIMARY KEY REFERENCES trials(id) ON DELETE CASCADE,
+  ranks INTEGER NOT NULL,
+  slowest_rank_samples_per_s REAL,
+  rank_spread REAL,
+  processes INTEGER NOT NULL,
+  threads INTEGER NOT NULL,
+  shm_bytes INTEGER NOT NULL
+);
+CREATE TABLE trial_ranks (
+  id INTEGER PRIMARY KEY,
+  trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+  rank INTEGER NOT NULL,
+  pid INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  error TEXT,
+  samples_per_s REAL,
+  gpu_idle_frac REAL,
+  wait_p50_us REAL,
+  wait_p99_us REAL,
+  cpu_mask TEXT NOT NULL,
+  worker_cpu_masks TEXT NOT NULL,
+  processes INTEGER NOT NULL,
+  threads INTEGER NOT NULL,
+  shm_bytes INTEGER NOT NULL
+);
+CREATE INDEX trial_ranks_by_trial ON trial_ranks(trial_id);
+)sql",
 };
 
 // ISO 8601 UTC, the form RunRecord documents for its timestamps.
@@ -901,7 +932,75 @@ int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::
       insert.Reset();
     }
   }
+  if (trial.node) InsertNode(trial_id, *trial.node, operation);
   return trial_id;
+}
+
+void Store::InsertNode(int64_t trial_id, const NodeFigures& node, const std::string& operation) {
+  Statement(db_.get(), path_, operation,
+            "INSERT INTO trial_nodes (trial_id, ranks, slowest_rank_samples_per_s, rank_spread, processes, "
+            "threads, shm_bytes) VALUES (?, ?, ?, ?, ?, ?, ?)")
+      .BindAll(trial_id, node.ranks, node.slowest_rank_samples_per_s, node.rank_spread, node.processes,
+               node.threads, node.shm_bytes)
+      .Run();
+  Statement insert(db_.get(), path_, operation,
+                   "INSERT INTO trial_ranks (trial_id, rank, pid, status, error, samples_per_s, gpu_idle_frac, "
+                   "wait_p50_us, wait_p99_us, cpu_mask, worker_cpu_masks, processes, threads, shm_bytes) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  for (const RankRecord& r : node.rank_rows) {
+    insert
+        .BindAll(trial_id, r.rank, r.pid, r.status, r.error, r.samples_per_s, r.gpu_idle_frac, r.wait_p50_us,
+                 r.wait_p99_us, r.cpu_mask, r.worker_cpu_masks, r.processes, r.threads, r.shm_bytes)
+        .Run();
+    insert.Reset();
+  }
+}
+
+void Store::LoadNodes(int64_t run_id, std::vector<TrialRecord>& trials,
+                      const std::map<int64_t, size_t>& index_by_id) const {
+  if (schema_version_ < 9) return;  // an older file opened read-only has no node tables
+  Statement nodes(db_.get(), path_, "load node trials",
+                  "SELECT n.trial_id, n.ranks, n.slowest_rank_samples_per_s, n.rank_spread, n.processes, "
+                  "n.threads, n.shm_bytes FROM trial_nodes n JOIN trials t ON n.trial_id = t.id "
+                  "WHERE t.run_id = ?");
+  nodes.BindAll(run_id);
+  while (nodes.Step()) {
+    const auto it = index_by_id.find(nodes.Int(0));
+    if (it == index_by_id.end()) continue;
+    NodeFigures node;
+    node.ranks = nodes.Int32(1);
+    node.slowest_rank_samples_per_s = nodes.Double(2);
+    node.rank_spread = nodes.Double(3);
+    node.processes = nodes.Int32(4);
+    node.threads = nodes.Int32(5);
+    node.shm_bytes = nodes.Int(6);
+    trials[it->second].node = std::move(node);
+  }
+  Statement ranks(db_.get(), path_, "load node trials",
+                  "SELECT r.trial_id, r.rank, r.pid, r.status, r.error, r.samples_per_s, r.gpu_idle_frac, "
+                  "r.wait_p50_us, r.wait_p99_us, r.cpu_mask, r.worker_cpu_masks, r.processes, r.threads, "
+                  "r.shm_bytes FROM trial_ranks r JOIN trials t ON r.trial_id = t.id WHERE t.run_id = ? "
+                  "ORDER BY r.trial_id, r.rank");
+  ranks.BindAll(run_id);
+  while (ranks.Step()) {
+    const auto it = index_by_id.find(ranks.Int(0));
+    if (it == index_by_id.end() || !trials[it->second].node) continue;
+    RankRecord r;
+    r.rank = ranks.Int32(1);
+    r.pid = ranks.Int(2);
+    r.status = ranks.Text(3);
+    r.error = ranks.Optional<std::string>(4);
+    r.samples_per_s = ranks.Double(5);
+    r.gpu_idle_frac = ranks.Double(6);
+    r.wait_p50_us = ranks.Double(7);
+    r.wait_p99_us = ranks.Double(8);
+    r.cpu_mask = ranks.Text(9);
+    r.worker_cpu_masks = ranks.Text(10);
+    r.processes = ranks.Int32(11);
+    r.threads = ranks.Int32(12);
+    r.shm_bytes = ranks.Int(13);
+    trials[it->second].node->rank_rows.push_back(std::move(r));
+  }
 }
 
 void Store::FinishRun(const RunRecord& run) {
@@ -1094,6 +1193,7 @@ std::vector<TrialRecord> Store::LoadTrials(int64_t run_id) const {
     r.outlier = repeats.Bool(8);
     trials[it->second].repeat_rows.push_back(r);
   }
+  LoadNodes(run_id, trials, index_by_id);
   return trials;
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -46,7 +47,7 @@ struct MergeStats {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 8;
+  static constexpr int kSchemaVersion = 9;
   static constexpr int32_t kApplicationId = 0x46656564;  // "Feed"
 
   // Opens (creating when missing, with its parent folder) the results file.
@@ -101,6 +102,10 @@ class Store {
   // Bodies shared by the public writers; the caller holds the transaction.
   int64_t InsertMachine(const std::string& hash, const Fingerprint& fingerprint,
                         const std::optional<std::string>& first_seen);
+  // A node trial's figures and ranks (trial_nodes, trial_ranks).
+  void InsertNode(int64_t trial_id, const NodeFigures& node, const std::string& operation);
+  void LoadNodes(int64_t run_id, std::vector<TrialRecord>& trials,
+                 const std::map<int64_t, size_t>& index_by_id) const;
   int64_t InsertTrial(int64_t run_id, const TrialRecord& trial, const std::string& operation);
 
   struct DbCloser {

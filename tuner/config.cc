@@ -422,6 +422,8 @@ constexpr Key kKeys[] = {
      Int<kDevice, &DeviceOptions::sync_every_steps>(0, 1'000'000)},
     {"device.prefetch_to_device", Hashed::kYes,
      Bool<kDevice, &DeviceOptions::prefetch_to_device>()},
+    // How ranks meet (tuner/node/): measured, not what is measured.
+    {"device.rank_barrier", Hashed::kNo, Bool<kDevice, &DeviceOptions::rank_barrier>()},
     {"device.host_sim.h2d_gbps_pinned", Hashed::kNo,
      Real<kDevice, kHostSim, &HostSim::h2d_gbps_pinned>(0, kOpen, kInf, kOpen)},
     {"device.host_sim.h2d_gbps_pageable", Hashed::kNo,
@@ -438,6 +440,10 @@ constexpr Key kKeys[] = {
      Real<kSweep, &SweepOptions::gain_threshold>(0, kClosed, 1, kOpen)},
     {"sweep.knee_tolerance", Hashed::kNo,
      Real<kSweep, &SweepOptions::knee_tolerance>(0, kClosed, 1, kOpen)},
+    {"sweep.ranks", Hashed::kNo, AutoInt<kSweep, &SweepOptions::ranks>(1, 1024)},
+    {"sweep.cpu_binding", Hashed::kNo,
+     Enum<kSweep, &SweepOptions::cpu_binding>(static_cast<int>(CpuBinding::kSplit) + 1,
+                                              &EnumName<CpuBinding, &CpuBindingName>)},
     // After the final check, stage trials at the best setting (tuner/diagnose.h).
     {"sweep.diagnose", Hashed::kNo, Bool<kSweep, &SweepOptions::diagnose>()},
     {"sweep.budget.memory_fraction", Hashed::kNo,
@@ -1908,6 +1914,16 @@ std::string WorkloadHash(const SweepConfig& config) {
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(Fnv1a64(canonical)));
   return hex;
+}
+
+const char* CpuBindingName(CpuBinding binding) {
+  switch (binding) {
+    case CpuBinding::kNone:
+      return "none";
+    case CpuBinding::kSplit:
+      return "split";
+  }
+  return "?";
 }
 
 }  // namespace feedtune::tuner

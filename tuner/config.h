@@ -21,6 +21,12 @@ struct BudgetOptions {
   double shm_fraction = 0.8;     // of /dev/shm's free space
 };
 
+// How a node sweep's ranks are placed on the CPUs (tuner/node/): `none`
+// leaves every rank the mask feedtune inherited; `split` binds each rank, and
+// so its fork server and workers, to an equal, disjoint share of it.
+enum class CpuBinding { kNone, kSplit };
+const char* CpuBindingName(CpuBinding binding);
+
 struct SweepOptions {
   int max_workers = 0;  // 0 = auto: 64, capped by budgets
   std::vector<int> prefetch_factors = {1, 2, 4, 8};
@@ -33,6 +39,10 @@ struct SweepOptions {
   // verdict (tuner/diagnose.h, docs/verdict.md).
   bool diagnose = true;
   BudgetOptions budget;
+  // Data-parallel ranks on this node, each with its own loader (tuner/node/).
+  // 0 = auto: the number of CUDA devices, 1 without one.
+  int ranks = 0;
+  CpuBinding cpu_binding = CpuBinding::kNone;
 };
 
 struct SweepConfig {

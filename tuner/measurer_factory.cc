@@ -34,6 +34,15 @@ auto OpenFormat(const SweepConfig& config, Open open) -> decltype(open()) {
 OpenedWorkload OpenWorkload(const SweepConfig& config) {
   OpenedWorkload opened;
   const workloads::WorkloadOptions& w = config.workload;
+  // The rank processes first, while this process has one thread (tuner/node/).
+  if (const int ranks = node::ResolveRanks(config); ranks > 1) {
+    if (w.kind == workloads::WorkloadKind::kCommand) {
+      throw WorkloadError(config.source + ": sweep.ranks: " + std::to_string(ranks) +
+                          " ranks of a command workload are not supported yet; use a native workload "
+                          "(synthetic, files, npy, hdf5, lmdb) or sweep.ranks: 1");
+    }
+    opened.ranks = std::make_shared<node::RankSet>(config, ranks);
+  }
   switch (w.kind) {
     case workloads::WorkloadKind::kSynthetic: {
       const workloads::CpuCalibration calibration = workloads::Calibrate();
@@ -119,6 +128,11 @@ OpenedWorkload OpenWorkload(const SweepConfig& config) {
   // Wrapped before the fork server copies it, so its workers see the switch.
   opened.stages = std::make_shared<StageDataset>(opened.dataset);
   opened.dataset = opened.stages;
+  if (opened.ranks) {
+    opened.description = std::to_string(opened.ranks->ranks()) + " ranks (sweep.ranks), each reading its " +
+                         "DistributedSampler share of " + opened.description;
+    return opened;  // each rank has its own fork server
+  }
   if (config.loader.worker_mode == loader::WorkerMode::kProcess) {
     opened.fork_server = std::make_shared<loader::ForkServer>(opened.dataset);
   }
@@ -129,6 +143,11 @@ std::unique_ptr<TrialMeasurer> MakeMeasurer(const SweepConfig& config, const Ope
                                             device::Device& device, const std::atomic<bool>* stop) {
   if (config.workload.kind == workloads::WorkloadKind::kCommand) {
     return std::make_unique<CommandMeasurer>(config, stop);
+  }
+  if (workload.ranks) {
+    workload.ranks->set_stop(stop);
+    workload.ranks->WaitReady();
+    return std::make_unique<node::NodeMeasurer>(workload.ranks);
   }
   return std::make_unique<TrialRunner>(config, device, workload.dataset, stop, workload.fork_server);
 }

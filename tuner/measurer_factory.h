@@ -20,6 +20,7 @@
 #include "loader/device/device.h"
 #include "loader/fork_server.h"
 #include "tuner/config.h"
+#include "tuner/node/node_measurer.h"
 #include "tuner/stage_dataset.h"
 #include "tuner/trial_runner.h"
 
@@ -44,6 +45,9 @@ struct OpenedWorkload {
   // clock_read_ns, work_bytes_per_s, chunk_bytes, ...) for the run record;
   // empty for the command kind.
   std::string calibration_json;
+  // sweep.ranks > 1 (native kinds): the rank processes, forked first of all;
+  // the dataset above then only describes the workload (no fork server).
+  std::shared_ptr<node::RankSet> ranks;
 };
 
 // Call before this process starts threads or creates a CUDA device. Throws

@@ -140,12 +140,16 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
     loop.Begin();
     for (int i = 0; i < config_.sweep.warmup_batches; ++i) {
       loop.Step();
+      if (sync_ != nullptr) sync_->AfterStep(false);
       if (i == 0) trial.time_to_first_batch_s = data_loader.stats().time_to_first_batch_s;
     }
     // Whole-epoch windows start at an epoch boundary: the warm-up runs on to
     // the end of its epoch.
     if (plan.window_epochs > 0 && config_.sweep.warmup_batches > 0) {
-      while (!loop.at_epoch_end()) loop.Step();
+      while (!loop.at_epoch_end()) {
+        loop.Step();
+        if (sync_ != nullptr) sync_->AfterStep(false);
+      }
     }
     device_.Synchronize();
     const double busy_before = data_loader.stats().worker_busy_s;
@@ -167,6 +171,7 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
       if (std::string note = dataset_->BeforeRepeat(); !note.empty() && last_warning_.empty()) last_warning_ = note;
       const TreeUsage usage_before = ReadTreeUsage();
       if (r == 0 && recorder) StartTrace(*plan.trace, *data_loader.trace(), *recorder, device_);
+      if (sync_ != nullptr) sync_->WindowStart();
       device_.BeginWindow();
       const auto window_start = Clock::now();
       const auto window_end = window_start + std::chrono::duration_cast<Clock::duration>(
@@ -178,8 +183,9 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
         waits_us.push_back(facts.wait_s * 1e6);
         samples += facts.samples;
         bytes += facts.bytes;
-        const bool done = plan.window_epochs > 0 ? loop.at_epoch_end() && ++epochs >= plan.window_epochs
-                                                 : Clock::now() >= window_end;
+        bool done = plan.window_epochs > 0 ? loop.at_epoch_end() && ++epochs >= plan.window_epochs
+                                           : Clock::now() >= window_end;
+        if (sync_ != nullptr) done = sync_->AfterStep(done);
         if (done) break;
       }
       const device::DeviceWindow window = device_.EndWindow();
@@ -187,6 +193,7 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
       const double wall = Seconds(Clock::now() - window_start);
       window_wall_s += wall;
       const TreeUsage usage_after = ReadTreeUsage();
+      if (sync_ != nullptr) sync_->WindowEnd();
 
       results::RepeatRecord rep;
       rep.index = r;

@@ -66,6 +66,21 @@ class TrialMeasurer {
   virtual std::string last_warning() const { return {}; }
 };
 
+// How one rank of a node trial keeps step with the others (tuner/node/): the
+// runner calls it at each window's start and end and after every step. Absent
+// (the default), a trial is one loader on its own.
+class RankSync {
+ public:
+  virtual ~RankSync() = default;
+  virtual void WindowStart() = 0;
+  // After each step; `my_done`: this rank's window would end here. Returns
+  // whether the window ends, the same answer on every rank that steps in
+  // lockstep with the others.
+  virtual bool AfterStep(bool my_done) = 0;
+  // After each window, while the loader and its workers still exist.
+  virtual void WindowEnd() = 0;
+};
+
 class TrialRunner final : public TrialMeasurer {
  public:
   // `stop` (may be null) is polled between batches. `fork_server` (holding
@@ -80,6 +95,9 @@ class TrialRunner final : public TrialMeasurer {
 
   std::string last_warning() const override { return last_warning_; }
 
+  // A rank of a node trial (tuner/node/) sets this once, before any trial.
+  void set_rank_sync(RankSync* sync) { sync_ = sync; }
+
  private:
   const SweepConfig config_;
   device::Device& device_;
@@ -87,6 +105,7 @@ class TrialRunner final : public TrialMeasurer {
   const std::shared_ptr<loader::ForkServer> fork_server_;
   const std::atomic<bool>* const stop_;
   std::string last_warning_;
+  RankSync* sync_ = nullptr;
 };
 
 }  // namespace feedtune::tuner

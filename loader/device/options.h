@@ -18,6 +18,9 @@ struct DeviceOptions {
   int64_t step_us = 20000;        // model compute per batch
   int sync_every_steps = 1;       // host waits for the device every N steps; 0 = never
   bool prefetch_to_device = false;
+  // With sweep.ranks > 1: the ranks meet at a barrier after every step, as
+  // DDP's all-reduce makes them, so the slowest rank sets the node's pace.
+  bool rank_barrier = true;
   HostSimOptions host_sim;
 };
 

@@ -669,6 +669,7 @@ TEST(ConfigTest, ToYamlOfDefaults) {
             "  step_us: 20000\n"
             "  sync_every_steps: 1\n"
             "  prefetch_to_device: false\n"
+            "  rank_barrier: true\n"
             "  host_sim: {h2d_gbps_pinned: 25.0, h2d_gbps_pageable: 8.0}\n"
             "sweep:\n"
             "  max_workers: auto\n"
@@ -678,6 +679,8 @@ TEST(ConfigTest, ToYamlOfDefaults) {
             "  measure_seconds: 2.0\n"
             "  gain_threshold: 0.05\n"
             "  knee_tolerance: 0.05\n"
+            "  ranks: auto\n"
+            "  cpu_binding: none\n"
             "  diagnose: true\n"
             "  budget: {memory_fraction: 0.5, shm_fraction: 0.8}\n");
 }

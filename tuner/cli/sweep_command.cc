@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "results/fingerprint.h"
+#include "results/node_report.h"
 #include "results/store.h"
 #include "tuner/budget.h"
 #include "tuner/cli/cli_util.h"
@@ -14,6 +15,7 @@
 #include "tuner/cli/version.h"
 #include "tuner/diagnose.h"
 #include "tuner/measurer_factory.h"
+#include "tuner/node/preflight.h"
 #include "tuner/progress.h"
 #include "tuner/replay.h"
 #include "tuner/search.h"
@@ -257,8 +259,14 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
         return kExitUsage;
       }
     }
+    // A node sweep (sweep.ranks > 1, tuner/node/): what could make it wrong, said
+    // before any trial; and each rank gets its share of the node's budgets.
+    const int ranks = workload.ranks ? workload.ranks->ranks() : 1;
+    const std::vector<std::string> preflight =
+        tuner::node::Preflight(config, ranks, BatchBytes(config), tuner::node::ReadPreflightFacts());
     if (!facts) {
       facts = tuner::ReadBudgetFacts(machine.cgroup_mem_limit_bytes, machine.usable_cpus, BatchBytes(config));
+      tuner::node::ShareBudget(ranks, &*facts);
     }
 
     std::unique_ptr<device::Device> device;
@@ -286,12 +294,18 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
       run.version = kVersion;
       run.started_at = NowIso8601();
       run.calibration_json = RunJson(workload.calibration_json, *facts, max_workers, nullptr);
+      if (!preflight.empty()) {  // stored with the run; RunJson keeps it at the end
+        auto j = nlohmann::json::parse(run.calibration_json);
+        j["preflight"] = preflight;
+        run.calibration_json = j.dump();
+      }
       run.id = store->BeginRun(run);
     }
     progress.Note("feedtune sweep: " + config.name + " on " + device->description() + ", run " +
                   std::to_string(run.id) + " in " + db_path +
                   (resuming ? " (resuming: " + std::to_string(stored.size()) + " stored trials)" : ""));
     progress.Note(workload.description);
+    for (const std::string& warning : preflight) progress.Note("feedtune: warning: " + warning);
     progress.Note(why);
     progress.Note("budgets: memory " + G(config.sweep.budget.memory_fraction) + " x " +
                   MiB(facts->mem_available_bytes) + " available, /dev/shm " + G(config.sweep.budget.shm_fraction) +
@@ -539,6 +553,7 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
                         {"batches_per_epoch", t.batches_per_epoch ? nlohmann::json(*t.batches_per_epoch)
                                                                   : nlohmann::json(nullptr)},
                         {"repeats", t.repeats}};
+    if (t.node) j["node"] = nlohmann::json::parse(results::NodeFiguresJson(*t.node));  // sweep.ranks > 1
     std::cout << j.dump() << "\n";
   } else if (t.status == "ok") {
     // A figure the workload did not measure (a command's) reads "not measured".
@@ -562,6 +577,7 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
                  " MiB each";
     }
     if (!workers.empty()) std::printf("workers: %s\n", workers.c_str());
+    if (t.node) std::fputs(results::NodeFiguresText(*t.node, "").c_str(), stdout);
   }
   if (t.status != "ok") {
     std::cerr << "feedtune: trial failed: " << t.error.value_or("unknown error") << "\n";

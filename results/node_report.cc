@@ -1,0 +1,163 @@
+#include "results/node_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+namespace feedtune::results {
+namespace {
+
+using Json = nlohmann::json;
+
+Json Number(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
+
+std::string Fixed(double v, int decimals) {
+  if (!std::isfinite(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string Pad(std::string text, size_t width) {
+  if (text.size() < width) text.append(width - text.size(), ' ');
+  return text;
+}
+
+}  // namespace
+
+std::string NodeFiguresJson(const NodeFigures& node) {
+  Json ranks = Json::array();
+  for (const RankRecord& r : node.rank_rows) {
+    ranks.push_back({{"rank", r.rank},
+                     {"pid", r.pid},
+                     {"status", r.status},
+                     {"error", r.error ? Json(*r.error) : Json(nullptr)},
+                     {"samples_per_s", Number(r.samples_per_s)},
+                     {"gpu_idle_frac", Number(r.gpu_idle_frac)},
+                     {"wait_p50_us", Number(r.wait_p50_us)},
+                     {"wait_p99_us", Number(r.wait_p99_us)},
+                     {"cpu_mask", r.cpu_mask},
+                     {"worker_cpu_masks", r.worker_cpu_masks},
+                     {"processes", r.processes},
+                     {"threads", r.threads},
+                     {"shm_bytes", r.shm_bytes}});
+  }
+  return Json{{"ranks", node.ranks},
+              {"slowest_rank_samples_per_s", Number(node.slowest_rank_samples_per_s)},
+              {"rank_spread", Number(node.rank_spread)},
+              {"processes", node.processes},
+              {"threads", node.threads},
+              {"shm_bytes", node.shm_bytes},
+              {"per_rank", ranks}}
+      .dump();
+}
+
+std::string NodeFiguresText(const NodeFigures& node, const std::string& indent) {
+  std::string text = indent + std::to_string(node.ranks) + " ranks: slowest rank " +
+                     Fixed(node.slowest_rank_samples_per_s, 1) + " samples/s, spread " +
+                     Fixed(node.rank_spread * 100, 1) + "%; node: " + std::to_string(node.processes) +
+                     " processes, " + std::to_string(node.threads) + " threads, " +
+                     Fixed(static_cast<double>(node.shm_bytes) / (1 << 20), 1) + " MiB shared memory\n";
+  text += indent + "rank  pid       samples/s  GPU idle %  wait p50 ms  wait p99 ms  CPUs (rank | workers)\n";
+  for (const RankRecord& r : node.rank_rows) {
+    text += indent + Pad(std::to_string(r.rank), 6) + Pad(std::to_string(r.pid), 10) +
+            Pad(Fixed(r.samples_per_s, 1), 11) + Pad(Fixed(r.gpu_idle_frac * 100, 1), 12) +
+            Pad(Fixed(r.wait_p50_us / 1000, 2), 13) + Pad(Fixed(r.wait_p99_us / 1000, 2), 13) + r.cpu_mask +
+            " | " + (r.worker_cpu_masks.empty() ? std::string("-") : r.worker_cpu_masks) + "\n";
+  }
+  return text;
+}
+
+std::vector<FormulaRow> NodeFormulas(const std::vector<TrialRecord>& trials, int usable_cpus) {
+  int ranks = 0;
+  for (const TrialRecord& t : trials) {
+    if (t.node) ranks = std::max(ranks, t.node->ranks);
+  }
+  if (ranks < 1 || usable_cpus < 1) return {};
+  const std::string cpus = std::to_string(usable_cpus), n = std::to_string(ranks);
+  std::vector<FormulaRow> rows = {
+      {"Lightning", "max(1, " + cpus + " // " + n + " - 1)", std::max(1, usable_cpus / ranks - 1), {}, {}},
+      {"cpus // ranks", cpus + " // " + n, usable_cpus / ranks, {}, {}},
+      {"timm", "4", 4, {}, {}},
+  };
+  for (FormulaRow& row : rows) {
+    for (const TrialRecord& t : trials) {
+      if (t.status != "ok" || !t.node || t.knobs.num_workers != row.workers) continue;
+      if (!row.samples_per_s || t.samples_per_s > *row.samples_per_s) {
+        row.samples_per_s = t.samples_per_s;
+        row.trial_id = t.id;
+      }
+    }
+  }
+  return rows;
+}
+
+std::string NodeFormulasText(const std::vector<FormulaRow>& rows, std::optional<double> knee,
+                             const std::string& indent) {
+  std::string text;
+  for (const FormulaRow& row : rows) {
+    text += indent + Pad(row.name + ":", 15) + Pad(row.rule, 22) + "-> " + Pad(std::to_string(row.workers), 3) +
+            " workers per rank: ";
+    if (!row.samples_per_s) {
+      text += "not measured in this run\n";
+      continue;
+    }
+    text += Fixed(*row.samples_per_s, 1) + " samples/s (trial " + std::to_string(*row.trial_id) + ")";
+    if (knee && *knee > 0) text += ", " + Fixed((*row.samples_per_s / *knee - 1) * 100, 1) + "% against the knee";
+    text += "\n";
+  }
+  return text;
+}
+
+std::string NodeFormulasJson(const std::vector<FormulaRow>& rows, std::optional<double> knee) {
+  Json out = Json::array();
+  for (const FormulaRow& row : rows) {
+    out.push_back({{"formula", row.name},
+                   {"rule", row.rule},
+                   {"num_workers", row.workers},
+                   {"trial", row.trial_id ? Json(*row.trial_id) : Json(nullptr)},
+                   {"samples_per_s", row.samples_per_s ? Number(*row.samples_per_s) : Json(nullptr)},
+                   {"gap_to_knee", row.samples_per_s && knee && *knee > 0 ? Number(*row.samples_per_s / *knee - 1)
+                                                                         : Json(nullptr)}});
+  }
+  return out.dump();
+}
+
+namespace {
+
+// Whether the ranks ran on different CPU masks (cpu_binding split).
+bool BoundApart(const NodeFigures& node) {
+  for (const RankRecord& r : node.rank_rows) {
+    if (r.cpu_mask != node.rank_rows.front().cpu_mask) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string NodeLaunchText(const NodeFigures& node, const std::string& prefix) {
+  std::string text = prefix + "Measured as a node of " + std::to_string(node.ranks) +
+                     " ranks, one DataLoader per rank with these settings each. Launch it so:\n";
+  text += prefix + "  torchrun --nproc_per_node " + std::to_string(node.ranks) + " --redirects 3 your_train.py\n";
+  if (BoundApart(node)) {
+    text += prefix + "Each rank was bound to its own CPUs (cpu_binding split); bind the same way, e.g.\n";
+    for (const RankRecord& r : node.rank_rows) {
+      text += prefix + "  rank " + std::to_string(r.rank) + ": taskset -c " + r.cpu_mask +
+              "  (or os.sched_setaffinity(0, ...) at the rank's start)\n";
+    }
+  }
+  return text;
+}
+
+std::string NodeLaunchEnv(const NodeFigures& node) {
+  std::string env = "FEEDTUNE_NPROC_PER_NODE=" + std::to_string(node.ranks) + "\n";
+  if (BoundApart(node)) {
+    for (const RankRecord& r : node.rank_rows) {
+      env += "FEEDTUNE_RANK" + std::to_string(r.rank) + "_CPUS=" + r.cpu_mask + "\n";
+    }
+  }
+  return env;
+}
+
+}  // namespace feedtune::results

@@ -1,0 +1,49 @@
+// How a node trial's figures (records.h: NodeFigures, sweep.ranks > 1) are
+// shown: one JSON object for `report --format json` and `trial --json`, and a
+// per-rank table for the text and HTML reports and `trial`. Stateless.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "results/records.h"
+
+namespace feedtune::results {
+
+// {"ranks", "slowest_rank_samples_per_s", "rank_spread", "processes",
+//  "threads", "shm_bytes", "per_rank": [{"rank", "pid", "status", "error",
+//  "samples_per_s", "gpu_idle_frac", "wait_p50_us", "wait_p99_us", "cpu_mask",
+//  "worker_cpu_masks", "processes", "threads", "shm_bytes"}]}
+std::string NodeFiguresJson(const NodeFigures& node);
+
+// A summary line and one row per rank, each line starting with `indent`.
+std::string NodeFiguresText(const NodeFigures& node, const std::string& indent);
+
+// What the usual formulas would pick for num_workers per rank on this node,
+// beside what that setting measured in the run (a node run's trials).
+struct FormulaRow {
+  std::string name;  // "Lightning", "cpus // ranks", "timm"
+  std::string rule;  // the formula with this node's numbers
+  int workers = 0;
+  std::optional<int64_t> trial_id;       // the best ok trial at that worker count
+  std::optional<double> samples_per_s;   // its aggregate; unset: not measured
+};
+
+// Empty unless the run's trials are node trials. `usable_cpus`: the machine's.
+std::vector<FormulaRow> NodeFormulas(const std::vector<TrialRecord>& trials, int usable_cpus);
+// Text lines (with the gap to `knee_samples_per_s` when known) and JSON.
+std::string NodeFormulasText(const std::vector<FormulaRow>& rows, std::optional<double> knee_samples_per_s,
+                             const std::string& indent);
+std::string NodeFormulasJson(const std::vector<FormulaRow>& rows, std::optional<double> knee_samples_per_s);
+
+// For `export`: how to launch the measured node, each line starting with
+// `prefix` ("# " in Python, "" in env files): the rank count for torchrun,
+// and each rank's CPUs as a taskset line when the ranks were bound apart.
+std::string NodeLaunchText(const NodeFigures& node, const std::string& prefix);
+
+// For `export --format env`: FEEDTUNE_NPROC_PER_NODE and, when bound apart,
+// FEEDTUNE_RANK<r>_CPUS per rank.
+std::string NodeLaunchEnv(const NodeFigures& node);
+
+}  // namespace feedtune::results

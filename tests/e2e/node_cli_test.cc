@@ -1,0 +1,96 @@
+// End to end: node trials (sweep.ranks > 1) through the feedtune binary.
+// `trial --json` carries the node's figures and one row per rank; a sweep
+// started under `taskset -c 0` warns about the narrowed CPU mask before any
+// trial and stores the warning with the run.
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "results/store.h"
+#include "tests/common/run_feedtune.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kConfig = R"(name: node-e2e
+workload: {kind: synthetic, samples: 1024, sample_bytes: 4096, cpu_us_per_sample: 0,
+           io_us_per_sample: 500, jitter: 0}
+loader: {batch_size: 8}
+device: {backend: host-sim, step_us: 500}
+sweep: {ranks: 2, max_workers: 1, prefetch_factors: [2], repeats: 1, warmup_batches: 1,
+        measure_seconds: 0.2}
+)";
+
+class NodeCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("feedtune-node-e2e-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "node.yaml") << kConfig;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(NodeCli, TrialJsonCarriesTheNodeAndEveryRank) {
+  const auto r = feedtune::testing_util::RunFeedtune(
+      "trial " + (dir_ / "node.yaml").string() + " --set loader.num_workers=1 --json", dir_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("node")) << r.out;
+  const auto& node = j["node"];
+  EXPECT_EQ(node["ranks"], 2);
+  ASSERT_EQ(node["per_rank"].size(), 2u);
+  std::set<int64_t> pids;
+  double sum = 0;
+  for (const auto& rank : node["per_rank"]) {
+    EXPECT_EQ(rank["status"], "ok");
+    pids.insert(rank["pid"].get<int64_t>());
+    sum += rank["samples_per_s"].get<double>();
+    // The rank, its fork server and its one worker.
+    EXPECT_GE(rank["processes"].get<int>(), 3) << rank.dump();
+    EXPECT_FALSE(rank["cpu_mask"].get<std::string>().empty());
+  }
+  EXPECT_EQ(pids.size(), 2u);
+  // Lockstep ranks: the aggregate is close to the sum of the ranks' rates.
+  EXPECT_NEAR(j["samples_per_s"].get<double>() / sum, 1.0, 0.15) << r.out;
+  EXPECT_GE(node["processes"].get<int>(), 7);  // the tuner and two trees of three
+}
+
+TEST_F(NodeCli, ANarrowedCpuMaskIsWarnedBeforeAnyTrialAndStoredWithTheRun) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  if (CPU_COUNT(&set) < 2 || !CPU_ISSET(0, &set)) GTEST_SKIP() << "needs CPU 0 and one more in this test's mask";
+  if (std::system("command -v taskset >/dev/null 2>&1") != 0) GTEST_SKIP() << "taskset is not installed";
+  const fs::path db = dir_ / "r.db";
+  const std::string cmd = "taskset -c 0 " + std::string(FEEDTUNE_BINARY) + " sweep " +
+                          (dir_ / "node.yaml").string() + " --db " + db.string() + " >" + (dir_ / "out").string() +
+                          " 2>" + (dir_ / "err").string();
+  const int status = std::system(cmd.c_str());
+  const std::string err = feedtune::testing_util::ReadFile(dir_ / "err");
+  ASSERT_EQ(WEXITSTATUS(status), 0) << err;
+  const auto warning = err.find("feedtune: warning: CPU mask: feedtune may use 1 of the");
+  ASSERT_NE(warning, std::string::npos) << err;
+  // Before the first trial's progress line.
+  const auto first_trial = err.find("baseline");
+  EXPECT_LT(warning, first_trial) << err;
+  EXPECT_NE(err.find("ranks: 2 ranks on 1 usable CPUs"), std::string::npos) << err;
+
+  const auto store = feedtune::results::Store::Open(db.string());
+  const auto runs = store.LoadRuns();
+  ASSERT_EQ(runs.size(), 1u);
+  const auto calibration = nlohmann::json::parse(runs[0].calibration_json);
+  ASSERT_TRUE(calibration.contains("preflight")) << runs[0].calibration_json;
+  EXPECT_EQ(calibration["preflight"][0].get<std::string>().rfind("CPU mask: feedtune may use 1 of the", 0), 0u);
+}
+
+}  // namespace

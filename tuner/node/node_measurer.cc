@@ -1,0 +1,565 @@
+#include "tuner/node/node_measurer.h"
+
+#include <dirent.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <system_error>
+#include <thread>
+
+#include "tuner/measurer_factory.h"
+#include "tuner/node/rank_facts.h"
+#include "tuner/node/rank_wire.h"
+#include "tuner/stats.h"
+
+namespace feedtune::tuner::node {
+namespace {
+
+// A whole line to a socket; MSG_NOSIGNAL: a dead peer is an error, not SIGPIPE.
+bool SendLine(int fd, const std::string& line) {
+  const std::string data = line + "\n";
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Takes one line out of `buffer` if it holds one.
+bool TakeLine(std::string& buffer, std::string* line) {
+  const auto nl = buffer.find('\n');
+  if (nl == std::string::npos) return false;
+  *line = buffer.substr(0, nl);
+  buffer.erase(0, nl + 1);
+  return true;
+}
+
+// Reads into `buffer` once; false at EOF or error.
+bool ReadSome(int fd, std::string& buffer) {
+  char chunk[65536];
+  while (true) {
+    const ssize_t n = recv(fd, chunk, sizeof chunk, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    buffer.append(chunk, static_cast<size_t>(n));
+    return true;
+  }
+}
+
+std::string ExitCause(int status) {
+  if (WIFSIGNALED(status)) {
+    const char* name = sigabbrev_np(WTERMSIG(status));
+    return std::string("killed by SIG") + (name != nullptr ? name : std::to_string(WTERMSIG(status)));
+  }
+  return "exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+}  // namespace
+
+int VisibleGpuCount() {
+  int present = 0;
+  if (DIR* dir = opendir("/proc/driver/nvidia/gpus")) {
+    while (dirent* entry = readdir(dir)) {
+      if (entry->d_name[0] != '.') ++present;
+    }
+    closedir(dir);
+  }
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible == nullptr) return present;
+  int listed = 0;
+  std::stringstream list(visible);
+  for (std::string item; std::getline(list, item, ',');) {
+    if (!item.empty()) ++listed;
+  }
+  return std::min(listed, present);
+}
+
+namespace {
+
+// Rank r sees one GPU: the r-th of CUDA_VISIBLE_DEVICES, else GPU r.
+void SelectGpu(int rank) {
+  std::string chosen = std::to_string(rank);
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr && *visible != '\0') {
+    std::stringstream list(visible);
+    int i = 0;
+    for (std::string item; std::getline(list, item, ','); ++i) {
+      if (i == rank) chosen = item;
+    }
+  }
+  setenv("CUDA_VISIBLE_DEVICES", chosen.c_str(), 1);
+}
+
+void BindToCpus(const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int cpu : cpus) CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) {
+    throw std::system_error(errno, std::generic_category(), "sched_setaffinity for cpu_binding split");
+  }
+}
+
+// A rank's side of the barrier, and what it reads of its own tree.
+class BarrierSync final : public RankSync {
+ public:
+  BarrierSync(RankBarrier& barrier, bool every_step, const std::atomic<bool>* stop)
+      : barrier_(barrier), every_step_(every_step), stop_(stop) {}
+
+  void WindowStart() override { barrier_.Arrive(false, stop_); }
+  bool AfterStep(bool my_done) override { return every_step_ ? barrier_.Arrive(my_done, stop_) : my_done; }
+  void WindowEnd() override {
+    TreeFacts f = ReadTreeFacts(getpid());
+    // The fullest moment: all workers up (they may stop at an epoch's end).
+    if (f.processes >= facts_.processes) facts_ = std::move(f);
+  }
+
+  void Reset() { facts_ = TreeFacts{}; }
+  const TreeFacts& facts() const { return facts_; }
+
+ private:
+  RankBarrier& barrier_;
+  const bool every_step_;
+  const std::atomic<bool>* const stop_;
+  TreeFacts facts_;
+};
+
+// The rank process: opens its workload and device, then measures each trial
+// the tuner asks for until told to quit. Never returns.
+// A rank's stop flag, raised by its own SIGINT/SIGTERM handler. The one
+// mutable global here: a signal handler can reach nothing else.
+std::atomic<bool> rank_stop{false};
+
+void OnRankSignal(int) { rank_stop.store(true); }
+
+[[noreturn]] void RankMain(int rank, int world_size, SweepConfig config, int fd, RankBarrier& barrier,
+                           const RankConfigFn& adjust, const std::vector<int>& usable_cpus) {
+  std::string buffer, line;
+  const std::atomic<bool>* stop = &rank_stop;
+  struct sigaction action {};
+  action.sa_handler = OnRankSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  try {
+    config.sweep.ranks = 1;
+    config.loader.rank = rank;
+    config.loader.world_size = world_size;
+    if (adjust) adjust(rank, config);
+    if (config.device.backend != device::BackendChoice::kHostSim) SelectGpu(rank);
+    // Before the fork server exists: it and every worker inherit the mask.
+    if (config.sweep.cpu_binding == CpuBinding::kSplit) BindToCpus(SplitShare(usable_cpus, rank, world_size));
+    const OpenedWorkload workload = OpenWorkload(config);
+    std::string note;
+    const std::unique_ptr<device::Device> device = device::CreateDevice(config.device, &note);
+    TrialRunner runner(config, *device, workload.dataset, stop, workload.fork_server);
+    BarrierSync sync(barrier, config.device.rank_barrier, stop);
+    runner.set_rank_sync(&sync);
+    SendLine(fd, nlohmann::json{{"ready", true},
+                                {"backend", device->backend_name()},
+                                {"device", device->description()},
+                                {"workload", workload.description}}
+                     .dump());
+    while (true) {
+      while (!TakeLine(buffer, &line)) {
+        if (!ReadSome(fd, buffer)) _exit(0);  // the tuner is gone
+      }
+      if (line == "quit") _exit(0);
+      loader::Knobs knobs;
+      TrialPlan plan;
+      ParseRequest(line, &knobs, &plan);
+      sync.Reset();
+      results::TrialRecord trial;
+      try {
+        trial = runner.MeasurePlanned(knobs, plan);
+      } catch (const Interrupted&) {
+        barrier.Break(rank);
+        rank_stop.store(false);  // the tuner decides whether the sweep ends
+        SendLine(fd, R"({"interrupted": true})");
+        continue;
+      }
+      // Wakes the ranks waiting for this one (the first to break is the cause).
+      if (trial.status != "ok") barrier.Break(rank);
+      results::RankRecord facts;
+      facts.pid = getpid();
+      facts.cpu_mask = sync.facts().cpu_mask.empty() ? CpuListOfProcess(getpid()) : sync.facts().cpu_mask;
+      facts.worker_cpu_masks = sync.facts().worker_cpu_masks;
+      facts.processes = sync.facts().processes;
+      facts.threads = sync.facts().threads;
+      facts.shm_bytes = sync.facts().shm_bytes;
+      std::string warning = runner.last_warning();
+      std::string out = RecordLine(trial, facts);
+      if (!warning.empty()) {
+        auto j = nlohmann::json::parse(out);
+        j["warning"] = warning;
+        out = j.dump();
+      }
+      if (!SendLine(fd, out)) _exit(0);
+    }
+  } catch (const std::exception& e) {
+    SendLine(fd, nlohmann::json{{"ready", false}, {"error", e.what()}}.dump());
+  } catch (...) {
+    SendLine(fd, R"({"ready": false, "error": "unknown error"})");
+  }
+  _exit(3);
+}
+
+double Median0(std::vector<double> v) { return v.empty() ? std::numeric_limits<double>::quiet_NaN() : Median(v); }
+
+int OwnThreads() {
+  int n = 0;
+  if (DIR* dir = opendir("/proc/self/task")) {
+    while (dirent* entry = readdir(dir)) {
+      if (entry->d_name[0] != '.') ++n;
+    }
+    closedir(dir);
+  }
+  return n;
+}
+
+}  // namespace
+
+std::vector<int> SplitShare(const std::vector<int>& cpus, int rank, int ranks) {
+  const size_t n = cpus.size();
+  if (n == 0 || ranks < 1) return {};
+  if (static_cast<size_t>(ranks) > n) return {cpus[static_cast<size_t>(rank) % n]};
+  const size_t begin = static_cast<size_t>(rank) * n / static_cast<size_t>(ranks);
+  const size_t end = static_cast<size_t>(rank + 1) * n / static_cast<size_t>(ranks);
+  return std::vector<int>(cpus.begin() + static_cast<std::ptrdiff_t>(begin),
+                          cpus.begin() + static_cast<std::ptrdiff_t>(end));
+}
+
+std::vector<int> AffinityCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+int ResolveRanks(const SweepConfig& config) {
+  if (config.sweep.ranks > 0) return config.sweep.ranks;
+  if (config.workload.kind == workloads::WorkloadKind::kCommand) return 1;
+  if (config.device.backend == device::BackendChoice::kHostSim) return 1;
+  return std::max(1, VisibleGpuCount());
+}
+
+results::TrialRecord AggregateRanks(const loader::Knobs& knobs, const std::vector<results::TrialRecord>& ranks,
+                                    std::vector<results::RankRecord> rows) {
+  results::TrialRecord node;
+  node.knobs = knobs;
+  const size_t repeats = ranks.empty() ? 0 : ranks[0].repeat_rows.size();
+  std::vector<double> rates, mbps;
+  for (size_t i = 0; i < repeats; ++i) {
+    double samples = 0, bytes = 0, longest = 0;
+    for (const auto& r : ranks) {
+      if (i >= r.repeat_rows.size()) continue;
+      const auto& rep = r.repeat_rows[i];
+      samples += rep.samples_per_s * rep.wall_s;
+      bytes += rep.mb_per_s * rep.wall_s;
+      longest = std::max(longest, rep.wall_s);
+    }
+    results::RepeatRecord rep;
+    rep.index = static_cast<int>(i);
+    rep.wall_s = longest;
+    rep.samples_per_s = longest > 0 ? samples / longest : 0;
+    rep.mb_per_s = longest > 0 ? bytes / longest : 0;
+    std::vector<double> idles, p50s, p99s;
+    for (const auto& r : ranks) {
+      if (i >= r.repeat_rows.size()) continue;
+      idles.push_back(r.repeat_rows[i].gpu_idle_frac);
+      p50s.push_back(r.repeat_rows[i].wait_p50_us);
+      p99s.push_back(r.repeat_rows[i].wait_p99_us);
+    }
+    rep.gpu_idle_frac = Median0(idles);
+    rep.wait_p50_us = Median0(p50s);
+    rep.wait_p99_us = p99s.empty() ? 0 : *std::max_element(p99s.begin(), p99s.end());
+    node.repeat_rows.push_back(rep);
+    rates.push_back(rep.samples_per_s);
+    mbps.push_back(rep.mb_per_s);
+  }
+  if (!rates.empty()) {
+    const Summary s = Summarize(rates);
+    for (size_t i = 0; i < s.outliers.size(); ++i) node.repeat_rows[i].outlier = s.outliers[i];
+    node.samples_per_s = s.median;
+    node.cv = s.cv;
+    node.ci_low = s.ci_low;
+    node.ci_high = s.ci_high;
+    node.mb_per_s = Median(mbps);
+  }
+  // The node's GPU idle and waits: the ranks' mean idle, median p50 and worst p99.
+  double idle_sum = 0, busy_sum = 0;
+  std::vector<double> p50s;
+  for (const auto& r : ranks) {
+    idle_sum += r.gpu_idle_frac;
+    busy_sum += std::isfinite(r.worker_busy_frac) ? r.worker_busy_frac : 0;
+    p50s.push_back(r.wait_p50_us);
+    node.wait_p99_us = std::max(node.wait_p99_us, r.wait_p99_us);
+    node.copy_s += r.copy_s;
+    node.cpu_util += r.cpu_util;
+    node.peak_rss_bytes = std::max(node.peak_rss_bytes, r.peak_rss_bytes);  // per rank: preflight.h
+    node.worker_startup_s = std::max(node.worker_startup_s, r.worker_startup_s);
+    node.time_to_first_batch_s = std::max(node.time_to_first_batch_s, r.time_to_first_batch_s);
+    node.pinned_alloc_s = std::max(node.pinned_alloc_s, r.pinned_alloc_s);
+    if (std::isfinite(r.epoch_boundary_ms)) {
+      node.epoch_boundary_ms = std::max(std::isfinite(node.epoch_boundary_ms) ? node.epoch_boundary_ms : 0.0,
+                                        r.epoch_boundary_ms);
+    }
+  }
+  const double n = std::max<double>(1, static_cast<double>(ranks.size()));
+  node.gpu_idle_frac = idle_sum / n;
+  node.worker_busy_frac = busy_sum / n;
+  node.wait_p50_us = Median0(p50s);
+  node.repeats = ranks.empty() ? 0 : ranks[0].repeats;
+  if (!ranks.empty()) node.batches_per_epoch = ranks[0].batches_per_epoch;
+  if (ranks.empty() || std::none_of(ranks.begin(), ranks.end(),
+                                    [](const auto& r) { return std::isfinite(r.epoch_boundary_ms); })) {
+    node.epoch_boundary_ms = std::numeric_limits<double>::quiet_NaN();
+  }
+
+  results::NodeFigures figures;
+  figures.ranks = static_cast<int>(rows.size());
+  double fastest = 0, slowest = std::numeric_limits<double>::infinity();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    rows[r].rank = static_cast<int>(r);
+    fastest = std::max(fastest, rows[r].samples_per_s);
+    slowest = std::min(slowest, rows[r].samples_per_s);
+    figures.processes += rows[r].processes;
+    figures.threads += rows[r].threads;
+    figures.shm_bytes += rows[r].shm_bytes;
+  }
+  figures.slowest_rank_samples_per_s = rows.empty() ? 0 : slowest;
+  figures.rank_spread = fastest > 0 ? (fastest - figures.slowest_rank_samples_per_s) / fastest : 0;
+  figures.rank_rows = std::move(rows);
+  node.node = std::move(figures);
+  node.status = "ok";
+  return node;
+}
+
+RankSet::RankSet(const SweepConfig& config, int ranks, RankConfigFn adjust)
+    : config_(config), barrier_(std::make_unique<RankBarrier>(ranks)) {
+  const pid_t tuner = getpid();
+  const std::vector<int> usable_cpus = AffinityCpus();
+  for (int r = 0; r < ranks; ++r) {
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+      throw std::system_error(errno, std::generic_category(), "socketpair for rank " + std::to_string(r));
+    }
+    const pid_t pid = fork();
+    if (pid < 0) {
+      close(fds[0]);
+      close(fds[1]);
+      throw std::system_error(errno, std::generic_category(), "fork of rank " + std::to_string(r));
+    }
+    if (pid == 0) {
+      // The rank dies with the tuner; it keeps no end of another rank's socket,
+      // so a rank's death is seen as its own socket's end.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != tuner) _exit(3);
+      close(fds[0]);
+      for (const Rank& other : ranks_) close(other.request_fd);
+      RankMain(r, ranks, config, fds[1], *barrier_, adjust, usable_cpus);
+    }
+    close(fds[1]);
+    Rank rank;
+    rank.index = r;
+    rank.pid = pid;
+    rank.request_fd = rank.response_fd = fds[0];
+    ranks_.push_back(std::move(rank));
+  }
+}
+
+RankSet::~RankSet() {
+  for (Rank& r : ranks_) {
+    if (!r.exited) SendLine(r.request_fd, "quit");
+    close(r.request_fd);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (Rank& r : ranks_) {
+    while (!r.exited && std::chrono::steady_clock::now() < deadline) {
+      Reap(r, false);
+      if (!r.exited) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (!r.exited) {
+      kill(r.pid, SIGKILL);
+      Reap(r, true);
+    }
+  }
+}
+
+std::vector<pid_t> RankSet::pids() const {
+  std::vector<pid_t> out;
+  for (const Rank& r : ranks_) out.push_back(r.pid);
+  return out;
+}
+
+void RankSet::Reap(Rank& rank, bool block) {
+  if (rank.exited) return;
+  int status = 0;
+  pid_t got;
+  do {
+    got = waitpid(rank.pid, &status, block ? 0 : WNOHANG);
+  } while (got < 0 && errno == EINTR);
+  if (got == rank.pid) {
+    rank.exited = true;
+    rank.exit_cause = ExitCause(status);
+  } else if (got < 0) {
+    rank.exited = true;
+    rank.exit_cause = "gone (" + std::string(std::strerror(errno)) + ")";
+  }
+}
+
+void RankSet::ReadLines(std::vector<std::string>* lines) {
+  lines->assign(ranks_.size(), std::string());
+  std::vector<size_t> pending;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    if (!ranks_[i].exited) pending.push_back(i);
+  }
+  while (!pending.empty()) {
+    std::vector<pollfd> fds;
+    for (size_t i : pending) fds.push_back({ranks_[i].response_fd, POLLIN, 0});
+    poll(fds.data(), fds.size(), 50);
+    std::vector<size_t> still;
+    for (size_t k = 0; k < pending.size(); ++k) {
+      Rank& rank = ranks_[pending[k]];
+      bool open = true;
+      if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) != 0) open = ReadSome(rank.response_fd, rank.buffer);
+      if (TakeLine(rank.buffer, &(*lines)[pending[k]])) continue;
+      Reap(rank, /*block=*/!open);
+      if (rank.exited) {
+        // Every rank waiting at the barrier for this one wakes and fails.
+        barrier_->Break(-1);
+        continue;
+      }
+      still.push_back(pending[k]);
+    }
+    // Interrupted: the ranks got the signal too; a broken barrier ends their waits.
+    if (stop_ != nullptr && stop_->load(std::memory_order_relaxed) && !barrier_->broken()) barrier_->Break(-1);
+    pending = std::move(still);
+  }
+}
+
+void RankSet::WaitReady() {
+  if (ready_) return;
+  if (!down_.empty()) throw std::runtime_error(down_);
+  std::vector<std::string> lines;
+  ReadLines(&lines);
+  std::vector<std::string> described;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    const Rank& r = ranks_[i];
+    const auto j = nlohmann::json::parse(lines[i], nullptr, /*allow_exceptions=*/false);
+    std::string error;
+    if (r.exited && lines[i].empty()) {
+      error = "rank " + std::to_string(i) + " (pid " + std::to_string(r.pid) + ") " + r.exit_cause +
+              " while opening its workload";
+    } else if (!j.is_object() || !j.value("ready", false)) {
+      error = "rank " + std::to_string(i) + " could not start: " +
+              (j.is_object() ? j.value("error", std::string("no reason given")) : lines[i]);
+    }
+    if (!error.empty()) {
+      down_ = error;
+      throw std::runtime_error(error);
+    }
+    if (i == 0) {
+      description_ = std::to_string(ranks_.size()) + " ranks, each " + j.value("workload", std::string()) +
+                     " on its own " + j.value("device", std::string());
+    }
+  }
+  ready_ = true;
+}
+
+results::TrialRecord RankSet::Measure(const loader::Knobs& knobs, const TrialPlan& plan) {
+  results::TrialRecord failed;
+  failed.knobs = knobs;
+  failed.status = "failed";
+  last_warning_.clear();
+  try {
+    WaitReady();
+  } catch (const std::exception& e) {
+    failed.error = e.what();
+    return failed;
+  }
+  if (!down_.empty()) {
+    failed.error = down_;
+    return failed;
+  }
+  barrier_->Reset();
+  const std::string request = RequestLine(knobs, plan);
+  for (Rank& r : ranks_) SendLine(r.request_fd, request);  // a dead rank is found below
+  std::vector<std::string> lines;
+  ReadLines(&lines);
+
+  std::vector<results::TrialRecord> trials(ranks_.size());
+  std::vector<results::RankRecord> rows(ranks_.size());
+  bool interrupted = stop_ != nullptr && stop_->load(std::memory_order_relaxed);
+  std::string dead, first_error;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    const Rank& r = ranks_[i];
+    if (lines[i].empty()) {
+      if (dead.empty()) {
+        dead = "rank " + std::to_string(i) + " (pid " + std::to_string(r.pid) + ") died during the trial: " +
+               r.exit_cause;
+      }
+      continue;
+    }
+    const auto j = nlohmann::json::parse(lines[i], nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.value("interrupted", false)) {
+      interrupted = true;
+      continue;
+    }
+    try {
+      ParseRecord(lines[i], &trials[i], &rows[i]);
+    } catch (const std::exception& e) {
+      trials[i].status = "failed";
+      trials[i].error = e.what();
+    }
+    rows[i].rank = static_cast<int>(i);
+    if (j.is_object() && j.contains("warning") && last_warning_.empty()) {
+      last_warning_ = "rank " + std::to_string(i) + ": " + j["warning"].get<std::string>();
+    }
+    if (trials[i].status != "ok" && first_error.empty()) {
+      first_error = "rank " + std::to_string(i) + ": " + trials[i].error.value_or("failed");
+    }
+  }
+  if (interrupted) throw Interrupted();
+  if (!dead.empty()) {
+    down_ = dead + "; the node's later trials cannot run (start the sweep again)";
+    failed.error = down_;
+    return failed;
+  }
+  // The root cause: the rank that broke the barrier, not those it woke.
+  const int by = barrier_->broken_by();
+  if (barrier_->broken() && by >= 0 && static_cast<size_t>(by) < trials.size() && trials[by].status != "ok") {
+    failed.error = "rank " + std::to_string(by) + ": " + trials[by].error.value_or("failed");
+    return failed;
+  }
+  if (!first_error.empty()) {
+    failed.error = first_error;
+    return failed;
+  }
+  results::TrialRecord node = AggregateRanks(knobs, trials, std::move(rows));
+  node.node->processes += 1;  // the tuner itself
+  node.node->threads += OwnThreads();
+  return node;
+}
+
+}  // namespace feedtune::tuner::node

@@ -1,0 +1,104 @@
+#include "tuner/node/rank_facts.h"
+
+#include <dirent.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <vector>
+
+namespace feedtune::tuner::node {
+namespace {
+
+struct Status {
+  long ppid = -1;
+  int threads = 0;
+  std::string cpus;
+};
+
+// /proc/PID/status: PPid, Threads and Cpus_allowed_list. getline, not a
+// stream iterator: a process that exits mid-read is simply gone.
+bool ReadStatus(const std::string& pid, Status* out) {
+  std::ifstream in("/proc/" + pid + "/status");
+  if (!in) return false;
+  std::string line;
+  bool any = false;
+  while (std::getline(in, line)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = line.substr(0, colon);
+    std::string value = line.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(" \t"));
+    if (key == "PPid") {
+      out->ppid = std::atol(value.c_str());
+      any = true;
+    } else if (key == "Threads") {
+      out->threads = std::atoi(value.c_str());
+    } else if (key == "Cpus_allowed_list") {
+      out->cpus = value;
+    }
+  }
+  return any;
+}
+
+int64_t MemfdBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  int64_t bytes = 0;
+  while (std::getline(in, line)) {
+    if (line.find("/memfd:") == std::string::npos) continue;
+    const auto dash = line.find('-');
+    const auto space = line.find(' ');
+    if (dash == std::string::npos || space == std::string::npos) continue;
+    const auto begin = std::strtoull(line.substr(0, dash).c_str(), nullptr, 16);
+    const auto end = std::strtoull(line.substr(dash + 1, space - dash - 1).c_str(), nullptr, 16);
+    bytes += static_cast<int64_t>(end - begin);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::string CpuListOfProcess(pid_t pid) {
+  Status s;
+  return ReadStatus(std::to_string(pid), &s) ? s.cpus : std::string();
+}
+
+TreeFacts ReadTreeFacts(pid_t pid) {
+  TreeFacts facts;
+  Status own;
+  if (!ReadStatus(std::to_string(pid), &own)) return facts;
+  facts.cpu_mask = own.cpus;
+  facts.processes = 1;
+  facts.threads = own.threads;
+  facts.shm_bytes = MemfdBytes(pid);
+
+  std::multimap<long, std::pair<long, Status>> by_parent;
+  if (DIR* dir = opendir("/proc")) {
+    while (dirent* entry = readdir(dir)) {
+      if (entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
+      Status s;
+      if (ReadStatus(entry->d_name, &s)) by_parent.emplace(s.ppid, std::make_pair(std::atol(entry->d_name), s));
+    }
+    closedir(dir);
+  }
+  std::set<std::string> masks;
+  std::vector<long> parents = {pid};
+  while (!parents.empty()) {
+    const long parent = parents.back();
+    parents.pop_back();
+    auto [first, last] = by_parent.equal_range(parent);
+    for (auto it = first; it != last; ++it) {
+      ++facts.processes;
+      facts.threads += it->second.second.threads;
+      masks.insert(it->second.second.cpus);
+      parents.push_back(it->second.first);
+    }
+  }
+  for (const std::string& m : masks) facts.worker_cpu_masks += (facts.worker_cpu_masks.empty() ? "" : "; ") + m;
+  return facts;
+}
+
+}  // namespace feedtune::tuner::node

@@ -1,0 +1,23 @@
+// The lines a rank process and the tuner exchange over their pipes (one JSON
+// object per line): a trial request (knobs and plan) and the rank's trial
+// record with its facts. NaN (not measured) travels as null.
+#pragma once
+
+#include <string>
+
+#include "loader/options.h"
+#include "results/records.h"
+#include "tuner/trial_runner.h"
+
+namespace feedtune::tuner::node {
+
+std::string RequestLine(const loader::Knobs& knobs, const TrialPlan& plan);
+// Throws std::runtime_error on a malformed line.
+void ParseRequest(const std::string& line, loader::Knobs* knobs, TrialPlan* plan);
+
+// A rank's record: the loader's figures plus `rank` (its RankRecord facts).
+std::string RecordLine(const results::TrialRecord& trial, const results::RankRecord& rank);
+// Throws std::runtime_error on a malformed line.
+void ParseRecord(const std::string& line, results::TrialRecord* trial, results::RankRecord* rank);
+
+}  // namespace feedtune::tuner::node
