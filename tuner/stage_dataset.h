@@ -63,6 +63,9 @@ class StageDataset final : public loader::Dataset {
   std::string BeforeRepeat() const override;
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
 
+  // The workload's own dataset (what tests and inspections look inside).
+  const loader::Dataset& inner() const { return *inner_; }
+
   void SetReadMode(ReadMode mode, int64_t transport_bytes = 0);
   // `files` are what kEvict evicts.
   void SetCachePolicy(CachePolicy policy, std::vector<std::string> files = {});

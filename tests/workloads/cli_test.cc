@@ -160,7 +160,8 @@ TEST_F(WorkloadCli, EveryConfigRunsEndToEnd) {
   }
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"cpu-bound", "files-shards", "files-small-files", "hdf5", "io-bound",
-                                             "jpeg-folder", "lmdb", "npy", "quickstart", "torch-probe"}));
+                                             "jpeg-folder", "lmdb", "node-2ranks", "npy", "quickstart",
+                                             "torch-probe"}));
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
     const std::string source = (configs / (name + ".yaml")).string();
@@ -173,6 +174,7 @@ TEST_F(WorkloadCli, EveryConfigRunsEndToEnd) {
     config.sweep.warmup_batches = 2;
     config.sweep.max_workers = 2;
     config.sweep.prefetch_factors = {2};
+    config.sweep.diagnose = false;  // the stage trials have their own tests (tests/tuner/diagnose_test.cc)
     if (config.workload.kind == workloads::WorkloadKind::kCommand) {
       // Short epochs: the persistent_workers trials of a serving probe measure whole epochs.
       std::vector<std::string>& argv = config.workload.command.argv;

@@ -345,7 +345,7 @@ TEST_F(FormatDatasetsTest, LmdbReturnsGenDataBytesAndWorkersReadEverySample) {
   tuner::SweepConfig config =
       tuner::ParseConfig("workload: {kind: lmdb, path: " + path + ", cpu_us_per_sample: 0}\n", "l.yaml");
   const tuner::OpenedWorkload opened = tuner::OpenWorkload(config);
-  const auto& dataset = dynamic_cast<const LmdbDataset&>(*opened.dataset);
+  const auto& dataset = dynamic_cast<const LmdbDataset&>(opened.stages->inner());
   EXPECT_TRUE(dataset.info().gen_data_keys);
   EXPECT_EQ(dataset.size(), 200);
   EXPECT_EQ(dataset.KeyOf(12), "000000012");
@@ -439,7 +439,7 @@ TEST_F(FormatDatasetsTest, LmdbReadaheadKeyIsHonoured) {
         "workload: {kind: lmdb, path: " + path + ", lmdb: {readahead: " + (readahead ? "true" : "false") + "}}\n",
         "l.yaml");
     const tuner::OpenedWorkload opened = tuner::OpenWorkload(config);
-    const auto& dataset = dynamic_cast<const LmdbDataset&>(*opened.dataset);
+    const auto& dataset = dynamic_cast<const LmdbDataset&>(opened.stages->inner());
     EXPECT_NE(dataset.Describe().find(readahead ? ", readahead on" : " | MDB_NORDAHEAD"), std::string::npos)
         << dataset.Describe();
     EXPECT_EQ(VmFlagsOfMapping(data), "");  // opened only to check and index: nothing mapped before the workers
