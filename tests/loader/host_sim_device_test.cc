@@ -133,9 +133,9 @@ TEST(HostSim, ShortModelledWaitsDoNotOversleep) {
   // A sleep for a 2 us copy used to cost the timer's slack (50 us) and more:
   // 86 ms for 1000 copies on the dev box. Spinning through short waits costs
   // their modelled 2 ms plus the host's own work (a 16 KB staging memcpy each):
-  // 3-5 ms, 10 ms under ASan with the machine loaded. The bound is 20 us per
-  // copy, well under one slack; the best of three rounds rides out a
-  // descheduled round.
+  // 3-5 ms, 10 ms under ASan, 21-33 ms under TSan with the machine loaded.
+  // The bound is 40 us per copy, half the sleeping path's 86; the best of
+  // three rounds rides out a descheduled round.
   auto d = MakeHostSimDevice(TinyOptions(0));
   std::vector<std::byte> src(kTinyBatchBytes);
   d->Prepare(src.size());
@@ -152,7 +152,7 @@ TEST(HostSim, ShortModelledWaitsDoNotOversleep) {
   }
   // Never shorter than the model: each blocking copy waits for its end.
   EXPECT_GE(best_s, kCopies * kTinyCopyS);
-  EXPECT_LT(best_s, kCopies * 20e-6) << "1000 copies of 2 us took " << best_s * 1e3 << " ms";
+  EXPECT_LT(best_s, kCopies * 40e-6) << "1000 copies of 2 us took " << best_s * 1e3 << " ms";
 }
 
 TEST(HostSim, LongerModelledWaitsEndOnTime) {
