@@ -68,10 +68,14 @@ class SyntheticDataset(Dataset):
 
 def torch_rate(profile, workers, seconds):
     sample_bytes, batch, cpu_us, io_us, samples = PROFILES[profile]
+    return loader_rate(SyntheticDataset(samples, sample_bytes, cpu_us, io_us), batch, workers, seconds)
+
+
+def loader_rate(dataset, batch, workers, seconds):
+    """Steady-state samples/s of a torch DataLoader over `dataset`, after 4 warm-up batches."""
     # torch 1.13 refuses prefetch_factor (even None) without workers: pass it only with them.
     extra = {"persistent_workers": True, "prefetch_factor": 2} if workers > 0 else {}
-    loader = DataLoader(SyntheticDataset(samples, sample_bytes, cpu_us, io_us), batch_size=batch, shuffle=True,
-                        drop_last=True, num_workers=workers, **extra)
+    loader = DataLoader(dataset, batch_size=batch, shuffle=True, drop_last=True, num_workers=workers, **extra)
     done, warm, start = 0, 0, None
     while True:
         for b in loader:

@@ -48,11 +48,11 @@ import lmdb
 import numpy as np
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 from torchvision import transforms
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_torch import DEVICES, peak  # noqa: E402  (the bare-loader device, the knee)
+from compare_torch import DEVICES, loader_rate, peak  # noqa: E402  (the bare-loader device, the timed loop, the knee)
 
 # More workers than CPUs is part of the curve on a small box: torch's warning about it is noise here.
 warnings.filterwarnings("ignore", message="This DataLoader will create")
@@ -144,20 +144,7 @@ def torch_dataset(fmt, path, samples):
 
 
 def torch_rate(dataset, workers, seconds):
-    # torch 1.13 refuses prefetch_factor (even None) without workers: pass it only with them.
-    extra = {"persistent_workers": True, "prefetch_factor": 2} if workers > 0 else {}
-    loader = DataLoader(dataset, batch_size=BATCH, shuffle=True, drop_last=True, num_workers=workers, **extra)
-    done, warm, start = 0, 0, None
-    while True:
-        for b in loader:
-            if start is None:
-                warm += 1
-                if warm == 4:
-                    start = time.perf_counter()
-                continue
-            done += b.shape[0]
-            if time.perf_counter() - start >= seconds:
-                return done / (time.perf_counter() - start)
+    return loader_rate(dataset, BATCH, workers, seconds)
 
 
 # ---- feedtune: the same files through `feedtune trial`.
