@@ -1106,6 +1106,8 @@ MergeStats Store::MergeFrom(const Store& source) {
     Statement link(db_.get(), path_, operation,
                    "UPDATE runs SET best_trial_id = ?, baseline_trial_id = ? WHERE id = ?");
     link.BindAll(mapped(run.best_trial_id), mapped(run.baseline_trial_id), run_id).Run();
+    // The verdict goes with its run, so a fleet file answers "where does the time go" per host.
+    if (const std::optional<Verdict> verdict = source.LoadVerdict(run.id)) InsertVerdict(run_id, *verdict, operation);
   }
   transaction.Commit();
   return stats;
@@ -1223,7 +1225,12 @@ std::vector<StoredMachine> Store::LoadMachines() const {
 
 void Store::SaveVerdict(int64_t run_id, const Verdict& verdict) {
   Transaction transaction(db_.get(), path_, "record verdict");
-  Statement insert(db_.get(), path_, "record verdict",
+  InsertVerdict(run_id, verdict, "record verdict");
+  transaction.Commit();
+}
+
+void Store::InsertVerdict(int64_t run_id, const Verdict& verdict, const std::string& operation) {
+  Statement insert(db_.get(), path_, operation,
                    "INSERT OR REPLACE INTO verdicts (run_id, bottleneck, runner_up, input_bound_frac, verdict_json) "
                    "VALUES (?, ?, ?, ?, ?)");
   const auto text = [](const std::string& value) {
@@ -1232,7 +1239,6 @@ void Store::SaveVerdict(int64_t run_id, const Verdict& verdict) {
   insert.BindAll(run_id, text(verdict.bottleneck), text(verdict.runner_up), verdict.input_bound_frac,
                  VerdictToJson(verdict))
       .Run();
-  transaction.Commit();
 }
 
 std::optional<Verdict> Store::LoadVerdict(int64_t run_id) const {

@@ -107,6 +107,7 @@ class Store {
   void LoadNodes(int64_t run_id, std::vector<TrialRecord>& trials,
                  const std::map<int64_t, size_t>& index_by_id) const;
   int64_t InsertTrial(int64_t run_id, const TrialRecord& trial, const std::string& operation);
+  void InsertVerdict(int64_t run_id, const Verdict& verdict, const std::string& operation);
 
   struct DbCloser {
     void operator()(sqlite3* db) const;

@@ -10,6 +10,7 @@
 #include "results/compare.h"
 #include "results/report.h"
 #include "results/store.h"
+#include "results/verdict.h"
 #include "results_test_util.h"
 
 namespace feedtune::results {
@@ -234,6 +235,42 @@ TEST_F(TwoMachinesTest, ARunCopiedWhileRunningIsReplacedOnceFinished) {
   ASSERT_NE(BestTrial(late), nullptr);
   EXPECT_EQ(BestTrial(late)->samples_per_s, 300);
   EXPECT_EQ(out.MergeFrom(Store::OpenReadOnly(b_path_)).runs_updated, 0);
+}
+
+// The bottleneck verdict is part of the run: a fleet file keeps each host's.
+TEST_F(TwoMachinesTest, MergeCarriesEachRunsVerdict) {
+  Verdict verdict;
+  for (const auto& [stage, rate] : {std::pair{"step", 900.0}, std::pair{"prep", 300.0}}) {
+    StageRate r;
+    r.stage = stage;
+    r.measured = true;
+    r.trial_samples_per_s = r.samples_per_s = rate;
+    r.ci_low = rate * 0.98;
+    r.ci_high = rate * 1.02;
+    verdict.stages.push_back(r);
+  }
+  verdict.bottleneck = "prep";
+  verdict.runner_up = "step";
+  verdict.headroom = 3.0;
+  verdict.input_bound_frac = 0.66;
+  verdict.advice = "prep: 3.3 ms of CPU per sample on 2 CPUs";
+  Store::Open(b_path_).SaveVerdict(b_run_.id, verdict);
+  const std::string fleet = dir_ / "fleet.db";
+  Store out = Store::Open(fleet);
+  out.MergeFrom(Store::OpenReadOnly(a_path_));
+  out.MergeFrom(Store::OpenReadOnly(b_path_));
+  EXPECT_EQ(Count(fleet, "verdicts"), 1) << "box-a's runs have none; box-b's one run has one";
+  for (const RunRecord& run : out.LoadRuns()) {
+    const std::optional<Verdict> merged = out.LoadVerdict(run.id);
+    if (run.uid != b_run_.uid) {
+      EXPECT_FALSE(merged) << run.workload_name;
+      continue;
+    }
+    ASSERT_TRUE(merged);
+    EXPECT_EQ(VerdictToJson(*merged), VerdictToJson(verdict));
+  }
+  out.MergeFrom(Store::OpenReadOnly(b_path_));  // again: skipped, nothing doubled
+  EXPECT_EQ(Count(fleet, "verdicts"), 1);
 }
 
 TEST(MergeV1Test, AV1FileMergesTheSameBeforeAndAfterItsMigration) {
