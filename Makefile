@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build sweep test test-asan test-tsan fuzz bench grid-vs-sweep regret probe-protocol formats-bench fleet-scale clean
+.PHONY: all deps build sweep test test-asan test-tsan fuzz bench grid-vs-sweep regret probe-protocol formats-bench fleet-scale node-bench trace-bench clean
 
 all: build
 
@@ -75,6 +75,18 @@ formats-bench: build
 # the planted outliers were found and listed first; exits 1 when missed.
 fleet-scale: build
 	bench/fleet_scale --feedtune $(BUILD)/tuner/cli/feedtune
+
+# What the node harness costs (tuner/node/): N host-sim ranks in one node
+# trial against N independent trials started together, on a wait-bound tiny
+# workload; prints the cost (target <= 5%; about 2 minutes), exits 1 when missed.
+node-bench: build
+	bench/node_harness --feedtune $(BUILD)/tuner/cli/feedtune --ranks 2 --rounds 5
+
+# Does recording a trace change what it records? `feedtune trial` without and
+# with --trace, interleaved pairs on the worst case (a span every few us);
+# prints both figures and their ratio (about 30 s).
+trace-bench: build
+	bench/trace_overhead.py --feedtune $(BUILD)/tuner/cli/feedtune --pairs 9
 
 # Renders an HTML report to docs/report.png with headless Chromium (installed
 # here only: scripts/setup-deps --chromium). DB=... picks the results file.

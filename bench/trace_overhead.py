@@ -5,7 +5,8 @@ Runs `feedtune trial` on one setting, alternately without and with --trace
 (the trace covering the whole measured window: --trace-seconds >= the window),
 N pairs, interleaved so that drift on a loaded machine hits both alike, and
 prints the medians of samples/s, GPU idle and wait p50 with the ratio
-traced / untraced. The default workload is the trace's worst case: small,
+traced / untraced. Exits 1 when the traced samples/s median is outside the
+untraced runs' own spread (floor 2%). The default workload is the trace's worst case: small,
 cheap samples, so that a span is recorded every few microseconds.
 
   bench/trace_overhead.py [--feedtune BIN] [--pairs N] [--config FILE] [--set key=value ...]
@@ -92,7 +93,14 @@ def main():
         rates_off = [r["samples_per_s"] for r in rows["off"]]
         spread = (max(rates_off) - min(rates_off)) / statistics.median(rates_off)
         print(f"noise: untraced samples/s spread (max-min)/median = {spread:.3f}")
-    return 0
+        # The target: the traced median is inside the untraced runs' own spread
+        # (at least 2%, the floor of what a quiet box repeats to).
+        off = statistics.median(rates_off)
+        on = statistics.median(r["samples_per_s"] for r in rows["on"])
+        bound = max(spread, 0.02)
+        ok = abs(on / off - 1) <= bound
+        print(f"target: |traced/untraced - 1| = {abs(on / off - 1):.3f} <= {bound:.3f}: {'met' if ok else 'MISSED'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
