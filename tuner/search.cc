@@ -66,7 +66,8 @@ std::string BoundaryMs(const TrialRecord& t) {
 
 // Where the sequence is, for the estimate of trials left.
 enum class Stage {
-  kBaseline, kPin, kWorkers, kNonBlocking, kPrefetch, kPersistent, kRevisit, kCombined, kFinal, kDone
+  kBaseline, kPin, kWorkers, kNonBlocking, kPrefetch, kPersistent, kRevisit, kBinding, kThreads, kCombined, kFinal,
+  kDone
 };
 
 class Search {
@@ -80,6 +81,7 @@ class Search {
     current_.pin_memory = false;
     current_.non_blocking = false;
     current_.persistent_workers = false;
+    current_.cpu_binding = StartBinding(options_.cpu_binding);
 
     stage_ = Stage::kBaseline;
     const size_t base = Measure("baseline", current_);
@@ -93,11 +95,17 @@ class Search {
     current_index_ = base;
 
     stage_ = Stage::kPin;
-    TryStep("pin_memory", [](loader::Knobs& k) { k.pin_memory = true; });
+    if (setup_.seed) {
+      SeedStart();
+    } else {
+      TryStep("pin_memory", [](loader::Knobs& k) { k.pin_memory = true; });
+    }
     stage_ = Stage::kWorkers;
     Workers();
     stage_ = Stage::kNonBlocking;
-    if (current_.pin_memory) {
+    if (setup_.seed) {
+      ConfirmSeed();
+    } else if (current_.pin_memory) {
       TryStep("non_blocking", [](loader::Knobs& k) { k.non_blocking = true; });
     } else {
       TryStep("non_blocking", [](loader::Knobs& k) { k.pin_memory = k.non_blocking = true; },
@@ -112,11 +120,13 @@ class Search {
         stage_ = Stage::kRevisit;
         WorkersWithPersistent();
       }
+      NodePhases();
       stage_ = Stage::kCombined;
       Combined();
     } else {
       AddPhase("prefetch_factor", false, "not tried: without workers there is nothing to prefetch");
       AddPhase("persistent_workers", false, "not tried: without workers there is nothing to keep alive");
+      NodePhases();  // the rank's own threads and CPUs still matter without workers
     }
     outcome_.best = current_index_;
     stage_ = Stage::kFinal;
@@ -141,7 +151,9 @@ class Search {
       case Stage::kNonBlocking: return after_workers - 1;
       case Stage::kPrefetch: return std::max(0, prefetch - prefetch_done_) + 2 + 2 * repeats();
       case Stage::kPersistent: return std::max(0, 2 - persistent_done_) + 1 + 2 * repeats();
-      case Stage::kRevisit: return 1 + 2 * repeats();
+      case Stage::kRevisit: return 1 + 2 + 2 + 2 * repeats();
+      case Stage::kBinding: return 1 + 2 + 1 + 2 * repeats();
+      case Stage::kThreads: return 1 + 1 + 2 * repeats();
       case Stage::kCombined: return 2 * repeats();
       case Stage::kFinal: return std::max(0, 2 * repeats() - final_done_);
       case Stage::kDone: return 0;
@@ -232,7 +244,8 @@ class Search {
     std::string stop = "reached max_workers " + std::to_string(setup_.max_workers);
     misses_ = 0;
     bool fall_pending = false;  // a fall beyond the noise that the next doubling must confirm
-    for (int workers = std::min(1, setup_.max_workers); workers > 0;) {
+    if (setup_.seed) stop = SeededDoubling(curve, batches);  // instead of the loop below
+    for (int workers = setup_.seed ? 0 : std::min(1, setup_.max_workers); workers > 0;) {
       loader::Knobs knobs = current_;
       knobs.num_workers = workers;
       const size_t index = Measure("num_workers", knobs);
@@ -423,7 +436,142 @@ class Search {
     }
   }
 
+  // Seeded (search.h): the seed's pin_memory, non_blocking and prefetch_factor
+  // for the doubling, in place of the pin_memory phase; ConfirmSeed checks
+  // them at the knee.
+  void SeedStart() {
+    const loader::Knobs& best = setup_.seed->best;
+    current_.pin_memory = best.pin_memory || best.non_blocking;
+    current_.non_blocking = best.non_blocking;
+    if (best.prefetch_factor > 0) current_.prefetch_factor = best.prefetch_factor;
+    AddPhase("pin_memory", false,
+             "not a phase: seeded from " + setup_.seed->source + ", the curve is measured with its pin_memory " +
+                 (current_.pin_memory ? "on" : "off") + ", non_blocking " + (current_.non_blocking ? "on" : "off") +
+                 " and prefetch_factor " + std::to_string(current_.prefetch_factor) + " (confirmed at the knee)");
+  }
+
+  // The seeded doubling (search.h): from the seed's knee k up while each
+  // doubling rises by the unseeded rule, then down from k/2 while each halving
+  // is within knee_tolerance of the best median. Adds the points to `curve`
+  // (which holds the baseline); returns how it ended, for the phase's text.
+  std::string SeededDoubling(std::vector<std::pair<int, size_t>>& curve, int64_t batches) {
+    int k = std::clamp(setup_.seed->knee_workers, 1, std::max(1, setup_.max_workers));
+    if (batches > 0 && k > batches) k = static_cast<int>(batches);
+    // Measures one count; nullopt (decided) when the trial did not run.
+    const auto measure = [&](int workers, std::string* why) -> std::optional<size_t> {
+      loader::Knobs knobs = current_;
+      knobs.num_workers = workers;
+      const size_t index = Measure("num_workers", knobs);
+      if (trials()[index].status != "ok") {
+        *why = WorkersText(workers) + (trials()[index].status == "skipped" ? ": over a budget" : ": the trial failed");
+        Decide(index, "");
+        return std::nullopt;
+      }
+      curve.emplace_back(workers, index);
+      return index;
+    };
+    size_t best = curve.front().second;  // the baseline, as in the unseeded doubling
+    std::string up;
+    if (const auto at_k = measure(k, &up)) {
+      const TrialRecord& t = trials()[*at_k];
+      Decide(*at_k, Percent(Gain(t, trials()[best])) + " over the baseline: the knee of " + setup_.seed->source +
+                        ", where the seeded doubling starts");
+      if (IsGain(t, trials()[best], options_.gain_threshold)) best = *at_k;
+      int last = k;
+      for (int workers = NextDoubling(k, batches); up.empty(); workers = NextDoubling(workers, batches)) {
+        if (workers == 0) {
+          up = WorkersText(last) + (last >= setup_.max_workers ? ": max_workers" : ": one round per epoch");
+          break;
+        }
+        const auto index = measure(workers, &up);
+        if (!index) break;
+        const TrialRecord& u = trials()[*index];
+        const double gain = Gain(u, trials()[best]);
+        const bool below_cpus = setup_.usable_cpus > 0 && workers < setup_.usable_cpus;
+        if (IsGain(u, trials()[best], options_.gain_threshold)) {
+          Decide(*index, Percent(gain) + " over the best so far; keep doubling");
+          best = *index;
+        } else if (gain > (below_cpus ? 0.0 : options_.gain_threshold)) {
+          Decide(*index, Percent(gain) + (below_cpus ? ": rising below the usable CPU count; keep doubling"
+                                                     : ": rising, but within noise; keep doubling"));
+        } else {
+          Decide(*index, Percent(gain) + ": no gain over the best so far, stop doubling up");
+          up = WorkersText(workers) + ": no gain";
+        }
+        last = workers;
+      }
+    }
+    std::string down;
+    for (int workers = k / 2; workers >= 1 && down.empty(); workers /= 2) {
+      const auto index = measure(workers, &down);
+      if (!index) break;
+      double top = 0;
+      for (const auto& [w, i] : curve) top = std::max(top, trials()[i].samples_per_s);
+      const TrialRecord& t = trials()[*index];
+      const std::string figure = Percent(top > 0 ? t.samples_per_s / top - 1.0 : 0.0) + " against the best median";
+      if (t.samples_per_s >= top * (1.0 - options_.knee_tolerance)) {
+        Decide(*index, figure + ", within the knee tolerance" + (workers > 1 ? "; halve again" : ""));
+      } else {
+        Decide(*index, figure + ", beyond the knee tolerance: stop halving");
+        down = WorkersText(workers) + ": below the knee tolerance";
+      }
+    }
+    if (down.empty()) down = k > 1 ? "1 worker" : "nothing below 1 worker";
+    return "seeded at " + WorkersText(k) + ", the knee of " + setup_.seed->source + "; doubled up to " + up +
+           "; halved down to " + down;
+  }
+
+  // Seeded: the curve was measured with the seed's pin_memory, non_blocking
+  // and prefetch_factor; the knee without them is measured once, and they are
+  // kept by THE RULE or dropped. No other value is tried.
+  void ConfirmSeed() {
+    loader::Knobs plain = trials()[*outcome_.baseline].knobs;
+    plain.num_workers = current_.num_workers;
+    if (current_.num_workers == 0) {
+      current_ = plain;  // current_index_ is the baseline's
+      AddPhase("seed", false, "not confirmed: the knee is the baseline (0 workers); nothing of the seed is kept");
+      return;
+    }
+    std::string what;
+    if (current_.pin_memory != plain.pin_memory) what += ", pin_memory";
+    if (current_.non_blocking != plain.non_blocking) what += ", non_blocking";
+    if (current_.prefetch_factor != plain.prefetch_factor) {
+      what += ", prefetch_factor " + std::to_string(current_.prefetch_factor);
+    }
+    if (what.empty()) {
+      AddPhase("seed", false,
+               "nothing to confirm: " + setup_.seed->source +
+                   " kept none of pin_memory, non_blocking or another prefetch_factor, so neither does this sweep");
+      return;
+    }
+    what = what.substr(2);
+    const size_t seeded = current_index_;
+    const size_t index = Measure("seed", plain);
+    const TrialRecord& t = trials()[index];
+    if (t.status != "ok") {
+      Decide(index, "");
+      AddPhase("seed", true, "kept the seed's " + what + " unconfirmed: the knee without them did not run");
+      return;
+    }
+    const TrialRecord& with = trials()[seeded];
+    if (IsGain(with, t, options_.gain_threshold)) {
+      Decide(index, "the knee without the seed's " + what + ": they gain " + Percent(Gain(with, t)) + ", kept");
+      AddPhase("seed", true, "kept the seed's " + what + ": " + Percent(Gain(with, t)) + " at the knee");
+    } else {
+      Decide(index, "the seed's " + what + " dropped: " + NotKept(with, t, options_.gain_threshold));
+      current_ = plain;
+      current_index_ = index;
+      AddPhase("seed", false, "dropped the seed's " + what + ": " + NotKept(with, t, options_.gain_threshold));
+    }
+  }
+
   void PrefetchFactors() {
+    if (setup_.seed) {
+      AddPhase("prefetch_factor", false,
+               "not walked: seeded, prefetch_factor " + std::to_string(current_.prefetch_factor) +
+                   " as the seed phase left it");
+      return;
+    }
     std::optional<size_t> best;
     std::optional<size_t> top;  // the highest median, gain or not
     loader::Knobs best_knobs;
@@ -471,6 +619,10 @@ class Search {
   // Off and on, each over whole epochs, since persistent_workers acts only at
   // the epoch boundary.
   void Persistent() {
+    if (setup_.seed && !setup_.seed->best.persistent_workers) {
+      AddPhase("persistent_workers", false, "not tried: seeded, and " + setup_.seed->source + " did not keep it");
+      return;
+    }
     TrialPlan plan;
     plan.window_epochs = std::max(1, (2 + repeats() - 1) / repeats());  // >= 2 epochs per setting
     persistent_plan_epochs_ = plan.window_epochs;
@@ -574,6 +726,107 @@ class Search {
             std::to_string(from) + ")";
     }
     AddPhase(phase, kept, why);
+  }
+
+  // The two phases around the loader (search.h): where the ranks run, then
+  // how many threads each worker's (or rank's) CPU work uses.
+  void NodePhases() {
+    stage_ = Stage::kBinding;
+    CpuBindingPhase();
+    stage_ = Stage::kThreads;
+    WorkerThreadsPhase();
+  }
+
+  // Measures each candidate change against the current setting and keeps the
+  // best that gains by THE RULE (as prefetch_factor does). `name` says a
+  // candidate's value in words, `from` the current one.
+  template <typename Apply, typename Name>
+  void TryValues(const char* phase, const std::vector<int>& values, Apply apply, Name name,
+                 const std::string& from) {
+    std::optional<size_t> best;
+    loader::Knobs best_knobs;
+    std::string tried;
+    const size_t reference = current_index_;
+    for (int value : values) {
+      loader::Knobs knobs = current_;
+      apply(knobs, value);
+      const size_t index = Measure(phase, knobs);
+      tried += (tried.empty() ? "" : ", ") + name(value);
+      const TrialRecord& t = trials()[index];
+      if (t.status != "ok") {
+        Decide(index, "");
+        continue;
+      }
+      const TrialRecord& ref = trials()[reference];
+      if (IsGain(t, ref, options_.gain_threshold)) {
+        Decide(index, "gains " + Percent(Gain(t, ref)) + " over " + from);
+        if (!best || t.samples_per_s > trials()[*best].samples_per_s) {
+          best = index;
+          best_knobs = knobs;
+        }
+      } else {
+        Decide(index, NotKept(t, ref, options_.gain_threshold, " over " + from));
+      }
+    }
+    if (best) {
+      const std::string figure = Percent(Gain(trials()[*best], trials()[reference]));
+      AddPhase(phase, true, "kept " + NameOf(phase, best_knobs) + ": " + figure + " over " + from);
+      current_ = best_knobs;
+      current_index_ = *best;
+    } else {
+      AddPhase(phase, false, "kept " + from + ": " + tried + " gained nothing beyond the noise and the threshold");
+    }
+  }
+
+  static std::string NameOf(const char* phase, const loader::Knobs& k) {
+    if (std::string(phase) == "cpu_binding") return loader::CpuBindingName(k.cpu_binding);
+    return ThreadsText(k.worker_threads);
+  }
+  static std::string ThreadsText(int n) { return std::to_string(n) + (n == 1 ? " thread" : " threads"); }
+
+  // cpu_binding (node sweeps, sweep.cpu_binding auto): split, and numa where
+  // the ranks' GPUs' NUMA nodes are known (elsewhere numa is split).
+  void CpuBindingPhase() {
+    const char* phase = "cpu_binding";
+    if (setup_.ranks < 2) {
+      AddPhase(phase, false, "not tried: one rank; the binding matters where ranks share the CPUs (sweep.ranks)");
+      return;
+    }
+    if (options_.cpu_binding != BindingChoice::kAuto) {
+      AddPhase(phase, false, std::string("not tried: sweep.cpu_binding is ") +
+                                 BindingChoiceName(options_.cpu_binding) + " for every trial (auto searches it)");
+      return;
+    }
+    std::vector<int> values = {static_cast<int>(loader::CpuBinding::kSplit)};
+    if (setup_.numa_known) values.push_back(static_cast<int>(loader::CpuBinding::kNuma));
+    TryValues(
+        phase, values, [](loader::Knobs& k, int v) { k.cpu_binding = static_cast<loader::CpuBinding>(v); },
+        [](int v) { return std::string(loader::CpuBindingName(static_cast<loader::CpuBinding>(v))); },
+        std::string("cpu_binding ") + loader::CpuBindingName(current_.cpu_binding) +
+            (setup_.numa_known ? "" : " (numa not tried: the GPUs' NUMA nodes are unknown, so it would be split)"));
+  }
+
+  // worker_threads: fewer intra-op threads per worker (and rank) than the
+  // workload's own: 1, and the usable CPUs per worker when that differs.
+  void WorkerThreadsPhase() {
+    const char* phase = "worker_threads";
+    const int from = current_.worker_threads > 0 ? current_.worker_threads : setup_.default_worker_threads;
+    if (from <= 1) {
+      AddPhase(phase, false,
+               from == 1 ? "not tried: each worker runs its CPU work on 1 thread already (workload.cpu_threads 1)"
+                         : "not tried: the workload has no intra-op threads to set");
+      return;
+    }
+    // setup_.usable_cpus is one rank's share in a node sweep (preflight.h).
+    const int loaders = std::max(1, current_.num_workers);
+    const int share = setup_.usable_cpus > 0
+                          ? std::max(1, static_cast<int>(std::floor(setup_.usable_cpus / loaders)))
+                          : 1;
+    std::vector<int> values = {1};
+    if (share > 1 && share < from) values.push_back(share);
+    TryValues(
+        phase, values, [](loader::Knobs& k, int v) { k.worker_threads = v; }, [](int v) { return ThreadsText(v); },
+        ThreadsText(from) + " per worker");
   }
 
   // The changes whose median gained but that were not kept (each within the

@@ -31,6 +31,23 @@
 //                   measured above the knee, again with persistent workers and
 //                   over whole epochs, in order while each gains: the restart
 //                   that grew with the worker count is gone (short epochs)
+//   cpu_binding     (node sweeps, sweep.cpu_binding auto) each rank and its
+//                   workers bound to an equal, disjoint share of the usable
+//                   CPUs (split), and, where every rank's GPU has a known NUMA
+//                   node, to its share on that node (numa), each against the
+//                   inherited mask (none); the best that gains is kept. A
+//                   named sweep.cpu_binding is every trial's, not searched
+//   worker_threads  (when the workload has intra-op threads to set: a native
+//                   workload's workload.cpu_threads > 1, or a command, whose
+//                   torch runs a thread per core by default) fewer threads per
+//                   worker and rank: 1, and the usable CPUs per worker (one
+//                   rank's share / max(1, num_workers)) when between; the best
+//                   that gains is kept. Single-loader sweeps too: workers x
+//                   threads oversubscribe one loader's CPUs as well.
+//                   Both run after persistent_workers, with or without
+//                   workers (the rank's own threads and mask matter then), and
+//                   before combined, which keeps what they kept; they are no
+//                   candidates for it (each is kept or not on its own)
 //   combined        (workers only) the changes whose median gained but that
 //                   were not kept (more workers than the knee with a higher
 //                   median, non_blocking, the best prefetch_factor,
@@ -40,6 +57,31 @@
 //   final check     baseline and best re-measured interleaved, A B A B ...,
 //                   `repeats` pairs of one window each; the speedup is the
 //                   median of the pair ratios with a 95% bootstrap interval
+//
+// Seeded (SearchSetup::seed, `sweep --seed-from`, docs/fleets.md): a stored
+// run of the nearest machine gives the start, and only what it found is
+// confirmed; what it did not keep is not re-walked.
+//   baseline        as above
+//   pin_memory      not a phase: the seed's pin_memory, non_blocking and
+//                   prefetch_factor are set for the doubling, so the curve is
+//                   measured in the regime the seed ended in
+//   num_workers     starts at the seed's knee k (clamped to max_workers and
+//                   one round per epoch), then doubles up (2k, 4k, ...) while
+//                   each doubling rises by the unseeded rule (a gain over the
+//                   best so far; below the usable CPU count any rise), then
+//                   halves down (k/2, k/4, ..., 1) while each halving is within
+//                   knee_tolerance of the best median; a failed or skipped
+//                   trial ends that direction. Then the bisection and the knee
+//                   as above. A right seed costs 3 trials (k/2, k, 2k)
+//   seed            the seed's pin_memory/non_blocking/prefetch_factor
+//                   confirmed at the knee by THE RULE against the same count
+//                   without them (one trial, none when the seed changed none
+//                   of them); not kept: they are dropped. No other value is
+//                   tried (non_blocking and prefetch_factor are not phases)
+//   persistent_workers as above (off and on over whole epochs) when the seed
+//                   kept it; else not tried. num_workers_persistent, combined
+//                   and the final check as above
+// The seed is stored with the run, so a resumed run re-seeds identically.
 //
 // THE RULE for keeping a step: its median throughput must exceed the current
 // median by more than gain_threshold AND, when both trials have 2 or more
@@ -73,6 +115,14 @@
 
 namespace feedtune::tuner {
 
+// Where a seeded search starts (`sweep --seed-from`, tuner/seed.h): a stored
+// run's knee and best setting, and which run it was, for the decisions' text.
+struct SearchSeed {
+  int knee_workers = 1;  // the stored run's knee; < 1 starts at 1
+  loader::Knobs best;    // its best setting: pin_memory, non_blocking, prefetch_factor, persistent_workers
+  std::string source;    // "run 7 of box-a"
+};
+
 // What the search needs beyond the sweep options.
 struct SearchSetup {
   int max_workers = 64;           // the resolved cap, >= 1
@@ -82,6 +132,16 @@ struct SearchSetup {
   // short epochs, limits the refinement to worker counts that can differ.
   int64_t batches_per_epoch = 0;
   double usable_cpus = 0;         // 0 = unknown; below it, any rise keeps the doubling going
+  // A node sweep's ranks (tuner/node/); the cpu_binding phase runs with 2 or more.
+  int ranks = 1;
+  // Whether the NUMA node of every rank's GPU is known (node::GpuNumaNodes):
+  // only then is numa tried, since elsewhere it binds as split.
+  bool numa_known = false;
+  // The intra-op threads a worker uses while Knobs::worker_threads is 0: a
+  // native workload's workload.cpu_threads; a command's, torch's default of a
+  // thread per usable CPU. 0 = the workload has none to set: no phase.
+  int default_worker_threads = 0;
+  std::optional<SearchSeed> seed;  // the seeded sequence above; nullopt = unseeded
 };
 
 // One phase's outcome in words: "kept" or "not kept", and why.

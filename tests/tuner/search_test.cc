@@ -819,5 +819,172 @@ TEST(Knee, FewestWorkersWithinTolerance) {
   EXPECT_EQ(KneeIndex(curve, 0.01), 2u);
 }
 
+// Seeded searches (`sweep --seed-from`): a curve that peaks at `peak`
+// workers (250 per worker up to it, 10% less per doubling above it), the
+// other knobs changing nothing unless `non_blocking_gain` says so.
+double PeakCurve(const loader::Knobs& k, int peak, double non_blocking_gain = 0) {
+  double v = 200;
+  if (k.num_workers > 0) {
+    v = k.num_workers <= peak ? 250.0 * k.num_workers
+                              : 250.0 * peak * std::pow(0.9, std::log2(double(k.num_workers) / peak));
+  }
+  return k.non_blocking ? v * (1 + non_blocking_gain) : v;
+}
+
+SearchSeed SeedOf(int knee, loader::Knobs best = {}) {
+  SearchSeed seed;
+  seed.knee_workers = knee;
+  best.num_workers = knee;
+  seed.best = best;
+  seed.source = "run 1 of box-a";
+  return seed;
+}
+
+SearchRun SeededSearch(std::function<double(const loader::Knobs&)> curve, std::optional<SearchSeed> seed,
+                       const SweepOptions& options, int max_workers = 64) {
+  ScriptedMeasurer m([curve](const loader::Knobs& k, const TrialPlan&, int) { return curve(k); });
+  SearchSetup setup;
+  setup.max_workers = max_workers;
+  setup.seed = std::move(seed);
+  SearchRun r = RunOn(m, options, setup);
+  r.plans = m.plans;
+  return r;
+}
+
+TEST(Seeded, AtTheRightKneeTakesAtMostHalfTheTrialsAndPicksTheSameSetting) {
+  SweepOptions options;
+  options.repeats = 2;  // final check: 2 pairs in both
+  const auto curve = [](const loader::Knobs& k) { return PeakCurve(k, 4); };
+  const SearchRun unseeded = SeededSearch(curve, std::nullopt, options);
+  const SearchRun seeded = SeededSearch(curve, SeedOf(4), options);
+  EXPECT_EQ(unseeded.outcome.knee_workers, 4);
+  EXPECT_EQ(seeded.outcome.knee_workers, 4);
+  EXPECT_EQ(Best(seeded).knobs, Best(unseeded).knobs);
+  EXPECT_LE(2 * seeded.outcome.trials.size(), unseeded.outcome.trials.size())
+      << seeded.outcome.trials.size() << " seeded against " << unseeded.outcome.trials.size();
+  // The knee, one doubling above it, one halving below it; nothing else to confirm.
+  std::vector<std::string> expected = {"baseline 0", "num_workers 4", "num_workers 8", "num_workers 2"};
+  for (const std::string& s : FinalChecks(2, 4)) expected.push_back(s);
+  EXPECT_EQ(seeded.seen, expected);
+  EXPECT_EQ(seeded.outcome.trials[1].decision,
+            "+400.0% over the baseline: the knee of run 1 of box-a, where the seeded doubling starts");
+  EXPECT_EQ(seeded.outcome.trials[2].decision, "-10.0%: no gain over the best so far, stop doubling up");
+  EXPECT_EQ(seeded.outcome.trials[3].decision, "-50.0% against the best median, beyond the knee tolerance: stop halving");
+  ASSERT_NE(Phase(seeded, "num_workers"), nullptr);
+  EXPECT_NE(Phase(seeded, "num_workers")->why.find("seeded at 4 workers, the knee of run 1 of box-a; doubled up to "
+                                                   "8 workers: no gain; halved down to 2 workers: below the knee "
+                                                   "tolerance"),
+            std::string::npos)
+      << Phase(seeded, "num_workers")->why;
+  EXPECT_EQ(Phase(seeded, "persistent_workers")->why, "not tried: seeded, and run 1 of box-a did not keep it");
+}
+
+TEST(Seeded, AWrongNeighboursKneeWalksDownToTheRightOne) {
+  // The neighbour's knee is 16; here the curve peaks at 2.
+  SweepOptions options;
+  options.repeats = 2;
+  const auto curve = [](const loader::Knobs& k) { return PeakCurve(k, 2); };
+  const SearchRun unseeded = SeededSearch(curve, std::nullopt, options);
+  const SearchRun seeded = SeededSearch(curve, SeedOf(16), options);
+  EXPECT_EQ(unseeded.outcome.knee_workers, 2);
+  EXPECT_EQ(seeded.outcome.knee_workers, 2);
+  EXPECT_EQ(Best(seeded).knobs, Best(unseeded).knobs);
+  const std::vector<std::string> doubling(seeded.seen.begin(), seeded.seen.begin() + 7);
+  EXPECT_EQ(doubling, (std::vector<std::string>{"baseline 0", "num_workers 16", "num_workers 32", "num_workers 8",
+                                                "num_workers 4", "num_workers 2", "num_workers 1"}));
+}
+
+TEST(Seeded, TheKneeIsClampedToMaxWorkersAndOneRoundPerEpoch) {
+  SweepOptions options;
+  options.repeats = 1;
+  const SearchRun capped = SeededSearch([](const loader::Knobs& k) { return PeakCurve(k, 64); }, SeedOf(64),
+                                        options, /*max_workers=*/8);
+  EXPECT_EQ(capped.seen[1], "num_workers 8");
+  EXPECT_EQ(capped.seen[2], "num_workers 4");  // nothing above max_workers
+  EXPECT_NE(Phase(capped, "num_workers")->why.find("doubled up to 8 workers: max_workers"), std::string::npos)
+      << Phase(capped, "num_workers")->why;
+}
+
+TEST(Seeded, TheSeedsSettingsAreKeptWhenTheyGainAndDroppedWhenNot) {
+  SweepOptions options;
+  options.repeats = 1;
+  loader::Knobs best;
+  best.pin_memory = best.non_blocking = true;
+  best.prefetch_factor = 4;
+  // non_blocking gains 20% here: the seed's settings stand.
+  const SearchRun gains =
+      SeededSearch([](const loader::Knobs& k) { return PeakCurve(k, 4, 0.2); }, SeedOf(4, best), options);
+  EXPECT_TRUE(Best(gains).knobs.non_blocking);
+  EXPECT_TRUE(Best(gains).knobs.pin_memory);
+  EXPECT_EQ(Best(gains).knobs.prefetch_factor, 4);
+  EXPECT_EQ(Best(gains).knobs.num_workers, 4);
+  ASSERT_NE(Phase(gains, "seed"), nullptr);
+  EXPECT_TRUE(Phase(gains, "seed")->kept);
+  EXPECT_EQ(Phase(gains, "seed")->why, "kept the seed's pin_memory, non_blocking, prefetch_factor 4: +20.0% at the knee");
+  // The doubling ran with them; the one trial without them is the seed phase's.
+  EXPECT_TRUE(gains.outcome.trials[1].knobs.non_blocking);
+  EXPECT_EQ(gains.seen[4], "seed 4");
+  EXPECT_FALSE(gains.outcome.trials[4].knobs.non_blocking);
+  EXPECT_EQ(gains.outcome.trials[4].knobs.prefetch_factor, 2);
+
+  // Here they change nothing: dropped, the plain knee is the best.
+  const SearchRun flat = SeededSearch([](const loader::Knobs& k) { return PeakCurve(k, 4); }, SeedOf(4, best), options);
+  EXPECT_FALSE(Best(flat).knobs.non_blocking);
+  EXPECT_FALSE(Best(flat).knobs.pin_memory);
+  EXPECT_EQ(Best(flat).knobs.prefetch_factor, 2);
+  EXPECT_EQ(Best(flat).knobs.num_workers, 4);
+  EXPECT_FALSE(Phase(flat, "seed")->kept);
+  EXPECT_EQ(Phase(flat, "seed")->why.rfind("dropped the seed's pin_memory, non_blocking, prefetch_factor 4: not kept", 0),
+            0u)
+      << Phase(flat, "seed")->why;
+}
+
+TEST(Seeded, PersistentWorkersIsTriedOnlyWhenTheSeedKeptIt) {
+  SweepOptions options;
+  options.repeats = 1;
+  loader::Knobs best;
+  best.persistent_workers = true;
+  SearchSetup setup;
+  setup.max_workers = 64;
+  setup.samples_per_epoch = 2048;
+  setup.seed = SeedOf(4, best);
+  ScriptedMeasurer m([](const loader::Knobs& k, const TrialPlan&, int) {
+    return PeakCurve(k, 4) * (k.persistent_workers ? 1.3 : 1.0);
+  });
+  const SearchRun r = RunOn(m, options, setup);
+  EXPECT_TRUE(Best(r).knobs.persistent_workers);
+  EXPECT_TRUE(Phase(r, "persistent_workers")->kept);
+  // Off and on over whole epochs, as unseeded.
+  int epoch_windows = 0;
+  for (const TrialPlan& plan : m.plans) epoch_windows += plan.window_epochs > 0 ? 1 : 0;
+  EXPECT_GE(epoch_windows, 2);
+}
+
+TEST(Seeded, AResumedRunReachesTheDecisionsOfAnUninterruptedOne) {
+  SweepOptions options;
+  options.repeats = 2;
+  loader::Knobs best;
+  best.non_blocking = best.pin_memory = true;
+  SearchSetup setup;
+  setup.max_workers = 32;
+  setup.seed = SeedOf(8, best);
+  ScriptedMeasurer whole(NoisyCurve);
+  const SearchRun reference = RunOn(whole, options, setup);
+  const size_t n = reference.outcome.trials.size();
+  for (size_t at = 0; at < n; ++at) {
+    SCOPED_TRACE("interrupted at trial " + std::to_string(at));
+    ScriptedMeasurer first(NoisyCurve);
+    InterruptingMeasurer interrupting(first, static_cast<int>(at));
+    std::vector<TrialRecord> stored;
+    EXPECT_THROW(RunOn(interrupting, options, setup, &stored), Interrupted);
+    ScriptedMeasurer rest(NoisyCurve, static_cast<int>(at));
+    ReplayMeasurer replay(stored, rest);
+    const SearchRun resumed = RunOn(replay, options, setup);
+    EXPECT_EQ(rest.plans.size(), n - at);
+    EXPECT_EQ(Decisions(resumed.outcome), Decisions(reference.outcome));
+    EXPECT_EQ(resumed.outcome.best, reference.outcome.best);
+  }
+}
+
 }  // namespace
 }  // namespace feedtune::tuner
