@@ -15,6 +15,7 @@
 #include "tuner/cli/version.h"
 #include "tuner/diagnose.h"
 #include "tuner/measurer_factory.h"
+#include "tuner/node/formula_trials.h"
 #include "tuner/node/preflight.h"
 #include "tuner/progress.h"
 #include "tuner/replay.h"
@@ -350,6 +351,11 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     tuner::SearchOutcome outcome;
     try {
       outcome = tuner::RunSearch(config.sweep, setup, config.loader.knobs, replay, events);
+      // A node sweep's formulas row gets a figure for every pick (report, export).
+      if (ranks > 1) {
+        tuner::node::MeasureFormulaSettings(outcome, static_cast<int>(machine.usable_cpus), max_workers, replay,
+                                            events);
+      }
     } catch (const tuner::Interrupted&) {
       progress.Clear();
       run.status = "interrupted";
