@@ -13,6 +13,8 @@
 
 #include "tests/common/read_file.h"
 #include "tests/common/run_feedtune.h"
+#include "results/store.h"
+#include "tuner/seed.h"
 
 namespace {
 
@@ -140,6 +142,72 @@ TEST_F(FleetCli, MergeWithNothingToMergeFails) {
   EXPECT_EQ(Bash((dir_ / "merge.sh").string(), ""), 1);
   EXPECT_NE(ReadFile(dir_ / "bash.log").find("no task left a results file"), std::string::npos);
   EXPECT_FALSE(fs::exists(results / "fleet.html"));
+}
+
+// `sweep --seed-from`: a short sweep stored as host box-a, then a sweep of
+// the same workload as box-b (same class: this machine) seeded from it.
+TEST_F(FleetCli, SweepSeededFromAFleetFileNamesItsNeighbourAndStoresIt) {
+  // Seconds, not tens of them: short windows, one repeat, no stage trials.
+  std::ofstream(dir_ / "seed.yaml") << "name: seed-tiny\n"
+                                       "workload: {kind: synthetic, samples: 128, sample_bytes: 1024, "
+                                       "cpu_us_per_sample: 0, io_us_per_sample: 200, jitter: 0}\n"
+                                       "loader: {batch_size: 16}\n"
+                                       "device: {backend: host-sim, step_us: 1000}\n"
+                                       "sweep: {max_workers: 2, prefetch_factors: [2], repeats: 1, "
+                                       "warmup_batches: 1, measure_seconds: 0.05, diagnose: false}\n";
+  const std::string config = (dir_ / "seed.yaml").string();
+  const std::string fleet = (dir_ / "fleet.db").string();
+  Result r = Run("sweep " + config + " --db " + fleet + " --label box-a -q");
+  ASSERT_EQ(r.code, 0) << r.err;
+
+  r = Run("sweep " + config + " --db " + (dir_ / "b.db").string() + " --label box-b --seed-from " + fleet);
+  ASSERT_EQ(r.code, 0) << r.err;
+  // Named before the first trial, with how it was chosen.
+  const size_t named = r.err.find("seeded from " + fleet + " (class match): the latest run of its class ");
+  ASSERT_NE(named, std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(run 1 of box-a, ", named), std::string::npos) << r.err;
+  EXPECT_LT(named, r.err.find("[ 1] baseline")) << r.err;
+  EXPECT_NE(r.out.find("the knee of run 1 of box-a"), std::string::npos) << r.out;
+
+  // Stored with the run; --resume would re-seed from it.
+  const auto store = feedtune::results::Store::OpenReadOnly((dir_ / "b.db").string());
+  const auto run = store.LoadRun(1);
+  ASSERT_TRUE(run.has_value());
+  const auto seed = feedtune::tuner::SeedFromRunJson(run->calibration_json);
+  ASSERT_TRUE(seed.has_value()) << run->calibration_json;
+  EXPECT_EQ(seed->db_path, fleet);
+  EXPECT_EQ(seed->run_id, 1);
+  EXPECT_EQ(seed->run_host, "box-a");
+  EXPECT_EQ(seed->match, "class");
+  EXPECT_EQ(seed->search.source, "run 1 of box-a");
+
+  // Another workload: nothing matches, said, and the sweep runs unseeded.
+  std::ofstream(dir_ / "other.yaml") << ReadFile(dir_ / "seed.yaml").replace(0, 15, "name: other-one");
+  r = Run("sweep " + (dir_ / "other.yaml").string() + " --db " + (dir_ / "c.db").string() + " --seed-from " + fleet);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("--seed-from " + fleet + ": no run of workload 'other-one' with a best setting (the file holds: "
+                       "seed-tiny (1 run on 1 host)); sweeping unseeded"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("seeded at"), std::string::npos) << r.out;
+}
+
+TEST_F(FleetCli, SweepSeedFromAMissingOrForeignFileExits2NamingIt) {
+  std::ofstream(dir_ / "notes.txt") << "not a database\n";
+  const std::string db = (dir_ / "new.db").string();
+  for (const std::string name : {"missing.db", "notes.txt"}) {
+    const std::string path = (dir_ / name).string();
+    const Result r = Run("sweep " + Config() + " --db " + db + " --seed-from " + path);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("--seed-from " + path), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(db)) << "a refused sweep leaves no results file";
+  }
+  const Result help = Run("sweep --help");
+  EXPECT_EQ(help.code, 0);
+  EXPECT_NE(help.out.find("--seed-from FILE starts from the stored run of the nearest machine"), std::string::npos);
+  const Result both = Run("sweep --resume 1 --db " + db + " --seed-from " + (dir_ / "notes.txt").string());
+  EXPECT_EQ(both.code, 2);
+  EXPECT_NE(both.err.find("--resume re-seeds from the seed stored with the run"), std::string::npos) << both.err;
 }
 
 }  // namespace

@@ -2,11 +2,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "results/fingerprint.h"
+#include "results/fleet.h"
 #include "results/node_report.h"
 #include "results/store.h"
 #include "tuner/budget.h"
@@ -20,6 +22,7 @@
 #include "tuner/progress.h"
 #include "tuner/replay.h"
 #include "tuner/search.h"
+#include "tuner/seed.h"
 
 namespace feedtune::cli {
 namespace {
@@ -132,6 +135,17 @@ summary to stdout; --json prints one JSON event per line on stdout instead.
 Ctrl-C ends the current trial cleanly, marks the run interrupted and exits 130;
 --resume RUN continues it from its stored trials without re-running them.
 
+--seed-from FILE starts from the stored run of the nearest machine in FILE (a
+fleet's merged results file, read only), for the same workload name, chosen as
+`export --machine this` chooses: this host's latest run, else its hardware
+class's, else the nearest class's (GPU model, then GPU count, usable CPUs and
+memory). The doubling starts at that run's knee and confirms one step below
+and above it; its pin_memory, non_blocking and prefetch_factor are measured at
+the knee against the knee without them, and persistent_workers is tried only
+if it kept it (docs/fleets.md). The neighbour is named before the first trial
+and stored with the run (--resume re-seeds from that). Nothing matching: the
+sweep runs unseeded and says so; a FILE that is not a results file: exit 2.
+
 --trace DIR measures the baseline and the best setting once more at the end,
 with a timeline of each (Chrome trace JSON, docs/trace.md) in DIR/baseline.json
 and DIR/best.json, and keeps 200 ms of both for `feedtune report --format html`.
@@ -139,6 +153,7 @@ and DIR/best.json, and keeps 200 ms of both for `feedtune report --format html`.
 Examples:
   feedtune sweep configs/quickstart.yaml --db results/feedtune.db --label gpu-box-1
   feedtune sweep --resume 3 --db results/feedtune.db
+  feedtune sweep configs/quickstart.yaml --db node-7.db --seed-from fleet.db
   feedtune sweep configs/quickstart.yaml --trace results/traces)";
 
 struct Output {
@@ -155,7 +170,7 @@ struct Output {
 
 int RunSweep(const Args& args, const std::atomic<bool>& stop) {
   po::options_description options("Options");
-  std::string config_path, db_path, label, trace_dir;
+  std::string config_path, db_path, label, trace_dir, seed_from;
   double trace_seconds = 1.0;
   int64_t resume_id = 0;
   options.add_options()("help,h", "this help")("config", po::value(&config_path), "the sweep config (YAML)")(
@@ -166,7 +181,9 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
       "json", "one JSON event per line on stdout (start, trial, done) instead of the summary")(
       "trace", po::value(&trace_dir),
       "after the search, trace the baseline and the best setting into DIR/baseline.json and DIR/best.json")(
-      "trace-seconds", po::value(&trace_seconds)->default_value(1.0), kTraceSecondsHelp);
+      "trace-seconds", po::value(&trace_seconds)->default_value(1.0), kTraceSecondsHelp)(
+      "seed-from", po::value(&seed_from),
+      "start from the stored run of the nearest machine in FILE (a fleet's results file): its knee and best setting");
   po::positional_options_description positional;
   positional.add("config", 1);
   int code = kExitOk;
@@ -186,6 +203,27 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     std::cerr << "feedtune: sweep takes a CONFIG, or --resume RUN (which uses the config stored with the run)\n\n"
               << kSweepUsage << "\n";
     return kExitUsage;
+  }
+
+  if (resuming && !seed_from.empty()) {
+    std::cerr << "feedtune: --resume re-seeds from the seed stored with the run; drop --seed-from\n";
+    return kExitUsage;
+  }
+  // The seed's file is opened (read only) before anything runs: a wrong path costs no trial.
+  std::optional<results::Store> seed_store;
+  if (!seed_from.empty()) {
+    std::error_code error;
+    if (!std::filesystem::is_regular_file(seed_from, error)) {
+      std::cerr << "feedtune: --seed-from " << seed_from
+                << ": no such file; give the results file of a sweep or of `feedtune merge`\n";
+      return kExitUsage;
+    }
+    try {
+      seed_store.emplace(results::Store::OpenReadOnly(seed_from));
+    } catch (const results::StoreError& e) {
+      std::cerr << "feedtune: --seed-from " << seed_from << " is no results file to seed from: " << e.what() << "\n";
+      return kExitUsage;
+    }
   }
 
   const bool json = vm->count("json") > 0;
@@ -281,6 +319,22 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     }
     const auto measurer = tuner::MakeMeasurer(config, workload, *device, &stop);
 
+    // The seed: found in --seed-from's file for this machine, or on resume the one stored with the run.
+    std::optional<tuner::SweepSeed> seed;
+    std::string no_seed;
+    if (resuming) {
+      seed = tuner::SeedFromRunJson(run.calibration_json);
+    } else if (seed_store) {
+      seed = tuner::FindSeed(*seed_store, seed_from, config.name, machine, results::HostOf(machine),
+                             /*match_name=*/!label.empty());
+      if (!seed) {
+        no_seed = "feedtune: --seed-from " + seed_from + ": no run of workload '" + config.name +
+                  "' with a best setting (the file holds: " + results::DescribeStoredWorkloads(*seed_store) +
+                  "); sweeping unseeded";
+      }
+      seed_store.reset();
+    }
+
     std::string why;
     const int max_workers = ResolveMaxWorkers(config, &why);
     if (!resuming) {
@@ -300,12 +354,19 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
         j["preflight"] = preflight;
         run.calibration_json = j.dump();
       }
+      if (seed) {  // stored with the run: --resume re-seeds from it
+        auto j = nlohmann::json::parse(run.calibration_json);
+        j["seed"] = nlohmann::json::parse(tuner::SeedJson(*seed));
+        run.calibration_json = j.dump();
+      }
       run.id = store->BeginRun(run);
     }
     progress.Note("feedtune sweep: " + config.name + " on " + device->description() + ", run " +
                   std::to_string(run.id) + " in " + db_path +
                   (resuming ? " (resuming: " + std::to_string(stored.size()) + " stored trials)" : ""));
     progress.Note(workload.description);
+    if (seed) progress.Note(tuner::SeedText(*seed) + (resuming ? " (as stored with the run)" : ""));
+    if (!no_seed.empty()) progress.Note(no_seed);
     for (const std::string& warning : preflight) progress.Note("feedtune: warning: " + warning);
     progress.Note(why);
     progress.Note("budgets: memory " + G(config.sweep.budget.memory_fraction) + " x " +
@@ -313,6 +374,12 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
                   " x " + MiB(facts->shm_free_bytes) + " free, open files " + std::to_string(facts->nofile_limit) +
                   ", usable CPUs " + G(facts->usable_cpus));
     output.Event(tuner::StartEventJson(run.id, config.name, device->backend_name(), max_workers, resuming));
+    if (seed) {
+      output.Event(nlohmann::json{{"event", "seed"},
+                                  {"text", tuner::SeedText(*seed)},
+                                  {"seed", nlohmann::json::parse(tuner::SeedJson(*seed))}}
+                       .dump());
+    }
 
     // A command's workers are not the process tree feedtune sees: its budget
     // rests on the worker memory the command measured (tuner/budget.h).
@@ -348,6 +415,18 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     setup.samples_per_epoch = SamplesPerEpoch(workload);
     setup.batches_per_epoch = BatchesPerEpoch(setup.samples_per_epoch, config.loader);
     setup.usable_cpus = facts->usable_cpus;  // stored with the run: a resume decides alike
+    if (seed) setup.seed = seed->search;
+    setup.ranks = ranks;
+    if (ranks > 1) {
+      const std::vector<int> nodes = tuner::node::GpuNumaNodes(config, ranks);
+      setup.numa_known = std::all_of(nodes.begin(), nodes.end(), [](int n) { return n >= 0; });
+    }
+    // What a worker runs its CPU work on when the knob is unset (search.h).
+    if (config.workload.kind == workloads::WorkloadKind::kSynthetic) {
+      setup.default_worker_threads = config.workload.synthetic.cpu_threads;
+    } else if (config.workload.kind == workloads::WorkloadKind::kCommand) {
+      setup.default_worker_threads = static_cast<int>(machine.usable_cpus);
+    }
     tuner::SearchOutcome outcome;
     try {
       outcome = tuner::RunSearch(config.sweep, setup, config.loader.knobs, replay, events);
@@ -513,7 +592,9 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
     tuner::TrialPlan plan;
     plan.phase = "trial";
     if (trace_file) plan.trace = &trace;
-    t = runner.MeasurePlanned(session->config.loader.knobs, plan);
+    loader::Knobs knobs = session->config.loader.knobs;
+    knobs.cpu_binding = tuner::StartBinding(session->config.sweep.cpu_binding);
+    t = runner.MeasurePlanned(knobs, plan);
   } catch (const tuner::Interrupted&) {
     std::cerr << "feedtune: interrupted\n";
     return kExitInterrupted;
@@ -537,7 +618,9 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
                           {"pin_memory", t.knobs.pin_memory},
                           {"non_blocking", t.knobs.non_blocking},
                           {"prefetch_factor", t.knobs.prefetch_factor},
-                          {"persistent_workers", t.knobs.persistent_workers}}},
+                          {"persistent_workers", t.knobs.persistent_workers},
+                          {"cpu_binding", loader::CpuBindingName(t.knobs.cpu_binding)},
+                          {"worker_threads", t.knobs.worker_threads}}},
                         {"status", t.status},
                         {"error", t.error ? nlohmann::json(*t.error) : nlohmann::json(nullptr)},
                         {"samples_per_s", Number(t.samples_per_s)},
