@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build sweep test test-asan test-tsan fuzz bench grid-vs-sweep regret probe-protocol formats-bench fleet-scale node-bench trace-bench clean
+.PHONY: all deps build sweep test test-asan test-tsan fuzz bench grid-vs-sweep regret probe-protocol formats-bench fleet-scale seed-bench node-bench trace-bench clean
 
 all: build
 
@@ -75,6 +75,13 @@ formats-bench: build
 # the planted outliers were found and listed first; exits 1 when missed.
 fleet-scale: build
 	bench/fleet_scale --feedtune $(BUILD)/tuner/cli/feedtune
+
+# sweep --seed-from (docs/fleets.md): an unseeded sweep stored as another host,
+# a sweep seeded from it, both choices re-measured interleaved; prints both
+# trial counts (target: seeded <= half) and the choices' ratio (target: within
+# 5%; about 30 s), exits 1 when missed.
+seed-bench: build
+	bench/seed_from --feedtune $(BUILD)/tuner/cli/feedtune --pairs 5
 
 # What the node harness costs (tuner/node/): N host-sim ranks in one node
 # trial against N independent trials started together, on a wait-bound tiny

@@ -412,6 +412,8 @@ class Search {
       std::sort(curve.begin(), curve.end());
       const size_t k = Knee(curve);
       if (k == 0) return;
+      // Seeded: a knee at the seed's own was bisected on its machine already.
+      if (seeded_knee_ == curve[k].first) return;
       const auto [lo, lo_index] = curve[k - 1];
       const auto [hi, hi_index] = curve[k];
       if (Gain(trials()[hi_index], trials()[lo_index]) <= options_.gain_threshold) return;
@@ -457,6 +459,7 @@ class Search {
   std::string SeededDoubling(std::vector<std::pair<int, size_t>>& curve, int64_t batches) {
     int k = std::clamp(setup_.seed->knee_workers, 1, std::max(1, setup_.max_workers));
     if (batches > 0 && k > batches) k = static_cast<int>(batches);
+    seeded_knee_ = k;
     // Measures one count; nullopt (decided) when the trial did not run.
     const auto measure = [&](int workers, std::string* why) -> std::optional<size_t> {
       loader::Knobs knobs = current_;
@@ -965,6 +968,7 @@ class Search {
   std::optional<size_t> persistent_reference_;  // the off trial over whole epochs
   std::vector<std::pair<int, size_t>> workers_curve_;  // (workers, trial index), ascending, after refinement
   int persistent_plan_epochs_ = 1;
+  std::optional<int> seeded_knee_;  // where the seeded doubling started
 
   // For the estimate of trials left.
   Stage stage_ = Stage::kBaseline;

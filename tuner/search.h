@@ -71,8 +71,9 @@
 //                   best so far; below the usable CPU count any rise), then
 //                   halves down (k/2, k/4, ..., 1) while each halving is within
 //                   knee_tolerance of the best median; a failed or skipped
-//                   trial ends that direction. Then the bisection and the knee
-//                   as above. A right seed costs 3 trials (k/2, k, 2k)
+//                   trial ends that direction. Then the knee as above, and the
+//                   bisection unless the knee is k (the seed's run bisected
+//                   below its knee already). A right seed costs 3 trials (k/2, k, 2k)
 //   seed            the seed's pin_memory/non_blocking/prefetch_factor
 //                   confirmed at the knee by THE RULE against the same count
 //                   without them (one trial, none when the seed changed none

@@ -986,5 +986,20 @@ TEST(Seeded, AResumedRunReachesTheDecisionsOfAnUninterruptedOne) {
   }
 }
 
+TEST(Seeded, AKneeAtTheSeedsOwnIsNotBisectedAgain) {
+  SweepOptions options;
+  options.repeats = 1;
+  const auto curve = [](const loader::Knobs& k) { return PeakCurve(k, 8); };
+  const SearchRun seeded = SeededSearch(curve, SeedOf(8), options);
+  EXPECT_EQ(seeded.outcome.knee_workers, 8);
+  const std::vector<std::string> doubling(seeded.seen.begin(), seeded.seen.begin() + 5);
+  // No 6 between 4 and 8: the seed's run placed its knee there by bisecting.
+  EXPECT_EQ(doubling, (std::vector<std::string>{"baseline 0", "num_workers 8", "num_workers 16", "num_workers 4",
+                                                "final_check 0"}));
+  // Unseeded, the same curve is bisected.
+  const SearchRun unseeded = SeededSearch(curve, std::nullopt, options);
+  EXPECT_NE(std::find(unseeded.seen.begin(), unseeded.seen.end(), "num_workers 6"), unseeded.seen.end());
+}
+
 }  // namespace
 }  // namespace feedtune::tuner
