@@ -161,6 +161,9 @@ std::vector<CompareRow> CollectCompareRows(const std::vector<const Store*>& stor
     row.backend = chosen.run.backend;
     row.date = RunDate(chosen.run);
     row.knee_workers = chosen.run.knee_workers;
+    for (const TrialRecord& t : view.trials) {
+      if (t.node) row.ranks = std::max(row.ranks, t.node->ranks);
+    }
     row.runs_seen = static_cast<int>(candidates.size());
     row.best_samples_per_s = NAN;
     row.best_gpu_idle_frac = NAN;
@@ -296,13 +299,19 @@ std::string CountText(int n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
+// "4" for one loader, "4 per rank" for a node run (its knobs are per rank).
+std::string KneeText(const CompareRow& row) {
+  if (!row.knee_workers) return "-";
+  return std::to_string(*row.knee_workers) + (row.ranks > 1 ? " per rank" : "");
+}
+
 }  // namespace
 
 std::string RenderCompareTable(const std::vector<CompareRow>& rows) {
   if (rows.empty()) return "no runs to compare\n";
   const std::vector<internal::Column> columns = {
       {"host", false},          {"class", false},       {"CPUs", true},
-      {"GPU", false},           {"knee workers", true}, {"best config", false},
+      {"GPU", false},           {"ranks", true},        {"knee workers", true}, {"best config", false},
       {"best samples/s", true}, {"vs class median", true}, {"speedup", true},
       {"GPU idle % at best", true}, {"backend", false}, {"date (UTC)", false},
       {"run", false},
@@ -331,7 +340,7 @@ std::string RenderCompareTable(const std::vector<CompareRow>& rows) {
         std::string run = std::to_string(row->run_id);
         if (row->status != "done") run += " (" + row->status + ")";
         cells.push_back({row->host.name, row->machine_hash, CpuText(m), GpuText(m),
-                         row->knee_workers ? std::to_string(*row->knee_workers) : "-",
+                         CountText(row->ranks, "rank", "ranks"), KneeText(*row),
                          row->best_config ? CompactKnobs(*row->best_config) : "-",
                          Fixed(row->best_samples_per_s, 1), VersusMedian(*row),
                          row->speedup ? Times(*row->speedup) : "-",
@@ -376,7 +385,10 @@ std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
           {"usable_cpus", m.usable_cpus},
           {"logical_cpus", m.logical_cpus},
           {"gpu", gpu},
+          {"ranks", row->ranks},
+          // Workers per rank at the knee (the knobs of a node run are per rank).
           {"knee_workers", row->knee_workers ? Json(*row->knee_workers) : Json(nullptr)},
+          {"knee_workers_per_rank", row->knee_workers ? Json(*row->knee_workers) : Json(nullptr)},
           {"best", best},
           {"baseline_samples_per_s", Number(row->baseline_samples_per_s)},
           {"speedup", row->speedup ? Number(*row->speedup) : Json(nullptr)},
@@ -512,7 +524,7 @@ std::string ClassSpreadChart(const std::vector<const ClassSpread*>& classes) {
 
 std::string HostTableHead() {
   return "<table class=\"compare\">\n<thead><tr><th>host</th><th>class</th><th class=\"n\">CPUs</th>"
-         "<th>GPU</th><th class=\"n\">knee workers</th><th>best config</th>"
+         "<th>GPU</th><th class=\"n\">ranks</th><th class=\"n\">knee workers</th><th>best config</th>"
          "<th class=\"n\">best samples/s</th><th class=\"n\">vs class median</th><th class=\"n\">speedup</th>"
          "<th class=\"n\">GPU idle % at best</th><th>backend</th><th>date (UTC)</th><th>run</th>"
          "</tr></thead>\n<tbody>\n";
@@ -521,9 +533,9 @@ std::string HostTableHead() {
 std::string HostTableRow(const CompareRow& row) {
   const Fingerprint& m = row.machine;
   return "<tr data-machine-hash=\"" + EscapeHtml(row.machine_hash) + "\" data-host=\"" + EscapeHtml(row.host.name) +
-         "\"" + (row.outlier ? " class=\"outlier\"" : "") + ">" + Cell(row.host.name) + Cell(row.machine_hash) +
-         Cell(CpuText(m), true) + Cell(GpuText(m)) +
-         Cell(row.knee_workers ? std::to_string(*row.knee_workers) : "-", true) + "<td class=\"config\">" +
+         "\"" + (row.outlier ? " class=\"outlier\"" : "") + " data-ranks=\"" + std::to_string(row.ranks) + "\">" +
+         Cell(row.host.name) + Cell(row.machine_hash) + Cell(CpuText(m), true) + Cell(GpuText(m)) +
+         Cell(CountText(row.ranks, "rank", "ranks"), true) + Cell(KneeText(row), true) + "<td class=\"config\">" +
          EscapeHtml(row.best_config ? CompactKnobs(*row.best_config) : "-") + "</td>" +
          Cell(Fixed(row.best_samples_per_s, 1), true) + Cell(VersusMedian(row), true) +
          Cell(row.speedup ? Times(*row.speedup) : "-", true) + Cell(Fixed(row.best_gpu_idle_frac * 100, 1), true) +

@@ -30,7 +30,10 @@ struct CompareRow {
   std::string status;
   std::string backend;
   std::string date;     // when the run ended, else when it started (ISO 8601 UTC)
-  std::optional<int> knee_workers;
+  std::optional<int> knee_workers;  // per rank in a node run: the knobs are per rank
+  // sweep.ranks of the run: the loaders measured at once (1: one loader; a
+  // node run, docs/node-sweep.md: the ranks of its node trials).
+  int ranks = 1;
   std::optional<loader::Knobs> best_config;
   double best_samples_per_s = 0;      // NaN when unknown
   double best_ci_low = 0;             // the best's 95% interval; NaN when unknown

@@ -132,6 +132,81 @@ TEST_F(TwoMachinesTest, CompareRenderings) {
   EXPECT_EQ(html.find("<script"), std::string::npos);
 }
 
+// A node run (sweep.ranks 2) beside one-loader runs: compare says how many
+// ranks each machine ran and that its knee is workers per rank.
+TEST_F(TwoMachinesTest, CompareShowsRanksAndThePerRankKnee) {
+  const std::string node_path = dir_ / "node.db";
+  {
+    Store store = Store::Open(node_path);
+    const Fingerprint machine = Machine("host-n", "lab-n", 8);
+    RunRecord run;
+    run.machine_id = store.UpsertMachine(machine);
+    run.workload_name = "quickstart";
+    run.workload_hash = "hash-of-quickstart";
+    run.config_yaml = "name: quickstart\nsweep: {ranks: 2}\n";
+    run.backend = "host-sim";
+    run.version = "0.1.0";
+    run.started_at = "2024-05-04T10:00:00Z";
+    run.id = store.BeginRun(run);
+    loader::Knobs knobs{.batch_size = 32, .num_workers = 0};
+    const int64_t baseline = store.AddTrial(run.id, testing::Trial("baseline", knobs, 1000, 0.7, ""));
+    for (int workers : {1, 2, 4}) {
+      knobs.num_workers = workers;
+      TrialRecord t = testing::Trial("num_workers", knobs, 1000.0 * (workers == 1 ? 2 : 3), 0.1);
+      NodeFigures node;
+      node.ranks = 2;
+      node.slowest_rank_samples_per_s = t.samples_per_s / 2;
+      for (int r = 0; r < 2; ++r) {
+        RankRecord row;
+        row.rank = r;
+        row.pid = 100 + r;
+        row.samples_per_s = t.samples_per_s / 2;
+        node.rank_rows.push_back(row);
+      }
+      t.node = node;
+      const int64_t id = store.AddTrial(run.id, t);
+      if (workers == 2) run.best_trial_id = id;
+    }
+    run.baseline_trial_id = baseline;
+    run.status = "done";
+    run.ended_at = "2024-05-04T10:05:00Z";
+    run.knee_workers = 2;
+    store.FinishRun(run);
+  }
+  const Store a = Store::OpenReadOnly(a_path_);
+  const Store node = Store::OpenReadOnly(node_path);
+  const std::vector<CompareRow> rows = CollectCompareRows({&a, &node}, std::string("quickstart"));
+  ASSERT_EQ(rows.size(), 2u);
+  const CompareRow& lab_n = rows[0].machine.label == "lab-n" ? rows[0] : rows[1];
+  const CompareRow& lab_a = rows[0].machine.label == "lab-n" ? rows[1] : rows[0];
+  EXPECT_EQ(lab_n.ranks, 2);
+  EXPECT_EQ(lab_n.knee_workers, 2);
+  EXPECT_EQ(lab_a.ranks, 1);
+
+  const std::string table = RenderCompareTable(rows);
+  const auto line_of = [&](const std::string& label) {
+    const size_t at = table.find(label);
+    return at == std::string::npos ? std::string() : table.substr(at, table.find('\n', at) - at);
+  };
+  EXPECT_NE(line_of("lab-n").find("2 ranks"), std::string::npos) << table;
+  EXPECT_NE(line_of("lab-n").find("2 per rank"), std::string::npos) << table;
+  EXPECT_NE(line_of("lab-a").find("1 rank "), std::string::npos) << table;
+  EXPECT_EQ(line_of("lab-a").find("per rank"), std::string::npos) << table;
+  EXPECT_NE(table.find("ranks"), std::string::npos) << table;
+
+  const json out = json::parse(RenderCompareJson(rows));
+  for (const json& m : out["workloads"][0]["machines"]) {
+    const bool is_node = m["label"] == "lab-n";
+    EXPECT_EQ(m["ranks"], is_node ? 2 : 1) << m.dump();
+    EXPECT_EQ(m["knee_workers_per_rank"], is_node ? 2 : 4) << m.dump();
+  }
+
+  const std::string html = RenderCompareHtml(rows);
+  EXPECT_NE(html.find("data-host=\"lab-n\" data-ranks=\"2\""), std::string::npos) << html;
+  EXPECT_NE(html.find("<td class=\"n\">2 ranks</td><td class=\"n\">2 per rank</td>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<td class=\"n\">1 rank</td><td class=\"n\">4</td>"), std::string::npos) << html;
+}
+
 TEST_F(TwoMachinesTest, MergeKeepsIdentityAndIsIdempotent) {
   const std::string fleet = dir_ / "fleet.db";
   {
