@@ -20,6 +20,8 @@
 #include <thread>
 
 #include "tuner/command_server.h"
+#include "tuner/node/command_ranks.h"
+#include "tuner/node/node_measurer.h"
 #include "tuner/stats.h"
 #include "workloads/command_args.h"
 
@@ -82,6 +84,8 @@ std::string FormatSeconds(double s) {
   return buf;
 }
 
+}  // namespace
+
 // The last lines of `text`, at most kErrorTailLines and kErrorTailChars.
 std::string LastLines(std::string_view text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
@@ -108,8 +112,6 @@ std::string JoinArgv(const std::vector<std::string>& argv) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string CommandRun::Cause(double timeout_s) const {
   if (!started) return "could not be started: " + spawn_error;
@@ -315,6 +317,10 @@ results::TrialRecord CommandMeasurer::MeasurePlanned(const loader::Knobs& knobs,
   std::vector<std::string> env = workloads::PlaceholderEnvironment(context);
   env.push_back("FEEDTUNE_PROTOCOL=run");
   const double timeout_s = config_.workload.command.timeout_s;
+  // sweep.ranks > 1: N processes per repeat, the node's aggregate (tuner/node/command_ranks.h).
+  if (const int ranks = node::ResolveRanks(config_); ranks > 1) {
+    return node::MeasureCommandRanks(config_, context, env, repeats, ranks, stop_, &last_warning_);
+  }
 
   std::vector<Window> windows;
   double cpu_util = 0;

@@ -59,6 +59,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tuner/config.h"
@@ -89,6 +90,13 @@ struct CommandRun {
 // this process's environment. Throws Interrupted when `stop` is raised.
 CommandRun RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
                       double timeout_s, const std::atomic<bool>* stop);
+
+// The last lines of `text` (at most 12 lines, 2000 characters): a stderr
+// tail for an error message.
+std::string LastLines(std::string_view text);
+
+// argv as one shell-quoted line, for error messages.
+std::string JoinArgv(const std::vector<std::string>& argv);
 
 // The figures a command reports on its last stdout line.
 struct CommandReport {

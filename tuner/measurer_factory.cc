@@ -36,12 +36,16 @@ OpenedWorkload OpenWorkload(const SweepConfig& config) {
   const workloads::WorkloadOptions& w = config.workload;
   // The rank processes first, while this process has one thread (tuner/node/).
   if (const int ranks = node::ResolveRanks(config); ranks > 1) {
-    if (w.kind == workloads::WorkloadKind::kCommand) {
+    // A command's ranks are its own processes, started per repeat by its
+    // measurer (tuner/node/command_ranks.h); only the run protocol has them.
+    if (w.kind == workloads::WorkloadKind::kCommand && w.command.protocol == workloads::CommandProtocol::kServe) {
       throw WorkloadError(config.source + ": sweep.ranks: " + std::to_string(ranks) +
-                          " ranks of a command workload are not supported yet; use a native workload "
-                          "(synthetic, files, npy, hdf5, lmdb) or sweep.ranks: 1");
+                          " ranks of a serving command (workload.protocol: serve) are not supported: a serving "
+                          "process is one rank; use workload.protocol: run with the knobs as {placeholders} in "
+                          "argv (feedtune starts the ranks per repeat; configs/torch-probe-2ranks.yaml), or "
+                          "sweep.ranks: 1");
     }
-    opened.ranks = std::make_shared<node::RankSet>(config, ranks);
+    if (w.kind != workloads::WorkloadKind::kCommand) opened.ranks = std::make_shared<node::RankSet>(config, ranks);
   }
   switch (w.kind) {
     case workloads::WorkloadKind::kSynthetic: {
@@ -122,6 +126,10 @@ OpenedWorkload OpenWorkload(const SweepConfig& config) {
                                 : " arguments, one run per repeat (protocol run, timeout ") +
                            std::to_string(static_cast<int64_t>(w.command.timeout_s)) +
                            " s)";
+      if (const int ranks = node::ResolveRanks(config); ranks > 1) {
+        opened.description = std::to_string(ranks) + " ranks (sweep.ranks), each a process of the " +
+                             opened.description + ", with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT";
+      }
       return opened;
     }
   }

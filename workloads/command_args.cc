@@ -44,7 +44,9 @@ std::vector<std::pair<std::string, std::string>> PlaceholderValues(const Command
           {"measure_seconds", Real(c.measure_seconds)},
           {"warmup_batches", std::to_string(c.warmup_batches)},
           {"step_us", std::to_string(c.step_us)},
-          {"sync_every_steps", std::to_string(c.sync_every_steps)}};
+          {"sync_every_steps", std::to_string(c.sync_every_steps)},
+          {"rank", std::to_string(c.rank)},
+          {"world_size", std::to_string(c.world_size)}};
 }
 
 std::string ExpandPlaceholders(std::string_view arg, const CommandContext& context) {

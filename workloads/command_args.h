@@ -25,11 +25,14 @@ struct CommandContext {
   int warmup_batches = 8;        // sweep.warmup_batches
   int64_t step_us = 20000;       // device.step_us
   int sync_every_steps = 1;      // device.sync_every_steps
+  int rank = 0;                  // this process's rank with sweep.ranks > 1 (tuner/node/command_ranks.h)
+  int world_size = 1;            // sweep.ranks
 };
 
-inline constexpr std::array<std::string_view, 10> kPlaceholders = {
-    "num_workers",     "pin_memory",     "non_blocking",  "prefetch_factor", "persistent_workers",
-    "batch_size",      "measure_seconds", "warmup_batches", "step_us",        "sync_every_steps"};
+inline constexpr std::array<std::string_view, 12> kPlaceholders = {
+    "num_workers",     "pin_memory",      "non_blocking",   "prefetch_factor", "persistent_workers",
+    "batch_size",      "measure_seconds", "warmup_batches", "step_us",         "sync_every_steps",
+    "rank",            "world_size"};
 
 // (placeholder name, value), in kPlaceholders order.
 std::vector<std::pair<std::string, std::string>> PlaceholderValues(const CommandContext& context);

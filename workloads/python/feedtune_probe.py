@@ -50,6 +50,16 @@ from each request, so they are errors on the command line with --serve. Its
 own stdout carries only protocol lines: everything else printed (by the
 dataset, by workers) goes to stderr. End of stdin ends it.
 docs/command-protocol.md describes the protocol.
+
+Ranks (data-parallel, as torchrun starts them): when WORLD_SIZE > 1 in the
+environment (feedtune's sweep.ranks with protocol run sets RANK, LOCAL_RANK,
+WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT), the probe joins the
+process group (gloo on CPU, NCCL on CUDA, with --dist-timeout-s), reads its
+torch.utils.data.DistributedSampler share of each epoch, meets the other ranks
+at a dist.barrier() before each measured window, and prints its own result
+line with "rank" and "world_size" in it; feedtune adds the ranks up
+(docs/node-sweep.md). --report-share PATH also writes the line, with the
+indices of the rank's epoch-0 share, to PATH (use {rank} in it).
 """
 
 import argparse
@@ -64,6 +74,7 @@ import sys
 import time
 import traceback
 import zlib
+from datetime import timedelta
 
 EXIT_USAGE = 2
 
@@ -119,6 +130,12 @@ def build_parser():
                    help="a stage trial of feedtune's verdict (docs/verdict.md): step = one batch kept on the device, "
                         "no loader; copy = one resident host batch copied each step; transport = the DataLoader over "
                         "zero samples shaped like the first real one; prep = the real dataset (the default)")
+    t.add_argument("--dist-timeout-s", type=float, default=120,
+                   help="with WORLD_SIZE > 1: the process group's timeout (torch's default, 30 minutes, would "
+                        "keep a rank waiting that long for a dead peer)")
+    t.add_argument("--report-share", metavar="PATH",
+                   help="also write the result line, with this rank's DistributedSampler share of epoch 0 "
+                        "(\"share\": the sample indices), to PATH")
     t.add_argument("--serve", action="store_true",
                    help="serve feedtune's trials: one JSON request per line on stdin (docs/command-protocol.md)")
     return p
@@ -520,8 +537,25 @@ class Setup:
         if self.device_name == "cuda" and not torch.cuda.is_available():
             fail_usage("--device cuda: torch sees no usable CUDA device")
         self.device = torch.device(self.device_name)
+        # Data-parallel ranks (WORLD_SIZE > 1, from torchrun or feedtune's sweep.ranks).
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
+        self.rank = int(os.environ.get("RANK", "0") or 0)
+        self.dist = None
+        if self.world_size > 1:
+            import torch.distributed as dist
+            if self.device_name == "cuda":
+                local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
+                torch.cuda.set_device(local_rank)
+                self.device = torch.device("cuda", local_rank)
+            dist.init_process_group("nccl" if self.device_name == "cuda" else "gloo", init_method="env://",
+                                    rank=self.rank, world_size=self.world_size,
+                                    timeout=timedelta(seconds=args.dist_timeout_s))
+            self.dist = dist
         self.dataset = make_user_dataset(args) if args.dataset else make_synthetic(args, torch)
         self.iterable = isinstance(self.dataset, torch.utils.data.IterableDataset)
+        if self.dist is not None and self.iterable:
+            sys.stderr.write("feedtune_probe: rank %d: an iterable dataset gets no DistributedSampler; it must "
+                             "shard itself by RANK and WORLD_SIZE\n" % self.rank)
         self.model = None
 
 
@@ -568,9 +602,16 @@ def run_trial(setup, t, emit):
         t = dict(t, num_workers=0)
     kwargs = dict(batch_size=t["batch_size"], num_workers=t["num_workers"], pin_memory=t["pin_memory"],
                   drop_last=args.drop_last)
-    if not setup.iterable:
-        kwargs["shuffle"] = args.shuffle
     dataset = free_samples(setup) if stage == "transport" else setup.dataset
+    sampler = None
+    if setup.dist is not None and not setup.iterable:
+        # This rank's share, as DDP training reads it: every rank shuffles the
+        # same order (seed, epoch) and takes every world_size-th index.
+        sampler = torch.utils.data.distributed.DistributedSampler(
+            dataset, num_replicas=setup.world_size, rank=setup.rank, shuffle=args.shuffle, seed=args.seed)
+        kwargs["sampler"] = sampler
+    elif not setup.iterable:
+        kwargs["shuffle"] = args.shuffle
     counters = None
     if t["num_workers"] > 0:
         # torch rejects these with num_workers == 0 (1.13 and 2.x alike).
@@ -633,6 +674,8 @@ def run_trial(setup, t, emit):
             produced = 0
             if counters is not None:
                 counters.iter_at.value = time.monotonic()  # an epoch's workers start now
+            if sampler is not None:
+                sampler.set_epoch(epoch)  # a new shuffle per epoch, the same on every rank
             for batch in loader:  # non-persistent workers restart here, as in training
                 yield batch, produced, epoch
                 produced += 1
@@ -670,6 +713,8 @@ def run_trial(setup, t, emit):
         model.sync()
 
         for _ in range(t["repeats"]):
+            if setup.dist is not None:
+                setup.dist.barrier()  # the ranks start each window together
             model.reset()
             waits = []
             boundary_waits = []
@@ -738,6 +783,16 @@ def run_trial(setup, t, emit):
             if boundary_waits:
                 # As feedtune's own loader reports it: the stall beyond a normal wait.
                 report["epoch_boundary_ms"] = (percentile(boundary_waits, 50) - percentile(waits, 50)) * 1e3
+            if setup.dist is not None:
+                report["rank"] = setup.rank
+                report["world_size"] = setup.world_size
+            if args.report_share:
+                shared = dict(report)
+                if sampler is not None:
+                    sampler.set_epoch(0)
+                    shared["share"] = list(iter(sampler))
+                with open(args.report_share, "w") as out:
+                    out.write(json.dumps(shared) + "\n")
             emit(report)
     finally:
         it.close()  # drops the loader's iterator: its workers shut down
@@ -855,6 +910,8 @@ def main(argv=None):
     report["peak_rss_bytes"] = peak_rss_bytes()  # after the workers were joined, so theirs counts
     sys.stdout.flush()
     print(json.dumps(report), flush=True)
+    if setup.dist is not None:
+        setup.dist.destroy_process_group()
     return 0
 
 
