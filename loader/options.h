@@ -1,7 +1,8 @@
 // LoaderOptions: how the data loader is configured, in torch.utils.data.DataLoader's
 // terms. The five tuned knobs (num_workers, pin_memory, non_blocking,
 // prefetch_factor, persistent_workers) plus batch_size form Knobs, the unit the
-// tuner varies and the results store records. Plain values, no behaviour.
+// tuner varies and the results store records, with the two a node sweep tunes
+// around the loader (cpu_binding, worker_threads). Plain values, no behaviour.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,12 @@
 namespace feedtune::loader {
 
 enum class WorkerMode { kProcess, kThread };
+
+// Where a rank of a node sweep and its workers may run (tuner/node/): `none`
+// keeps the inherited mask; `split` binds each rank to an equal, disjoint
+// share of the usable CPUs; `numa` to its share of the CPUs on its GPU's NUMA
+// node (split when that node is unknown).
+enum class CpuBinding { kNone, kSplit, kNuma };
 
 // The settings a sweep varies, trial by trial. non_blocking belongs to the
 // training loop's `.to(device, non_blocking=...)` call, not to the DataLoader,
@@ -21,6 +28,14 @@ struct Knobs {
   bool non_blocking = false;
   int prefetch_factor = 2;
   bool persistent_workers = false;
+  // Like non_blocking, these act around the DataLoader, not in it, and are
+  // tuned with the rest (tuner/search.h), so they travel here too. The loader
+  // ignores them; tuner/node applies the binding per trial, and the workload
+  // splits a sample's CPU work over worker_threads (OMP_NUM_THREADS and
+  // MKL_NUM_THREADS for a command). 0 = the workload's own (workload.cpu_threads;
+  // for a command, the environment it inherits).
+  CpuBinding cpu_binding = CpuBinding::kNone;
+  int worker_threads = 0;
 
   bool operator==(const Knobs&) const = default;
 };
@@ -40,5 +55,6 @@ struct LoaderOptions {
 };
 
 const char* WorkerModeName(WorkerMode mode);
+const char* CpuBindingName(CpuBinding binding);  // "none", "split", "numa"
 
 }  // namespace feedtune::loader

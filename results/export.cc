@@ -87,6 +87,16 @@ std::string NeedsNote() {
 
 const char* PyBool(bool value) { return value ? "True" : "False"; }
 
+// The intra-op threads of the best trial (worker_threads), for the torch format.
+std::string ThreadsText(int threads) {
+  const std::string n = std::to_string(threads);
+  return "# Intra-op threads per worker and rank, as measured (worker_threads): set them in the\n"
+         "# launch environment, before torch starts (OMP_NUM_THREADS=" + n + " MKL_NUM_THREADS=" + n +
+         "), and in the workers:\n"
+         "#   DataLoader(..., worker_init_fn=lambda _: torch.set_num_threads(OMP_NUM_THREADS))\n"
+         "OMP_NUM_THREADS = " + n + "\n";
+}
+
 std::string Torch(const RunView& view, const TrialRecord& best) {
   const Settings s = SettingsOf(best);
   std::string py = "# feedtune export --format torch\n";
@@ -148,7 +158,10 @@ def _feedtune_check_torch_version():
 
 _feedtune_check_torch_version()
 )py";
-  if (best.node) py += "\n" + NodeLaunchText(*best.node, "# ");  // sweep.ranks > 1 (results/node_report.h)
+  if (best.knobs.worker_threads > 0) py += "\n" + ThreadsText(best.knobs.worker_threads);
+  if (best.node) {  // sweep.ranks > 1 (results/node_report.h)
+    py += "\n" + NodeLaunchText(*best.node, best.knobs, "# ");
+  }
   return py;
 }
 
@@ -159,7 +172,9 @@ nlohmann::ordered_json ConfigJson(const Settings& s) {
           {"non_blocking", s.knobs.non_blocking},
           {"prefetch_factor", s.prefetch_applies ? nlohmann::ordered_json(s.knobs.prefetch_factor)
                                                  : nlohmann::ordered_json(nullptr)},
-          {"persistent_workers", s.knobs.persistent_workers}};
+          {"persistent_workers", s.knobs.persistent_workers},
+          {"cpu_binding", loader::CpuBindingName(s.knobs.cpu_binding)},
+          {"worker_threads", s.knobs.worker_threads}};
 }
 
 std::string Yaml(const RunView& view, const TrialRecord& best) {
@@ -177,6 +192,10 @@ std::string Yaml(const RunView& view, const TrialRecord& best) {
                               : std::string("null  # only with workers: torch rejects it when num_workers is 0")) +
           "\n";
   yaml += std::string("persistent_workers: ") + flag(s.knobs.persistent_workers) + "\n";
+  // Around the loader (tuner/search.h): the ranks' binding, and the intra-op
+  // threads per worker (OMP_NUM_THREADS; 0 = as the job's environment has it).
+  yaml += std::string("cpu_binding: ") + loader::CpuBindingName(s.knobs.cpu_binding) + "\n";
+  yaml += "worker_threads: " + std::to_string(s.knobs.worker_threads) + "\n";
   return yaml;
 }
 
@@ -193,7 +212,11 @@ std::string Env(const RunView& view, const TrialRecord& best) {
   env += "FEEDTUNE_PREFETCH_FACTOR=" +
          (s.prefetch_applies ? std::to_string(s.knobs.prefetch_factor) : std::string()) + "\n";
   env += std::string("FEEDTUNE_PERSISTENT_WORKERS=") + flag(s.knobs.persistent_workers) + "\n";
-  if (best.node) env += NodeLaunchEnv(*best.node);  // sweep.ranks > 1 (results/node_report.h)
+  if (best.knobs.worker_threads > 0) {  // the worker_threads phase's answer (tuner/search.h)
+    env += "OMP_NUM_THREADS=" + std::to_string(best.knobs.worker_threads) + "\n";
+    env += "MKL_NUM_THREADS=" + std::to_string(best.knobs.worker_threads) + "\n";
+  }
+  if (best.node) env += NodeLaunchEnv(*best.node, best.knobs);  // sweep.ranks > 1 (results/node_report.h)
   return env;
 }
 

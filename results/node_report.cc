@@ -126,22 +126,25 @@ std::string NodeFormulasJson(const std::vector<FormulaRow>& rows, std::optional<
 
 namespace {
 
-// Whether the ranks ran on different CPU masks (cpu_binding split).
-bool BoundApart(const NodeFigures& node) {
-  for (const RankRecord& r : node.rank_rows) {
-    if (r.cpu_mask != node.rank_rows.front().cpu_mask) return true;
-  }
-  return false;
-}
+// The taskset lines are for a trial that was bound (cpu_binding split or
+// numa): its ranks' masks are what each rank should get.
+bool Bound(const loader::Knobs& knobs) { return knobs.cpu_binding != loader::CpuBinding::kNone; }
 
 }  // namespace
 
-std::string NodeLaunchText(const NodeFigures& node, const std::string& prefix) {
+std::string NodeLaunchText(const NodeFigures& node, const loader::Knobs& knobs, const std::string& prefix) {
   std::string text = prefix + "Measured as a node of " + std::to_string(node.ranks) +
                      " ranks, one DataLoader per rank with these settings each. Launch it so:\n";
-  text += prefix + "  torchrun --nproc_per_node " + std::to_string(node.ranks) + " --redirects 3 your_train.py\n";
-  if (BoundApart(node)) {
-    text += prefix + "Each rank was bound to its own CPUs (cpu_binding split); bind the same way, e.g.\n";
+  // torchrun sets OMP_NUM_THREADS=1 itself when it is unset; the measured value is said outright.
+  const std::string threads = knobs.worker_threads > 0 ? "OMP_NUM_THREADS=" + std::to_string(knobs.worker_threads) +
+                                                             " MKL_NUM_THREADS=" +
+                                                             std::to_string(knobs.worker_threads) + " "
+                                                       : std::string();
+  text += prefix + "  " + threads + "torchrun --nproc_per_node " + std::to_string(node.ranks) +
+          " --redirects 3 your_train.py\n";
+  if (Bound(knobs)) {
+    text += prefix + "Each rank was bound to its own CPUs (cpu_binding " + loader::CpuBindingName(knobs.cpu_binding) +
+            "); bind the same way, e.g.\n";
     for (const RankRecord& r : node.rank_rows) {
       text += prefix + "  rank " + std::to_string(r.rank) + ": taskset -c " + r.cpu_mask +
               "  (or os.sched_setaffinity(0, ...) at the rank's start)\n";
@@ -150,9 +153,10 @@ std::string NodeLaunchText(const NodeFigures& node, const std::string& prefix) {
   return text;
 }
 
-std::string NodeLaunchEnv(const NodeFigures& node) {
+std::string NodeLaunchEnv(const NodeFigures& node, const loader::Knobs& knobs) {
   std::string env = "FEEDTUNE_NPROC_PER_NODE=" + std::to_string(node.ranks) + "\n";
-  if (BoundApart(node)) {
+  env += std::string("FEEDTUNE_CPU_BINDING=") + loader::CpuBindingName(knobs.cpu_binding) + "\n";
+  if (Bound(knobs)) {
     for (const RankRecord& r : node.rank_rows) {
       env += "FEEDTUNE_RANK" + std::to_string(r.rank) + "_CPUS=" + r.cpu_mask + "\n";
     }

@@ -38,12 +38,14 @@ std::string NodeFormulasText(const std::vector<FormulaRow>& rows, std::optional<
 std::string NodeFormulasJson(const std::vector<FormulaRow>& rows, std::optional<double> knee_samples_per_s);
 
 // For `export`: how to launch the measured node, each line starting with
-// `prefix` ("# " in Python, "" in env files): the rank count for torchrun,
-// and each rank's CPUs as a taskset line when the ranks were bound apart.
-std::string NodeLaunchText(const NodeFigures& node, const std::string& prefix);
+// `prefix` ("# " in Python, "" in env files): the rank count for torchrun
+// (with OMP_NUM_THREADS/MKL_NUM_THREADS when `knobs` set worker_threads), and
+// each rank's CPUs as a taskset line when `knobs` bound them (cpu_binding
+// split or numa).
+std::string NodeLaunchText(const NodeFigures& node, const loader::Knobs& knobs, const std::string& prefix);
 
-// For `export --format env`: FEEDTUNE_NPROC_PER_NODE and, when bound apart,
-// FEEDTUNE_RANK<r>_CPUS per rank.
-std::string NodeLaunchEnv(const NodeFigures& node);
+// For `export --format env`: FEEDTUNE_NPROC_PER_NODE, FEEDTUNE_CPU_BINDING
+// and, when bound, FEEDTUNE_RANK<r>_CPUS per rank.
+std::string NodeLaunchEnv(const NodeFigures& node, const loader::Knobs& knobs);
 
 }  // namespace feedtune::results

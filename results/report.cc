@@ -24,7 +24,9 @@ Json ConfigJson(const loader::Knobs& knobs) {
   return Json{
       {"batch_size", knobs.batch_size},           {"num_workers", knobs.num_workers},
       {"pin_memory", knobs.pin_memory},           {"non_blocking", knobs.non_blocking},
-      {"prefetch_factor", knobs.prefetch_factor}, {"persistent_workers", knobs.persistent_workers}};
+      {"prefetch_factor", knobs.prefetch_factor}, {"persistent_workers", knobs.persistent_workers},
+      // Around the loader (tuner/search.h); worker_threads 0 = the workload's own.
+      {"cpu_binding", loader::CpuBindingName(knobs.cpu_binding)}, {"worker_threads", knobs.worker_threads}};
 }
 
 const TrialRecord* FindTrial(const RunView& view, std::optional<int64_t> id) {
@@ -167,7 +169,11 @@ std::string KnobsText(const loader::Knobs& k) {
          " num_workers=" + std::to_string(k.num_workers) + " pin_memory=" + flag(k.pin_memory) +
          " non_blocking=" + flag(k.non_blocking) +
          " prefetch_factor=" + std::to_string(k.prefetch_factor) +
-         " persistent_workers=" + flag(k.persistent_workers);
+         " persistent_workers=" + flag(k.persistent_workers) +
+         // Around the loader: said only when a sweep set them (tuner/search.h).
+         (k.cpu_binding != loader::CpuBinding::kNone ? std::string(" cpu_binding=") + loader::CpuBindingName(k.cpu_binding)
+                                                     : std::string()) +
+         (k.worker_threads > 0 ? " worker_threads=" + std::to_string(k.worker_threads) : std::string());
 }
 
 std::string RenderRows(const std::vector<Column>& columns,
@@ -370,7 +376,7 @@ std::string RenderTable(const RunView& view) {
 
   if (view.trials.empty()) return text + "no trials recorded\n";
 
-  const std::vector<Column> columns = {
+  std::vector<Column> columns = {
       {"id", true},
       {"phase", false},
       {"workers", true},
@@ -417,6 +423,19 @@ std::string RenderTable(const RunView& view) {
                     measured(t.samples_per_s, 1), ci, measured(t.mb_per_s, 1),
                     measured(t.gpu_idle_frac * 100, 1), measured(t.wait_p50_us / 1000, 2),
                     measured(t.wait_p99_us / 1000, 2), note});
+  }
+  // The binding and threads columns only for runs that varied them (a node
+  // sweep's cpu_binding phase, a worker_threads phase): other tables stay as they were.
+  const bool around = std::any_of(view.trials.begin(), view.trials.end(), [](const TrialRecord& t) {
+    return t.knobs.cpu_binding != loader::CpuBinding::kNone || t.knobs.worker_threads > 0;
+  });
+  if (around) {
+    columns.insert(columns.begin() + 7, {{"binding", false}, {"threads", true}});
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const loader::Knobs& k = view.trials[i].knobs;
+      rows[i].insert(rows[i].begin() + 7, {loader::CpuBindingName(k.cpu_binding),
+                                           k.worker_threads > 0 ? std::to_string(k.worker_threads) : "-"});
+    }
   }
   text += RenderRows(columns, rows);
 

@@ -226,6 +226,14 @@ CREATE TABLE trial_ranks (
 );
 CREATE INDEX trial_ranks_by_trial ON trial_ranks(trial_id);
 )sql",
+    // 9 -> 10: the two knobs a node sweep tunes around the loader (issue 13,
+    // tuner/search.h): each trial's CPU binding and intra-op threads per worker
+    // (0 = the workload's own). Older trials ran on the inherited mask with the
+    // workload's own threads, which the defaults say.
+    R"sql(
+ALTER TABLE trials ADD COLUMN cpu_binding TEXT NOT NULL DEFAULT 'none';
+ALTER TABLE trials ADD COLUMN worker_threads INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 // ISO 8601 UTC, the form RunRecord documents for its timestamps.
@@ -589,6 +597,17 @@ constexpr const char* kRunColumnsV6Stand_in =
     "(SELECT hostname FROM machines WHERE machines.id = runs.machine_id), ''";
 constexpr const char* kTrialColumnsV6 = "worker_rss_bytes";
 constexpr const char* kTrialColumnsV5Stand_in = "NULL";
+constexpr int kTrialKnobsVersion = 10;  // cpu_binding, worker_threads
+constexpr const char* kTrialColumnsKnobs = "cpu_binding, worker_threads";
+constexpr const char* kTrialColumnsKnobsStand_in = "'none', 0";
+
+// A stored cpu_binding; a name this version does not know reads as none.
+loader::CpuBinding BindingFromName(const std::string& name) {
+  for (const auto b : {loader::CpuBinding::kSplit, loader::CpuBinding::kNuma}) {
+    if (name == loader::CpuBindingName(b)) return b;
+  }
+  return loader::CpuBinding::kNone;
+}
 
 std::string MachineColumns(int version) {
   return std::string(kMachineColumns) + ", " +
@@ -603,7 +622,8 @@ std::string TrialColumns(int version) {
   return std::string(kTrialColumns) + ", " + (version >= 2 ? kTrialColumnsV2 : kTrialColumnsV1Stand_in) +
          ", " + (version >= 4 ? kTrialColumnsV4 : kTrialColumnsV3Stand_in) + ", " +
          (version >= 5 ? kTrialColumnsV5 : kTrialColumnsV4Stand_in) + ", " +
-         (version >= 6 ? kTrialColumnsV6 : kTrialColumnsV5Stand_in);
+         (version >= 6 ? kTrialColumnsV6 : kTrialColumnsV5Stand_in) + ", " +
+         (version >= kTrialKnobsVersion ? kTrialColumnsKnobs : kTrialColumnsKnobsStand_in);
 }
 
 RunRecord ReadRun(const Statement& row) {
@@ -904,7 +924,7 @@ int64_t Store::AddTrial(int64_t run_id, const TrialRecord& trial) {
 int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::string& operation) {
   const std::string sql = "INSERT INTO trials (" + TrialColumns(kSchemaVersion) +
                           ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                          "?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+                          "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
   int64_t trial_id = 0;
   {
     Statement insert(db_.get(), path_, operation, sql.c_str());
@@ -916,7 +936,8 @@ int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::
                  t.ci_low, t.ci_high, t.mb_per_s, t.gpu_idle_frac, t.copy_s, t.wait_p50_us,
                  t.wait_p99_us, t.worker_startup_s, t.cpu_util, t.peak_rss_bytes, t.repeats,
                  t.decision, t.time_to_first_batch_s, t.epoch_boundary_ms, t.cv,
-                 t.worker_busy_frac, t.pinned_alloc_s, t.batches_per_epoch, t.worker_rss_bytes)
+                 t.worker_busy_frac, t.pinned_alloc_s, t.batches_per_epoch, t.worker_rss_bytes,
+                 std::string(loader::CpuBindingName(k.cpu_binding)), k.worker_threads)
         .Run();
     trial_id = sqlite3_last_insert_rowid(db_.get());
   }
@@ -1170,6 +1191,8 @@ std::vector<TrialRecord> Store::LoadTrials(int64_t run_id) const {
     t.pinned_alloc_s = select.Double(28);
     t.batches_per_epoch = select.Optional<int64_t>(29);
     t.worker_rss_bytes = select.Double(30);
+    t.knobs.cpu_binding = BindingFromName(select.Text(31));
+    t.knobs.worker_threads = select.Int32(32);
     index_by_id[t.id] = trials.size();
     trials.push_back(std::move(t));
   }

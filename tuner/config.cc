@@ -387,6 +387,10 @@ constexpr Key kKeys[] = {
      kSyntheticOnly},
     {"workload.cpu_us_per_sample", Hashed::kYes,
      Int<kWorkload, kSynthetic, &Synthetic::cpu_us_per_sample>(0, kMaxUs), kDatasets},
+    // Intra-op threads a sample's CPU work is split over (OpenMP inside a
+    // transform); the worker_threads knob overrides it per trial.
+    {"workload.cpu_threads", Hashed::kIfSet,
+     Int<kWorkload, kSynthetic, &Synthetic::cpu_threads>(1, 1024), kSyntheticOnly},
     {"workload.io_us_per_sample", Hashed::kYes,
      Int<kWorkload, kSynthetic, &Synthetic::io_us_per_sample>(0, kMaxUs), kSyntheticOnly},
     {"workload.jitter", Hashed::kYes,
@@ -442,8 +446,8 @@ constexpr Key kKeys[] = {
      Real<kSweep, &SweepOptions::knee_tolerance>(0, kClosed, 1, kOpen)},
     {"sweep.ranks", Hashed::kNo, AutoInt<kSweep, &SweepOptions::ranks>(1, 1024)},
     {"sweep.cpu_binding", Hashed::kNo,
-     Enum<kSweep, &SweepOptions::cpu_binding>(static_cast<int>(CpuBinding::kSplit) + 1,
-                                              &EnumName<CpuBinding, &CpuBindingName>)},
+     Enum<kSweep, &SweepOptions::cpu_binding>(static_cast<int>(BindingChoice::kNuma) + 1,
+                                              &EnumName<BindingChoice, &BindingChoiceName>)},
     // After the final check, stage trials at the best setting (tuner/diagnose.h).
     {"sweep.diagnose", Hashed::kNo, Bool<kSweep, &SweepOptions::diagnose>()},
     {"sweep.budget.memory_fraction", Hashed::kNo,
@@ -1916,12 +1920,29 @@ std::string WorkloadHash(const SweepConfig& config) {
   return hex;
 }
 
-const char* CpuBindingName(CpuBinding binding) {
-  switch (binding) {
-    case CpuBinding::kNone:
+CpuBinding StartBinding(BindingChoice choice) {
+  switch (choice) {
+    case BindingChoice::kAuto:
+    case BindingChoice::kNone:
+      return CpuBinding::kNone;
+    case BindingChoice::kSplit:
+      return CpuBinding::kSplit;
+    case BindingChoice::kNuma:
+      return CpuBinding::kNuma;
+  }
+  return CpuBinding::kNone;
+}
+
+const char* BindingChoiceName(BindingChoice choice) {
+  switch (choice) {
+    case BindingChoice::kAuto:
+      return "auto";
+    case BindingChoice::kNone:
       return "none";
-    case CpuBinding::kSplit:
+    case BindingChoice::kSplit:
       return "split";
+    case BindingChoice::kNuma:
+      return "numa";
   }
   return "?";
 }

@@ -21,11 +21,18 @@ struct BudgetOptions {
   double shm_fraction = 0.8;     // of /dev/shm's free space
 };
 
-// How a node sweep's ranks are placed on the CPUs (tuner/node/): `none`
-// leaves every rank the mask feedtune inherited; `split` binds each rank, and
-// so its fork server and workers, to an equal, disjoint share of it.
-enum class CpuBinding { kNone, kSplit };
-const char* CpuBindingName(CpuBinding binding);
+// How a node sweep's ranks are placed on the CPUs (tuner/node/), per trial
+// (loader::Knobs::cpu_binding): `none` leaves every rank the mask feedtune
+// inherited; `split` binds each rank, its fork server and workers, to an
+// equal, disjoint share of it; `numa` to its share on its GPU's NUMA node.
+using loader::CpuBinding;
+using loader::CpuBindingName;
+// sweep.cpu_binding: `auto` searches the binding (tuner/search.h's cpu_binding
+// phase, from none); a binding named is used by every trial and not searched.
+enum class BindingChoice { kAuto, kNone, kSplit, kNuma };
+const char* BindingChoiceName(BindingChoice choice);
+// The binding the first trial runs with: the one named, none for auto.
+CpuBinding StartBinding(BindingChoice choice);
 
 struct SweepOptions {
   int max_workers = 0;  // 0 = auto: 64, capped by budgets
@@ -42,7 +49,7 @@ struct SweepOptions {
   // Data-parallel ranks on this node, each with its own loader (tuner/node/).
   // 0 = auto: the number of CUDA devices, 1 without one.
   int ranks = 0;
-  CpuBinding cpu_binding = CpuBinding::kNone;
+  BindingChoice cpu_binding = BindingChoice::kAuto;
 };
 
 struct SweepConfig {

@@ -25,7 +25,8 @@ constexpr size_t kBarLineMax = 118;  // keep the redrawn line within a terminal 
 nlohmann::json KnobsJson(const loader::Knobs& k) {
   return {{"batch_size", k.batch_size},           {"num_workers", k.num_workers},
           {"pin_memory", k.pin_memory},           {"non_blocking", k.non_blocking},
-          {"prefetch_factor", k.prefetch_factor}, {"persistent_workers", k.persistent_workers}};
+          {"prefetch_factor", k.prefetch_factor}, {"persistent_workers", k.persistent_workers},
+          {"cpu_binding", loader::CpuBindingName(k.cpu_binding)}, {"worker_threads", k.worker_threads}};
 }
 
 // NaN (not measured) as null.
@@ -58,8 +59,12 @@ std::string SafeBasis(const results::RunRecord& run) {
 }  // namespace
 
 std::string KnobsShort(const loader::Knobs& k) {
+  // The knobs around the loader only when set (tuner/search.h's last phases).
   return Format("nw=%d pin=%d nb=%d pf=%d pers=%d", k.num_workers, k.pin_memory ? 1 : 0, k.non_blocking ? 1 : 0,
-                k.prefetch_factor, k.persistent_workers ? 1 : 0);
+                k.prefetch_factor, k.persistent_workers ? 1 : 0) +
+         (k.cpu_binding != loader::CpuBinding::kNone ? std::string(" bind=") + loader::CpuBindingName(k.cpu_binding)
+                                                     : std::string()) +
+         (k.worker_threads > 0 ? " thr=" + std::to_string(k.worker_threads) : std::string());
 }
 
 ProgressMode DetectProgressMode(std::FILE* out, bool quiet) {

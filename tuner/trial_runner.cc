@@ -12,6 +12,7 @@
 #include "loader/trace.h"
 #include "tuner/proc_stats.h"
 #include "tuner/stats.h"
+#include "workloads/cpu_work.h"
 
 namespace feedtune::tuner {
 namespace {
@@ -118,6 +119,9 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
   trial.knobs = knobs;
   last_warning_.clear();
   const int repeats = plan.repeats > 0 ? plan.repeats : config_.sweep.repeats;
+  // The trial's intra-op threads, for this process and the workers it starts
+  // (0: the dataset's own workload.cpu_threads).
+  workloads::SetIntraOpThreads(knobs.worker_threads);
   try {
     loader::LoaderOptions options = config_.loader;
     options.knobs = knobs;

@@ -1,12 +1,16 @@
 #include "workloads/cpu_work.h"
 
+#include <sys/mman.h>
 #include <time.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <vector>
 
 namespace feedtune::workloads {
@@ -34,7 +38,45 @@ uint64_t Work(const std::byte* p, size_t n, uint64_t acc) {
 
 double Ns(Clock::duration d) { return std::chrono::duration<double, std::nano>(d).count(); }
 
+// The shared word behind SetIntraOpThreads/IntraOpThreads. A mapping, not a
+// plain global: it must be shared with processes forked after it exists.
+std::atomic<int>* IntraOpWord() {
+  static std::atomic<int>* word = [] {
+    void* p = mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    // Without a shared mapping (never seen), the setting stays in this process.
+    if (p == MAP_FAILED) return new std::atomic<int>(0);
+    return new (p) std::atomic<int>(0);
+  }();
+  return word;
+}
+
 }  // namespace
+
+void SetIntraOpThreads(int threads) { IntraOpWord()->store(std::max(0, threads), std::memory_order_relaxed); }
+int IntraOpThreads() { return IntraOpWord()->load(std::memory_order_relaxed); }
+
+uint64_t BurnCpuThreads(int64_t ns, std::span<const std::byte> data, const CpuCalibration& calibration,
+                        int threads) {
+  if (threads <= 1 || ns <= 0) return BurnCpu(ns, data, calibration);
+  const int64_t share = ns / threads;
+  std::atomic<int> done{0};
+  std::atomic<uint64_t> acc{0};
+  std::vector<std::thread> helpers;
+  helpers.reserve(static_cast<size_t>(threads - 1));
+  for (int i = 1; i < threads; ++i) {
+    helpers.emplace_back([&] {
+      acc.fetch_xor(BurnCpu(share, data, calibration), std::memory_order_relaxed);
+      done.fetch_add(1, std::memory_order_release);
+    });
+  }
+  uint64_t mine = BurnCpu(share, data, calibration);
+  // OpenMP's active wait at the region's end: spin, burning CPU, then block.
+  const auto spin_until = Clock::now() + std::chrono::microseconds(200);
+  while (done.load(std::memory_order_acquire) < threads - 1 && Clock::now() < spin_until) {
+  }
+  for (std::thread& t : helpers) t.join();
+  return mine ^ acc.load(std::memory_order_relaxed);
+}
 
 int64_t ThreadCpuNs() {
   timespec ts{};

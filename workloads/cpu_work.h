@@ -46,4 +46,24 @@ int64_t ThreadCpuNs();
 // callers can keep it observable.
 uint64_t BurnCpu(int64_t ns, std::span<const std::byte> data, const CpuCalibration& calibration);
 
+// BurnCpu split over `threads` threads, as an OpenMP or OpenCV loop inside a
+// transform splits its work: the caller burns its share and threads - 1
+// helpers, started for the sample, burn theirs (each ns / threads of its own
+// CPU time); then the caller waits for them spinning, for up to 200 us, as
+// OpenMP's active wait policy does, before blocking. So threads beyond the
+// free cores cost what they cost there: helpers queue for a core while the
+// others spin, and each sample pays the helpers' start. threads <= 1: BurnCpu.
+uint64_t BurnCpuThreads(int64_t ns, std::span<const std::byte> data, const CpuCalibration& calibration,
+                        int threads);
+
+// The intra-op threads a sample's CPU work uses in this process tree, as
+// OMP_NUM_THREADS sets them for OpenMP: 0 = each dataset's own
+// (workload.cpu_threads). The value lives in a shared mapping made by the
+// first call of either function, so workers forked later (from a fork server
+// forked after that call) read what this process sets afterwards: the tuner
+// sets it per trial (Knobs::worker_threads). Datasets make the mapping when
+// constructed, before their fork server exists.
+void SetIntraOpThreads(int threads);
+int IntraOpThreads();
+
 }  // namespace feedtune::workloads

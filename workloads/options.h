@@ -59,6 +59,10 @@ struct SyntheticOptions {
   int64_t sample_bytes = 150528;     // fixed size; with a distribution, its max (the slot size)
   SampleSize size;                   // kFixed unless a distribution is configured
   int64_t cpu_us_per_sample = 200;   // real CPU work per sample
+  // Threads that CPU work is split over, as OpenCV or OpenMP inside a transform
+  // split theirs (workloads/cpu_work.h: BurnCpuThreads); Knobs::worker_threads
+  // overrides it per trial.
+  int cpu_threads = 1;
   int64_t io_us_per_sample = 0;      // waiting per sample, no CPU
   double jitter = 0.1;               // relative spread of per-sample cost, in [0, 1]
   int64_t worker_init_us = 0;        // per-worker set-up cost, paid at each worker start

@@ -32,6 +32,7 @@ double Unit(uint64_t x) { return static_cast<double>(Mix(x) >> 11) * 0x1.0p-53; 
 
 SyntheticDataset::SyntheticDataset(const SyntheticOptions& options, const CpuCalibration& calibration)
     : options_(options), calibration_(calibration), fault_(options.fault) {
+  IntraOpThreads();  // makes the shared setting now, before any fork server of this dataset exists
   if (options.samples < 1 || options.sample_bytes < 1) throw std::invalid_argument("synthetic dataset: empty");
   if (options.size.dist != SizeDist::kFixed &&
       (options.size.min < 1 || options.size.max < options.size.min || options.size.max != options.sample_bytes)) {
@@ -111,8 +112,9 @@ int64_t SyntheticDataset::Read(int64_t index, std::span<std::byte> out) const {
   FillContent(options_.seed, index, sample);
 
   const double factor = CostFactor(index);
-  BurnCpu(static_cast<int64_t>(static_cast<double>(options_.cpu_us_per_sample) * 1000.0 * factor), sample,
-          calibration_);
+  const int threads = IntraOpThreads() > 0 ? IntraOpThreads() : options_.cpu_threads;
+  BurnCpuThreads(static_cast<int64_t>(static_cast<double>(options_.cpu_us_per_sample) * 1000.0 * factor), sample,
+                 calibration_, threads);
   if (options_.io_us_per_sample > 0) {
     std::this_thread::sleep_for(std::chrono::nanoseconds(
         static_cast<int64_t>(static_cast<double>(options_.io_us_per_sample) * 1000.0 * factor)));

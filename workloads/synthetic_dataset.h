@@ -5,7 +5,8 @@
 // from the configured distribution), spend cpu_us_per_sample of this thread's
 // CPU time doing work over those bytes (workloads/cpu_work.h: measured with
 // CLOCK_THREAD_CPUTIME_ID, so workers sharing a core each pay their full cost,
-// as real decode work does), then wait io_us_per_sample without using CPU
+// as real decode work does; split over cpu_threads threads, or over the
+// tuner's IntraOpThreads() when set: cpu_work.h), then wait io_us_per_sample without using CPU
 // (storage latency). `jitter` scales both costs per sample by a factor in
 // [1 - jitter, 1 + jitter], deterministic in the index. InitWorker waits
 // worker_init_us (per-worker set-up). The configured fault, if any, fires when

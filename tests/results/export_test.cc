@@ -24,7 +24,8 @@ using testing::TempDir;
 using testing::WriteFile;
 
 const std::set<std::string> kConfigKeys = {"batch_size",   "num_workers",     "pin_memory",
-                                           "non_blocking", "prefetch_factor", "persistent_workers"};
+                                           "non_blocking", "prefetch_factor", "persistent_workers",
+                                           "cpu_binding",  "worker_threads"};
 
 // The best of WriteSweep: 4 workers, pinned, non_blocking, prefetch 2, not persistent.
 RunView SweepView(Store* store) {
@@ -98,7 +99,9 @@ TEST(ExportTest, JsonIsTheBestConfig) {
                        {"pin_memory", true},
                        {"non_blocking", true},
                        {"prefetch_factor", 2},
-                       {"persistent_workers", false}}));
+                       {"persistent_workers", false},
+                       {"cpu_binding", "none"},
+                       {"worker_threads", 0}}));
   // The same object the report calls best.config.
   EXPECT_EQ(out, json::parse(RenderJson(SweepView(&store)))["best"]["config"]);
 }

@@ -26,7 +26,8 @@ std::set<std::string> Keys(const json& object) {
 }
 
 const std::set<std::string> kConfigKeys = {"batch_size",   "num_workers",     "pin_memory",
-                                           "non_blocking", "prefetch_factor", "persistent_workers"};
+                                           "non_blocking", "prefetch_factor", "persistent_workers",
+                                           "cpu_binding",  "worker_threads"};
 
 TrialRecord Trial(int64_t id, const std::string& phase, int workers, double samples_per_s,
                   double gpu_idle_frac) {
@@ -147,7 +148,9 @@ TEST(RenderJsonTest, HasEveryDesignKeyWithValues) {
                                          {"pin_memory", true},
                                          {"non_blocking", true},
                                          {"prefetch_factor", 4},
-                                         {"persistent_workers", true}}));
+                                         {"persistent_workers", true},
+                                         {"cpu_binding", "none"},
+                                         {"worker_threads", 0}}));
   EXPECT_EQ(out["best"]["samples_per_s"], 6420.5);
   EXPECT_EQ(out["best"]["gpu_idle_frac"], 0.03);
 

@@ -647,6 +647,7 @@ TEST(ConfigTest, ToYamlOfDefaults) {
             "  samples: 4096\n"
             "  sample_bytes: 150528\n"
             "  cpu_us_per_sample: 200\n"
+            "  cpu_threads: 1\n"
             "  io_us_per_sample: 0\n"
             "  jitter: 0.1\n"
             "  worker_init_us: 0\n"
@@ -680,7 +681,7 @@ TEST(ConfigTest, ToYamlOfDefaults) {
             "  gain_threshold: 0.05\n"
             "  knee_tolerance: 0.05\n"
             "  ranks: auto\n"
-            "  cpu_binding: none\n"
+            "  cpu_binding: auto\n"
             "  diagnose: true\n"
             "  budget: {memory_fraction: 0.5, shm_fraction: 0.8}\n");
 }

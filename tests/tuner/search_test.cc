@@ -517,8 +517,9 @@ TEST(Search, EveryPhaseHasADecision) {
     names.push_back(p.phase);
     EXPECT_FALSE(p.why.empty()) << p.phase;
   }
-  const std::vector<std::string> want = {"pin_memory",         "num_workers", "non_blocking", "prefetch_factor",
-                                         "persistent_workers", "combined",    "final_check"};
+  const std::vector<std::string> want = {"pin_memory",  "num_workers",    "non_blocking", "prefetch_factor",
+                                         "persistent_workers", "cpu_binding", "worker_threads", "combined",
+                                         "final_check"};
   EXPECT_EQ(names, want);
   EXPECT_EQ(Phase(r, "combined")->why, "not tried: no change gained even within the noise");
   for (const auto& t : r.outcome.trials) EXPECT_FALSE(t.decision.empty()) << t.phase;
@@ -999,6 +1000,114 @@ TEST(Seeded, AKneeAtTheSeedsOwnIsNotBisectedAgain) {
   // Unseeded, the same curve is bisected.
   const SearchRun unseeded = SeededSearch(curve, std::nullopt, options);
   EXPECT_NE(std::find(unseeded.seen.begin(), unseeded.seen.end(), "num_workers 6"), unseeded.seen.end());
+}
+
+}  // namespace
+}  // namespace feedtune::tuner
+
+namespace feedtune::tuner {
+namespace {
+
+// The cpu_binding phase (node sweeps): split is measured against none at the
+// knee and kept when it gains by the rule; not tried with one rank or a named
+// sweep.cpu_binding.
+TEST(SearchNodePhases, CpuBindingSplitIsKeptWhenItGains) {
+  const auto curve = [](const loader::Knobs& k, const TrialPlan&, int) {
+    const double base = 1000.0 * std::min(std::max(k.num_workers, 1), 2);
+    return k.cpu_binding == loader::CpuBinding::kSplit ? base * 1.3 : base;
+  };
+  ScriptedMeasurer m(curve);
+  SearchSetup setup;
+  setup.max_workers = 4;
+  setup.ranks = 2;
+  const SearchRun r = RunOn(m, {}, setup);
+  const PhaseDecision* phase = Phase(r, "cpu_binding");
+  ASSERT_NE(phase, nullptr);
+  EXPECT_TRUE(phase->kept) << phase->why;
+  EXPECT_NE(phase->why.find("kept split: +30.0% over cpu_binding none"), std::string::npos) << phase->why;
+  EXPECT_EQ(Best(r).knobs.cpu_binding, loader::CpuBinding::kSplit);
+  // The baseline ran with the inherited mask; numa was not tried (unknown nodes).
+  EXPECT_EQ(r.outcome.trials[0].knobs.cpu_binding, loader::CpuBinding::kNone);
+  for (const auto& t : r.outcome.trials) EXPECT_NE(t.knobs.cpu_binding, loader::CpuBinding::kNuma);
+}
+
+TEST(SearchNodePhases, CpuBindingWithinNoiseIsNotKeptAndNamedBindingIsNotSearched) {
+  const auto flat = [](const loader::Knobs& k, const TrialPlan&, int) {
+    return 1000.0 * std::min(std::max(k.num_workers, 1), 2) * (k.cpu_binding == loader::CpuBinding::kSplit ? 1.01 : 1);
+  };
+  ScriptedMeasurer m(flat);
+  SearchSetup setup;
+  setup.max_workers = 4;
+  setup.ranks = 2;
+  const SearchRun r = RunOn(m, {}, setup);
+  ASSERT_NE(Phase(r, "cpu_binding"), nullptr);
+  EXPECT_FALSE(Phase(r, "cpu_binding")->kept);
+  EXPECT_EQ(Best(r).knobs.cpu_binding, loader::CpuBinding::kNone);
+
+  SweepOptions named;
+  named.cpu_binding = BindingChoice::kSplit;
+  ScriptedMeasurer m2(flat);
+  const SearchRun fixed = RunOn(m2, named, setup);
+  EXPECT_EQ(Phase(fixed, "cpu_binding")->why,
+            "not tried: sweep.cpu_binding is split for every trial (auto searches it)");
+  for (const auto& t : fixed.outcome.trials) EXPECT_EQ(t.knobs.cpu_binding, loader::CpuBinding::kSplit);
+
+  ScriptedMeasurer m3(flat);
+  SearchSetup one = setup;
+  one.ranks = 1;
+  const SearchRun single = RunOn(m3, {}, one);
+  EXPECT_NE(Phase(single, "cpu_binding")->why.find("not tried: one rank"), std::string::npos);
+}
+
+// worker_threads: from the workload's 4 threads, 1 and the CPU share per
+// worker (8 CPUs / 2 workers = 4: not fewer, so only 1) are tried; 1 gains and is kept.
+TEST(SearchNodePhases, WorkerThreadsTriesOneThreadAndKeepsItWhenItGains) {
+  const auto curve = [](const loader::Knobs& k, const TrialPlan&, int) {
+    const double base = 1000.0 * std::min(std::max(k.num_workers, 1), 2);
+    return k.worker_threads == 1 ? base * 1.5 : base;
+  };
+  ScriptedMeasurer m(curve);
+  SearchSetup setup;
+  setup.max_workers = 2;
+  setup.usable_cpus = 8;
+  setup.default_worker_threads = 4;
+  const SearchRun r = RunOn(m, {}, setup);
+  std::vector<int> tried;
+  for (const auto& t : r.outcome.trials) {
+    if (t.phase == "worker_threads") tried.push_back(t.knobs.worker_threads);
+  }
+  EXPECT_EQ(tried, (std::vector<int>{1}));
+  const PhaseDecision* phase = Phase(r, "worker_threads");
+  ASSERT_NE(phase, nullptr);
+  EXPECT_TRUE(phase->kept) << phase->why;
+  EXPECT_NE(phase->why.find("kept 1 thread: +50.0% over 4 threads per worker"), std::string::npos) << phase->why;
+  EXPECT_EQ(Best(r).knobs.worker_threads, 1);
+}
+
+// With 16 CPUs and 2 workers the share (8) lies between 1 and 16: both are
+// tried; neither gains, so the workload's own threads stay (knob 0).
+TEST(SearchNodePhases, WorkerThreadsTriesTheSharePerWorkerTooAndKeepsNothingWithoutAGain) {
+  const auto flat = [](const loader::Knobs& k, const TrialPlan&, int) {
+    return 1000.0 * std::min(std::max(k.num_workers, 1), 2);
+  };
+  ScriptedMeasurer m(flat);
+  SearchSetup setup;
+  setup.max_workers = 2;
+  setup.usable_cpus = 16;
+  setup.default_worker_threads = 16;
+  const SearchRun r = RunOn(m, {}, setup);
+  std::vector<int> tried;
+  for (const auto& t : r.outcome.trials) {
+    if (t.phase == "worker_threads") tried.push_back(t.knobs.worker_threads);
+  }
+  EXPECT_EQ(tried, (std::vector<int>{1, 8}));
+  EXPECT_FALSE(Phase(r, "worker_threads")->kept);
+  EXPECT_EQ(Best(r).knobs.worker_threads, 0);
+
+  ScriptedMeasurer m2(flat);
+  setup.default_worker_threads = 1;
+  const SearchRun none = RunOn(m2, {}, setup);
+  EXPECT_NE(Phase(none, "worker_threads")->why.find("not tried"), std::string::npos);
 }
 
 }  // namespace

@@ -29,6 +29,7 @@ std::string RequestLine(const loader::Knobs& k, const TrialPlan& plan) {
   return json{{"batch_size", k.batch_size},         {"num_workers", k.num_workers},
               {"pin_memory", k.pin_memory},         {"non_blocking", k.non_blocking},
               {"prefetch_factor", k.prefetch_factor}, {"persistent_workers", k.persistent_workers},
+              {"cpu_binding", static_cast<int>(k.cpu_binding)}, {"worker_threads", k.worker_threads},
               {"phase", plan.phase},                {"repeats", plan.repeats},
               {"window_epochs", plan.window_epochs}}
       .dump();
@@ -43,6 +44,12 @@ void ParseRequest(const std::string& line, loader::Knobs* k, TrialPlan* plan) {
     k->non_blocking = j.at("non_blocking");
     k->prefetch_factor = j.at("prefetch_factor");
     k->persistent_workers = j.at("persistent_workers");
+    const int binding = j.at("cpu_binding");
+    if (binding < 0 || binding > static_cast<int>(loader::CpuBinding::kNuma)) {
+      throw std::runtime_error("a trial request with an unknown cpu_binding " + std::to_string(binding));
+    }
+    k->cpu_binding = static_cast<loader::CpuBinding>(binding);
+    k->worker_threads = j.at("worker_threads");
     plan->phase = j.at("phase");
     plan->repeats = j.at("repeats");
     plan->window_epochs = j.at("window_epochs");
