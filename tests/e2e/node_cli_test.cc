@@ -93,4 +93,51 @@ TEST_F(NodeCli, ANarrowedCpuMaskIsWarnedBeforeAnyTrialAndStoredWithTheRun) {
   EXPECT_EQ(calibration["preflight"][0].get<std::string>().rfind("CPU mask: feedtune may use 1 of the", 0), 0u);
 }
 
+// A tiny /dev/shm (a 1 MiB tmpfs in a private mount namespace): the sweep
+// warns before any trial with the fix (--shm-size), and the trials whose
+// slots, counted over both ranks, would not fit are skipped with the reason
+// in their record. Needs root for unshare -m (CI and this box have it); when
+// unshare cannot make the namespace the test fails with its reason.
+TEST_F(NodeCli, ATinyDevShmIsWarnedAndTrialsThatWouldNotFitAreSkipped) {
+  // 2 ranks x batches of 4 x 64 KiB: 256 KiB a slot. Baseline (1 slot per
+  // rank) fits 1 MiB; 1 worker (prefetch 2 + 1 = 3 slots per rank) does not.
+  std::ofstream(dir_ / "shm.yaml") << R"(name: node-shm
+workload: {kind: synthetic, samples: 256, sample_bytes: 65536, cpu_us_per_sample: 0,
+           io_us_per_sample: 200, jitter: 0}
+loader: {batch_size: 4}
+device: {backend: host-sim, step_us: 200}
+sweep: {ranks: 2, max_workers: 2, prefetch_factors: [2], repeats: 1, warmup_batches: 1,
+        measure_seconds: 0.2, diagnose: false}
+)";
+  const fs::path db = dir_ / "shm.db";
+  const std::string inner = "mount -t tmpfs -o size=1m tmpfs /dev/shm && exec " + std::string(FEEDTUNE_BINARY) +
+                            " sweep " + (dir_ / "shm.yaml").string() + " --db " + db.string();
+  const std::string cmd = "unshare -m sh -c '" + inner + "' >" + (dir_ / "out").string() + " 2>" +
+                          (dir_ / "err").string();
+  const int status = std::system(cmd.c_str());
+  const std::string err = feedtune::testing_util::ReadFile(dir_ / "err");
+  ASSERT_EQ(WEXITSTATUS(status), 0) << "unshare -m with a 1 MiB tmpfs on /dev/shm (needs root): " << err;
+  const auto warning = err.find("feedtune: warning: /dev/shm: 1 MiB, but 2 rank(s) x 3 slots x ");
+  ASSERT_NE(warning, std::string::npos) << err;
+  EXPECT_NE(err.find("--shm-size=", warning), std::string::npos) << err;
+  EXPECT_LT(warning, err.find("baseline")) << err;
+
+  const auto store = feedtune::results::Store::Open(db.string());
+  const auto runs = store.LoadRuns();
+  ASSERT_EQ(runs.size(), 1u);
+  const auto trials = store.LoadTrials(runs[0].id);
+  bool baseline_ok = false, skipped = false;
+  for (const auto& t : trials) {
+    if (t.phase == "baseline") baseline_ok = t.status == "ok";
+    if (t.status == "skipped") {
+      skipped = true;
+      EXPECT_GE(t.knobs.num_workers, 1) << t.decision;
+      EXPECT_NE(t.error.value_or("").find("/dev/shm"), std::string::npos) << t.error.value_or("");
+      EXPECT_EQ(t.decision.rfind("skipped: ", 0), 0u) << t.decision;
+    }
+  }
+  EXPECT_TRUE(baseline_ok);
+  EXPECT_TRUE(skipped) << err;
+}
+
 }  // namespace
