@@ -161,7 +161,7 @@ TEST_F(WorkloadCli, EveryConfigRunsEndToEnd) {
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"cpu-bound", "files-shards", "files-small-files", "hdf5", "io-bound",
                                              "jpeg-folder", "lmdb", "node-2ranks", "npy", "quickstart",
-                                             "torch-probe"}));
+                                             "torch-probe", "torch-probe-2ranks"}));
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
     const std::string source = (configs / (name + ".yaml")).string();
