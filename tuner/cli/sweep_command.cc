@@ -300,7 +300,7 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     }
     // A node sweep (sweep.ranks > 1, tuner/node/): what could make it wrong, said
     // before any trial; and each rank gets its share of the node's budgets.
-    const int ranks = workload.ranks ? workload.ranks->ranks() : 1;
+    const int ranks = tuner::node::ResolveRanks(config);  // a command's ranks too (node/command_ranks.h)
     const std::vector<std::string> preflight =
         tuner::node::Preflight(config, ranks, BatchBytes(config), tuner::node::ReadPreflightFacts());
     if (!facts) {
