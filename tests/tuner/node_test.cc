@@ -16,6 +16,7 @@
 #include "loader/sampler.h"
 #include "results/store.h"
 #include "tuner/node/node_measurer.h"
+#include "tuner/node/rank_wire.h"
 #include "tuner/node/preflight.h"
 #include "tuner/node/rank_barrier.h"
 
@@ -262,6 +263,8 @@ TEST(NodeStore, NodeFiguresAndRanksRoundTrip) {
       figures.rank_rows.push_back(row);
     }
     node.node = figures;
+    node.knobs.cpu_binding = loader::CpuBinding::kSplit;  // the knobs around the loader, stored per trial
+    node.knobs.worker_threads = 1;
     store.AddTrial(run_id, node);
   }
   const auto store = results::Store::OpenReadOnly(path);
@@ -270,6 +273,10 @@ TEST(NodeStore, NodeFiguresAndRanksRoundTrip) {
   const auto trials = store.LoadTrials(runs[0].id);
   ASSERT_EQ(trials.size(), 2u);
   EXPECT_FALSE(trials[0].node.has_value());
+  EXPECT_EQ(trials[0].knobs.cpu_binding, loader::CpuBinding::kNone);
+  EXPECT_EQ(trials[0].knobs.worker_threads, 0);
+  EXPECT_EQ(trials[1].knobs.cpu_binding, loader::CpuBinding::kSplit);
+  EXPECT_EQ(trials[1].knobs.worker_threads, 1);
   ASSERT_TRUE(trials[1].node.has_value());
   const auto& n = *trials[1].node;
   EXPECT_EQ(n.ranks, 2);
@@ -284,6 +291,21 @@ TEST(NodeStore, NodeFiguresAndRanksRoundTrip) {
   EXPECT_DOUBLE_EQ(n.rank_rows[1].samples_per_s, 90);
   EXPECT_EQ(n.rank_rows[0].status, "ok");
   std::remove(path.c_str());
+}
+
+// The trial request carries the knobs around the loader to the ranks.
+TEST(RankWire, RequestCarriesTheBindingAndThreads) {
+  loader::Knobs k;
+  k.num_workers = 3;
+  k.cpu_binding = loader::CpuBinding::kNuma;
+  k.worker_threads = 2;
+  TrialPlan plan;
+  plan.phase = "worker_threads";
+  loader::Knobs got;
+  TrialPlan got_plan;
+  ParseRequest(RequestLine(k, plan), &got, &got_plan);
+  EXPECT_EQ(got, k);
+  EXPECT_EQ(got_plan.phase, "worker_threads");
 }
 
 }  // namespace

@@ -250,10 +250,10 @@ class FirstCpus {
 SweepConfig CpuBound(int ranks) {
   SweepConfig c = ParseConfig(R"(
 name: node-cpu-test
-workload: {kind: synthetic, samples: 512, sample_bytes: 1024, cpu_us_per_sample: 1500, jitter: 0}
+workload: {kind: synthetic, samples: 256, sample_bytes: 1024, cpu_us_per_sample: 1500, jitter: 0}
 loader: {batch_size: 4, num_workers: 0}
 device: {backend: host-sim, step_us: 0}
-sweep: {repeats: 1, warmup_batches: 2, measure_seconds: 0.3, prefetch_factors: [2], cpu_binding: none}
+sweep: {repeats: 1, warmup_batches: 2, measure_seconds: 0.25, prefetch_factors: [2], cpu_binding: none}
 )",
                               "node-cpu-test");
   c.sweep.ranks = ranks;
