@@ -1156,6 +1156,14 @@ class Parser {
     if (kind == WorkloadKind::kCommand &&
         config.workload.command.protocol == workloads::CommandProtocol::kServe) {
       CheckServeArgv(config.workload.command.argv);
+      // A serving process is one rank; ranks of a command are started per repeat (tuner/node/command_ranks.h).
+      if (config.sweep.ranks > 1) {
+        FailAtFirstGiven({"sweep.ranks", "workload.protocol"},
+                         "expected sweep.ranks 1 (or auto) when workload.protocol is serve (a serving process is "
+                         "one rank), got " + std::to_string(config.sweep.ranks) +
+                             "; use workload.protocol: run with the knobs as {placeholders} in argv (feedtune "
+                             "starts the ranks per repeat; configs/torch-probe-2ranks.yaml), or sweep.ranks: 1");
+      }
     }
     if (kind != WorkloadKind::kSynthetic) return;
 

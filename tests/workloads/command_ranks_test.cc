@@ -167,5 +167,19 @@ TEST_F(CommandRanks, ServeWithRanksIsRefusedWithTheFix) {
   }
 }
 
+// At config time (validate, before anything runs): where the mistake is, and the fix.
+TEST_F(CommandRanks, ServeWithRanksIsAConfigError) {
+  try {
+    ParseConfig("workload:\n  kind: command\n  protocol: serve\n  argv: [/bin/true]\nsweep:\n  ranks: 2\n",
+                "serve.yaml");
+    FAIL() << "serve with 2 ranks was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "serve.yaml:6:10: sweep.ranks: expected sweep.ranks 1 (or auto) when workload.protocol is serve (a "
+              "serving process is one rank), got 2; use workload.protocol: run with the knobs as {placeholders} in "
+              "argv (feedtune starts the ranks per repeat; configs/torch-probe-2ranks.yaml), or sweep.ranks: 1");
+  }
+}
+
 }  // namespace
 }  // namespace feedtune::tuner
