@@ -430,10 +430,12 @@ std::string RenderTable(const RunView& view) {
     return t.knobs.cpu_binding != loader::CpuBinding::kNone || t.knobs.worker_threads > 0;
   });
   if (around) {
-    columns.insert(columns.begin() + 7, {{"binding", false}, {"threads", true}});
+    // Before the decision, after the figures: the figure columns keep their places.
+    const size_t at = columns.size() - 1;
+    columns.insert(columns.begin() + static_cast<std::ptrdiff_t>(at), {{"binding", false}, {"threads", true}});
     for (size_t i = 0; i < rows.size(); ++i) {
       const loader::Knobs& k = view.trials[i].knobs;
-      rows[i].insert(rows[i].begin() + 7, {loader::CpuBindingName(k.cpu_binding),
+      rows[i].insert(rows[i].begin() + static_cast<std::ptrdiff_t>(at), {loader::CpuBindingName(k.cpu_binding),
                                            k.worker_threads > 0 ? std::to_string(k.worker_threads) : "-"});
     }
   }
