@@ -18,6 +18,7 @@
 #include "tuner/diagnose.h"
 #include "tuner/measurer_factory.h"
 #include "tuner/node/formula_trials.h"
+#include "tuner/node/node_measurer.h"
 #include "tuner/node/preflight.h"
 #include "tuner/progress.h"
 #include "tuner/replay.h"
