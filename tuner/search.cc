@@ -116,7 +116,10 @@ class Search {
       PrefetchFactors();
       stage_ = Stage::kPersistent;
       Persistent();
-      if (current_.persistent_workers) {
+      if (current_.persistent_workers && setup_.seed && seeded_plan_.window_epochs > 0) {
+        AddPhase("num_workers_persistent", false,
+                 "not walked: seeded, the curve itself was measured with persistent workers over whole epochs");
+      } else if (current_.persistent_workers) {
         stage_ = Stage::kRevisit;
         WorkersWithPersistent();
       }
@@ -446,10 +449,26 @@ class Search {
     current_.pin_memory = best.pin_memory || best.non_blocking;
     current_.non_blocking = best.non_blocking;
     if (best.prefetch_factor > 0) current_.prefetch_factor = best.prefetch_factor;
+    // Its persistent_workers too, when the epochs here are short enough to
+    // measure it: then every seeded trial spans whole epochs, where it acts.
+    // Judged at the baseline's rate, the only one known yet: the workers'
+    // curve is faster, so the check errs towards the unseeded phase.
+    std::string persistent = "";
+    if (best.persistent_workers) {
+      std::string why;
+      seeded_plan_.window_epochs = PersistentWindowEpochs(&why);
+      if (seeded_plan_.window_epochs > 0) {
+        current_.persistent_workers = true;
+        persistent_plan_epochs_ = seeded_plan_.window_epochs;
+        persistent = ", persistent_workers on (windows of " + std::to_string(seeded_plan_.window_epochs) +
+                     " whole epochs)";
+      }
+    }
     AddPhase("pin_memory", false,
              "not a phase: seeded from " + setup_.seed->source + ", the curve is measured with its pin_memory " +
                  (current_.pin_memory ? "on" : "off") + ", non_blocking " + (current_.non_blocking ? "on" : "off") +
-                 " and prefetch_factor " + std::to_string(current_.prefetch_factor) + " (confirmed at the knee)");
+                 ", prefetch_factor " + std::to_string(current_.prefetch_factor) + persistent +
+                 " (confirmed at the knee)");
   }
 
   // The seeded doubling (search.h): from the seed's knee k up while each
@@ -464,7 +483,7 @@ class Search {
     const auto measure = [&](int workers, std::string* why) -> std::optional<size_t> {
       loader::Knobs knobs = current_;
       knobs.num_workers = workers;
-      const size_t index = Measure("num_workers", knobs);
+      const size_t index = Measure("num_workers", knobs, seeded_plan_);
       if (trials()[index].status != "ok") {
         *why = WorkersText(workers) + (trials()[index].status == "skipped" ? ": over a budget" : ": the trial failed");
         Decide(index, "");
@@ -524,9 +543,10 @@ class Search {
            "; halved down to " + down;
   }
 
-  // Seeded: the curve was measured with the seed's pin_memory, non_blocking
-  // and prefetch_factor; the knee without them is measured once, and they are
-  // kept by THE RULE or dropped. No other value is tried.
+  // Seeded: the curve was measured with the seed's pin_memory, non_blocking,
+  // prefetch_factor and persistent_workers; the knee without them is measured
+  // once (in the curve's windows), and they are kept by THE RULE or dropped.
+  // No other value is tried.
   void ConfirmSeed() {
     loader::Knobs plain = trials()[*outcome_.baseline].knobs;
     plain.num_workers = current_.num_workers;
@@ -541,15 +561,17 @@ class Search {
     if (current_.prefetch_factor != plain.prefetch_factor) {
       what += ", prefetch_factor " + std::to_string(current_.prefetch_factor);
     }
+    if (current_.persistent_workers != plain.persistent_workers) what += ", persistent_workers";
     if (what.empty()) {
       AddPhase("seed", false,
                "nothing to confirm: " + setup_.seed->source +
-                   " kept none of pin_memory, non_blocking or another prefetch_factor, so neither does this sweep");
+                   " kept none of pin_memory, non_blocking, persistent_workers or another prefetch_factor, so neither "
+                   "does this sweep");
       return;
     }
     what = what.substr(2);
     const size_t seeded = current_index_;
-    const size_t index = Measure("seed", plain);
+    const size_t index = Measure("seed", plain, seeded_plan_);
     const TrialRecord& t = trials()[index];
     if (t.status != "ok") {
       Decide(index, "");
@@ -621,32 +643,50 @@ class Search {
 
   // Off and on, each over whole epochs, since persistent_workers acts only at
   // the epoch boundary.
-  void Persistent() {
-    if (setup_.seed && !setup_.seed->best.persistent_workers) {
-      AddPhase("persistent_workers", false, "not tried: seeded, and " + setup_.seed->source + " did not keep it");
-      return;
-    }
-    TrialPlan plan;
-    plan.window_epochs = std::max(1, (2 + repeats() - 1) / repeats());  // >= 2 epochs per setting
-    persistent_plan_epochs_ = plan.window_epochs;
-    persistent_done_ = 0;
+  // Windows for a persistent_workers comparison: whole epochs, >= 2 per
+  // setting. 0, with the reason in `why`, when an epoch at the current rate is
+  // too long for that.
+  int PersistentWindowEpochs(std::string* why) {
+    const int epochs = std::max(1, (2 + repeats() - 1) / repeats());
     // A command may not say its epoch length; the batches it reported do.
     const int64_t samples_per_epoch = setup_.samples_per_epoch > 0
                                           ? setup_.samples_per_epoch
                                           : BatchesPerEpoch() * current_.batch_size;
     if (samples_per_epoch > 0 && current().samples_per_s > 0) {
       const double epoch_s = static_cast<double>(samples_per_epoch) / current().samples_per_s;
-      const double trial_s = epoch_s * (repeats() * plan.window_epochs + 1);
+      const double trial_s = epoch_s * (repeats() * epochs + 1);
       const double limit_s = std::max(30.0, 5.0 * repeats() * options_.measure_seconds);
       if (trial_s > limit_s) {
-        AddPhase("persistent_workers", false,
-                 "not tried: an epoch takes about " + Format("%.0f s", epoch_s) + " here, so measuring " +
-                     std::to_string(repeats() * plan.window_epochs) + " epochs per setting would take " +
-                     Format("%.0f s", trial_s) + " (limit " + Format("%.0f s", limit_s) +
-                     "); the setting only saves the worker restart once per epoch");
-        return;
+        *why = "not tried: an epoch takes about " + Format("%.0f s", epoch_s) + " here, so measuring " +
+               std::to_string(repeats() * epochs) + " epochs per setting would take " + Format("%.0f s", trial_s) +
+               " (limit " + Format("%.0f s", limit_s) + "); the setting only saves the worker restart once per epoch";
+        return 0;
       }
     }
+    return epochs;
+  }
+
+  void Persistent() {
+    if (setup_.seed && !setup_.seed->best.persistent_workers) {
+      AddPhase("persistent_workers", false, "not tried: seeded, and " + setup_.seed->source + " did not keep it");
+      return;
+    }
+    if (setup_.seed && seeded_plan_.window_epochs > 0) {
+      // The curve and the seed phase measured it already (search.h).
+      AddPhase("persistent_workers", current_.persistent_workers,
+               std::string(current_.persistent_workers ? "kept" : "dropped") +
+                   " with the seed phase: the seeded curve was measured with persistent workers over whole epochs");
+      return;
+    }
+    TrialPlan plan;
+    std::string why;
+    plan.window_epochs = PersistentWindowEpochs(&why);
+    if (plan.window_epochs == 0) {
+      AddPhase("persistent_workers", false, why);
+      return;
+    }
+    persistent_plan_epochs_ = plan.window_epochs;
+    persistent_done_ = 0;
     const size_t off = Measure("persistent_workers", current_, plan);
     ++persistent_done_;
     const TrialRecord& t_off = trials()[off];
@@ -969,6 +1009,8 @@ class Search {
   std::vector<std::pair<int, size_t>> workers_curve_;  // (workers, trial index), ascending, after refinement
   int persistent_plan_epochs_ = 1;
   std::optional<int> seeded_knee_;  // where the seeded doubling started
+  // The seeded curve's windows: whole epochs when it runs with the seed's persistent_workers.
+  TrialPlan seeded_plan_;
 
   // For the estimate of trials left.
   Stage stage_ = Stage::kBaseline;

@@ -62,9 +62,12 @@
 // run of the nearest machine gives the start, and only what it found is
 // confirmed; what it did not keep is not re-walked.
 //   baseline        as above
-//   pin_memory      not a phase: the seed's pin_memory, non_blocking and
-//                   prefetch_factor are set for the doubling, so the curve is
-//                   measured in the regime the seed ended in
+//   pin_memory      not a phase: the seed's pin_memory, non_blocking,
+//                   prefetch_factor and persistent_workers are set for the
+//                   doubling, so the curve is measured in the regime the seed
+//                   ended in; with persistent_workers every seeded trial spans
+//                   whole epochs (as the persistent_workers phase's do), unless
+//                   an epoch here is too long for that: then it is left off
 //   num_workers     starts at the seed's knee k (clamped to max_workers and
 //                   one round per epoch), then doubles up (2k, 4k, ...) while
 //                   each doubling rises by the unseeded rule (a gain over the
@@ -74,14 +77,16 @@
 //                   trial ends that direction. Then the knee as above, and the
 //                   bisection unless the knee is k (the seed's run bisected
 //                   below its knee already). A right seed costs 3 trials (k/2, k, 2k)
-//   seed            the seed's pin_memory/non_blocking/prefetch_factor
-//                   confirmed at the knee by THE RULE against the same count
-//                   without them (one trial, none when the seed changed none
-//                   of them); not kept: they are dropped. No other value is
-//                   tried (non_blocking and prefetch_factor are not phases)
-//   persistent_workers as above (off and on over whole epochs) when the seed
-//                   kept it; else not tried. num_workers_persistent, combined
-//                   and the final check as above
+//   seed            the seed's pin_memory/non_blocking/prefetch_factor/
+//                   persistent_workers confirmed at the knee by THE RULE
+//                   against the same count without them (one trial, none when
+//                   the seed changed none of them); not kept: they are
+//                   dropped. No other value is tried (non_blocking,
+//                   prefetch_factor, persistent_workers and
+//                   num_workers_persistent are not phases: the curve was
+//                   measured with them). persistent_workers as above only
+//                   when the seed kept it but its epochs were too long here.
+//                   Combined and the final check as above
 // The seed is stored with the run, so a resumed run re-seeds identically.
 //
 // THE RULE for keeping a step: its median throughput must exceed the current

@@ -947,7 +947,7 @@ TEST(Seeded, PersistentWorkersIsTriedOnlyWhenTheSeedKeptIt) {
   best.persistent_workers = true;
   SearchSetup setup;
   setup.max_workers = 64;
-  setup.samples_per_epoch = 2048;
+  setup.samples_per_epoch = 1024;  // 5 s at the baseline's 200 samples/s: whole-epoch windows fit
   setup.seed = SeedOf(4, best);
   ScriptedMeasurer m([](const loader::Knobs& k, const TrialPlan&, int) {
     return PeakCurve(k, 4) * (k.persistent_workers ? 1.3 : 1.0);
@@ -955,10 +955,46 @@ TEST(Seeded, PersistentWorkersIsTriedOnlyWhenTheSeedKeptIt) {
   const SearchRun r = RunOn(m, options, setup);
   EXPECT_TRUE(Best(r).knobs.persistent_workers);
   EXPECT_TRUE(Phase(r, "persistent_workers")->kept);
-  // Off and on over whole epochs, as unseeded.
-  int epoch_windows = 0;
-  for (const TrialPlan& plan : m.plans) epoch_windows += plan.window_epochs > 0 ? 1 : 0;
-  EXPECT_GE(epoch_windows, 2);
+  // The seeded curve ran with it over whole epochs; the seed phase's one
+  // trial without it (and the seed's other settings) confirmed it, so neither
+  // persistent_workers nor num_workers_persistent measures again.
+  std::vector<std::string> expected = {"baseline 0", "num_workers 4", "num_workers 8", "num_workers 2", "seed 4"};
+  for (const std::string& s : FinalChecks(1, 4)) expected.push_back(s);
+  EXPECT_EQ(r.seen, expected);
+  for (size_t i = 1; i <= 4; ++i) EXPECT_EQ(m.plans[i].window_epochs, 2) << r.seen[i];
+  EXPECT_TRUE(r.outcome.trials[1].knobs.persistent_workers);
+  EXPECT_FALSE(r.outcome.trials[4].knobs.persistent_workers);
+  EXPECT_EQ(Phase(r, "seed")->why, "kept the seed's persistent_workers: +30.0% at the knee");
+  EXPECT_EQ(Phase(r, "persistent_workers")->why,
+            "kept with the seed phase: the seeded curve was measured with persistent workers over whole epochs");
+
+  // The unseeded search of the same curve measures it off and on, then the
+  // counts above the knee again: the seeded one takes at most half its trials.
+  setup.seed.reset();
+  ScriptedMeasurer unseeded_m([](const loader::Knobs& k, const TrialPlan&, int) {
+    return PeakCurve(k, 4) * (k.persistent_workers ? 1.3 : 1.0);
+  });
+  const SearchRun unseeded = RunOn(unseeded_m, options, setup);
+  EXPECT_EQ(Best(unseeded).knobs, Best(r).knobs);
+  EXPECT_LE(2 * r.outcome.trials.size(), unseeded.outcome.trials.size())
+      << r.outcome.trials.size() << " seeded against " << unseeded.outcome.trials.size();
+}
+
+TEST(Seeded, EpochsTooLongForWholeEpochWindowsLeavePersistentWorkersToItsPhase) {
+  SweepOptions options;
+  options.repeats = 1;
+  loader::Knobs best;
+  best.persistent_workers = true;
+  SearchSetup setup;
+  setup.max_workers = 64;
+  setup.samples_per_epoch = 10'000'000;  // hours at these rates
+  setup.seed = SeedOf(4, best);
+  ScriptedMeasurer m([](const loader::Knobs& k, const TrialPlan&, int) { return PeakCurve(k, 4); });
+  const SearchRun r = RunOn(m, options, setup);
+  for (const TrialPlan& plan : m.plans) EXPECT_EQ(plan.window_epochs, 0);
+  EXPECT_FALSE(r.outcome.trials[1].knobs.persistent_workers);
+  EXPECT_EQ(Phase(r, "persistent_workers")->why.rfind("not tried: an epoch takes about", 0), 0u)
+      << Phase(r, "persistent_workers")->why;
 }
 
 TEST(Seeded, AResumedRunReachesTheDecisionsOfAnUninterruptedOne) {
