@@ -316,6 +316,12 @@ results::TrialRecord CommandMeasurer::MeasurePlanned(const loader::Knobs& knobs,
   for (const std::string& a : config_.workload.command.argv) argv.push_back(workloads::ExpandPlaceholders(a, context));
   std::vector<std::string> env = workloads::PlaceholderEnvironment(context);
   env.push_back("FEEDTUNE_PROTOCOL=run");
+  // The worker_threads knob (search.h): torch, OpenMP and MKL read these at
+  // start, so a command started per trial runs its intra-op work on that many.
+  if (knobs.worker_threads > 0) {
+    env.push_back("OMP_NUM_THREADS=" + std::to_string(knobs.worker_threads));
+    env.push_back("MKL_NUM_THREADS=" + std::to_string(knobs.worker_threads));
+  }
   const double timeout_s = config_.workload.command.timeout_s;
   // sweep.ranks > 1: N processes per repeat, the node's aggregate (tuner/node/command_ranks.h).
   if (const int ranks = node::ResolveRanks(config_); ranks > 1) {
@@ -415,6 +421,9 @@ results::TrialRecord CommandMeasurer::MeasureServed(const loader::Knobs& knobs, 
   // A stage trial of the verdict (tuner/diagnose.h: phase "diagnose-<stage>"):
   // the serving probe runs that stage (docs/verdict.md).
   if (plan.phase.rfind(kStagePhasePrefix, 0) == 0) request["stage"] = plan.phase.substr(kStagePhasePrefix.size());
+  // A serving command was started once, so its thread count comes per trial:
+  // the probe calls torch.set_num_threads with it (docs/command-protocol.md).
+  if (knobs.worker_threads > 0) request["worker_threads"] = knobs.worker_threads;
   const ServedTrial served = server_->RunTrial(request.dump(), trial_id, repeats, timeout_s, stop_);  // throws Interrupted
   if (!served.ok) {
     const std::string stderr_tail = server_->stderr_tail();

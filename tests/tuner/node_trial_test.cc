@@ -194,7 +194,9 @@ TEST(NodeTrial, SplitBindingGivesEachRankAndItsWorkersADisjointShare) {
     // From outside, during the trial: the rank, its fork server and its 2 workers.
     EXPECT_GE(seen[static_cast<size_t>(r)].size(), 4u) << "rank " << r;
     for (const auto& [pid, list] : seen[static_cast<size_t>(r)]) {
-      if (!list.empty()) EXPECT_EQ(CpuSet(list), mask) << "rank " << r << ", pid " << pid << ": " << list;
+      if (!list.empty()) {
+        EXPECT_EQ(CpuSet(list), mask) << "rank " << r << ", pid " << pid << ": " << list;
+      }
     }
   }
   EXPECT_EQ(covered, all);
@@ -207,7 +209,9 @@ TEST(NodeTrial, SplitBindingGivesEachRankAndItsWorkersADisjointShare) {
     EXPECT_EQ(CpuSet(row.worker_cpu_masks), all) << "rank " << r << ": " << row.worker_cpu_masks;
     EXPECT_GE(seen[static_cast<size_t>(r)].size(), 4u) << "rank " << r;
     for (const auto& [pid, list] : seen[static_cast<size_t>(r)]) {
-      if (!list.empty()) EXPECT_EQ(CpuSet(list), all) << "rank " << r << ", pid " << pid << ": " << list;
+      if (!list.empty()) {
+        EXPECT_EQ(CpuSet(list), all) << "rank " << r << ", pid " << pid << ": " << list;
+      }
     }
   }
 }

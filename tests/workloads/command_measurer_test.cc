@@ -138,6 +138,23 @@ TEST(CommandMeasurer, SubstitutesKnobsIntoArgvAndExportsThem) {
   EXPECT_EQ(t.status, "ok") << t.error.value_or("");
 }
 
+// The worker_threads knob (the search's phase) reaches a command started per
+// trial as OMP_NUM_THREADS and MKL_NUM_THREADS; unset, the command's own
+// environment decides.
+TEST(CommandMeasurer, WorkerThreadsBecomeTheIntraOpThreadEnvironment) {
+  loader::Knobs knobs;
+  knobs.worker_threads = 3;
+  const results::TrialRecord set = MeasureShell(
+      "[ \"$OMP_NUM_THREADS\" = 3 ] && [ \"$MKL_NUM_THREADS\" = 3 ] || { echo \"got $OMP_NUM_THREADS\" >&2; exit 9; }; "
+      "echo '{\"samples_per_s\": 1}'",
+      1, 30, knobs);
+  EXPECT_EQ(set.status, "ok") << set.error.value_or("");
+  ::unsetenv("OMP_NUM_THREADS");
+  const results::TrialRecord unset = MeasureShell(
+      "[ -z \"$OMP_NUM_THREADS\" ] || exit 9; echo '{\"samples_per_s\": 1}'", 1, 30, loader::Knobs{});
+  EXPECT_EQ(unset.status, "ok") << unset.error.value_or("");
+}
+
 TEST(CommandArgs, Placeholders) {
   workloads::CommandContext c;
   c.knobs.num_workers = 3;

@@ -598,6 +598,11 @@ def run_trial(setup, t, emit):
     batch is kept on the device (step) or in host memory (copy)."""
     torch, args = setup.torch, setup.args
     stage = t.get("stage") or args.stage or "prep"
+    if t.get("worker_threads"):
+        # The intra-op threads of this process (the rank); torch gives each
+        # DataLoader worker 1 itself. With the run protocol OMP_NUM_THREADS,
+        # read by torch at start, does the same.
+        torch.set_num_threads(t["worker_threads"])
     if stage in ("step", "copy"):
         t = dict(t, num_workers=0)
     kwargs = dict(batch_size=t["batch_size"], num_workers=t["num_workers"], pin_memory=t["pin_memory"],
@@ -848,6 +853,9 @@ def parse_request(line):
         if not ok:
             raise ValueError("the request's %r is %r, expected %s" % (key, value, "true or false" if kind is bool
                                                                         else "a number"))
+    threads = request.get("worker_threads", 0)
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
+        raise ValueError("the request's 'worker_threads' is %r, expected a whole number >= 0" % (threads,))
     if request.get("stage", "prep") not in STAGES:
         raise ValueError("the request's 'stage' is %r, expected one of %s" % (request["stage"], ", ".join(STAGES)))
     problem = check_settings(request)
