@@ -276,7 +276,7 @@ TEST(ConfigErrorTest, CommandArgv) {
   EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [p, \"{zzz}\"]\n"),
             "x.yaml:3:13: workload.argv[1]: unknown placeholder {zzz}; known: {num_workers}, "
             "{pin_memory}, {non_blocking}, {prefetch_factor}, {persistent_workers}, {batch_size}, "
-            "{measure_seconds}, {warmup_batches}, {step_us}, {sync_every_steps}");
+            "{measure_seconds}, {warmup_batches}, {step_us}, {sync_every_steps}, {rank}, {world_size}");
   // JSON in an argument is not a placeholder.
   EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [p, '{\"a\": 1}', '{}', '{A}']\n"),
             "no error");
