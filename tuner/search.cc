@@ -476,7 +476,14 @@ class Search {
   // is within knee_tolerance of the best median. Adds the points to `curve`
   // (which holds the baseline); returns how it ended, for the phase's text.
   std::string SeededDoubling(std::vector<std::pair<int, size_t>>& curve, int64_t batches) {
-    int k = std::clamp(setup_.seed->knee_workers, 1, std::max(1, setup_.max_workers));
+    // The curve is measured in the seed's final regime, so it starts at the
+    // worker count of the seed's best (more than its knee when, e.g., more
+    // workers paid once persistent), else at its knee.
+    const bool from_best = setup_.seed->best.num_workers > setup_.seed->knee_workers;
+    const std::string start_of =
+        std::string(from_best ? "the best setting's worker count of " : "the knee of ") + setup_.seed->source;
+    int k = std::clamp(from_best ? setup_.seed->best.num_workers : setup_.seed->knee_workers, 1,
+                       std::max(1, setup_.max_workers));
     if (batches > 0 && k > batches) k = static_cast<int>(batches);
     seeded_knee_ = k;
     // Measures one count; nullopt (decided) when the trial did not run.
@@ -496,7 +503,7 @@ class Search {
     std::string up;
     if (const auto at_k = measure(k, &up)) {
       const TrialRecord& t = trials()[*at_k];
-      Decide(*at_k, Percent(Gain(t, trials()[best])) + " over the baseline: the knee of " + setup_.seed->source +
+      Decide(*at_k, Percent(Gain(t, trials()[best])) + " over the baseline: " + start_of +
                         ", where the seeded doubling starts");
       if (IsGain(t, trials()[best], options_.gain_threshold)) best = *at_k;
       int last = k;
@@ -539,7 +546,7 @@ class Search {
       }
     }
     if (down.empty()) down = k > 1 ? "1 worker" : "nothing below 1 worker";
-    return "seeded at " + WorkersText(k) + ", the knee of " + setup_.seed->source + "; doubled up to " + up +
+    return "seeded at " + WorkersText(k) + ", " + start_of + "; doubled up to " + up +
            "; halved down to " + down;
   }
 

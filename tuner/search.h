@@ -68,7 +68,8 @@
 //                   ended in; with persistent_workers every seeded trial spans
 //                   whole epochs (as the persistent_workers phase's do), unless
 //                   an epoch here is too long for that: then it is left off
-//   num_workers     starts at the seed's knee k (clamped to max_workers and
+//   num_workers     starts at the seed's knee k, or at its best's worker
+//                   count when that is higher (clamped to max_workers and
 //                   one round per epoch), then doubles up (2k, 4k, ...) while
 //                   each doubling rises by the unseeded rule (a gain over the
 //                   best so far; below the usable CPU count any rise), then

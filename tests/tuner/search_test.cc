@@ -980,6 +980,21 @@ TEST(Seeded, PersistentWorkersIsTriedOnlyWhenTheSeedKeptIt) {
       << r.outcome.trials.size() << " seeded against " << unseeded.outcome.trials.size();
 }
 
+// A seed whose best used more workers than its knee (more paid once
+// persistent) starts the curve at its best's count, in its best's regime.
+TEST(Seeded, ABestAboveTheKneeIsWhereTheCurveStarts) {
+  SweepOptions options;
+  options.repeats = 1;
+  SearchSeed seed = SeedOf(4);
+  seed.best.num_workers = 8;
+  const SearchRun r = SeededSearch([](const loader::Knobs& k) { return PeakCurve(k, 8); }, seed, options);
+  EXPECT_EQ(r.seen[1], "num_workers 8");
+  EXPECT_EQ(r.outcome.knee_workers, 8);
+  EXPECT_NE(Phase(r, "num_workers")->why.find("seeded at 8 workers, the best setting's worker count of run 1 of box-a"),
+            std::string::npos)
+      << Phase(r, "num_workers")->why;
+}
+
 TEST(Seeded, EpochsTooLongForWholeEpochWindowsLeavePersistentWorkersToItsPhase) {
   SweepOptions options;
   options.repeats = 1;
