@@ -83,17 +83,6 @@ std::string CpuListText(const std::vector<int>& cpus) {
   return text;
 }
 
-int OwnThreads() {
-  int n = 0;
-  if (DIR* dir = opendir("/proc/self/task")) {
-    while (dirent* entry = readdir(dir)) {
-      if (entry->d_name[0] != '.') ++n;
-    }
-    closedir(dir);
-  }
-  return n;
-}
-
 // One rank process of one repeat.
 struct RankProcess {
   int rank = 0;

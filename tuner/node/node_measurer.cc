@@ -265,17 +265,6 @@ void OnRankSignal(int) { rank_stop.store(true); }
 
 double Median0(std::vector<double> v) { return v.empty() ? std::numeric_limits<double>::quiet_NaN() : Median(v); }
 
-int OwnThreads() {
-  int n = 0;
-  if (DIR* dir = opendir("/proc/self/task")) {
-    while (dirent* entry = readdir(dir)) {
-      if (entry->d_name[0] != '.') ++n;
-    }
-    closedir(dir);
-  }
-  return n;
-}
-
 }  // namespace
 
 std::vector<int> SplitShare(const std::vector<int>& cpus, int rank, int ranks) {

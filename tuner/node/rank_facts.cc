@@ -101,4 +101,15 @@ TreeFacts ReadTreeFacts(pid_t pid) {
   return facts;
 }
 
+int OwnThreads() {
+  int n = 0;
+  if (DIR* dir = opendir("/proc/self/task")) {
+    while (dirent* entry = readdir(dir)) {
+      if (entry->d_name[0] != '.') ++n;
+    }
+    closedir(dir);
+  }
+  return n;
+}
+
 }  // namespace feedtune::tuner::node

@@ -24,4 +24,7 @@ TreeFacts ReadTreeFacts(pid_t pid);
 // The Cpus_allowed_list of process `pid` ("0-3,8"); empty when it is gone.
 std::string CpuListOfProcess(pid_t pid);
 
+// The threads of the calling process (/proc/self/task): the tuner's own part of the node.
+int OwnThreads();
+
 }  // namespace feedtune::tuner::node
