@@ -403,6 +403,9 @@ std::string TrialTable(const RunView& view, const TrialRecord* baseline, const T
                         "CV %"}) {
     html += std::string("<th class=\"n\">") + h + "</th>";
   }
+  // As in the text table: binding and threads only for a run that varied them.
+  const bool around = VariesAroundLoader(view);
+  if (around) html += "<th>binding</th><th class=\"n\">threads</th>";
   html += "<th>status / decision</th></tr></thead>\n<tbody>\n";
   for (const TrialRecord& t : view.trials) {
     const bool ok = t.status == "ok";
@@ -429,6 +432,10 @@ std::string TrialTable(const RunView& view, const TrialRecord* baseline, const T
             "</td>";
     html += num(t.mb_per_s, 1) + num(t.gpu_idle_frac * 100, 1) + num(t.wait_p50_us / 1000, 2) +
             num(t.wait_p99_us / 1000, 2) + num(t.cv * 100, 1);
+    if (around) {
+      html += "<td>" + std::string(loader::CpuBindingName(t.knobs.cpu_binding)) + "</td><td class=\"n\">" +
+              (t.knobs.worker_threads > 0 ? std::to_string(t.knobs.worker_threads) : std::string("-")) + "</td>";
+    }
     std::string note;
     if (&t == baseline) note += "<span class=\"badge baseline\">baseline</span>";
     if (knee) note += "<span class=\"badge knee\">knee</span>";
@@ -446,7 +453,11 @@ std::string Workers(int count) { return std::to_string(count) + (count == 1 ? " 
 std::string ConfigText(const loader::Knobs& k) {
   return Workers(k.num_workers) + ", pin " + (k.pin_memory ? "on" : "off") +
          ", non_blocking " + (k.non_blocking ? "on" : "off") + ", prefetch " +
-         std::to_string(k.prefetch_factor) + ", persistent " + (k.persistent_workers ? "on" : "off");
+         std::to_string(k.prefetch_factor) + ", persistent " + (k.persistent_workers ? "on" : "off") +
+         // Around the loader: said only when a sweep set them (tuner/search.h).
+         (k.cpu_binding != loader::CpuBinding::kNone ? std::string(", binding ") + loader::CpuBindingName(k.cpu_binding)
+                                                     : std::string()) +
+         (k.worker_threads > 0 ? ", " + std::to_string(k.worker_threads) + " threads per worker" : std::string());
 }
 
 }  // namespace

@@ -226,6 +226,12 @@ std::string EscapeHtml(std::string_view text) {
 
 }  // namespace internal
 
+bool VariesAroundLoader(const RunView& view) {
+  return std::any_of(view.trials.begin(), view.trials.end(), [](const TrialRecord& t) {
+    return t.knobs.cpu_binding != loader::CpuBinding::kNone || t.knobs.worker_threads > 0;
+  });
+}
+
 using internal::Column;
 using internal::Fixed;
 using internal::KnobsText;
@@ -424,12 +430,7 @@ std::string RenderTable(const RunView& view) {
                     measured(t.gpu_idle_frac * 100, 1), measured(t.wait_p50_us / 1000, 2),
                     measured(t.wait_p99_us / 1000, 2), note});
   }
-  // The binding and threads columns only for runs that varied them (a node
-  // sweep's cpu_binding phase, a worker_threads phase): other tables stay as they were.
-  const bool around = std::any_of(view.trials.begin(), view.trials.end(), [](const TrialRecord& t) {
-    return t.knobs.cpu_binding != loader::CpuBinding::kNone || t.knobs.worker_threads > 0;
-  });
-  if (around) {
+  if (VariesAroundLoader(view)) {
     // Before the decision, after the figures: the figure columns keep their places.
     const size_t at = columns.size() - 1;
     columns.insert(columns.begin() + static_cast<std::ptrdiff_t>(at), {{"binding", false}, {"threads", true}});

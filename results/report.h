@@ -35,6 +35,10 @@ std::optional<double> RunSpeedup(const RunView& view);
 // The ok num_workers-phase (or baseline) trial with this many workers that
 // measured the most samples/s; nullptr when there is none.
 const TrialRecord* TrialAtWorkers(const RunView& view, int num_workers);
+// Whether any trial set a knob around the loader (a node sweep's cpu_binding
+// phase, a worker_threads phase): only then do the tables show the binding
+// and threads columns, so other runs' tables stay as they were.
+bool VariesAroundLoader(const RunView& view);
 
 std::string RenderTable(const RunView& view);
 std::string RenderJson(const RunView& view);  // pretty-printed, ends with a newline

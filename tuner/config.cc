@@ -390,7 +390,7 @@ constexpr Key kKeys[] = {
     // Intra-op threads a sample's CPU work is split over (OpenMP inside a
     // transform); the worker_threads knob overrides it per trial.
     {"workload.cpu_threads", Hashed::kIfSet,
-     Int<kWorkload, kSynthetic, &Synthetic::cpu_threads>(1, 1024), kSyntheticOnly},
+     Int<kWorkload, kSynthetic, &Synthetic::cpu_threads>(1, 1024), kDatasets},
     {"workload.io_us_per_sample", Hashed::kYes,
      Int<kWorkload, kSynthetic, &Synthetic::io_us_per_sample>(0, kMaxUs), kSyntheticOnly},
     {"workload.jitter", Hashed::kYes,
@@ -414,6 +414,9 @@ constexpr Key kKeys[] = {
     // sweep sets num_workers per trial, so the base value must be allowed).
     {"loader.prefetch_factor", Hashed::kNo, Int<kLoader, kKnobs, &Knobs::prefetch_factor>(1, 64)},
     {"loader.persistent_workers", Hashed::kNo, Bool<kLoader, kKnobs, &Knobs::persistent_workers>()},
+    // Intra-op threads per worker and rank (Knobs::worker_threads; 0 = the
+    // workload's own): a sweep varies it, a trial can name it.
+    {"loader.worker_threads", Hashed::kNo, Int<kLoader, kKnobs, &Knobs::worker_threads>(0, 1024)},
     {"loader.timeout_s", Hashed::kNo,
      Real<kLoader, &LoaderOptions::timeout_s>(0, kClosed, kInf, kOpen)},
     {"loader.seed", Hashed::kYes, Seed<kLoader, &LoaderOptions::seed>()},

@@ -8,14 +8,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <new>
 #include <system_error>
-#include <thread>
 
 #include "workloads/crc32c.h"
 #include "workloads/format_io.h"
@@ -90,7 +88,7 @@ class Mapping {
 
 FilesDataset::FilesDataset(const FilesOptions& options, const SyntheticOptions& cost,
                            const CpuCalibration& calibration)
-    : options_(options), cost_(cost), calibration_(calibration), fault_(cost.fault) {
+    : options_(options), cost_(cost, calibration) {
   const std::string& dir = options_.path;
   if (dir.empty()) throw DatasetNotFound("workload.path is empty: name the dataset's directory");
   const bool decode_jpeg = options_.decode == FilesDecode::kJpeg;
@@ -204,7 +202,7 @@ std::string FilesDataset::Describe() const {
 }
 
 void FilesDataset::InitWorker(int /*worker_id*/) const {
-  if (cost_.worker_init_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(cost_.worker_init_us));
+  cost_.InitWorker();
 }
 
 void FilesDataset::FailRecord(int64_t index, const std::string& what) const {
@@ -307,7 +305,7 @@ void FilesDataset::DecodeJpegFile(int64_t index, std::span<std::byte> out) const
   JpegDecodeOptions decode;
   decode.crop = options_.crop;
   decode.resize = static_cast<int>(options_.resize);
-  decode.seed = cost_.seed;
+  decode.seed = cost_.seed();
   decode.epoch = epoch_->load(std::memory_order_acquire);
   struct stat st {};
   if (::fstat(file.fd, &st) != 0) FailRecord(index, "cannot stat: " + Errno(errno));
@@ -334,12 +332,10 @@ int64_t FilesDataset::Read(int64_t index, std::span<std::byte> out) const {
   if (index < 0 || index >= size()) {
     throw std::out_of_range("sample index " + std::to_string(index) + " outside [0, " + std::to_string(size()) + ")");
   }
-  fault_.OnRead(index);
+  cost_.BeforeRead(index);
   if (options_.decode == FilesDecode::kJpeg) {
     DecodeJpegFile(index, out);
-    const double factor = SyntheticDataset::JitterFactor(cost_.jitter, cost_.seed, index);
-    BurnCpu(static_cast<int64_t>(static_cast<double>(cost_.cpu_us_per_sample) * 1000.0 * factor),
-            out.first(static_cast<size_t>(max_bytes_)), calibration_);
+    cost_.AfterRead(index, out.first(static_cast<size_t>(max_bytes_)));
     return max_bytes_;
   }
   const int64_t bytes = sizes_[static_cast<size_t>(index)];
@@ -352,9 +348,7 @@ int64_t FilesDataset::Read(int64_t index, std::span<std::byte> out) const {
   } else {
     ReadWholeFile(index, out);
   }
-  const double factor = SyntheticDataset::JitterFactor(cost_.jitter, cost_.seed, index);
-  BurnCpu(static_cast<int64_t>(static_cast<double>(cost_.cpu_us_per_sample) * 1000.0 * factor),
-          out.first(static_cast<size_t>(bytes)), calibration_);
+  cost_.AfterRead(index, out.first(static_cast<size_t>(bytes)));
   return bytes;
 }
 

@@ -49,6 +49,7 @@
 #include "workloads/cpu_work.h"
 #include "workloads/fault.h"
 #include "workloads/options.h"
+#include "workloads/sample_cost.h"
 #include "workloads/shard_format.h"
 
 namespace feedtune::workloads {
@@ -88,9 +89,7 @@ class FilesDataset final : public loader::Dataset {
   [[noreturn]] void FailRecord(int64_t index, const std::string& what) const;
 
   const FilesOptions options_;
-  const SyntheticOptions cost_;
-  const CpuCalibration calibration_;
-  const FaultInjector fault_;
+  const SampleCost cost_;
   // Constant after construction.
   ShardIndex index_;                // shards layout
   std::vector<int> shard_fds_;      // shards layout, one per shard, closed by the destructor

@@ -427,6 +427,39 @@ TEST(RenderTableTest, AlignedColumnsMarkersAndSummary) {
   }
 }
 
+// The binding and threads columns appear, in the text table and the HTML,
+// only for a run whose trials set them; each trial's row carries its values.
+TEST(RenderTableTest, BindingAndThreadsColumnsOnlyWhenVaried) {
+  RunView plain = ExampleView();
+  EXPECT_FALSE(VariesAroundLoader(plain));
+  EXPECT_EQ(RenderTable(plain).find("binding"), std::string::npos);
+  EXPECT_EQ(RenderHtml(plain).find("<th>binding</th>"), std::string::npos);
+
+  RunView varied = ExampleView();
+  varied.trials[1].knobs.cpu_binding = loader::CpuBinding::kSplit;
+  varied.trials[3].knobs.worker_threads = 2;
+  ASSERT_TRUE(VariesAroundLoader(varied));
+  const std::string text = RenderTable(varied);
+  const std::vector<std::string> lines = SplitLines(text);
+  size_t header = lines.size();
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].find("binding") != std::string::npos && lines[i].find("threads") != std::string::npos) header = i;
+  }
+  ASSERT_LT(header + 5, lines.size()) << text;
+  const size_t status = lines[header].find("status / decision");
+  EXPECT_LT(lines[header].find("threads"), status) << "before the decision column\n" << text;
+  EXPECT_NE(lines[header + 2].find("none"), std::string::npos) << text;   // trial 1: inherited mask, own threads
+  EXPECT_NE(lines[header + 3].find("split"), std::string::npos) << text;  // trial 2
+  const std::string best = lines[header + 5];                             // trial 4: 2 threads
+  EXPECT_EQ(best.substr(0, status).find_last_not_of(' '), best.substr(0, status).rfind('2')) << text;
+
+  const std::string html = RenderHtml(varied);
+  EXPECT_NE(html.find("<th>binding</th><th class=\"n\">threads</th><th>status / decision</th>"), std::string::npos);
+  EXPECT_NE(html.find("<td>split</td><td class=\"n\">-</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td>none</td><td class=\"n\">2</td>"), std::string::npos);
+  EXPECT_NE(html.find("2 threads per worker"), std::string::npos) << "the best setting's summary names them";
+}
+
 TEST(RenderTableTest, EmptyRun) {
   RunView view;
   view.run.id = 9;

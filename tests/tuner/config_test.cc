@@ -158,7 +158,7 @@ TEST(ConfigErrorTest, UnknownKeyWithoutCloseMatchListsAllowedKeys) {
       ErrorOf("loader:\n  frobnicate: 4\n"),
       "x.yaml:2:3: loader.frobnicate: unknown key; allowed keys: batch_size, shuffle, drop_last, "
       "worker_mode, num_workers, pin_memory, non_blocking, prefetch_factor, persistent_workers, "
-      "timeout_s, seed");
+      "worker_threads, timeout_s, seed");
 }
 
 TEST(ConfigErrorTest, KeyInWrongSectionNamesItsPlace) {
@@ -663,6 +663,7 @@ TEST(ConfigTest, ToYamlOfDefaults) {
             "  non_blocking: false\n"
             "  prefetch_factor: 2\n"
             "  persistent_workers: false\n"
+            "  worker_threads: 0\n"
             "  timeout_s: 0.0\n"
             "  seed: 0\n"
             "device:\n"
@@ -758,7 +759,7 @@ TEST_F(ConfigFileTest, DecodeJpegNeedsJpegsInTheDirectory) {
 TEST(ConfigTest, FilesAndCommandKinds) {
   const SweepConfig files = ParseConfig(
       "workload:\n  kind: files\n  path: data/my shards\n  layout: files\n  io: mmap\n"
-      "  cache: cold\n  cpu_us_per_sample: 50\n  fault: {kind: throw, at_sample: 7}\n",
+      "  cache: cold\n  cpu_us_per_sample: 50\n  cpu_threads: 3\n  fault: {kind: throw, at_sample: 7}\n",
       "x.yaml");
   EXPECT_EQ(files.workload.kind, WorkloadKind::kFiles);
   EXPECT_EQ(files.workload.files.path, "data/my shards");
@@ -766,6 +767,7 @@ TEST(ConfigTest, FilesAndCommandKinds) {
   EXPECT_EQ(files.workload.files.io, FilesIo::kMmap);
   EXPECT_EQ(files.workload.files.cache, CacheMode::kCold);
   EXPECT_EQ(files.workload.synthetic.cpu_us_per_sample, 50);
+  EXPECT_EQ(files.workload.synthetic.cpu_threads, 3);  // every native dataset splits its CPU work (sample_cost.h)
   EXPECT_EQ(files.workload.synthetic.fault.kind, FaultKind::kThrow);
   EXPECT_EQ(files.workload.synthetic.fault.at_sample, 7);
   const std::string files_yaml = ToYaml(files);
@@ -778,6 +780,7 @@ TEST(ConfigTest, FilesAndCommandKinds) {
             "  io: mmap\n"
             "  cache: cold\n"
             "  cpu_us_per_sample: 50\n"
+            "  cpu_threads: 3\n"
             "  jitter: 0.1\n"
             "  worker_init_us: 0\n"
             "  fault: {kind: throw, at_sample: 7}\n"

@@ -205,6 +205,17 @@ TEST(Preflight, EachNarrowLimitIsAWarningWithItsFix) {
   // host-sim asked for: no GPU warning.
   config.device.backend = device::BackendChoice::kHostSim;
   EXPECT_EQ(Preflight(config, 2, int64_t{32} << 20, f).size(), 4u);
+  // No GPU at all: a native rank gets a host-sim device; a command's rank runs
+  // on the CPU, whatever device.backend says (it is feedtune's own device).
+  f.gpus = 0;
+  config.device.backend = device::BackendChoice::kAuto;
+  EXPECT_NE(Preflight(config, 2, 0, f).back().find("every rank runs on a host-sim device"), std::string::npos);
+  config.workload.kind = workloads::WorkloadKind::kCommand;
+  config.device.backend = device::BackendChoice::kHostSim;
+  const std::string command = Preflight(config, 2, 0, f).back();
+  EXPECT_EQ(command.rfind("GPUs: 2 ranks but 0 GPU(s) visible: each rank of the command runs without one", 0), 0u)
+      << command;
+  EXPECT_EQ(command.find("host-sim"), std::string::npos) << command;
 }
 
 TEST(ShareBudget, EachRankGetsItsShareOfMemoryShmAndCpus) {

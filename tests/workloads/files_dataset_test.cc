@@ -110,6 +110,35 @@ TEST_F(FilesDatasetTest, ShardsRoundTripWithPreadAndMmap) {
   }
 }
 
+// workload.cpu_threads splits a file sample's CPU work as it does a
+// synthetic one's (sample_cost.h): the reading thread pays its share, helpers
+// the rest; the trial's worker_threads (SetIntraOpThreads) overrides it.
+TEST_F(FilesDatasetTest, CpuWorkSplitsOverCpuThreads) {
+  const std::string path = Write(FilesLayout::kShards, 8);
+  const CpuCalibration calibration = Calibrate();
+  const auto reader_cpu_us = [&](int cpu_threads) {
+    SyntheticOptions cost;
+    cost.cpu_us_per_sample = 8000;
+    cost.cpu_threads = cpu_threads;
+    cost.jitter = 0;
+    const FilesDataset d(FilesOptions{path, FilesLayout::kShards, FilesIo::kPread, CacheMode::kWarm}, cost,
+                         calibration);
+    std::vector<std::byte> out(static_cast<size_t>(d.max_sample_bytes()));
+    const int64_t t0 = ThreadCpuNs();
+    for (int64_t i = 0; i < 8; ++i) d.Read(i, out);
+    return static_cast<double>(ThreadCpuNs() - t0) / 1e3 / 8;
+  };
+  const double one = reader_cpu_us(1);
+  const double four = reader_cpu_us(4);
+  EXPECT_GE(one, 8000 * 0.8);
+  // A quarter each, plus up to 200 us of spinning for the helpers.
+  EXPECT_LE(four, 8000 * 0.5) << "one thread: " << one << " us";
+  SetIntraOpThreads(1);  // the knob wins over workload.cpu_threads
+  const double knob_one = reader_cpu_us(4);
+  SetIntraOpThreads(0);
+  EXPECT_GE(knob_one, 8000 * 0.8) << "four threads: " << four << " us";
+}
+
 TEST_F(FilesDatasetTest, ShardIndexDescribesEveryRecord) {
   const std::string path = Write(FilesLayout::kShards, 50);
   const ShardIndex index = ReadShardIndex(path);

@@ -423,10 +423,10 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
       setup.numa_known = std::all_of(nodes.begin(), nodes.end(), [](int n) { return n >= 0; });
     }
     // What a worker runs its CPU work on when the knob is unset (search.h).
-    if (config.workload.kind == workloads::WorkloadKind::kSynthetic) {
-      setup.default_worker_threads = config.workload.synthetic.cpu_threads;
-    } else if (config.workload.kind == workloads::WorkloadKind::kCommand) {
+    if (config.workload.kind == workloads::WorkloadKind::kCommand) {
       setup.default_worker_threads = static_cast<int>(machine.usable_cpus);
+    } else {  // a native dataset's workload.cpu_threads (workloads/sample_cost.h)
+      setup.default_worker_threads = config.workload.synthetic.cpu_threads;
     }
     tuner::SearchOutcome outcome;
     try {

@@ -90,12 +90,23 @@ std::vector<std::string> Preflight(const SweepConfig& config, int ranks, int64_t
                   (f.nofile_hard > 0 ? std::to_string(f.nofile_hard) + " (the hard limit)" : std::to_string(fds)) +
                   ", or lower sweep.max_workers");
   }
-  if (ranks > 1 && config.device.backend != device::BackendChoice::kHostSim && f.gpus >= 0 && ranks > f.gpus) {
-    out.push_back("GPUs: " + std::to_string(ranks) + " ranks but " + std::to_string(f.gpus) +
-                  " GPU(s) visible: " +
-                  (f.gpus == 0 ? std::string("every rank runs on a host-sim device")
-                               : "ranks beyond " + std::to_string(f.gpus) + " share a GPU") +
-                  "; set sweep.ranks to the GPU count, or device.backend: host-sim to mean it");
+  // A command's ranks pick their own device (the probe: its GPU when there is
+  // one, else the CPU over gloo); device.backend is feedtune's own device.
+  const bool command = config.workload.kind == workloads::WorkloadKind::kCommand;
+  if (ranks > 1 && (command || config.device.backend != device::BackendChoice::kHostSim) && f.gpus >= 0 &&
+      ranks > f.gpus) {
+    std::string what;
+    if (f.gpus > 0) {
+      what = "ranks beyond " + std::to_string(f.gpus) + " share a GPU; set sweep.ranks to the GPU count";
+    } else if (command) {
+      what = "each rank of the command runs without one (feedtune_probe.py trains on the CPU over gloo), so "
+             "GPU idle is not measured; fine for trying the ranks out, else run on the GPU node";
+    } else {
+      what = "every rank runs on a host-sim device; set sweep.ranks to the GPU count, or device.backend: "
+             "host-sim to mean it";
+    }
+    out.push_back("GPUs: " + std::to_string(ranks) + " ranks but " + std::to_string(f.gpus) + " GPU(s) visible: " +
+                  what);
   }
   return out;
 }
