@@ -104,7 +104,10 @@ std::string NodeFormulasText(const std::vector<FormulaRow>& rows, std::optional<
       continue;
     }
     text += Fixed(*row.samples_per_s, 1) + " samples/s (trial " + std::to_string(*row.trial_id) + ")";
-    if (knee && *knee > 0) text += ", " + Fixed((*row.samples_per_s / *knee - 1) * 100, 1) + "% against the knee";
+    if (knee && *knee > 0) {
+      const double gap = (*row.samples_per_s / *knee - 1) * 100;
+      text += ", " + std::string(gap > 0 ? "+" : "") + Fixed(gap, 1) + "% against the knee";
+    }
     text += "\n";
   }
   return text;
@@ -143,10 +146,14 @@ std::string NodeLaunchText(const NodeFigures& node, const loader::Knobs& knobs, 
   text += prefix + "  " + threads + "torchrun --nproc_per_node " + std::to_string(node.ranks) +
           " --redirects 3 your_train.py\n";
   if (Bound(knobs)) {
+    // numa: the rank's CPUs are on its GPU's NUMA node, so --localalloc keeps
+    // its memory there too; split binds the CPUs alone.
+    const bool numa = knobs.cpu_binding == loader::CpuBinding::kNuma;
     text += prefix + "Each rank was bound to its own CPUs (cpu_binding " + loader::CpuBindingName(knobs.cpu_binding) +
             "); bind the same way, e.g.\n";
     for (const RankRecord& r : node.rank_rows) {
-      text += prefix + "  rank " + std::to_string(r.rank) + ": taskset -c " + r.cpu_mask +
+      text += prefix + "  rank " + std::to_string(r.rank) + ": " +
+              (numa ? "numactl --physcpubind=" + r.cpu_mask + " --localalloc" : "taskset -c " + r.cpu_mask) +
               "  (or os.sched_setaffinity(0, ...) at the rank's start)\n";
     }
   }

@@ -40,8 +40,8 @@ std::string NodeFormulasJson(const std::vector<FormulaRow>& rows, std::optional<
 // For `export`: how to launch the measured node, each line starting with
 // `prefix` ("# " in Python, "" in env files): the rank count for torchrun
 // (with OMP_NUM_THREADS/MKL_NUM_THREADS when `knobs` set worker_threads), and
-// each rank's CPUs as a taskset line when `knobs` bound them (cpu_binding
-// split or numa).
+// each rank's CPUs when `knobs` bound them: a taskset line (cpu_binding
+// split), a numactl line that keeps memory local (numa).
 std::string NodeLaunchText(const NodeFigures& node, const loader::Knobs& knobs, const std::string& prefix);
 
 // For `export --format env`: FEEDTUNE_NPROC_PER_NODE, FEEDTUNE_CPU_BINDING

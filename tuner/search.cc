@@ -143,20 +143,31 @@ class Search {
   const TrialRecord& current() { return trials()[current_index_]; }
   int repeats() const { return std::max(1, options_.repeats); }
 
-  // An estimate of the trials after the current one, for progress output.
+  // An estimate of the trials after the current one, for progress output. A
+  // seeded search walks neither prefetch_factor nor persistent_workers (its
+  // seed phase is one trial); the node phases count when they will run.
   int TrialsLeft() const {
-    const int prefetch = static_cast<int>(options_.prefetch_factors.size()) - 1;
-    const int after_workers = 1 + std::max(0, prefetch) + 2 + 2 * repeats();
+    const bool seeded = setup_.seed.has_value();
+    const int prefetch = seeded ? 0 : std::max(0, static_cast<int>(options_.prefetch_factors.size()) - 1);
+    const int persistent = seeded ? 0 : 2;
+    const int binding = setup_.ranks > 1 && options_.cpu_binding == BindingChoice::kAuto
+                            ? 1 + (setup_.numa_known ? 1 : 0)
+                            : 0;
+    const int threads = setup_.default_worker_threads > 1 ? 1 : 0;
+    const int final_check = 2 * repeats();
+    const int after_workers = 1 + prefetch + persistent + binding + threads + final_check;
     switch (stage_) {
       case Stage::kBaseline: return 1 + 4 + after_workers;
       case Stage::kPin: return 4 + after_workers;
       case Stage::kWorkers: return (refining_ ? 1 : std::max(0, 2 - misses_) + 1) + after_workers;
       case Stage::kNonBlocking: return after_workers - 1;
-      case Stage::kPrefetch: return std::max(0, prefetch - prefetch_done_) + 2 + 2 * repeats();
-      case Stage::kPersistent: return std::max(0, 2 - persistent_done_) + 1 + 2 * repeats();
-      case Stage::kRevisit: return 1 + 2 + 2 + 2 * repeats();
-      case Stage::kBinding: return 1 + 2 + 1 + 2 * repeats();
-      case Stage::kThreads: return 1 + 1 + 2 * repeats();
+      case Stage::kPrefetch:
+        return std::max(0, prefetch - prefetch_done_) + persistent + binding + threads + final_check;
+      case Stage::kPersistent:
+        return std::max(0, persistent - persistent_done_) + binding + threads + final_check;
+      case Stage::kRevisit: return 2 + binding + threads + final_check;
+      case Stage::kBinding: return binding + threads + final_check;
+      case Stage::kThreads: return threads + final_check;
       case Stage::kCombined: return 2 * repeats();
       case Stage::kFinal: return std::max(0, 2 * repeats() - final_done_);
       case Stage::kDone: return 0;

@@ -91,6 +91,12 @@ TEST_F(NodeCli, ANarrowedCpuMaskIsWarnedBeforeAnyTrialAndStoredWithTheRun) {
   const auto calibration = nlohmann::json::parse(runs[0].calibration_json);
   ASSERT_TRUE(calibration.contains("preflight")) << runs[0].calibration_json;
   EXPECT_EQ(calibration["preflight"][0].get<std::string>().rfind("CPU mask: feedtune may use 1 of the", 0), 0u);
+  // sweep.diagnose is on by default, but the stage trials measure one loader
+  // alone: a node sweep says so and stores no verdict rather than a wrong one.
+  EXPECT_NE(err.find("diagnose: not run: the stage trials measure one loader alone, not a rank among 2"),
+            std::string::npos)
+      << err;
+  EXPECT_FALSE(store.LoadVerdict(runs[0].id).has_value());
 }
 
 // A tiny /dev/shm (a 1 MiB tmpfs in a private mount namespace): the sweep

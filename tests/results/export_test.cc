@@ -160,6 +160,50 @@ TEST(ExportTest, WithoutWorkersPrefetchIsLeftToTorchAndPersistenceIsOff) {
       << torch;
 }
 
+// A node run's best (2 ranks, 2 threads per worker, bound): the torch format
+// ends with the launch and each rank's binding; env carries the same.
+RunView NodeView(loader::CpuBinding binding) {
+  RunView view = NoWorkersView();
+  TrialRecord& best = view.trials[0];
+  best.knobs.num_workers = 2;
+  best.knobs.worker_threads = 2;
+  best.knobs.cpu_binding = binding;
+  NodeFigures node;
+  node.ranks = 2;
+  for (int r = 0; r < 2; ++r) {
+    RankRecord row;
+    row.rank = r;
+    row.cpu_mask = r == 0 ? "0-3" : "4-7";
+    node.rank_rows.push_back(row);
+  }
+  best.node = node;
+  return view;
+}
+
+TEST(ExportTest, NodeRunGivesTheLaunchAndEachRanksBinding) {
+  const std::string split = RenderExport(NodeView(loader::CpuBinding::kSplit), ExportFormat::kTorch);
+  EXPECT_NE(split.find("# Measured as a node of 2 ranks"), std::string::npos) << split;
+  EXPECT_NE(split.find("#   OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 torchrun --nproc_per_node 2 "), std::string::npos)
+      << split;
+  EXPECT_NE(split.find("OMP_NUM_THREADS = 2\n"), std::string::npos) << split;
+  EXPECT_NE(split.find("#   rank 0: taskset -c 0-3 "), std::string::npos) << split;
+  EXPECT_NE(split.find("#   rank 1: taskset -c 4-7 "), std::string::npos) << split;
+  // numa: the same CPUs, with memory kept on their node.
+  const std::string numa = RenderExport(NodeView(loader::CpuBinding::kNuma), ExportFormat::kTorch);
+  EXPECT_NE(numa.find("#   rank 1: numactl --physcpubind=4-7 --localalloc "), std::string::npos) << numa;
+  EXPECT_EQ(numa.find("taskset"), std::string::npos) << numa;
+  // Unbound: the launch, no per-rank lines.
+  const std::string none = RenderExport(NodeView(loader::CpuBinding::kNone), ExportFormat::kTorch);
+  EXPECT_NE(none.find("torchrun --nproc_per_node 2"), std::string::npos) << none;
+  EXPECT_EQ(none.find("rank 0:"), std::string::npos) << none;
+
+  const std::string env = RenderExport(NodeView(loader::CpuBinding::kSplit), ExportFormat::kEnv);
+  for (const char* line : {"OMP_NUM_THREADS=2\n", "MKL_NUM_THREADS=2\n", "FEEDTUNE_NPROC_PER_NODE=2\n",
+                           "FEEDTUNE_CPU_BINDING=split\n", "FEEDTUNE_RANK0_CPUS=0-3\n", "FEEDTUNE_RANK1_CPUS=4-7\n"}) {
+    EXPECT_NE(env.find(line), std::string::npos) << line << env;
+  }
+}
+
 TEST(ExportTest, RunWithoutBestIsAClearError) {
   RunView view;
   view.run.id = 5;

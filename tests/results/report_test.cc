@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "results/node_report.h"
 #include "results/store.h"
 
 namespace feedtune::results {
@@ -458,6 +459,22 @@ TEST(RenderTableTest, BindingAndThreadsColumnsOnlyWhenVaried) {
   EXPECT_NE(html.find("<td>split</td><td class=\"n\">-</td>"), std::string::npos);
   EXPECT_NE(html.find("<td>none</td><td class=\"n\">2</td>"), std::string::npos);
   EXPECT_NE(html.find("2 threads per worker"), std::string::npos) << "the best setting's summary names them";
+}
+
+// The formulas row: each pick's figure and its signed gap to the knee, or
+// that the run did not measure it.
+TEST(NodeFormulasText, SignedGapOrNotMeasured) {
+  std::vector<FormulaRow> rows(3);
+  rows[0] = {.name = "Lightning", .rule = "max(1, 2 // 2 - 1)", .workers = 1, .trial_id = 3, .samples_per_s = 500};
+  rows[1] = {.name = "timm", .rule = "4", .workers = 4, .trial_id = 10, .samples_per_s = 1200};
+  rows[2] = {.name = "cpus // ranks", .rule = "16 // 2", .workers = 8, .trial_id = std::nullopt, .samples_per_s = std::nullopt};
+  const std::string text = NodeFormulasText(rows, 1000.0, "  ");
+  EXPECT_NE(text.find("  Lightning:     max(1, 2 // 2 - 1)    -> 1   workers per rank: 500.0 samples/s (trial 3), "
+                      "-50.0% against the knee\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("1200.0 samples/s (trial 10), +20.0% against the knee\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("-> 8   workers per rank: not measured in this run\n"), std::string::npos) << text;
 }
 
 TEST(RenderTableTest, EmptyRun) {

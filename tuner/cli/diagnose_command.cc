@@ -8,6 +8,7 @@
 #include "tuner/cli/cli_util.h"
 #include "tuner/cli/version.h"
 #include "tuner/diagnose.h"
+#include "tuner/node/node_measurer.h"
 #include "tuner/progress.h"
 
 namespace feedtune::cli {
@@ -80,6 +81,10 @@ int RunDiagnose(const Args& args, const std::atomic<bool>& stop) {
   std::cerr << "feedtune diagnose: " << tuner::KnobsShort(config.loader.knobs) << " on "
             << session->device->description() << "\n"
             << session->workload.description << "\n";
+  if (const int ranks = tuner::node::ResolveRanks(config); ranks > 1) {
+    std::cerr << "feedtune diagnose: sweep.ranks " << ranks
+              << " is not diagnosed as a node: the stage trials measure one loader alone on this machine\n";
+  }
 
   tuner::StageTrials trials;
   try {

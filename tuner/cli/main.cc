@@ -34,7 +34,8 @@ Usage: feedtune <command> [options]     (feedtune <command> --help for details)
 Commands:
   sweep CONFIG      run the tuning sequence on this machine and store every trial
                     (baseline -> pin_memory -> num_workers -> non_blocking ->
-                     prefetch_factor -> persistent_workers)
+                     prefetch_factor -> persistent_workers -> cpu_binding ->
+                     worker_threads; sweep.ranks N: every rank's loader at once)
   trial CONFIG      measure one configuration, no search (--set key=value to vary it)
   diagnose CONFIG   where the time goes at one setting: stage rates, the bottleneck, advice
   validate CONFIG   check a config and print it with every default filled in

@@ -125,7 +125,11 @@ constexpr const char* kSweepUsage = R"(Usage: feedtune sweep CONFIG [options]
 
 Runs the tuning sequence on this machine: baseline, pin_memory, num_workers
 (doubling to the knee, then bisecting), non_blocking, prefetch_factor,
-persistent_workers, and a final interleaved check of baseline against best.
+persistent_workers, cpu_binding (with sweep.ranks > 1 and sweep.cpu_binding
+auto), worker_threads (when the workload has intra-op threads: a command, or
+workload.cpu_threads > 1), and a final interleaved check of baseline against
+best. With sweep.ranks N every trial runs N ranks' loaders at once, as DDP
+does on one node (docs/node-sweep.md).
 A step is kept only if its median gains more than sweep.gain_threshold and its
 95% interval does not overlap the current one. Each trial is stored in the
 results file as soon as it ends; trials that would exceed the memory, /dev/shm
@@ -476,7 +480,13 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     // Where the time goes at the best setting (tuner/diagnose.h), once the
     // run is finished: an interruption here keeps it done, without a verdict.
     std::optional<results::Verdict> verdict;
-    if (outcome.best && config.sweep.diagnose) {
+    if (outcome.best && config.sweep.diagnose && ranks > 1) {
+      // The stage trials measure one loader alone on the whole machine, which
+      // is not what a rank of this node sees: no verdict rather than a wrong one.
+      progress.Note("diagnose: not run: the stage trials measure one loader alone, not a rank among " +
+                    std::to_string(ranks) + "; `feedtune diagnose CONFIG --set sweep.ranks=1` gives one "
+                    "loader's verdict (sweep.diagnose: false silences this)");
+    } else if (outcome.best && config.sweep.diagnose) {
       tuner::DiagnoseSetup diagnose;
       diagnose.config = &config;
       diagnose.workload = &workload;
