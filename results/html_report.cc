@@ -544,6 +544,13 @@ std::string RenderHtml(const RunView& view) {
   if (view.machine) body += "<h2>Machine</h2>\n" + MachineSection(*view.machine);
   if (best != nullptr && best->node) {
     body += "<h2>Ranks of the best setting</h2>\n<pre>" + EscapeHtml(NodeFiguresText(*best->node, "")) + "</pre>\n";
+    // What the usual formulas pick on this node, and what that measured (as in the text report).
+    if (const auto formulas = NodeFormulas(view.trials, view.machine ? view.machine->usable_cpus : 0, best);
+        !formulas.empty()) {
+      body += "<h2>Formulas on this node</h2>\n<p>num_workers per rank by rule, at the best's other settings; "
+              "measured aggregate and gap to the best.</p>\n<pre>" +
+              EscapeHtml(NodeFormulasText(formulas, best->samples_per_s, "")) + "</pre>\n";
+    }
   }
   body += "<h2>Effective config</h2>\n<pre class=\"config\">" +
           EscapeHtml(run.config_yaml.empty() ? "(not recorded)" : run.config_yaml) + "</pre>\n";

@@ -21,21 +21,36 @@ std::string NodeFiguresJson(const NodeFigures& node);
 std::string NodeFiguresText(const NodeFigures& node, const std::string& indent);
 
 // What the usual formulas would pick for num_workers per rank on this node,
-// beside what that setting measured in the run (a node run's trials).
+// beside what that setting measured in the run (a node run's trials). A
+// formula's setting is the run's best with only num_workers changed, so its
+// gap to the best is what the formula alone costs.
 struct FormulaRow {
   std::string name;  // "Lightning", "cpus // ranks", "timm"
   std::string rule;  // the formula with this node's numbers
   int workers = 0;
-  std::optional<int64_t> trial_id;       // the best ok trial at that worker count
+  std::optional<int64_t> trial_id;       // the trial that measured it (below)
   std::optional<double> samples_per_s;   // its aggregate; unset: not measured
+  // Whether that trial ran the best's other settings (FormulaKnobs). When no
+  // trial did, the row falls back to the fastest ok trial at that worker
+  // count, whose other settings differ (say so beside its figure).
+  bool at_best_settings = false;
 };
 
-// Empty unless the run's trials are node trials. `usable_cpus`: the machine's.
-std::vector<FormulaRow> NodeFormulas(const std::vector<TrialRecord>& trials, int usable_cpus);
-// Text lines (with the gap to `knee_samples_per_s` when known) and JSON.
-std::string NodeFormulasText(const std::vector<FormulaRow>& rows, std::optional<double> knee_samples_per_s,
+// The best's knobs with `workers` workers (without workers, not persistent:
+// torch refuses that).
+loader::Knobs FormulaKnobs(const loader::Knobs& best, int workers);
+
+// Empty unless the run's trials are node trials. `usable_cpus`: the
+// machine's; `best`: the run's best trial (nullptr: none, then every row is a
+// fallback).
+std::vector<FormulaRow> NodeFormulas(const std::vector<TrialRecord>& trials, int usable_cpus,
+                                     const TrialRecord* best);
+// Text lines (with the gap to the best's samples/s when known) and JSON (also
+// the gap to the knee).
+std::string NodeFormulasText(const std::vector<FormulaRow>& rows, std::optional<double> best_samples_per_s,
                              const std::string& indent);
-std::string NodeFormulasJson(const std::vector<FormulaRow>& rows, std::optional<double> knee_samples_per_s);
+std::string NodeFormulasJson(const std::vector<FormulaRow>& rows, std::optional<double> best_samples_per_s,
+                             std::optional<double> knee_samples_per_s);
 
 // For `export`: how to launch the measured node, each line starting with
 // `prefix` ("# " in Python, "" in env files): the rank count for torchrun

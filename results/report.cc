@@ -348,9 +348,10 @@ std::string RenderJson(const RunView& view) {
                  {"safe_max_workers_basis", OptionalString(SafeLimitBasis(run))},
                  {"verdict", view.verdict ? Json::parse(VerdictToJson(*view.verdict)) : Json(nullptr)}};
   // A node run (sweep.ranks > 1): the formulas beside what they measured.
-  if (const auto formulas = NodeFormulas(view.trials, view.machine ? view.machine->usable_cpus : 0);
+  if (const auto formulas = NodeFormulas(view.trials, view.machine ? view.machine->usable_cpus : 0, best);
       !formulas.empty()) {
-    out["node_formulas"] = Json::parse(NodeFormulasJson(formulas, run.knee_samples_per_s));
+    const std::optional<double> best_sps = best ? std::optional(best->samples_per_s) : std::nullopt;
+    out["node_formulas"] = Json::parse(NodeFormulasJson(formulas, best_sps, run.knee_samples_per_s));
   }
   // Error text from workers and commands is not guaranteed UTF-8; replace bad
   // bytes rather than fail the whole report.
@@ -470,10 +471,11 @@ std::string RenderTable(const RunView& view) {
   }
   if (best != nullptr && best->node) text += NodeFiguresText(*best->node, "          ");
   // A node run: what the usual formulas pick here, and what that measured.
-  if (const auto formulas = NodeFormulas(view.trials, view.machine ? view.machine->usable_cpus : 0);
+  if (const auto formulas = NodeFormulas(view.trials, view.machine ? view.machine->usable_cpus : 0, best);
       !formulas.empty()) {
-    text += "formulas: num_workers per rank by rule, measured aggregate and gap to the knee:\n" +
-            NodeFormulasText(formulas, run.knee_samples_per_s, "          ");
+    text += "formulas: num_workers per rank by rule, at the best's other settings; measured aggregate and gap to "
+            "the best:\n" +
+            NodeFormulasText(formulas, best ? std::optional(best->samples_per_s) : std::nullopt, "          ");
   }
   if (baseline != nullptr) {
     text += "baseline: trial " + std::to_string(baseline->id) + " (" +

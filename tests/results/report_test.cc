@@ -461,20 +461,52 @@ TEST(RenderTableTest, BindingAndThreadsColumnsOnlyWhenVaried) {
   EXPECT_NE(html.find("2 threads per worker"), std::string::npos) << "the best setting's summary names them";
 }
 
-// The formulas row: each pick's figure and its signed gap to the knee, or
-// that the run did not measure it.
-TEST(NodeFormulasText, SignedGapOrNotMeasured) {
+// The formulas row: each pick's figure and its signed gap to the best, that
+// a fallback trial ran other settings, or that the run did not measure it.
+TEST(NodeFormulasText, SignedGapFallbackOrNotMeasured) {
   std::vector<FormulaRow> rows(3);
-  rows[0] = {.name = "Lightning", .rule = "max(1, 2 // 2 - 1)", .workers = 1, .trial_id = 3, .samples_per_s = 500};
-  rows[1] = {.name = "timm", .rule = "4", .workers = 4, .trial_id = 10, .samples_per_s = 1200};
-  rows[2] = {.name = "cpus // ranks", .rule = "16 // 2", .workers = 8, .trial_id = std::nullopt, .samples_per_s = std::nullopt};
+  rows[0] = {.name = "Lightning", .rule = "max(1, 2 // 2 - 1)", .workers = 1, .trial_id = 3, .samples_per_s = 500,
+             .at_best_settings = true};
+  rows[1] = {.name = "timm", .rule = "4", .workers = 4, .trial_id = 10, .samples_per_s = 1200,
+             .at_best_settings = false};
+  rows[2] = {.name = "cpus // ranks", .rule = "16 // 2", .workers = 8, .trial_id = std::nullopt,
+             .samples_per_s = std::nullopt, .at_best_settings = false};
   const std::string text = NodeFormulasText(rows, 1000.0, "  ");
   EXPECT_NE(text.find("  Lightning:     max(1, 2 // 2 - 1)    -> 1   workers per rank: 500.0 samples/s (trial 3), "
-                      "-50.0% against the knee\n"),
+                      "-50.0% against the best\n"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("1200.0 samples/s (trial 10), +20.0% against the knee\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("1200.0 samples/s (trial 10, whose other settings differ from the best's), +20.0% against the "
+                      "best\n"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("-> 8   workers per rank: not measured in this run\n"), std::string::npos) << text;
+  const json formulas = json::parse(NodeFormulasJson(rows, 1000.0, 800.0));
+  EXPECT_DOUBLE_EQ(formulas[0]["gap_to_best"].get<double>(), -0.5);
+  EXPECT_DOUBLE_EQ(formulas[0]["gap_to_knee"].get<double>(), 500.0 / 800.0 - 1);
+  EXPECT_TRUE(formulas[0]["at_best_settings"].get<bool>());
+  EXPECT_FALSE(formulas[1]["at_best_settings"].get<bool>());
+  EXPECT_TRUE(formulas[2]["samples_per_s"].is_null());
+}
+
+// A node run's HTML shows the best's ranks and the formulas row, as the text does.
+TEST(RenderHtmlTest, NodeRunShowsRanksAndFormulas) {
+  RunView view = ExampleView();  // 2 usable CPUs
+  for (TrialRecord& t : view.trials) {
+    t.node.emplace();
+    t.node->ranks = 2;
+    RankRecord row;
+    row.cpu_mask = "0-1";
+    t.node->rank_rows = {row, row};
+  }
+  const std::string html = RenderHtml(view);
+  EXPECT_NE(html.find("<h2>Ranks of the best setting</h2>"), std::string::npos);
+  EXPECT_NE(html.find("<h2>Formulas on this node</h2>"), std::string::npos);
+  // Lightning on 2 CPUs and 2 ranks: 1 worker per rank, not measured by this run.
+  EXPECT_NE(html.find("Lightning:     max(1, 2 // 2 - 1)    -&gt; 1   workers per rank: not measured in this run"),
+            std::string::npos)
+      << html;
+  EXPECT_EQ(RenderHtml(ExampleView()).find("Formulas on this node"), std::string::npos) << "one loader: no row";
 }
 
 TEST(RenderTableTest, EmptyRun) {

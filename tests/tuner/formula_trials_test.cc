@@ -68,8 +68,9 @@ TEST(FormulaTrials, MeasuresEachUnmeasuredPickOnceAtTheBestSetting) {
   EXPECT_EQ(stored[0], "measured for the formulas row (Lightning: max(1, 12 // 2 - 1)); not a search step");
   EXPECT_EQ(stored[1], "measured for the formulas row (cpus // ranks: 12 // 2); not a search step");
   // Now every row has its figure.
-  for (const results::FormulaRow& row : results::NodeFormulas(outcome.trials, 12)) {
+  for (const results::FormulaRow& row : results::NodeFormulas(outcome.trials, 12, &outcome.trials[2])) {
     EXPECT_TRUE(row.samples_per_s) << row.name;
+    EXPECT_TRUE(row.at_best_settings) << row.name;
   }
   EXPECT_TRUE(MeasureFormulaSettings(outcome, 12, 64, measurer, events).empty()) << "measured once";
 }
@@ -96,6 +97,39 @@ TEST(FormulaTrials, TwoFormulasOnOneCountMeasureItOnceAndTheCapHolds) {
   ASSERT_EQ(two.asked.size(), 2u);
   EXPECT_EQ(two.asked[0].num_workers, 6);
   EXPECT_EQ(two.asked[1].num_workers, 7);
+}
+
+// A pick measured only before a later phase changed another setting (here
+// 2 workers without pin_memory) is measured again at the best's settings,
+// and the row then shows that trial, not the faster one at other settings.
+TEST(FormulaTrials, APickMeasuredAtOtherSettingsIsMeasuredAtTheBests) {
+  SearchOutcome outcome = DoublingUpTo4();
+  outcome.trials[1].knobs.pin_memory = false;
+  outcome.trials[1].samples_per_s = 900;  // faster than the best: a fallback must not hide behind it
+  CountingMeasurer measurer;
+  // 6 CPUs, 2 ranks: Lightning max(1, 6 // 2 - 1) = 2, cpus // ranks 3, timm 4.
+  const auto before = results::NodeFormulas(outcome.trials, 6, &outcome.trials[2]);
+  ASSERT_EQ(before.size(), 3u);
+  EXPECT_EQ(before[0].workers, 2);
+  EXPECT_FALSE(before[0].at_best_settings);
+  EXPECT_EQ(before[0].samples_per_s, 900);
+  MeasureFormulaSettings(outcome, 6, 64, measurer, {});
+  ASSERT_EQ(measurer.asked.size(), 2u);
+  EXPECT_EQ(measurer.asked[0].num_workers, 2);
+  EXPECT_TRUE(measurer.asked[0].pin_memory);
+  EXPECT_EQ(measurer.asked[1].num_workers, 3);
+  const auto after = results::NodeFormulas(outcome.trials, 6, &outcome.trials[2]);
+  EXPECT_TRUE(after[0].at_best_settings);
+  EXPECT_EQ(after[0].samples_per_s, 200);  // the measurer's 100 per worker
+  const std::string text = results::NodeFormulasText(after, 400.0, "");
+  EXPECT_NE(text.find("-> 2   workers per rank: 200.0 samples/s (trial 0), -50.0% against the best\n"),
+            std::string::npos)
+      << text;
+  // Without workers a formula's setting is not persistent, and prefetch_factor does not matter.
+  const loader::Knobs zero = results::FormulaKnobs(outcome.trials[2].knobs, 0);
+  EXPECT_EQ(zero.num_workers, 0);
+  EXPECT_FALSE(zero.persistent_workers);
+  EXPECT_TRUE(zero.pin_memory);
 }
 
 TEST(FormulaTrials, NothingWithoutNodeTrialsOrABest) {

@@ -11,13 +11,15 @@ std::vector<size_t> MeasureFormulaSettings(SearchOutcome& outcome, int usable_cp
                                            TrialMeasurer& measurer, const SearchEvents& events) {
   std::vector<size_t> added;
   if (!outcome.best) return added;
-  const std::vector<results::FormulaRow> rows = results::NodeFormulas(outcome.trials, usable_cpus);
+  const results::TrialRecord& best_trial = outcome.trials[*outcome.best];
+  const std::vector<results::FormulaRow> rows = results::NodeFormulas(outcome.trials, usable_cpus, &best_trial);
   // Worker counts to measure, each once even when two formulas agree, in the
   // rows' order; with the formulas that pick it, for the record's decision.
   std::vector<std::pair<int, std::string>> picks;
   std::set<int> seen;
   for (const results::FormulaRow& row : rows) {
-    if (row.samples_per_s || row.workers > max_workers) continue;
+    // Measured at the best's other settings already, or beyond what the sweep may run.
+    if (row.at_best_settings || row.workers > max_workers) continue;
     if (seen.insert(row.workers).second) {
       picks.push_back({row.workers, row.name + ": " + row.rule});
     } else {
@@ -26,11 +28,9 @@ std::vector<size_t> MeasureFormulaSettings(SearchOutcome& outcome, int usable_cp
       }
     }
   }
-  const loader::Knobs best = outcome.trials[*outcome.best].knobs;
+  const loader::Knobs best = best_trial.knobs;  // a copy: the pushes below move the trials
   for (size_t i = 0; i < picks.size(); ++i) {
-    loader::Knobs knobs = best;
-    knobs.num_workers = picks[i].first;
-    if (knobs.num_workers == 0) knobs.persistent_workers = false;  // torch refuses it without workers
+    const loader::Knobs knobs = results::FormulaKnobs(best, picks[i].first);
     TrialPlan plan;
     plan.phase = "formulas";
     const int done = static_cast<int>(outcome.trials.size());
