@@ -257,7 +257,7 @@ name: node-cpu-test
 workload: {kind: synthetic, samples: 256, sample_bytes: 1024, cpu_us_per_sample: 1500, jitter: 0}
 loader: {batch_size: 4, num_workers: 0}
 device: {backend: host-sim, step_us: 0}
-sweep: {repeats: 1, warmup_batches: 2, measure_seconds: 0.25, prefetch_factors: [2], cpu_binding: none}
+sweep: {repeats: 3, warmup_batches: 2, measure_seconds: 0.25, prefetch_factors: [2], cpu_binding: none}
 )",
                               "node-cpu-test");
   c.sweep.ranks = ranks;
@@ -276,7 +276,10 @@ SearchOutcome Sweep(const SweepConfig& config, int ranks, double usable_cpus, in
 }
 
 // Two ranks on 2 CPUs share them: each rank's knee (workers per rank) is no
-// higher than one loader's alone on the same CPUs.
+// higher than one loader's alone on the same CPUs, beyond noise. The curve is
+// flat past the CPUs, so on a loaded box (ctest -j2 beside other tests) a
+// higher node knee can come from a few percent of noise: then the node's own
+// figure at the single loader's knee must be within 15% of its knee's.
 TEST(NodeTrial, CpuBoundRanksKneeNoHigherThanTheSingleLoaders) {
   FirstCpus two(2);
   if (!two.ok()) GTEST_SKIP() << "needs 2 usable CPUs";
@@ -284,9 +287,20 @@ TEST(NodeTrial, CpuBoundRanksKneeNoHigherThanTheSingleLoaders) {
   const SearchOutcome node = Sweep(CpuBound(2), 2, 2, 4);
   ASSERT_TRUE(single.knee_workers.has_value());
   ASSERT_TRUE(node.knee_workers.has_value());
-  EXPECT_LE(*node.knee_workers, *single.knee_workers)
-      << "node knee " << *node.knee_workers << " (" << node.knee_samples_per_s << " samples/s), single "
-      << *single.knee_workers << " (" << single.knee_samples_per_s << ")";
+  const std::string what = "node knee " + std::to_string(*node.knee_workers) + " (" +
+                           std::to_string(node.knee_samples_per_s) + " samples/s), single " +
+                           std::to_string(*single.knee_workers) + " (" + std::to_string(single.knee_samples_per_s) +
+                           ")";
+  if (*node.knee_workers > *single.knee_workers) {
+    double at_single_knee = 0;
+    for (const auto& t : node.trials) {
+      if ((t.phase == "num_workers" || t.phase == "baseline") && t.status == "ok" &&
+          t.knobs.num_workers == *single.knee_workers) {
+        at_single_knee = std::max(at_single_knee, t.samples_per_s);
+      }
+    }
+    EXPECT_GE(at_single_knee, 0.85 * node.knee_samples_per_s) << what;
+  }
   EXPECT_GE(*single.knee_workers, 1);  // CPU work moves out of the main process
 }
 
