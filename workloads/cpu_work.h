@@ -65,5 +65,8 @@ uint64_t BurnCpuThreads(int64_t ns, std::span<const std::byte> data, const CpuCa
 // constructed, before their fork server exists.
 void SetIntraOpThreads(int threads);
 int IntraOpThreads();
+// The threads a dataset's sample uses: the trial's setting when one is set,
+// else the dataset's own (`own`: workload.cpu_threads).
+inline int IntraOpThreadsOr(int own) { return IntraOpThreads() > 0 ? IntraOpThreads() : own; }
 
 }  // namespace feedtune::workloads

@@ -34,9 +34,8 @@ class SampleCost {
   void AfterRead(int64_t index, std::span<const std::byte> sample) const {
     if (cost_.cpu_us_per_sample <= 0) return;
     const double factor = SyntheticDataset::JitterFactor(cost_.jitter, cost_.seed, index);
-    const int threads = IntraOpThreads() > 0 ? IntraOpThreads() : cost_.cpu_threads;
     BurnCpuThreads(static_cast<int64_t>(static_cast<double>(cost_.cpu_us_per_sample) * 1000.0 * factor), sample,
-                   calibration_, threads);
+                   calibration_, IntraOpThreadsOr(cost_.cpu_threads));
   }
   uint64_t seed() const { return cost_.seed; }
 

@@ -112,9 +112,8 @@ int64_t SyntheticDataset::Read(int64_t index, std::span<std::byte> out) const {
   FillContent(options_.seed, index, sample);
 
   const double factor = CostFactor(index);
-  const int threads = IntraOpThreads() > 0 ? IntraOpThreads() : options_.cpu_threads;
   BurnCpuThreads(static_cast<int64_t>(static_cast<double>(options_.cpu_us_per_sample) * 1000.0 * factor), sample,
-                 calibration_, threads);
+                 calibration_, IntraOpThreadsOr(options_.cpu_threads));
   if (options_.io_us_per_sample > 0) {
     std::this_thread::sleep_for(std::chrono::nanoseconds(
         static_cast<int64_t>(static_cast<double>(options_.io_us_per_sample) * 1000.0 * factor)));
