@@ -87,6 +87,8 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const LoaderOptio
     }
   }
   reorder_.resize(static_cast<size_t>(arena_.num_slots()));
+  slot_indices_.assign(static_cast<size_t>(arena_.num_slots()),
+                       std::vector<int64_t>(static_cast<size_t>(options_.knobs.batch_size)));
 }
 
 DataLoader::~DataLoader() { Shutdown(); }
@@ -164,8 +166,9 @@ void DataLoader::StartEpoch(int64_t epoch) {
   epoch_ = epoch;
   epoch_start_ = Clock::now();
   dataset_->SetEpoch(epoch);
-  plan_ = BatchPlan(DistributedShare(EpochOrder(dataset_->size(), options_.shuffle, options_.seed, epoch),
-                                     options_.rank, options_.world_size),
+  // O(1) in the dataset size: the order is computed batch by batch (sampler.h).
+  plan_ = BatchPlan(EpochSampler(dataset_->size(), options_.shuffle, options_.seed, epoch, options_.rank,
+                                 options_.world_size),
                     options_.knobs.batch_size, options_.drop_last);
   next_to_dispatch_ = 0;
   next_to_return_ = 0;
@@ -200,7 +203,7 @@ void DataLoader::DispatchUpTo(int64_t limit) {
     BatchTask task;
     task.batch_index = next_to_dispatch_;
     task.slot = free_slots_.back();
-    task.indices = plan_.batch(next_to_dispatch_);
+    task.indices = plan_.FillBatch(next_to_dispatch_, slot_indices_[static_cast<size_t>(task.slot)]);
     free_slots_.pop_back();
     pool_->Submit(static_cast<int>(next_to_dispatch_ % num_workers_), task);
     ++next_to_dispatch_;
@@ -229,7 +232,7 @@ std::optional<BatchView> DataLoader::Next() {
 }
 
 BatchView DataLoader::ReadInline(int64_t batch_index) {
-  const auto indices = plan_.batch(batch_index);
+  const auto indices = plan_.FillBatch(batch_index, slot_indices_[0]);
   const int64_t stride = dataset_->max_sample_bytes();
   const auto slot = arena_.slot(0);
   const int64_t batch_start = trace_ ? TraceNowNs() : 0;
@@ -277,7 +280,10 @@ BatchView DataLoader::Collect(int64_t batch_index) {
   }
   const BatchDone& r = want.result;
   held_slot_ = r.slot;
-  const auto indices = plan_.batch(batch_index);
+  // Filled at dispatch into the slot's own buffer, which nobody rewrites until
+  // the slot is free again.
+  const auto indices = std::span<const int64_t>(slot_indices_[static_cast<size_t>(r.slot)])
+                           .first(static_cast<size_t>(plan_.batch_length(batch_index)));
   const int64_t stride = dataset_->max_sample_bytes();
   const bool pinned = options_.knobs.pin_memory;
   const std::byte* data = pinned ? pinned_[static_cast<size_t>(r.slot)].data() : arena_.slot(r.slot).data();

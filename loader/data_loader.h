@@ -158,6 +158,10 @@ class DataLoader {
   int64_t next_to_dispatch_ = 0;
   int64_t next_to_return_ = 0;
   std::vector<Ready> reorder_;     // indexed by batch_index % slots
+  // The sample indices of the batch in each slot, filled at dispatch (slot 0
+  // when num_workers == 0): BatchTask::indices and BatchView::sample_indices
+  // point here, so they stay valid as long as the slot is held.
+  std::vector<std::vector<int64_t>> slot_indices_;
   std::vector<int> free_slots_;
   int held_slot_ = -1;             // slot of the batch the caller holds
   bool worker_init_done_inline_ = false;

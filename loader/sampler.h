@@ -1,39 +1,106 @@
 // The sampler and batch sampler: which sample indices an epoch visits, in which
-// order, and how they are cut into batches (torch's RandomSampler/SequentialSampler
-// + BatchSampler). Deterministic in (seed, epoch) on every platform: the shuffle
-// is our own Fisher-Yates over SplitMix64, not std::shuffle, whose output the
-// standard leaves to the library.
+// order, and how they are cut into batches (torch's RandomSampler/SequentialSampler,
+// DistributedSampler and BatchSampler).
+//
+// The order is computed on demand, never stored: an epoch of a billion samples
+// must start in well under a second and hold no gigabyte index list (issue 23
+// item 5). The shuffle is a keyed Feistel network over the smallest power-of-two
+// domain that holds [0, n), with cycle-walking back into [0, n): a bijection,
+// O(1) memory, tens of nanoseconds per index. Deterministic in (seed, epoch) on
+// every platform (our own arithmetic, no std:: distribution or shuffle).
+//
+// Who calls what: the DataLoader builds an EpochSampler + BatchPlan per epoch and
+// fills each batch's indices into its own per-slot buffer (FillBatch). The
+// vector-returning helpers (EpochOrder, DistributedShare, BatchPlan::batch) are
+// for tests and small tools; they materialise O(n) and O(batch) respectively.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
 
 namespace feedtune::loader {
 
-// The visiting order of one epoch: 0..n-1, shuffled when `shuffle`.
+// A permutation of [0, n) keyed by (seed, epoch): the visiting order of one
+// epoch. Identity when !shuffle. Copyable, immutable, safe from any thread.
+class EpochPermutation {
+ public:
+  EpochPermutation() = default;
+  EpochPermutation(int64_t n, bool shuffle, uint64_t seed, int64_t epoch);
+
+  int64_t size() const { return n_; }
+  // The sample at position i, for 0 <= i < size().
+  int64_t at(int64_t i) const;
+  // The position of sample v: at(inverse(v)) == v.
+  int64_t inverse(int64_t v) const;
+
+ private:
+  static constexpr int kRounds = 6;
+  uint64_t Forward(uint64_t x) const;   // one pass of the network over [0, 2^bits)
+  uint64_t Backward(uint64_t x) const;  // its inverse
+
+  int64_t n_ = 0;
+  bool shuffle_ = false;
+  int bits_ = 0;           // domain is [0, 2^bits_), the smallest that holds n (>= 2 bits)
+  int left_bits_ = 0;      // the Feistel halves: left_bits_ + right_bits_ == bits_
+  int right_bits_ = 0;
+  std::array<uint64_t, kRounds> keys_{};
+};
+
+// One rank's view of an epoch, as torch's DistributedSampler (drop_last=False,
+// its default) cuts it: every rank sees the same permutation; it is padded with
+// its own head to a multiple of world_size (repeated if shorter than the
+// padding), and rank r takes positions r, r + world_size, ... So the shares are
+// equal in length, and disjoint when world_size divides the dataset.
+// world_size 1 is the plain (Random|Sequential)Sampler. O(1) memory.
+class EpochSampler {
+ public:
+  EpochSampler() = default;
+  // Throws std::invalid_argument unless 0 <= rank < world_size and n >= 0.
+  EpochSampler(int64_t n, bool shuffle, uint64_t seed, int64_t epoch, int rank = 0, int world_size = 1);
+
+  // Samples this rank visits: ceil(n / world_size) (0 when n == 0).
+  int64_t size() const { return size_; }
+  // The sample at position j of this rank's share, for 0 <= j < size().
+  int64_t at(int64_t j) const { return perm_.at((rank_ + j * world_size_) % perm_.size()); }
+  const EpochPermutation& permutation() const { return perm_; }
+
+ private:
+  EpochPermutation perm_;
+  int64_t rank_ = 0;
+  int64_t world_size_ = 1;
+  int64_t size_ = 0;
+};
+
+// The visiting order of one epoch, materialised: EpochPermutation's positions
+// 0..n-1. O(n) memory; for tests and small n.
 std::vector<int64_t> EpochOrder(int64_t n, bool shuffle, uint64_t seed, int64_t epoch);
 
-// Rank `rank`'s share of an epoch's `order` among `world_size` ranks, as
-// torch's DistributedSampler (drop_last=False, its default) cuts it: every rank
-// sees the same order; it is padded with its own head to a multiple of
-// world_size (repeated if shorter than the padding), and rank r takes positions
-// r, r + world_size, ... So the shares are equal in length, and disjoint when
-// world_size divides the dataset. world_size 1 returns `order` unchanged.
+// Rank `rank`'s share of a materialised `order`, cut as EpochSampler cuts it.
+// world_size 1 returns `order` unchanged. For tests and small n.
 std::vector<int64_t> DistributedShare(std::vector<int64_t> order, int rank, int world_size);
 
-// An epoch's order cut into batches of `batch_size`; the last, short batch is
-// dropped when `drop_last`.
+// An epoch's sampler order cut into batches of `batch_size`; the last, short
+// batch is dropped when `drop_last`. O(1) memory: a batch's indices are
+// computed when asked for.
 class BatchPlan {
  public:
   BatchPlan() = default;
-  BatchPlan(std::vector<int64_t> order, int batch_size, bool drop_last);
+  BatchPlan(EpochSampler sampler, int batch_size, bool drop_last);
 
   int64_t num_batches() const { return num_batches_; }
-  std::span<const int64_t> batch(int64_t k) const;
+  // How many samples batch k holds (batch_size, or less for a kept last batch).
+  int64_t batch_length(int64_t k) const;
+  // Writes batch k's sample indices into out[0, batch_length(k)) and returns
+  // that span. `out` must hold batch_length(k) (batch_size is always enough).
+  std::span<const int64_t> FillBatch(int64_t k, std::span<int64_t> out) const;
+  // Batch k's indices in a new vector: for tests and tools, not the hot path.
+  std::vector<int64_t> batch(int64_t k) const;
+  int batch_size() const { return batch_size_; }
 
  private:
-  std::vector<int64_t> order_;
+  EpochSampler sampler_;
   int batch_size_ = 1;
   int64_t num_batches_ = 0;
 };
