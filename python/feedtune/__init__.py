@@ -1,0 +1,21 @@
+"""feedtune's Python side: measure your own training loop with feedtune's
+sweep (serve), and take the answer into the training job (loader_kwargs).
+
+    from feedtune import serve                      # tune.py, swept by `feedtune sweep`
+    serve(dataset=make_dataset, step=train_step, batch_size=64)
+
+    from feedtune import loader_kwargs              # the training job
+    kw = loader_kwargs(results="fleet.db", config="resnet50")
+    loader = torch.utils.data.DataLoader(dataset, batch_size=64, **kw)
+    x = x.to(device, non_blocking=kw.non_blocking)
+
+Stdlib and torch only; torch is imported when a loop is measured, not here.
+workloads/python/feedtune_probe.py is the command-line entry point of the
+same harness (feedtune.probe).
+"""
+
+from .api import serve
+from .results import LoaderKwargs, ResultsError, loader_kwargs
+
+__version__ = "0.1.0"
+__all__ = ["serve", "loader_kwargs", "LoaderKwargs", "ResultsError", "__version__"]

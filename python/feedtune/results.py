@@ -1,0 +1,3 @@
+class ResultsError(Exception): pass
+class LoaderKwargs(dict): pass
+def loader_kwargs(**k): pass
