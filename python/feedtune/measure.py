@@ -151,15 +151,6 @@ class CpuStep:
         return {}
 
 
-class StepFailed(Exception):
-    """The user's step raised: carries the original exception, so the trial's
-    error is the traceback's last line of the user's code, not of the harness."""
-
-    def __init__(self, original):
-        super().__init__(str(original))
-        self.original = original
-
-
 class UserStep:
     """The user's training step, step(batch) with the batch already on the
     device. It replaces the sleep of step_us (ignored), and is timed three ways
@@ -177,24 +168,18 @@ class UserStep:
 
     def step(self, x, measuring):
         if not measuring:
-            self._call(x)
+            self.fn(x)  # an exception is the user's own: the trial fails with its traceback's last line
             return
         if self.cuda:
             a, b = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
             a.record()
         wall0, cpu0 = time.perf_counter(), time.thread_time()
-        self._call(x)
+        self.fn(x)
         self.step_cpu += time.thread_time() - cpu0
         self.step_wall += time.perf_counter() - wall0
         if self.cuda:
             b.record()
             self.pairs.append((a, b))
-
-    def _call(self, x):
-        try:
-            self.fn(x)
-        except Exception as e:  # the user's code: keep its own traceback's last line
-            raise StepFailed(e) from e
 
     def sync(self):
         if self.cuda:

@@ -93,11 +93,9 @@ def parse_request(line):
 
 
 def error_text(e):
-    """A failed trial's {"error": ...}: the traceback's last line. For the
-    user's step (measure.StepFailed) it is the line of the user's exception."""
-    original = getattr(e, "original", None)
-    if original is not None:
-        e = original
+    """A failed trial's {"error": ...}: the traceback's last line ("ValueError:
+    bad sample 3"; a user's own exception class with its module, as Python
+    prints it)."""
     return traceback.format_exception_only(type(e), e)[-1].strip()
 
 
