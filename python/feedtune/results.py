@@ -123,14 +123,8 @@ def loader_kwargs(results, config, feedtune_bin=None, label=None, timeout_s=60.0
     missing, not a feedtune results file, empty, or holds no run of `config`.
     """
     results = os.fspath(results)
-    if not os.path.exists(results):
-        raise ResultsError("%s: no such results file; sweep this workload with `feedtune sweep CONFIG --db %s` "
-                           "(or merge a fleet's files into it), or give the right path" % (results, results))
-    if os.path.isdir(results):
-        raise ResultsError("%s: a folder, not a results file; give the .db file a sweep wrote" % results)
-    if os.path.getsize(results) == 0:
-        raise ResultsError("%s: empty file (0 bytes), not a feedtune results file; sweep into it with "
-                           "`feedtune sweep CONFIG --db %s`, or give the right path" % (results, results))
+    # The file's checks (missing, not feedtune's, empty, no such workload) are
+    # the binary's, with its messages: they name the file and the fix.
     exported = _export(find_binary(feedtune_bin), results, config, label, timeout_s)
     source = exported["source"]
     kwargs = {}
