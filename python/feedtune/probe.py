@@ -265,3 +265,8 @@ def main(argv=None):
 
 
 __all__ = ["main", "build_parser", "add_loop_options", "parse_bool", "EXIT_USAGE"]
+
+
+def _console_main():
+    """The installed `feedtune-probe` command."""
+    sys.exit(main())
