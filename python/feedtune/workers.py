@@ -31,6 +31,10 @@ class WorkerCounters:
         self.start_s = multiprocessing.Array("d", num_workers, lock=False)
         self.starts = multiprocessing.Array("l", num_workers, lock=False)
         self.pids = multiprocessing.Array("l", num_workers, lock=False)
+        # Each worker's start time (/proc/PID/stat, clock ticks since boot):
+        # with the pid it names the process, whoever its parent (the probe with
+        # fork, the forkserver with forkserver), and no reused pid matches it.
+        self.started = multiprocessing.Array("q", num_workers, lock=False)
         # time.monotonic() when the probe last asked for a new iterator (an
         # epoch's workers start then); CLOCK_MONOTONIC is one clock for all processes.
         self.iter_at = multiprocessing.Value("d", 0.0, lock=False)
@@ -47,21 +51,15 @@ class WorkerCounters:
         """The peak RSS (VmHWM) of the workers alive now, summed over them and
         divided by their count; None when none could be read."""
         total, count = 0, 0
-        me = os.getpid()
-        for pid in self.pids[:]:
-            if pid <= 0:
-                continue
-            hwm, parent = None, None
+        for pid, started in zip(self.pids[:], self.started[:]):
+            if pid <= 0 or process_start_ticks(pid) != started:
+                continue  # gone (a non-persistent worker of an epoch that ended), or a reused pid
             try:
                 with open("/proc/%d/status" % pid) as status:
-                    for line in status:
-                        if line.startswith("VmHWM:"):
-                            hwm = int(line.split()[1]) * 1024  # kB
-                        elif line.startswith("PPid:"):
-                            parent = int(line.split()[1])
+                    hwm = next((int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:")), None)
             except (OSError, ValueError):
-                continue  # gone (a non-persistent worker of an epoch that ended)
-            if hwm is not None and parent == me:  # not a reused pid
+                continue
+            if hwm is not None:
                 total += hwm
                 count += 1
         return total / count if count else None
@@ -71,6 +69,16 @@ class WorkerCounters:
         info = torch.utils.data.get_worker_info()
         if info is not None:
             self.busy_s[info.id] += time.perf_counter() - t0
+
+
+def process_start_ticks(pid):
+    """The process's start time (field 22 of /proc/PID/stat), or None when it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as stat:
+            text = stat.read()
+        return int(text[text.rindex(")") + 2:].split()[19])  # fields from the 3rd on, after the name
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class SleepInit:
@@ -92,6 +100,7 @@ class TimedInit:
 
     def __call__(self, worker_id):
         self.counters.pids[worker_id] = os.getpid()
+        self.counters.started[worker_id] = process_start_ticks(os.getpid()) or 0
         if self.inner is not None:
             self.inner(worker_id)
         self.counters.start_s[worker_id] += max(0.0, time.monotonic() - self.counters.iter_at.value)

@@ -319,6 +319,27 @@ class Serve(Base):
         self.assertEqual(lines[0]["multiprocessing_context"], "spawn")
         self.assertEqual(lines[1], {"trial_end": 1})
 
+    def test_a_tune_py_without_a_main_guard_under_forkserver(self):
+        # forkserver imports tune.py as __mp_main__ in its server: serve() must
+        # return there, not build the dataset or read stdin a second time.
+        count = os.path.join(self.dir.name, "count")
+        path = os.path.join(self.dir.name, "tune.py")
+        with open(path, "w") as f:
+            f.write("from usermod import make_dataset, sleep_step\n"
+                    "from feedtune import serve\n"
+                    "serve(dataset=make_dataset, step=sleep_step, batch_size=8)\n")
+        r = self.run_cmd([PYTHON, path], stdin=self.requests({"num_workers": 2, "persistent_workers": True,
+                                                             "multiprocessing_context": "forkserver"}),
+                         env=self.env(FEEDTUNE_PROTOCOL="serve", COUNT_FILE=count))
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        lines = self.protocol_lines(r.stdout)
+        self.assertEqual(lines[1], {"trial_end": 1})
+        self.assertEqual(lines[0]["multiprocessing_context"], "forkserver")
+        # The forkserver, not this process, is the workers' parent: still measured.
+        self.assertGreater(lines[0]["worker_peak_rss_bytes"], 10 << 20)
+        with open(count) as f:
+            self.assertEqual(f.read(), "called\n")
+
 
 if __name__ == "__main__":
     unittest.main()
