@@ -36,7 +36,7 @@ def loader_kwargs_for(setup, t, stage):
     kwargs = dict(batch_size=t["batch_size"], num_workers=t["num_workers"], pin_memory=t["pin_memory"],
                   drop_last=args.drop_last)
     sampler = None
-    if parts.sampler is not None and not setup.iterable and stage != "transport":
+    if parts.sampler is not None and not setup.iterable:
         sampler = parts.make_sampler(setup.dataset)
         kwargs["sampler"] = sampler
     elif setup.dist is not None and not setup.iterable:

@@ -319,6 +319,20 @@ class Serve(Base):
         self.assertEqual(lines[0]["multiprocessing_context"], "spawn")
         self.assertEqual(lines[1], {"trial_end": 1})
 
+    def test_stage_trials_run_the_users_step(self):
+        # The verdict's stages (docs/verdict.md): step = the user's step on one
+        # resident batch, no loader; transport = zeros shaped like a sample.
+        tune = self.write_tune(dataset="make_dataset", step="sleep_step", collate_fn="nested")
+        r = self.run_cmd([PYTHON, tune, "--serve"],
+                         stdin=self.requests({"stage": "step"}, {"stage": "copy"}, {"stage": "transport",
+                                                                                    "num_workers": 1}))
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        lines = self.protocol_lines(r.stdout)
+        self.assertEqual([line.get("trial_end") for line in lines], [None, 1, None, 2, None, 3])
+        self.assertGreaterEqual(lines[0]["step_ms"], 5.0)
+        self.assertEqual(lines[0]["num_workers"], 0)  # step and copy: no loader workers
+        self.assertEqual(lines[4]["num_workers"], 1)
+
     def test_a_tune_py_without_a_main_guard_under_forkserver(self):
         # forkserver imports tune.py as __mp_main__ in its server: serve() must
         # return there, not build the dataset or read stdin a second time.
