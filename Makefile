@@ -83,7 +83,7 @@ fleet-scale: build
 seed-bench: build
 	bench/seed_from --feedtune $(BUILD)/tuner/cli/feedtune --pairs 5
 
-# What the node harness costs (tuner/node/): N host-sim ranks in one node
+# What the node harness costs (tuner/measure/node_measurer.h): N host-sim ranks in one node
 # trial against N independent trials started together, on a wait-bound tiny
 # workload; prints the cost (target <= 5%; about 2 minutes), exits 1 when missed.
 node-bench: build

@@ -13,8 +13,8 @@
 #include "loader/data_loader.h"
 #include "loader/device/device.h"
 #include "loader/fork_server.h"
-#include "tuner/config.h"
-#include "tuner/trial_runner.h"
+#include "tuner/config/config.h"
+#include "tuner/measure/trial_runner.h"
 #include "workloads/synthetic_dataset.h"
 
 namespace feedtune {

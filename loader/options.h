@@ -12,7 +12,7 @@ namespace feedtune::loader {
 
 enum class WorkerMode { kProcess, kThread };
 
-// Where a rank of a node sweep and its workers may run (tuner/node/): `none`
+// Where a rank of a node sweep and its workers may run (tuner/measure/node_measurer.h): `none`
 // keeps the inherited mask; `split` binds each rank to an equal, disjoint
 // share of the usable CPUs; `numa` to its share of the CPUs on its GPU's NUMA
 // node (split when that node is unknown).
@@ -29,8 +29,8 @@ struct Knobs {
   int prefetch_factor = 2;
   bool persistent_workers = false;
   // Like non_blocking, these act around the DataLoader, not in it, and are
-  // tuned with the rest (tuner/search.h), so they travel here too. The loader
-  // ignores them; tuner/node applies the binding per trial, and the workload
+  // tuned with the rest (tuner/search/search.h), so they travel here too. The loader
+  // ignores them; tuner/measure/node_measurer.cc applies the binding per trial, and the workload
   // splits a sample's CPU work over worker_threads (OMP_NUM_THREADS and
   // MKL_NUM_THREADS for a command). 0 = the workload's own (workload.cpu_threads;
   // for a command, the environment it inherits).
@@ -56,5 +56,9 @@ struct LoaderOptions {
 
 const char* WorkerModeName(WorkerMode mode);
 const char* CpuBindingName(CpuBinding binding);  // "none", "split", "numa"
+
+// The knobs in one short line for progress and notes: "nw=4 pin=1 nb=0 pf=2 pers=0",
+// then " bind=..." and " thr=N" only when set.
+std::string KnobsShort(const Knobs& knobs);
 
 }  // namespace feedtune::loader

@@ -181,7 +181,7 @@ class DeviceTraceRecorder final : public device::DeviceTraceSink {
   bool active_ = false;
 };
 
-// A trial's trace as the trial runner hands it back (tuner/trial_runner.h,
+// A trial's trace as the trial runner hands it back (tuner/measure/trial_runner.h,
 // TrialPlan::trace): the caller sets `seconds`, the trial fills the rest.
 struct TraceCapture {
   double seconds = 1.0;  // the cap: the first `seconds` of the first window

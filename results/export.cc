@@ -192,7 +192,7 @@ std::string Yaml(const RunView& view, const TrialRecord& best) {
                               : std::string("null  # only with workers: torch rejects it when num_workers is 0")) +
           "\n";
   yaml += std::string("persistent_workers: ") + flag(s.knobs.persistent_workers) + "\n";
-  // Around the loader (tuner/search.h): the ranks' binding, and the intra-op
+  // Around the loader (tuner/search/search.h): the ranks' binding, and the intra-op
   // threads per worker (OMP_NUM_THREADS; 0 = as the job's environment has it).
   yaml += std::string("cpu_binding: ") + loader::CpuBindingName(s.knobs.cpu_binding) + "\n";
   yaml += "worker_threads: " + std::to_string(s.knobs.worker_threads) + "\n";
@@ -212,7 +212,7 @@ std::string Env(const RunView& view, const TrialRecord& best) {
   env += "FEEDTUNE_PREFETCH_FACTOR=" +
          (s.prefetch_applies ? std::to_string(s.knobs.prefetch_factor) : std::string()) + "\n";
   env += std::string("FEEDTUNE_PERSISTENT_WORKERS=") + flag(s.knobs.persistent_workers) + "\n";
-  if (best.knobs.worker_threads > 0) {  // the worker_threads phase's answer (tuner/search.h)
+  if (best.knobs.worker_threads > 0) {  // the worker_threads phase's answer (tuner/search/search.h)
     env += "OMP_NUM_THREADS=" + std::to_string(best.knobs.worker_threads) + "\n";
     env += "MKL_NUM_THREADS=" + std::to_string(best.knobs.worker_threads) + "\n";
   }

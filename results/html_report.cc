@@ -454,7 +454,7 @@ std::string ConfigText(const loader::Knobs& k) {
   return Workers(k.num_workers) + ", pin " + (k.pin_memory ? "on" : "off") +
          ", non_blocking " + (k.non_blocking ? "on" : "off") + ", prefetch " +
          std::to_string(k.prefetch_factor) + ", persistent " + (k.persistent_workers ? "on" : "off") +
-         // Around the loader: said only when a sweep set them (tuner/search.h).
+         // Around the loader: said only when a sweep set them (tuner/search/search.h).
          (k.cpu_binding != loader::CpuBinding::kNone ? std::string(", binding ") + loader::CpuBindingName(k.cpu_binding)
                                                      : std::string()) +
          (k.worker_threads > 0 ? ", " + std::to_string(k.worker_threads) + " threads per worker" : std::string());

@@ -92,7 +92,7 @@ struct RepeatRecord {
   bool outlier = false;
 };
 
-// One rank of a node trial (sweep.ranks > 1; tuner/node/): its own loader's
+// One rank of a node trial (sweep.ranks > 1; tuner/measure/node_measurer.h): its own loader's
 // figures and what it ran on. Schema: the trial_ranks table.
 struct RankRecord {
   int rank = 0;

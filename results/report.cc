@@ -25,7 +25,7 @@ Json ConfigJson(const loader::Knobs& knobs) {
       {"batch_size", knobs.batch_size},           {"num_workers", knobs.num_workers},
       {"pin_memory", knobs.pin_memory},           {"non_blocking", knobs.non_blocking},
       {"prefetch_factor", knobs.prefetch_factor}, {"persistent_workers", knobs.persistent_workers},
-      // Around the loader (tuner/search.h); worker_threads 0 = the workload's own.
+      // Around the loader (tuner/search/search.h); worker_threads 0 = the workload's own.
       {"cpu_binding", loader::CpuBindingName(knobs.cpu_binding)}, {"worker_threads", knobs.worker_threads}};
 }
 
@@ -170,7 +170,7 @@ std::string KnobsText(const loader::Knobs& k) {
          " non_blocking=" + flag(k.non_blocking) +
          " prefetch_factor=" + std::to_string(k.prefetch_factor) +
          " persistent_workers=" + flag(k.persistent_workers) +
-         // Around the loader: said only when a sweep set them (tuner/search.h).
+         // Around the loader: said only when a sweep set them (tuner/search/search.h).
          (k.cpu_binding != loader::CpuBinding::kNone ? std::string(" cpu_binding=") + loader::CpuBindingName(k.cpu_binding)
                                                      : std::string()) +
          (k.worker_threads > 0 ? " worker_threads=" + std::to_string(k.worker_threads) : std::string());

@@ -183,7 +183,7 @@ ALTER TABLE runs ADD COLUMN host_machine_id TEXT NOT NULL DEFAULT '';
 UPDATE runs SET host_name = (SELECT label FROM machines WHERE machines.id = runs.machine_id),
                 host_hostname = (SELECT hostname FROM machines WHERE machines.id = runs.machine_id);
 )sql",
-    // 7 -> 8: the bottleneck verdict of a run's best setting (tuner/diagnose.h,
+    // 7 -> 8: the bottleneck verdict of a run's best setting (tuner/measure/stage_runner.h,
     // results/verdict.h): the stage rates and advice as one JSON object, with
     // the bottleneck and the input-bound share as columns for queries.
     R"sql(
@@ -195,7 +195,7 @@ CREATE TABLE verdicts (
   verdict_json TEXT NOT NULL
 );
 )sql",
-    // 8 -> 9: node trials (sweep.ranks > 1, tuner/node/): the node's figures
+    // 8 -> 9: node trials (sweep.ranks > 1, tuner/measure/node_measurer.h): the node's figures
     // per trial, and one row per rank with what it ran on.
     R"sql(
 CREATE TABLE trial_nodes (
@@ -227,7 +227,7 @@ CREATE TABLE trial_ranks (
 CREATE INDEX trial_ranks_by_trial ON trial_ranks(trial_id);
 )sql",
     // 9 -> 10: the two knobs a node sweep tunes around the loader (issue 13,
-    // tuner/search.h): each trial's CPU binding and intra-op threads per worker
+    // tuner/search/search.h): each trial's CPU binding and intra-op threads per worker
     // (0 = the workload's own). Older trials ran on the inherited mask with the
     // workload's own threads, which the defaults say.
     R"sql(

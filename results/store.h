@@ -80,7 +80,7 @@ class Store {
   std::optional<Fingerprint> LoadMachine(int64_t machine_id) const;
   std::vector<StoredMachine> LoadMachines() const;  // in id order
   std::vector<BandwidthRecord> LoadBandwidth(int64_t machine_id) const;  // empty when never measured
-  // The run's bottleneck verdict (tuner/diagnose.h), replacing any before;
+  // The run's bottleneck verdict (tuner/measure/stage_runner.h), replacing any before;
   // nullopt when it has none (or the file predates verdicts).
   void SaveVerdict(int64_t run_id, const Verdict& verdict);
   std::optional<Verdict> LoadVerdict(int64_t run_id) const;

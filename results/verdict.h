@@ -1,5 +1,5 @@
 // Verdict: where a setting's time goes, as the differential stage trials of
-// tuner/diagnose.h measured it (docs/verdict.md), as plain data, and its words
+// tuner/measure/stage_runner.h measured it (docs/verdict.md), as plain data, and its words
 // and pictures for the renderers (summary, report table, JSON, HTML).
 //
 // Stages, in pipeline order: step (the model step alone), copy (host-to-device

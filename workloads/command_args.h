@@ -25,7 +25,7 @@ struct CommandContext {
   int warmup_batches = 8;        // sweep.warmup_batches
   int64_t step_us = 20000;       // device.step_us
   int sync_every_steps = 1;      // device.sync_every_steps
-  int rank = 0;                  // this process's rank with sweep.ranks > 1 (tuner/node/command_ranks.h)
+  int rank = 0;                  // this process's rank with sweep.ranks > 1 (tuner/measure/command_ranks.h)
   int world_size = 1;            // sweep.ranks
 };
 

@@ -14,7 +14,7 @@
 #include "tests/common/read_file.h"
 #include "tests/common/run_feedtune.h"
 #include "results/store.h"
-#include "tuner/seed.h"
+#include "tuner/search/seed.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target: the sweep-config parser (tuner/config.h).
+// libFuzzer target: the sweep-config parser (tuner/config/config.h).
 //
 // Input: YAML text, parsed as a config file. An input whose first byte is '='
 // is instead a list of `--set` assignments, one per line, applied in turn to
@@ -23,7 +23,7 @@
 #include <string>
 #include <string_view>
 
-#include "tuner/config.h"
+#include "tuner/config/config.h"
 
 namespace {
 

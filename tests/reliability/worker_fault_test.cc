@@ -30,8 +30,8 @@
 #include "results/store.h"
 #include "tests/common/process_tree.h"
 #include "tests/reliability/harness.h"
-#include "tuner/config.h"
-#include "tuner/trial_runner.h"
+#include "tuner/config/config.h"
+#include "tuner/measure/trial_runner.h"
 
 namespace feedtune::reliability {
 namespace {

@@ -1,6 +1,6 @@
 // Budget predictions on fixed facts: memory, /dev/shm, file descriptors, and
 // what the budget learns from trials.
-#include "tuner/budget.h"
+#include "tuner/search/budget.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// Tests for the strict sweep-config parser (tuner/config.h, DESIGN.md §4).
+// Tests for the strict sweep-config parser (tuner/config/config.h, DESIGN.md §4).
 // Error tests compare the whole message: its exact wording is the user interface.
-#include "tuner/config.h"
+#include "tuner/config/config.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

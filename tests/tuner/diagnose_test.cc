@@ -1,10 +1,11 @@
-// The bottleneck verdict (tuner/diagnose.h): its rules on constructed stage
+// The bottleneck verdict (tuner/search/verdict_rules.h): its rules on constructed stage
 // trials, and real stage trials on host-sim over workloads built to be
 // limited by one stage each. The real ones are short (0.3 s windows, 2
 // repeats) and assert only what their construction makes certain by a wide
 // margin (factors of 5 and more between the stages), so a loaded box or a
 // sanitizer build does not change the answer.
-#include "tuner/diagnose.h"
+#include "tuner/measure/stage_runner.h"
+#include "tuner/search/verdict_rules.h"
 
 #include <gtest/gtest.h>
 
@@ -17,8 +18,8 @@
 #include <thread>
 
 #include "results/store.h"
-#include "tuner/config.h"
-#include "tuner/stage_dataset.h"
+#include "tuner/config/config.h"
+#include "tuner/measure/stage_dataset.h"
 #include "workloads/format_io.h"
 
 namespace feedtune::tuner {
@@ -157,6 +158,7 @@ class DiagnoseRunTest : public ::testing::Test {
     setup.workload = &workload;
     setup.device = device.get();
     setup.usable_cpus = usable_cpus;
+    setup.copy_limits = CopyLimits;
     trials_ = RunStageTrials(setup, config.loader.knobs);
     return ComputeVerdict(trials_);
   }

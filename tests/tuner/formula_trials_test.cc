@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "results/node_report.h"
-#include "tuner/node/formula_trials.h"
+#include "tuner/search/formula_trials.h"
 
 namespace feedtune::tuner::node {
 namespace {

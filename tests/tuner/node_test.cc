@@ -15,10 +15,10 @@
 
 #include "loader/sampler.h"
 #include "results/store.h"
-#include "tuner/node/node_measurer.h"
-#include "tuner/node/rank_wire.h"
-#include "tuner/node/preflight.h"
-#include "tuner/node/rank_barrier.h"
+#include "tuner/measure/node_measurer.h"
+#include "tuner/measure/rank_wire.h"
+#include "tuner/search/preflight.h"
+#include "tuner/measure/rank_barrier.h"
 
 namespace feedtune::tuner::node {
 namespace {

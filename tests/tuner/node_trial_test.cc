@@ -19,10 +19,10 @@
 #include <string>
 #include <thread>
 
-#include "tuner/config.h"
-#include "tuner/node/node_measurer.h"
-#include "tuner/node/rank_facts.h"
-#include "tuner/search.h"
+#include "tuner/config/config.h"
+#include "tuner/measure/node_measurer.h"
+#include "tuner/measure/rank_facts.h"
+#include "tuner/search/search.h"
 
 namespace feedtune::tuner::node {
 namespace {

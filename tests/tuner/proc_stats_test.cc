@@ -1,6 +1,6 @@
 // ReadTreeUsage counts the whole process tree: feedtune, its fork server (a
 // child) and the workers (grandchildren), live or already reaped by the server.
-#include "tuner/proc_stats.h"
+#include "tuner/measure/proc_stats.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

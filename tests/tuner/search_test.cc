@@ -1,5 +1,5 @@
 // The sequence's decisions on scripted curves: no timing, no loader.
-#include "tuner/search.h"
+#include "tuner/search/search.h"
 
 #include <gtest/gtest.h>
 
@@ -8,8 +8,8 @@
 #include <map>
 #include <set>
 
-#include "tuner/budget.h"
-#include "tuner/replay.h"
+#include "tuner/search/budget.h"
+#include "tuner/search/replay.h"
 
 namespace feedtune::tuner {
 namespace {

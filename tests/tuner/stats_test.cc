@@ -1,4 +1,4 @@
-#include "tuner/stats.h"
+#include "tuner/measure/stats.h"
 
 #include <gtest/gtest.h>
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "tests/common/run_feedtune.h"
-#include "tuner/config.h"
+#include "tuner/config/config.h"
 #include "workloads/files_dataset.h"
 #include "workloads/synthetic_dataset.h"
 

@@ -1,7 +1,7 @@
 // The command workload: success, each way a run fails (exit code, signal,
 // timeout, bad or missing JSON), placeholders and environment, leftovers that
 // hold the pipes, and Ctrl-C.
-#include "tuner/command_measurer.h"
+#include "tuner/measure/command_measurer.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -1,8 +1,8 @@
-// Command workloads with ranks (tuner/node/command_ranks.h), with shell
+// Command workloads with ranks (tuner/measure/command_ranks.h), with shell
 // commands for ranks: the environment and placeholders each rank gets, the
 // node's aggregate, a rank that fails or hangs, the binding, and serve's
 // refusal. The probe over gloo is in probe_ranks_test.cc.
-#include "tuner/node/command_ranks.h"
+#include "tuner/measure/command_ranks.h"
 
 #include <gtest/gtest.h>
 
@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "tuner/command_measurer.h"
-#include "tuner/measurer_factory.h"
-#include "tuner/node/node_measurer.h"
+#include "tuner/measure/command_measurer.h"
+#include "tuner/measure/measurer_factory.h"
+#include "tuner/measure/node_measurer.h"
 
 namespace feedtune::tuner {
 namespace {

@@ -24,7 +24,7 @@
 
 #include "tests/common/process_tree.h"
 #include "tests/common/read_file.h"
-#include "tuner/command_measurer.h"
+#include "tuner/measure/command_measurer.h"
 
 namespace feedtune::tuner {
 namespace {

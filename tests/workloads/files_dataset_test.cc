@@ -13,8 +13,8 @@
 
 #include "loader/data_loader.h"
 #include "loader/device/device.h"
-#include "tuner/config.h"
-#include "tuner/measurer_factory.h"
+#include "tuner/config/config.h"
+#include "tuner/measure/measurer_factory.h"
 #include "workloads/crc32c.h"
 #include "workloads/synthetic_dataset.h"
 

@@ -1,6 +1,6 @@
 // Two ranks of the PyTorch probe (workloads/python/feedtune_probe.py) over
 // gloo, started by feedtune as sweep.ranks: 2 starts them
-// (tuner/node/command_ranks.h): both join the process group and report, their
+// (tuner/measure/command_ranks.h): both join the process group and report, their
 // DistributedSampler shares are disjoint, equal and cover the dataset, and the
 // trial's rate is all ranks' samples over the longest window. A rank that
 // exits early fails the trial naming it, and nothing waits for gloo's timeout.
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "tuner/command_measurer.h"
+#include "tuner/measure/command_measurer.h"
 
 #ifndef FEEDTUNE_SOURCE_DIR
 #define FEEDTUNE_SOURCE_DIR "."

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "tuner/command_measurer.h"
+#include "tuner/measure/command_measurer.h"
 
 #ifndef FEEDTUNE_SOURCE_DIR
 #define FEEDTUNE_SOURCE_DIR "."

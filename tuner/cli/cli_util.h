@@ -11,8 +11,8 @@
 #include "loader/device/device.h"
 #include "results/records.h"
 #include "tuner/cli/commands.h"
-#include "tuner/config.h"
-#include "tuner/measurer_factory.h"
+#include "tuner/config/config.h"
+#include "tuner/measure/measurer_factory.h"
 
 namespace feedtune::cli {
 
@@ -41,7 +41,7 @@ struct Session {
 
 // Loads the config (applying `overrides`, as `--set` gives them), opens the
 // workload (its dataset and fork server) and then creates the device, in that
-// order (see tuner/measurer_factory.h); prints the error and returns nullopt
+// order (see tuner/measure/measurer_factory.h); prints the error and returns nullopt
 // (with the exit code) when it cannot.
 // tuner::OpenWorkload, printing why it failed (exit code 2 for the user's input, 1 otherwise).
 bool OpenWorkloadOrExplain(const tuner::SweepConfig& config, tuner::OpenedWorkload* workload, int* exit_code);

@@ -1,5 +1,5 @@
 // `feedtune diagnose`: the stage trials and the bottleneck verdict for one
-// setting (tuner/diagnose.h, docs/verdict.md).
+// setting (tuner/search/verdict_rules.h, docs/verdict.md).
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -7,9 +7,10 @@
 #include "results/verdict.h"
 #include "tuner/cli/cli_util.h"
 #include "tuner/cli/version.h"
-#include "tuner/diagnose.h"
-#include "tuner/node/node_measurer.h"
-#include "tuner/progress.h"
+#include "tuner/measure/stage_runner.h"
+#include "tuner/search/verdict_rules.h"
+#include "tuner/measure/node_measurer.h"
+#include "tuner/cli/progress.h"
 
 namespace feedtune::cli {
 namespace {
@@ -78,6 +79,7 @@ int RunDiagnose(const Args& args, const std::atomic<bool>& stop) {
   const auto measurer = tuner::MakeMeasurer(config, session->workload, *session->device, &stop);
   setup.command_measurer = measurer.get();
   setup.on_stage = [](const std::string& line) { std::cerr << "feedtune diagnose: " << line << "\n"; };
+  setup.copy_limits = tuner::CopyLimits;
   std::cerr << "feedtune diagnose: " << tuner::KnobsShort(config.loader.knobs) << " on "
             << session->device->description() << "\n"
             << session->workload.description << "\n";

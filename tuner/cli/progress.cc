@@ -1,4 +1,4 @@
-#include "tuner/progress.h"
+#include "tuner/cli/progress.h"
 
 #include <unistd.h>
 
@@ -57,15 +57,6 @@ std::string SafeBasis(const results::RunRecord& run) {
 }
 
 }  // namespace
-
-std::string KnobsShort(const loader::Knobs& k) {
-  // The knobs around the loader only when set (tuner/search.h's last phases).
-  return Format("nw=%d pin=%d nb=%d pf=%d pers=%d", k.num_workers, k.pin_memory ? 1 : 0, k.non_blocking ? 1 : 0,
-                k.prefetch_factor, k.persistent_workers ? 1 : 0) +
-         (k.cpu_binding != loader::CpuBinding::kNone ? std::string(" bind=") + loader::CpuBindingName(k.cpu_binding)
-                                                     : std::string()) +
-         (k.worker_threads > 0 ? " thr=" + std::to_string(k.worker_threads) : std::string());
-}
 
 ProgressMode DetectProgressMode(std::FILE* out, bool quiet) {
   if (quiet) return ProgressMode::kQuiet;

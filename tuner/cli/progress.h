@@ -23,12 +23,11 @@
 #include <string>
 
 #include "results/records.h"
-#include "tuner/search.h"
+#include "tuner/search/search.h"
 
 namespace feedtune::tuner {
 
-// "nw=4 pin=1 nb=0 pf=2 pers=0"
-std::string KnobsShort(const loader::Knobs& knobs);
+using loader::KnobsShort;  // loader/options.h
 
 enum class ProgressMode { kBar, kLines, kQuiet };
 

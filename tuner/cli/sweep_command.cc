@@ -11,19 +11,20 @@
 #include "results/fleet.h"
 #include "results/node_report.h"
 #include "results/store.h"
-#include "tuner/budget.h"
+#include "tuner/search/budget.h"
 #include "tuner/cli/cli_util.h"
 #include "tuner/cli/trace_files.h"
 #include "tuner/cli/version.h"
-#include "tuner/diagnose.h"
-#include "tuner/measurer_factory.h"
-#include "tuner/node/formula_trials.h"
-#include "tuner/node/node_measurer.h"
-#include "tuner/node/preflight.h"
-#include "tuner/progress.h"
-#include "tuner/replay.h"
-#include "tuner/search.h"
-#include "tuner/seed.h"
+#include "tuner/measure/stage_runner.h"
+#include "tuner/search/verdict_rules.h"
+#include "tuner/measure/measurer_factory.h"
+#include "tuner/search/formula_trials.h"
+#include "tuner/measure/node_measurer.h"
+#include "tuner/search/preflight.h"
+#include "tuner/cli/progress.h"
+#include "tuner/search/replay.h"
+#include "tuner/search/search.h"
+#include "tuner/search/seed.h"
 
 namespace feedtune::cli {
 namespace {
@@ -32,7 +33,7 @@ constexpr int kAutoMaxWorkers = 64;
 constexpr int kSafeWorkersLimit = 1024;  // the largest safe num_workers reported
 
 // max_workers: the configured cap, or with `auto` the default of 64. Budgets
-// (tuner/budget.h) then skip any trial that would not fit, and the doubling
+// (tuner/search/budget.h) then skip any trial that would not fit, and the doubling
 // stops there. Deliberately a function of the config alone, so a resumed run
 // gets the cap the first run had.
 int ResolveMaxWorkers(const tuner::SweepConfig& config, std::string* why) {
@@ -284,7 +285,7 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
 
     // The workload (dataset and fork server) first, while this process has one
     // thread: the machine fingerprint's GPU query and the device both start the
-    // CUDA driver, which starts threads. See tuner/measurer_factory.h.
+    // CUDA driver, which starts threads. See tuner/measure/measurer_factory.h.
     tuner::OpenedWorkload workload;
     if (!OpenWorkloadOrExplain(config, &workload, &code)) return code;
     if (trace_files.best && !workload.dataset) {
@@ -303,7 +304,7 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
         return kExitUsage;
       }
     }
-    // A node sweep (sweep.ranks > 1, tuner/node/): what could make it wrong, said
+    // A node sweep (sweep.ranks > 1, tuner/measure/node_measurer.h): what could make it wrong, said
     // before any trial; and each rank gets its share of the node's budgets.
     const int ranks = tuner::node::ResolveRanks(config);  // a command's ranks too (node/command_ranks.h)
     const std::vector<std::string> preflight =
@@ -387,7 +388,7 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     }
 
     // A command's workers are not the process tree feedtune sees: its budget
-    // rests on the worker memory the command measured (tuner/budget.h).
+    // rests on the worker memory the command measured (tuner/search/budget.h).
     tuner::Budget budget(*facts, config.sweep.budget,
                          config.workload.kind == workloads::WorkloadKind::kCommand ? tuner::WorkerMemory::kReported
                                                                                     : tuner::WorkerMemory::kProcessTree);
@@ -477,7 +478,7 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     run.speedup_ci_high = outcome.speedup_ci_high;
     run.calibration_json = RunJson(run.calibration_json, *facts, max_workers, &outcome, safe ? &*safe : nullptr);
     store->FinishRun(run);
-    // Where the time goes at the best setting (tuner/diagnose.h), once the
+    // Where the time goes at the best setting (tuner/search/verdict_rules.h), once the
     // run is finished: an interruption here keeps it done, without a verdict.
     std::optional<results::Verdict> verdict;
     if (outcome.best && config.sweep.diagnose && ranks > 1) {
@@ -495,8 +496,9 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
       diagnose.usable_cpus = facts->usable_cpus;
       diagnose.command_measurer = measurer.get();
       diagnose.on_stage = [&](const std::string& line) { progress.Note("diagnose: " + line); };
+      diagnose.copy_limits = tuner::CopyLimits;
       try {
-        verdict = tuner::Diagnose(diagnose, outcome.trials[*outcome.best].knobs);
+        verdict = tuner::ComputeVerdict(tuner::RunStageTrials(diagnose, outcome.trials[*outcome.best].knobs));
         store->SaveVerdict(run.id, *verdict);
       } catch (const tuner::Interrupted&) {
         progress.Clear();

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "tuner/progress.h"
+#include "tuner/cli/progress.h"
 
 namespace feedtune::cli {
 

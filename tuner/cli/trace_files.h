@@ -10,7 +10,7 @@
 
 #include "loader/options.h"
 #include "loader/trace.h"
-#include "tuner/trial_runner.h"
+#include "tuner/measure/trial_runner.h"
 
 namespace feedtune::cli {
 

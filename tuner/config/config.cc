@@ -8,7 +8,7 @@
 // Error messages are one line, "<source>:<line>:<column>: <key.path>: expected
 // <what>, got <what was found>", because users fix configs from that line alone
 // and editors jump to file:line:column.
-#include "tuner/config.h"
+#include "tuner/config/config.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -429,7 +429,7 @@ constexpr Key kKeys[] = {
      Int<kDevice, &DeviceOptions::sync_every_steps>(0, 1'000'000)},
     {"device.prefetch_to_device", Hashed::kYes,
      Bool<kDevice, &DeviceOptions::prefetch_to_device>()},
-    // How ranks meet (tuner/node/): measured, not what is measured.
+    // How ranks meet (tuner/measure/node_measurer.h): measured, not what is measured.
     {"device.rank_barrier", Hashed::kNo, Bool<kDevice, &DeviceOptions::rank_barrier>()},
     {"device.host_sim.h2d_gbps_pinned", Hashed::kNo,
      Real<kDevice, kHostSim, &HostSim::h2d_gbps_pinned>(0, kOpen, kInf, kOpen)},
@@ -451,7 +451,7 @@ constexpr Key kKeys[] = {
     {"sweep.cpu_binding", Hashed::kNo,
      Enum<kSweep, &SweepOptions::cpu_binding>(static_cast<int>(BindingChoice::kNuma) + 1,
                                               &EnumName<BindingChoice, &BindingChoiceName>)},
-    // After the final check, stage trials at the best setting (tuner/diagnose.h).
+    // After the final check, stage trials at the best setting (tuner/measure/stage_runner.h).
     {"sweep.diagnose", Hashed::kNo, Bool<kSweep, &SweepOptions::diagnose>()},
     {"sweep.budget.memory_fraction", Hashed::kNo,
      Real<kSweep, kBudget, &BudgetOptions::memory_fraction>(0, kOpen, 1, kClosed)},
@@ -1159,7 +1159,7 @@ class Parser {
     if (kind == WorkloadKind::kCommand &&
         config.workload.command.protocol == workloads::CommandProtocol::kServe) {
       CheckServeArgv(config.workload.command.argv);
-      // A serving process is one rank; ranks of a command are started per repeat (tuner/node/command_ranks.h).
+      // A serving process is one rank; ranks of a command are started per repeat (tuner/measure/command_ranks.h).
       if (config.sweep.ranks > 1) {
         FailAtFirstGiven({"sweep.ranks", "workload.protocol"},
                          "expected sweep.ranks 1 (or auto) when workload.protocol is serve (a serving process is "

@@ -21,13 +21,13 @@ struct BudgetOptions {
   double shm_fraction = 0.8;     // of /dev/shm's free space
 };
 
-// How a node sweep's ranks are placed on the CPUs (tuner/node/), per trial
+// How a node sweep's ranks are placed on the CPUs (tuner/measure/node_measurer.h), per trial
 // (loader::Knobs::cpu_binding): `none` leaves every rank the mask feedtune
 // inherited; `split` binds each rank, its fork server and workers, to an
 // equal, disjoint share of it; `numa` to its share on its GPU's NUMA node.
 using loader::CpuBinding;
 using loader::CpuBindingName;
-// sweep.cpu_binding: `auto` searches the binding (tuner/search.h's cpu_binding
+// sweep.cpu_binding: `auto` searches the binding (tuner/search/search.h's cpu_binding
 // phase, from none); a binding named is used by every trial and not searched.
 enum class BindingChoice { kAuto, kNone, kSplit, kNuma };
 const char* BindingChoiceName(BindingChoice choice);
@@ -43,10 +43,10 @@ struct SweepOptions {
   double gain_threshold = 0.05;
   double knee_tolerance = 0.05;
   // Stage trials at the best setting after the sweep, and the bottleneck
-  // verdict (tuner/diagnose.h, docs/verdict.md).
+  // verdict (tuner/measure/stage_runner.h, docs/verdict.md).
   bool diagnose = true;
   BudgetOptions budget;
-  // Data-parallel ranks on this node, each with its own loader (tuner/node/).
+  // Data-parallel ranks on this node, each with its own loader (tuner/measure/node_measurer.h).
   // 0 = auto: the number of CUDA devices, 1 without one.
   int ranks = 0;
   BindingChoice cpu_binding = BindingChoice::kAuto;

@@ -1,4 +1,4 @@
-#include "tuner/command_measurer.h"
+#include "tuner/measure/command_measurer.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -19,10 +19,10 @@
 #include <system_error>
 #include <thread>
 
-#include "tuner/command_server.h"
-#include "tuner/node/command_ranks.h"
-#include "tuner/node/node_measurer.h"
-#include "tuner/stats.h"
+#include "tuner/measure/command_server.h"
+#include "tuner/measure/command_ranks.h"
+#include "tuner/measure/node_measurer.h"
+#include "tuner/measure/stats.h"
 #include "workloads/command_args.h"
 
 namespace feedtune::tuner {
@@ -323,7 +323,7 @@ results::TrialRecord CommandMeasurer::MeasurePlanned(const loader::Knobs& knobs,
     env.push_back("MKL_NUM_THREADS=" + std::to_string(knobs.worker_threads));
   }
   const double timeout_s = config_.workload.command.timeout_s;
-  // sweep.ranks > 1: N processes per repeat, the node's aggregate (tuner/node/command_ranks.h).
+  // sweep.ranks > 1: N processes per repeat, the node's aggregate (tuner/measure/command_ranks.h).
   if (const int ranks = node::ResolveRanks(config_); ranks > 1) {
     return node::MeasureCommandRanks(config_, context, env, repeats, ranks, stop_, &last_warning_);
   }
@@ -418,7 +418,7 @@ results::TrialRecord CommandMeasurer::MeasureServed(const loader::Knobs& knobs, 
       {"step_us", config_.device.step_us},
       {"sync_every_steps", config_.device.sync_every_steps},
   };
-  // A stage trial of the verdict (tuner/diagnose.h: phase "diagnose-<stage>"):
+  // A stage trial of the verdict (tuner/measure/stage_runner.h: phase "diagnose-<stage>"):
   // the serving probe runs that stage (docs/verdict.md).
   if (plan.phase.rfind(kStagePhasePrefix, 0) == 0) request["stage"] = plan.phase.substr(kStagePhasePrefix.size());
   // A serving command was started once, so its thread count comes per trial:

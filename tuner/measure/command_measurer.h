@@ -18,7 +18,7 @@
 //    "worker_peak_rss_bytes": 98765432}                                   optional
 //
 // batches_per_epoch (len(loader)) lets the search see short epochs, whose
-// curve is stepped by rounds of non-persistent workers (tuner/search.h).
+// curve is stepped by rounds of non-persistent workers (tuner/search/search.h).
 //
 // Warm-up is the command's job (feedtune_probe.py does it). A non-zero exit, a
 // death by signal, a timeout, or a missing or invalid JSON line fails the trial
@@ -30,7 +30,7 @@
 // dataset once and answers one JSON request line per trial on stdin (the
 // knobs, repeats, warmup_batches, measure_seconds, window_epochs, step_us,
 // sync_every_steps) with one result line per window and {"trial_end": N}
-// (tuner/command_server.h has the protocol, docs/command-protocol.md the
+// (tuner/measure/command_server.h has the protocol, docs/command-protocol.md the
 // details). Knob placeholders in argv are a config error with serve; the
 // sweep-level ones ({measure_seconds}, ...) and their FEEDTUNE_* variables are
 // given, plus FEEDTUNE_PROTOCOL=serve. A failed trial that leaves the process
@@ -39,13 +39,13 @@
 // fails the trial and keeps the process.
 //
 // Either way, the trial's figures are the median over the windows (samples/s
-// with its 95% interval, tuner/stats.h), each over the windows that reported
+// with its 95% interval, tuner/measure/stats.h), each over the windows that reported
 // it. A figure no window reported is NaN ("not measured": NULL in the store,
 // null in JSON, a dash or "not measured" in text), never 0; so is what a
 // command cannot report (copy_s, pinned_alloc_s). What feedtune measures
 // itself is always there: CPU utilisation and the process tree's peak RSS.
 // worker_peak_rss_bytes (one worker's peak RSS) becomes the trial's
-// worker_rss_bytes, the budget's per-worker memory (tuner/budget.h).
+// worker_rss_bytes, the budget's per-worker memory (tuner/search/budget.h).
 //
 // One thread uses a CommandMeasurer. The stop flag is polled every 100 ms while
 // a command runs; when raised, the group is killed and Interrupted is thrown.
@@ -62,8 +62,8 @@
 #include <string_view>
 #include <vector>
 
-#include "tuner/config.h"
-#include "tuner/trial_runner.h"
+#include "tuner/config/config.h"
+#include "tuner/measure/trial_runner.h"
 #include "workloads/command_args.h"
 
 namespace feedtune::tuner {

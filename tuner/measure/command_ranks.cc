@@ -1,4 +1,4 @@
-#include "tuner/node/command_ranks.h"
+#include "tuner/measure/command_ranks.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -21,12 +21,12 @@
 #include <optional>
 #include <system_error>
 
-#include "tuner/command_measurer.h"
-#include "tuner/command_server.h"
-#include "tuner/node/node_measurer.h"
-#include "tuner/node/rank_facts.h"
-#include "tuner/stats.h"
-#include "tuner/trial_runner.h"
+#include "tuner/measure/command_measurer.h"
+#include "tuner/measure/command_server.h"
+#include "tuner/measure/node_measurer.h"
+#include "tuner/measure/rank_facts.h"
+#include "tuner/measure/stats.h"
+#include "tuner/measure/trial_runner.h"
 
 namespace feedtune::tuner::node {
 namespace {

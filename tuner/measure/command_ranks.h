@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "results/records.h"
-#include "tuner/config.h"
+#include "tuner/config/config.h"
 #include "workloads/command_args.h"
 
 namespace feedtune::tuner::node {

@@ -1,4 +1,4 @@
-#include "tuner/command_server.h"
+#include "tuner/measure/command_server.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -20,7 +20,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "tuner/trial_runner.h"
+#include "tuner/measure/trial_runner.h"
 
 extern char** environ;
 

@@ -47,7 +47,7 @@
 #include <string>
 #include <vector>
 
-#include "tuner/command_measurer.h"
+#include "tuner/measure/command_measurer.h"
 
 namespace feedtune::tuner {
 

@@ -1,6 +1,6 @@
-#include "tuner/measurer_factory.h"
+#include "tuner/measure/measurer_factory.h"
 
-#include "tuner/command_measurer.h"
+#include "tuner/measure/command_measurer.h"
 #include "workloads/cpu_work.h"
 #include "workloads/files_dataset.h"
 #include "workloads/format_inspect.h"
@@ -34,10 +34,10 @@ auto OpenFormat(const SweepConfig& config, Open open) -> decltype(open()) {
 OpenedWorkload OpenWorkload(const SweepConfig& config) {
   OpenedWorkload opened;
   const workloads::WorkloadOptions& w = config.workload;
-  // The rank processes first, while this process has one thread (tuner/node/).
+  // The rank processes first, while this process has one thread (tuner/measure/node_measurer.h).
   if (const int ranks = node::ResolveRanks(config); ranks > 1) {
     // A command's ranks are its own processes, started per repeat by its
-    // measurer (tuner/node/command_ranks.h); only the run protocol has them.
+    // measurer (tuner/measure/command_ranks.h); only the run protocol has them.
     if (w.kind == workloads::WorkloadKind::kCommand && w.command.protocol == workloads::CommandProtocol::kServe) {
       throw WorkloadError(config.source + ": sweep.ranks: " + std::to_string(ranks) +
                           " ranks of a serving command (workload.protocol: serve) are not supported: a serving "

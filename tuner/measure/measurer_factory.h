@@ -19,10 +19,10 @@
 #include "loader/dataset.h"
 #include "loader/device/device.h"
 #include "loader/fork_server.h"
-#include "tuner/config.h"
-#include "tuner/node/node_measurer.h"
-#include "tuner/stage_dataset.h"
-#include "tuner/trial_runner.h"
+#include "tuner/config/config.h"
+#include "tuner/measure/node_measurer.h"
+#include "tuner/measure/stage_dataset.h"
+#include "tuner/measure/trial_runner.h"
 
 namespace feedtune::tuner {
 
@@ -38,7 +38,7 @@ struct OpenedWorkload {
   std::shared_ptr<const loader::Dataset> dataset;   // native kinds
   std::shared_ptr<loader::ForkServer> fork_server;  // native kinds in process mode
   // Native kinds: `dataset` itself, behind the switch the stage trials turn
-  // (tuner/diagnose.h); real reads, the configured cache, until they do.
+  // (tuner/measure/stage_runner.h); real reads, the configured cache, until they do.
   std::shared_ptr<StageDataset> stages;
   std::string description;  // one line: what was opened and how it is read
   // This machine's CPU calibration as a JSON object (workloads/cpu_work.h:

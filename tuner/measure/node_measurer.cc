@@ -1,4 +1,4 @@
-#include "tuner/node/node_measurer.h"
+#include "tuner/measure/node_measurer.h"
 
 #include <dirent.h>
 #include <poll.h>
@@ -25,10 +25,10 @@
 #include <system_error>
 #include <thread>
 
-#include "tuner/measurer_factory.h"
-#include "tuner/node/rank_facts.h"
-#include "tuner/node/rank_wire.h"
-#include "tuner/stats.h"
+#include "tuner/measure/measurer_factory.h"
+#include "tuner/measure/rank_facts.h"
+#include "tuner/measure/rank_wire.h"
+#include "tuner/measure/stats.h"
 
 namespace feedtune::tuner::node {
 namespace {
@@ -76,24 +76,6 @@ std::string ExitCause(int status) {
 }
 
 }  // namespace
-
-int VisibleGpuCount() {
-  int present = 0;
-  if (DIR* dir = opendir("/proc/driver/nvidia/gpus")) {
-    while (dirent* entry = readdir(dir)) {
-      if (entry->d_name[0] != '.') ++present;
-    }
-    closedir(dir);
-  }
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (visible == nullptr) return present;
-  int listed = 0;
-  std::stringstream list(visible);
-  for (std::string item; std::getline(list, item, ',');) {
-    if (!item.empty()) ++listed;
-  }
-  return std::min(listed, present);
-}
 
 namespace {
 

@@ -31,9 +31,9 @@
 #include <string>
 #include <vector>
 
-#include "tuner/config.h"
-#include "tuner/node/rank_barrier.h"
-#include "tuner/trial_runner.h"
+#include "tuner/config/config.h"
+#include "tuner/measure/rank_barrier.h"
+#include "tuner/measure/trial_runner.h"
 
 namespace feedtune::tuner::node {
 
@@ -42,9 +42,6 @@ namespace feedtune::tuner::node {
 // read without starting CUDA), 1 on host-sim or without one. Command
 // workloads: 1 unless set.
 int ResolveRanks(const SweepConfig& config);
-
-// The GPUs CUDA would show this process, counted without starting CUDA.
-int VisibleGpuCount();
 
 // The node's trial record from its ranks' records (all ok): samples/s is all
 // ranks' samples over the longest rank's window, median over windows; the

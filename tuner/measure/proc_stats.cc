@@ -1,4 +1,4 @@
-#include "tuner/proc_stats.h"
+#include "tuner/measure/proc_stats.h"
 
 #include <dirent.h>
 #include <unistd.h>

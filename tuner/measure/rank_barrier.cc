@@ -1,4 +1,4 @@
-#include "tuner/node/rank_barrier.h"
+#include "tuner/measure/rank_barrier.h"
 
 #include <linux/futex.h>
 #include <sys/mman.h>
@@ -12,7 +12,7 @@
 #include <new>
 #include <system_error>
 
-#include "tuner/trial_runner.h"
+#include "tuner/measure/trial_runner.h"
 
 namespace feedtune::tuner::node {
 

@@ -1,4 +1,4 @@
-// RankBarrier: where the rank processes of a node trial meet (tuner/node/).
+// RankBarrier: where the rank processes of a node trial meet (tuner/measure/node_measurer.h).
 //
 // It lives in one anonymous MAP_SHARED mapping made before the ranks fork, so
 // the tuner and every rank see the same words; waiting is a futex on the

@@ -1,7 +1,8 @@
-#include "tuner/node/rank_facts.h"
+#include "tuner/measure/rank_facts.h"
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -110,6 +111,24 @@ int OwnThreads() {
     closedir(dir);
   }
   return n;
+}
+
+int VisibleGpuCount() {
+  int present = 0;
+  if (DIR* dir = opendir("/proc/driver/nvidia/gpus")) {
+    while (dirent* entry = readdir(dir)) {
+      if (entry->d_name[0] != '.') ++present;
+    }
+    closedir(dir);
+  }
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible == nullptr) return present;
+  int listed = 0;
+  std::stringstream list(visible);
+  for (std::string item; std::getline(list, item, ',');) {
+    if (!item.empty()) ++listed;
+  }
+  return std::min(listed, present);
 }
 
 }  // namespace feedtune::tuner::node

@@ -27,4 +27,8 @@ std::string CpuListOfProcess(pid_t pid);
 // The threads of the calling process (/proc/self/task): the tuner's own part of the node.
 int OwnThreads();
 
+// The GPUs CUDA would show this process, counted without starting CUDA
+// (/proc/driver/nvidia/gpus, narrowed by CUDA_VISIBLE_DEVICES).
+int VisibleGpuCount();
+
 }  // namespace feedtune::tuner::node

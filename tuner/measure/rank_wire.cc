@@ -1,4 +1,4 @@
-#include "tuner/node/rank_wire.h"
+#include "tuner/measure/rank_wire.h"
 
 #include <cmath>
 #include <limits>

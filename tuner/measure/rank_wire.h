@@ -7,7 +7,7 @@
 
 #include "loader/options.h"
 #include "results/records.h"
-#include "tuner/trial_runner.h"
+#include "tuner/measure/trial_runner.h"
 
 namespace feedtune::tuner::node {
 

@@ -1,4 +1,4 @@
-#include "tuner/stage_dataset.h"
+#include "tuner/measure/stage_dataset.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

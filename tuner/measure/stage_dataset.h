@@ -1,6 +1,6 @@
 // StageDataset: the workload's dataset behind a switch that the differential
-// stage trials (tuner/diagnose.h) turn, so that one fork server, started
-// before any thread exists (tuner/measurer_factory.h), serves the real trials
+// stage trials (tuner/measure/stage_runner.h) turn, so that one fork server, started
+// before any thread exists (tuner/measure/measurer_factory.h), serves the real trials
 // and the stage trials alike.
 //
 // - Read mode (seen by every worker, forked or not, through one page of

@@ -1,4 +1,4 @@
-#include "tuner/trial_runner.h"
+#include "tuner/measure/trial_runner.h"
 
 #include <unistd.h>
 
@@ -10,8 +10,8 @@
 
 #include "loader/data_loader.h"
 #include "loader/trace.h"
-#include "tuner/proc_stats.h"
-#include "tuner/stats.h"
+#include "tuner/measure/proc_stats.h"
+#include "tuner/measure/stats.h"
 #include "workloads/cpu_work.h"
 
 namespace feedtune::tuner {

@@ -27,59 +27,10 @@
 #include "loader/options.h"
 #include "loader/trace.h"
 #include "results/records.h"
-#include "tuner/config.h"
+#include "tuner/config/config.h"
+#include "tuner/measure/measurer.h"
 
 namespace feedtune::tuner {
-
-// Thrown when the stop flag was raised (SIGINT/SIGTERM) during a trial.
-class Interrupted : public std::runtime_error {
- public:
-  Interrupted() : std::runtime_error("interrupted") {}
-};
-
-// How the search wants one trial measured, beyond its knobs.
-struct TrialPlan {
-  std::string phase;          // what the trial is for (the search's phase); replay checks it
-  int repeats = 0;            // windows; 0 = sweep.repeats
-  // > 0: each window spans this many whole epochs (from an epoch's start to its
-  // last batch) instead of measure_seconds, so epoch boundaries, and what
-  // persistent_workers saves at them, are inside every window.
-  int window_epochs = 0;
-  // Non-null: record the first trace->seconds of the first window into it
-  // (loader/trace.h); the figures are measured as without.
-  loader::TraceCapture* trace = nullptr;
-};
-
-// What the search controller asks of a measurer; tests substitute scripted ones.
-class TrialMeasurer {
- public:
-  virtual ~TrialMeasurer() = default;
-  // Returns a record with status ok (figures filled) or failed (error set).
-  // Throws Interrupted when asked to stop.
-  virtual results::TrialRecord Measure(const loader::Knobs& knobs) = 0;
-  // Measures as `plan` says. A measurer that cannot follow a plan (e.g. one
-  // that runs an external command) measures as Measure does.
-  virtual results::TrialRecord MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& /*plan*/) {
-    return Measure(knobs);
-  }
-  // A warning about the last trial (e.g. the pinned pool could not be locked), or empty.
-  virtual std::string last_warning() const { return {}; }
-};
-
-// How one rank of a node trial keeps step with the others (tuner/node/): the
-// runner calls it at each window's start and end and after every step. Absent
-// (the default), a trial is one loader on its own.
-class RankSync {
- public:
-  virtual ~RankSync() = default;
-  virtual void WindowStart() = 0;
-  // After each step; `my_done`: this rank's window would end here. Returns
-  // whether the window ends, the same answer on every rank that steps in
-  // lockstep with the others.
-  virtual bool AfterStep(bool my_done) = 0;
-  // After each window, while the loader and its workers still exist.
-  virtual void WindowEnd() = 0;
-};
 
 class TrialRunner final : public TrialMeasurer {
  public:
@@ -95,7 +46,7 @@ class TrialRunner final : public TrialMeasurer {
 
   std::string last_warning() const override { return last_warning_; }
 
-  // A rank of a node trial (tuner/node/) sets this once, before any trial.
+  // A rank of a node trial (tuner/measure/node_measurer.h) sets this once, before any trial.
   void set_rank_sync(RankSync* sync) { sync_ = sync; }
 
  private:

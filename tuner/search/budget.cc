@@ -1,4 +1,4 @@
-#include "tuner/budget.h"
+#include "tuner/search/budget.h"
 
 #include <dirent.h>
 #include <sys/resource.h>
@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "tuner/proc_stats.h"
+#include "tuner/measure/proc_stats.h"
 
 namespace feedtune::tuner {
 namespace {

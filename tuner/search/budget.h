@@ -35,8 +35,8 @@
 
 #include "loader/options.h"
 #include "results/records.h"
-#include "tuner/config.h"
-#include "tuner/trial_runner.h"
+#include "tuner/config/config.h"
+#include "tuner/measure/measurer.h"
 
 namespace feedtune::tuner {
 

@@ -1,4 +1,4 @@
-#include "tuner/node/formula_trials.h"
+#include "tuner/search/formula_trials.h"
 
 #include <set>
 #include <string>

@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "tuner/search.h"
+#include "tuner/search/search.h"
 
 namespace feedtune::tuner::node {
 

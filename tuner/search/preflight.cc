@@ -1,4 +1,4 @@
-#include "tuner/node/preflight.h"
+#include "tuner/search/preflight.h"
 
 #include <sched.h>
 #include <sys/resource.h>
@@ -9,8 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tuner/node/node_measurer.h"
-#include "tuner/node/rank_facts.h"
+#include "tuner/measure/rank_facts.h"
 
 namespace feedtune::tuner::node {
 namespace {

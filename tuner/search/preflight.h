@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "tuner/budget.h"
-#include "tuner/config.h"
+#include "tuner/search/budget.h"
+#include "tuner/config/config.h"
 
 namespace feedtune::tuner::node {
 
@@ -37,7 +37,7 @@ PreflightFacts ReadPreflightFacts();
 std::vector<std::string> Preflight(const SweepConfig& config, int ranks, int64_t batch_bytes,
                                    const PreflightFacts& facts);
 
-// Budgets that count all ranks: the budget gate (tuner/budget.h) models one
+// Budgets that count all ranks: the budget gate (tuner/search/budget.h) models one
 // loader, so each rank gets 1/ranks of the node's memory, /dev/shm and CPUs
 // (the open-file limit is per process: each rank has its own). A node trial's
 // peak_rss_bytes is its largest rank's, so the per-worker memory the budget

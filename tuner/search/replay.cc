@@ -1,4 +1,4 @@
-#include "tuner/replay.h"
+#include "tuner/search/replay.h"
 
 #include <cstdio>
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "results/records.h"
-#include "tuner/trial_runner.h"
+#include "tuner/measure/measurer.h"
 
 namespace feedtune::tuner {
 

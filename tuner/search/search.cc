@@ -1,4 +1,4 @@
-#include "tuner/search.h"
+#include "tuner/search/search.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-#include "tuner/stats.h"
+#include "tuner/measure/stats.h"
 
 namespace feedtune::tuner {
 namespace {

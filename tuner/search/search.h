@@ -117,12 +117,12 @@
 
 #include "loader/options.h"
 #include "results/records.h"
-#include "tuner/config.h"
-#include "tuner/trial_runner.h"
+#include "tuner/config/config.h"
+#include "tuner/measure/measurer.h"
 
 namespace feedtune::tuner {
 
-// Where a seeded search starts (`sweep --seed-from`, tuner/seed.h): a stored
+// Where a seeded search starts (`sweep --seed-from`, tuner/search/seed.h): a stored
 // run's knee and best setting, and which run it was, for the decisions' text.
 struct SearchSeed {
   int knee_workers = 1;  // the stored run's knee; < 1 starts at 1
@@ -139,7 +139,7 @@ struct SearchSetup {
   // short epochs, limits the refinement to worker counts that can differ.
   int64_t batches_per_epoch = 0;
   double usable_cpus = 0;         // 0 = unknown; below it, any rise keeps the doubling going
-  // A node sweep's ranks (tuner/node/); the cpu_binding phase runs with 2 or more.
+  // A node sweep's ranks (tuner/measure/node_measurer.h); the cpu_binding phase runs with 2 or more.
   int ranks = 1;
   // Whether the NUMA node of every rank's GPU is known (node::GpuNumaNodes):
   // only then is numa tried, since elsewhere it binds as split.

@@ -1,10 +1,10 @@
-#include "tuner/seed.h"
+#include "tuner/search/seed.h"
 
 #include <nlohmann/json.hpp>
 
 #include "results/fleet.h"
 #include "results/store.h"
-#include "tuner/progress.h"
+#include "loader/options.h"
 
 namespace feedtune::tuner {
 
@@ -33,7 +33,7 @@ std::optional<SweepSeed> FindSeed(const results::Store& store, const std::string
 std::string SeedText(const SweepSeed& seed) {
   return "seeded from " + seed.db_path + " (" + seed.match + " match): " + seed.why + "; its knee " +
          std::to_string(seed.search.knee_workers) + (seed.search.knee_workers == 1 ? " worker" : " workers") +
-         ", its best " + KnobsShort(seed.search.best);
+         ", its best " + loader::KnobsShort(seed.search.best);
 }
 
 std::string SeedJson(const SweepSeed& seed) {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "results/records.h"
-#include "tuner/search.h"
+#include "tuner/search/search.h"
 
 namespace feedtune::results {
 class Store;
