@@ -537,6 +537,10 @@ std::string RenderHtml(const RunView& view) {
   body += "<div>\n<h2>GPU idle against num_workers</h2>\n" + Chart(idle) + "</div>\n</div>\n";
 
   if (view.verdict) body += VerdictHtml(*view.verdict);  // a self-contained section (results/verdict.h)
+  // Training jobs seen on this host with this workload, as the table shows them.
+  if (const std::string observed = ObservedText(view); !observed.empty()) {
+    body += "<h2>Observed in training jobs</h2>\n<pre>" + EscapeHtml(observed.substr(1)) + "</pre>\n";
+  }
   body += TimelineHtml(run.calibration_json);  // with `sweep --trace` (results/timeline_html.h)
   body += "<h2>Trials</h2>\n";
   body += view.trials.empty() ? std::string("<p>no trials recorded</p>\n")

@@ -196,4 +196,33 @@ struct RunRecord {
   HostIdentity host;
 };
 
+// What a training job saw (an observed run, `feedtune observe`, python
+// feedtune.watch): the loader setting it ran with and how fast it went. Data
+// like a sweep's: it carries the host and the machine (hardware class) it ran
+// on, so `check` can hold it against the sweep of the same host and workload.
+// Schema v11: the observed table.
+struct ObservedRecord {
+  int64_t id = 0;
+  // Names the job across writes and files: a job that writes every K steps
+  // replaces its own row (the latest figures win), and `merge` adds it once.
+  std::string uid;
+  int64_t machine_id = 0;
+  HostIdentity host;
+  std::string workload_name;  // the config/workload the sweep ran under (`check` matches on it)
+  // The knobs read from the job's DataLoader. non_blocking is the job's own
+  // copy argument, which a DataLoader does not hold: unset when not given.
+  loader::Knobs knobs;
+  std::optional<bool> non_blocking;
+  double samples_per_s = 0;      // over the steps observed (after the first)
+  double input_bound_frac = 0;   // wait for the batch / step time, summed over the steps
+  double step_s = 0;             // mean step time: from one batch handed out to the next
+  double wait_s = 0;             // mean wait for a batch inside that
+  int64_t steps = 0;
+  std::string started_at;        // ISO 8601 UTC
+  std::string ended_at;          // the last write; ISO 8601 UTC
+  bool finished = false;         // the loop ended (false: a periodic write of a running job)
+  std::optional<int64_t> sweep_run_id;  // the run its setting came from, when the job knows it
+  std::string source;            // what wrote it, e.g. "feedtune.watch"
+};
+
 }  // namespace feedtune::results

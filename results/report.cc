@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "results/observed.h"
 #include "results/store.h"
 
 namespace feedtune::results {
@@ -268,6 +269,26 @@ const TrialRecord* TrialAtWorkers(const RunView& view, int num_workers) {
   return found;
 }
 
+namespace {
+// The sweep's compact knob names (as `feedtune sweep` prints a trial); non_blocking only when the job gave it.
+std::string ObservedKnobsText(const ObservedRecord& o) {
+  const loader::Knobs& k = o.knobs;
+  std::string text = "bs=" + std::to_string(k.batch_size) + " nw=" + std::to_string(k.num_workers) +
+                     " pin=" + (k.pin_memory ? "1" : "0");
+  if (o.non_blocking) text += std::string(" nb=") + (*o.non_blocking ? "1" : "0");
+  if (k.num_workers > 0) {
+    text += " pf=" + std::to_string(k.prefetch_factor) + " pers=" + (k.persistent_workers ? "1" : "0");
+  }
+  return text;
+}
+
+Json ObservedArray(const std::vector<ObservedRecord>& observed) {
+  Json rows = Json::array();
+  for (const ObservedRecord& o : observed) rows.push_back(ObservedJson(o));
+  return rows;
+}
+}  // namespace
+
 RunView LoadRunView(const Store& store, std::optional<int64_t> run_id) {
   std::optional<RunRecord> run = store.LoadRun(run_id);
   if (!run) {
@@ -280,6 +301,7 @@ RunView LoadRunView(const Store& store, std::optional<int64_t> run_id) {
   view.machine = store.LoadMachine(run->machine_id);
   view.trials = store.LoadTrials(run->id);
   view.verdict = store.LoadVerdict(run->id);
+  view.observed = ObservedForRun(store, *run);
   // The machines row is the hardware class, its label the last sweep's; the
   // run's own host is the one that ran it (docs/fleets.md).
   if (view.machine && !run->host.name.empty()) {
@@ -346,7 +368,8 @@ std::string RenderJson(const RunView& view) {
                  {"calibration", calibration},
                  {"config_yaml", OptionalString(run.config_yaml)},
                  {"safe_max_workers_basis", OptionalString(SafeLimitBasis(run))},
-                 {"verdict", view.verdict ? Json::parse(VerdictToJson(*view.verdict)) : Json(nullptr)}};
+                 {"verdict", view.verdict ? Json::parse(VerdictToJson(*view.verdict)) : Json(nullptr)},
+                 {"observed", ObservedArray(view.observed)}};
   // A node run (sweep.ranks > 1): the formulas beside what they measured.
   if (const auto formulas = NodeFormulas(view.trials, view.machine ? view.machine->usable_cpus : 0, best);
       !formulas.empty()) {
@@ -489,7 +512,35 @@ std::string RenderTable(const RunView& view) {
   text += "speedup:  " + speedup_text + "\n";
   if (view.verdict) text += "\nwhere the time goes (stage trials at the best setting, docs/verdict.md):\n" +
                             VerdictText(*view.verdict, "  ");
+  text += ObservedText(view);
   return text;
+}
+
+std::string ObservedText(const RunView& view) {
+  if (view.observed.empty()) return "";
+  const TrialRecord* best = BestTrial(view);
+  std::vector<std::vector<std::string>> rows;
+  for (const ObservedRecord& o : view.observed) {
+    std::string versus = "-";
+    if (best != nullptr && std::isfinite(best->samples_per_s) && best->samples_per_s > 0) {
+      const double change = o.samples_per_s / best->samples_per_s - 1;
+      versus = (change >= 0 ? "+" : "") + Fixed(change * 100, 0) + "%";
+    }
+    rows.push_back({o.ended_at, std::to_string(o.steps), Fixed(o.samples_per_s, 1), versus,
+                    Fixed(o.input_bound_frac * 100, 1) + "%", InputBoundBand(o.input_bound_frac),
+                    ObservedKnobsText(o), o.finished ? "ended" : "running"});
+  }
+  return "\nobserved in training jobs on " + view.run.host.name + " with " + view.run.workload_name +
+         " (feedtune.watch; `feedtune check` holds them against the sweep):\n" +
+         RenderRows({{"last write", false},
+                     {"steps", true},
+                     {"samples/s", true},
+                     {"vs best", true},
+                     {"input-bound", true},
+                     {"band", false},
+                     {"knobs", false},
+                     {"job", false}},
+                    rows);
 }
 
 }  // namespace feedtune::results

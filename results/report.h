@@ -17,6 +17,8 @@ struct RunView {
   std::optional<Fingerprint> machine;
   std::vector<TrialRecord> trials;
   std::optional<Verdict> verdict;  // the stage trials' verdict at the best setting, when measured
+  // What training jobs saw on this run's host with its workload (observed.h), oldest first.
+  std::vector<ObservedRecord> observed;
 };
 
 // Loads a run, its machine and trials. Throws StoreError when the run does not exist.
@@ -46,6 +48,9 @@ std::string RenderJson(const RunView& view);  // pretty-printed, ends with a new
 // samples/s and GPU idle against num_workers, the trial table, the machine and
 // the effective config.
 std::string RenderHtml(const RunView& view);
+// The observed runs beside the sweep, for the table (and the HTML page): ""
+// when there are none. Each row's "vs best" is against this run's best.
+std::string ObservedText(const RunView& view);
 
 // Shared by the renderers of this folder.
 namespace internal {

@@ -234,6 +234,38 @@ CREATE INDEX trial_ranks_by_trial ON trial_ranks(trial_id);
 ALTER TABLE trials ADD COLUMN cpu_binding TEXT NOT NULL DEFAULT 'none';
 ALTER TABLE trials ADD COLUMN worker_threads INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 10 -> 11: observed runs (issue 22): what a training job saw, written by
+    // `feedtune observe` (python feedtune.watch). One row per job, named by
+    // uid: a job that writes every K steps replaces its row. sweep_run_id has
+    // no foreign key, since the run it names may live in another file.
+    R"sql(
+CREATE TABLE observed (
+  id INTEGER PRIMARY KEY,
+  uid TEXT NOT NULL UNIQUE,
+  machine_id INTEGER NOT NULL REFERENCES machines(id),
+  host_name TEXT NOT NULL,
+  host_hostname TEXT NOT NULL,
+  host_machine_id TEXT NOT NULL,
+  workload_name TEXT NOT NULL,
+  batch_size INTEGER NOT NULL,
+  num_workers INTEGER NOT NULL,
+  pin_memory INTEGER NOT NULL CHECK (pin_memory IN (0, 1)),
+  non_blocking INTEGER CHECK (non_blocking IN (0, 1)),
+  prefetch_factor INTEGER NOT NULL,
+  persistent_workers INTEGER NOT NULL CHECK (persistent_workers IN (0, 1)),
+  samples_per_s REAL,
+  input_bound_frac REAL,
+  step_s REAL,
+  wait_s REAL,
+  steps INTEGER NOT NULL,
+  started_at TEXT NOT NULL,
+  ended_at TEXT NOT NULL,
+  finished INTEGER NOT NULL CHECK (finished IN (0, 1)),
+  sweep_run_id INTEGER,
+  source TEXT NOT NULL
+);
+CREATE INDEX observed_by_workload ON observed(workload_name);
+)sql",
 };
 
 // ISO 8601 UTC, the form RunRecord documents for its timestamps.
@@ -1130,6 +1162,23 @@ MergeStats Store::MergeFrom(const Store& source) {
     // The verdict goes with its run, so a fleet file answers "where does the time go" per host.
     if (const std::optional<Verdict> verdict = source.LoadVerdict(run.id)) InsertVerdict(run_id, *verdict, operation);
   }
+  // A job's observed run goes beside the sweeps, so `check` on the fleet file
+  // holds each job against its host's sweep. A later write of the same job wins.
+  for (const ObservedRecord& observed : source.LoadObserved()) {
+    {
+      Statement find(db_.get(), path_, operation, "SELECT ended_at FROM observed WHERE uid = ?");
+      find.BindAll(observed.uid);
+      if (find.Step() && find.Text(0) >= observed.ended_at) continue;
+    }
+    const auto machine = machine_ids.find(observed.machine_id);
+    if (machine == machine_ids.end()) {
+      throw StoreError(source.path() + ": observed run " + observed.uid + " names machine " +
+                       std::to_string(observed.machine_id) +
+                       ", which is not in the file; the file is damaged, nothing was merged");
+    }
+    InsertObserved(machine->second, observed, operation);
+    ++stats.observed_added;
+  }
   transaction.Commit();
   return stats;
 }
@@ -1262,6 +1311,86 @@ void Store::InsertVerdict(int64_t run_id, const Verdict& verdict, const std::str
   insert.BindAll(run_id, text(verdict.bottleneck), text(verdict.runner_up), verdict.input_bound_frac,
                  VerdictToJson(verdict))
       .Run();
+}
+
+int64_t Store::FindOrInsertMachine(const Fingerprint& fingerprint, const std::string& operation) {
+  const std::string hash = fingerprint.Hash();
+  Statement find(db_.get(), path_, operation, "SELECT id FROM machines WHERE hash = ?");
+  find.BindAll(hash);
+  if (find.Step()) return find.Int(0);
+  return InsertMachine(hash, fingerprint, std::nullopt);
+}
+
+std::vector<int64_t> Store::AddObserved(const Fingerprint& machine, const std::vector<ObservedRecord>& observed) {
+  const std::string operation = "record observed runs";
+  Transaction transaction(db_.get(), path_, operation);
+  const int64_t machine_id = FindOrInsertMachine(machine, operation);
+  std::vector<int64_t> ids;
+  for (ObservedRecord row : observed) {
+    if (row.host.name.empty()) row.host.name = machine.label.empty() ? machine.hostname : machine.label;
+    if (row.host.hostname.empty()) row.host.hostname = machine.hostname;
+    if (row.host.machine_id.empty()) row.host.machine_id = machine.machine_id;
+    if (row.started_at.empty()) row.started_at = CurrentUtc();
+    if (row.ended_at.empty()) row.ended_at = CurrentUtc();
+    if (row.uid.empty()) row.uid = NewRunUid(machine.Hash(), row.started_at);
+    InsertObserved(machine_id, row, operation + " (" + row.workload_name + ")");
+    ids.push_back(sqlite3_last_insert_rowid(db_.get()));
+  }
+  transaction.Commit();
+  return ids;
+}
+
+void Store::InsertObserved(int64_t machine_id, const ObservedRecord& o, const std::string& operation) {
+  // REPLACE: the row of an earlier write of the same job (same uid) gives way.
+  Statement insert(db_.get(), path_, operation,
+                   "INSERT OR REPLACE INTO observed (uid, machine_id, host_name, host_hostname, host_machine_id, "
+                   "workload_name, batch_size, num_workers, pin_memory, non_blocking, prefetch_factor, "
+                   "persistent_workers, samples_per_s, input_bound_frac, step_s, wait_s, steps, started_at, "
+                   "ended_at, finished, sweep_run_id, source) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  insert
+      .BindAll(o.uid, machine_id, o.host.name, o.host.hostname, o.host.machine_id, o.workload_name,
+               o.knobs.batch_size, o.knobs.num_workers, o.knobs.pin_memory, o.non_blocking,
+               o.knobs.prefetch_factor, o.knobs.persistent_workers, o.samples_per_s, o.input_bound_frac,
+               o.step_s, o.wait_s, o.steps, o.started_at, o.ended_at, o.finished, o.sweep_run_id, o.source)
+      .Run();
+}
+
+std::vector<ObservedRecord> Store::LoadObserved() const {
+  std::vector<ObservedRecord> rows;
+  if (schema_version_ < 11) return rows;  // an older file opened read-only has no such table
+  Statement select(db_.get(), path_, "load observed runs",
+                   "SELECT id, uid, machine_id, host_name, host_hostname, host_machine_id, workload_name, "
+                   "batch_size, num_workers, pin_memory, non_blocking, prefetch_factor, persistent_workers, "
+                   "samples_per_s, input_bound_frac, step_s, wait_s, steps, started_at, ended_at, finished, "
+                   "sweep_run_id, source FROM observed ORDER BY id");
+  while (select.Step()) {
+    ObservedRecord o;
+    o.id = select.Int(0);
+    o.uid = select.Text(1);
+    o.machine_id = select.Int(2);
+    o.host = {select.Text(3), select.Text(4), select.Text(5)};
+    o.workload_name = select.Text(6);
+    o.knobs.batch_size = select.Int32(7);
+    o.knobs.num_workers = select.Int32(8);
+    o.knobs.pin_memory = select.Bool(9);
+    o.non_blocking = select.Optional<bool>(10);
+    o.knobs.prefetch_factor = select.Int32(11);
+    o.knobs.persistent_workers = select.Bool(12);
+    if (o.non_blocking) o.knobs.non_blocking = *o.non_blocking;
+    o.samples_per_s = select.Double(13);
+    o.input_bound_frac = select.Double(14);
+    o.step_s = select.Double(15);
+    o.wait_s = select.Double(16);
+    o.steps = select.Int(17);
+    o.started_at = select.Text(18);
+    o.ended_at = select.Text(19);
+    o.finished = select.Bool(20);
+    o.sweep_run_id = select.Optional<int64_t>(21);
+    o.source = select.Text(22);
+    rows.push_back(std::move(o));
+  }
+  return rows;
 }
 
 std::optional<Verdict> Store::LoadVerdict(int64_t run_id) const {

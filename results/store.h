@@ -43,11 +43,12 @@ struct MergeStats {
   int runs_updated = 0;  // copies of runs that were still running, replaced by their finished form
   int runs_skipped = 0;  // already here, unchanged
   int trials_added = 0;
+  int observed_added = 0;  // observed runs (by uid) new here or newer than the copy here
 };
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 10;
+  static constexpr int kSchemaVersion = 11;
   static constexpr int32_t kApplicationId = 0x46656564;  // "Feed"
 
   // Opens (creating when missing, with its parent folder) the results file.
@@ -85,10 +86,20 @@ class Store {
   void SaveVerdict(int64_t run_id, const Verdict& verdict);
   std::optional<Verdict> LoadVerdict(int64_t run_id) const;
 
+  // Records what training jobs saw (`feedtune observe`), with the machine they
+  // ran on (inserted when new), all in one transaction; returns the rows' ids.
+  // A record whose uid is already here replaces that row (a job writing every
+  // K steps); an empty uid gets a new one. An empty host takes the machine's
+  // label and hostname (as BeginRun does), empty times the present.
+  std::vector<int64_t> AddObserved(const Fingerprint& machine, const std::vector<ObservedRecord>& observed);
+  // Every observed run, in id order, with its host; empty for files before schema v11.
+  std::vector<ObservedRecord> LoadObserved() const;
+
   // Copies into this file every run of `source` it lacks, matched by run uid,
   // with its machine (matched by hash: identity and label are kept), trials and
   // repeats; ids are renumbered. Merging the same source again adds nothing; a
   // run copied while it was still running is replaced once it has finished.
+  // Observed runs go too (by uid; a later write of the same job replaces an earlier one).
   // One transaction: on any error nothing is merged.
   MergeStats MergeFrom(const Store& source);
 
@@ -108,6 +119,9 @@ class Store {
                  const std::map<int64_t, size_t>& index_by_id) const;
   int64_t InsertTrial(int64_t run_id, const TrialRecord& trial, const std::string& operation);
   void InsertVerdict(int64_t run_id, const Verdict& verdict, const std::string& operation);
+  void InsertObserved(int64_t machine_id, const ObservedRecord& observed, const std::string& operation);
+  // The id of the machine with this fingerprint's hash, inserting it when new.
+  int64_t FindOrInsertMachine(const Fingerprint& fingerprint, const std::string& operation);
 
   struct DbCloser {
     void operator()(sqlite3* db) const;

@@ -50,11 +50,15 @@ const std::vector<std::string>& StageNames() {
   return names;
 }
 
-std::string Verdict::Band() const {
+std::string InputBoundBand(double input_bound_frac) {
   if (!std::isfinite(input_bound_frac)) return "";
-  if (input_bound_frac < 0.05) return "not input-bound";
-  if (input_bound_frac < 0.20) return "moderately input-bound";
+  if (input_bound_frac < kInputBoundModerate) return "not input-bound";
+  if (input_bound_frac < kInputBoundHigh) return "moderately input-bound";
   return "highly input-bound";
+}
+
+std::string Verdict::Band() const {
+  return InputBoundBand(input_bound_frac);
 }
 
 const StageRate* Verdict::Find(const std::string& stage) const {

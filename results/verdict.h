@@ -23,6 +23,14 @@ namespace feedtune::results {
 
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+// The TensorBoard input-pipeline analyzer's bands (DESIGN.md §8): the share of
+// the step time spent waiting for input. Shared by the sweep's verdict and a
+// job's observed runs (feedtune.watch, `check`), so both say the same words.
+inline constexpr double kInputBoundModerate = 0.05;
+inline constexpr double kInputBoundHigh = 0.20;
+// "not input-bound" (< 5%), "moderately input-bound" (5-20%), "highly input-bound" (>= 20%); "" when unknown.
+std::string InputBoundBand(double input_bound_frac);
+
 struct StageRate {
   std::string stage;       // step | copy | transport | prep | fetch
   bool measured = false;   // false: not measured here; `note` says why

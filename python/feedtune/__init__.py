@@ -9,6 +9,10 @@ sweep (serve), and take the answer into the training job (loader_kwargs).
     loader = torch.utils.data.DataLoader(dataset, batch_size=64, **kw)
     x = x.to(device, non_blocking=kw.non_blocking)
 
+    from feedtune import watch                      # and back: does the setting hold?
+    for batch in watch(loader, every=100, results="fleet.db", config="resnet50"):
+        train_step(batch)                           # `feedtune check --db fleet.db` says
+
 Stdlib and torch only; torch is imported when a loop is measured, not here.
 workloads/python/feedtune_probe.py is the command-line entry point of the
 same harness (feedtune.probe).
@@ -16,6 +20,7 @@ same harness (feedtune.probe).
 
 from .api import serve
 from .results import LoaderKwargs, ResultsError, loader_kwargs
+from .watch import watch
 
 __version__ = "0.1.0"
-__all__ = ["serve", "loader_kwargs", "LoaderKwargs", "ResultsError", "__version__"]
+__all__ = ["serve", "loader_kwargs", "LoaderKwargs", "ResultsError", "watch", "__version__"]

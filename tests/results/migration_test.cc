@@ -157,6 +157,42 @@ TEST_F(MigrationTest, OpenUpgradesV1InPlaceKeepingEveryRow) {
   EXPECT_EQ(store.LoadTrials(next.id).at(0).cv, 0.02);
 }
 
+// Schema 10 -> 11 (issue 22): an older file gains the observed table on open,
+// keeps its runs, and takes a job's observed run; read-only, it reads none.
+ObservedRecord SomeObservedRun(const std::string& workload) {
+  ObservedRecord o;
+  o.workload_name = workload;
+  o.knobs.batch_size = 32;
+  o.knobs.num_workers = 2;
+  o.samples_per_s = 900;
+  o.input_bound_frac = 0.04;
+  o.steps = 120;
+  o.uid = "watch:test";
+  return o;
+}
+
+TEST_F(MigrationTest, OpenGivesAV1FileTheObservedTable) {
+  {
+    Store reader = Store::OpenReadOnly(copy_);
+    EXPECT_TRUE(reader.LoadObserved().empty());  // no table there, and none made
+  }
+  EXPECT_EQ(RawInt(copy_, "SELECT count(*) FROM sqlite_master WHERE name = 'observed'"), 0);
+  Fingerprint machine;
+  int64_t runs_before = RawInt(copy_, "SELECT count(*) FROM runs");
+  {
+    Store store = Store::Open(copy_);
+    machine = *store.LoadMachine(store.LoadRun(1)->machine_id);
+    store.AddObserved(machine, {SomeObservedRun("fixture")});
+  }
+  EXPECT_EQ(RawInt(copy_, "SELECT count(*) FROM sqlite_master WHERE name = 'observed'"), 1);
+  EXPECT_EQ(RawInt(copy_, "SELECT count(*) FROM runs"), runs_before);
+  EXPECT_EQ(RawInt(copy_, "SELECT count(*) FROM machines"), 1) << "the job ran on the fixture's machine";
+  const std::vector<ObservedRecord> observed = Store::OpenReadOnly(copy_).LoadObserved();
+  ASSERT_EQ(observed.size(), 1u);
+  EXPECT_EQ(observed[0].workload_name, "fixture");
+  EXPECT_EQ(observed[0].host.name, "fixture-v1");  // the machine's label stands in for the host
+}
+
 TEST_F(MigrationTest, ForeignApplicationIdIsRefusedAndUntouched) {
   {
     sqlite3* db = nullptr;

@@ -111,8 +111,9 @@ TEST(RenderJsonTest, HasEveryDesignKeyWithValues) {
                                               // additions, never removals
                                               "knee_kneedle", "safe_max_workers", "speedup_ci",
                                               "run_uid", "version", "calibration", "config_yaml",
-                                              "safe_max_workers_basis", "verdict"}));
+                                              "safe_max_workers_basis", "verdict", "observed"}));
   EXPECT_TRUE(out["verdict"].is_null());  // a run without stage trials
+  EXPECT_EQ(out["observed"], nlohmann::json::array());  // no training job observed on its host
   EXPECT_EQ(out["run_id"], 3);
   EXPECT_EQ(out["status"], "done");
   EXPECT_EQ(out["workload"], "quickstart");

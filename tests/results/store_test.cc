@@ -579,6 +579,68 @@ TEST_F(StoreTest, ReaderSeesWritesOfAnotherConnection) {
 namespace feedtune::results {
 namespace {
 
+ObservedRecord Observed(const std::string& uid, double samples_per_s, const std::string& ended_at) {
+  ObservedRecord o;
+  o.uid = uid;
+  o.workload_name = "resnet";
+  o.knobs.batch_size = 64;
+  o.knobs.num_workers = 4;
+  o.knobs.pin_memory = true;
+  o.knobs.prefetch_factor = 3;
+  o.knobs.persistent_workers = true;
+  o.non_blocking = true;
+  o.samples_per_s = samples_per_s;
+  o.input_bound_frac = 0.12;
+  o.step_s = 0.05;
+  o.wait_s = 0.006;
+  o.steps = 400;
+  o.started_at = "2026-12-02T10:00:00Z";
+  o.ended_at = ended_at;
+  o.sweep_run_id = 7;
+  o.source = "feedtune.watch";
+  return o;
+}
+
+TEST_F(StoreTest, ObservedRunsRoundTripAndAJobReplacesItsOwnRow) {
+  const std::string path = PathIn("observed.db");
+  Store store = Store::Open(path);
+  Fingerprint machine{.hostname = "gpu-3", .label = "gpu-3", .cpu_model = "cpu", .machine_id = "m3"};
+  store.AddObserved(machine, {Observed("job-a", 900, "2026-12-02T10:05:00Z")});
+  store.AddObserved(machine, {Observed("job-a", 950, "2026-12-02T10:10:00Z"),  // the same job, later
+                              Observed("job-b", 700, "2026-12-02T10:10:00Z")});
+  const std::vector<ObservedRecord> rows = Store::OpenReadOnly(path).LoadObserved();
+  ASSERT_EQ(rows.size(), 2u);
+  const ObservedRecord& a = rows[0].uid == "job-a" ? rows[0] : rows[1];
+  EXPECT_EQ(a.samples_per_s, 950);
+  EXPECT_EQ(a.ended_at, "2026-12-02T10:10:00Z");
+  EXPECT_EQ(a.host.name, "gpu-3");
+  EXPECT_EQ(a.host.machine_id, "m3");
+  EXPECT_EQ(a.knobs.num_workers, 4);
+  EXPECT_EQ(a.knobs.prefetch_factor, 3);
+  EXPECT_TRUE(a.knobs.persistent_workers);
+  EXPECT_EQ(a.non_blocking, std::optional<bool>(true));
+  EXPECT_EQ(a.input_bound_frac, 0.12);
+  EXPECT_EQ(a.steps, 400);
+  EXPECT_EQ(a.sweep_run_id, std::optional<int64_t>(7));
+  EXPECT_EQ(a.source, "feedtune.watch");
+  EXPECT_EQ(store.LoadMachines().size(), 1u);
+}
+
+TEST_F(StoreTest, MergeCopiesObservedRunsOnceAndTheLaterWriteWins) {
+  const std::string job_path = PathIn("job.db");
+  const std::string fleet_path = PathIn("fleet.db");
+  Fingerprint machine{.hostname = "gpu-3", .cpu_model = "cpu"};
+  Store::Open(job_path).AddObserved(machine, {Observed("job-a", 900, "2026-12-02T10:05:00Z")});
+  Store fleet = Store::Open(fleet_path);
+  EXPECT_EQ(fleet.MergeFrom(Store::OpenReadOnly(job_path)).observed_added, 1);
+  EXPECT_EQ(fleet.MergeFrom(Store::OpenReadOnly(job_path)).observed_added, 0);
+  Store::Open(job_path).AddObserved(machine, {Observed("job-a", 990, "2026-12-02T11:00:00Z")});
+  EXPECT_EQ(fleet.MergeFrom(Store::OpenReadOnly(job_path)).observed_added, 1);
+  const std::vector<ObservedRecord> rows = fleet.LoadObserved();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].samples_per_s, 990);
+}
+
 TEST(StoreBandwidth, SetReplacesTheMatrixAndLoadReadsItBack) {
   const std::string path =
       (std::filesystem::temp_directory_path() / ("feedtune-bw-" + std::to_string(getpid()) + ".db")).string();

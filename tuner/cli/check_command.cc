@@ -1,5 +1,7 @@
 // `feedtune check`: regressions and class outliers in a fleet's results file,
-// for cron and CI (exit 1 when there are any). The rules live in results/fleet.h.
+// and training jobs whose observed runs do not hold to their sweep, for cron
+// and CI (exit 1 when there are any). The rules live in results/fleet.h and
+// results/observed.h.
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -9,39 +11,143 @@
 
 #include "results/compare.h"
 #include "results/fleet.h"
+#include "results/observed.h"
 #include "results/store.h"
 #include "tuner/cli/cli_util.h"
 
 namespace feedtune::cli {
 namespace {
 
-constexpr const char* kCheckUsage = R"(Usage: feedtune check [--db FILE] [--workload NAME] [--format table|json]
+constexpr const char* kCheckUsage = R"(Usage: feedtune check [--db FILE] [--workload NAME] [--slower-than PCT] [--format table|json]
 
-Looks for what went wrong in a fleet's results file (one merged with
-`feedtune merge`, or any results file) and exits 1 when it finds any:
+Looks for what went wrong in a results file (a fleet's, merged with
+`feedtune merge`, or any other) and exits 1 when it finds any:
   regression  a host whose latest best samples/s fell below its previous run
               of the same workload (name and config hash) beyond both 95%
               intervals (the latest's upper bound under the previous lower one)
   outlier     a host whose latest best is below its hardware class's median
               by more than 5% and beyond the noise (3 or more hosts in the
               class; `feedtune compare` shows the same flag)
-A rerun within the noise passes. Exit codes: 0 nothing found, 1 findings (or
-the file cannot be read), 2 bad usage.
+and, for each training job observed on a host (`feedtune observe`, python
+feedtune.watch; the latest job per host and config), held against that
+host's sweep of the same config (the run the job named, else the latest):
+  slower      the job ran more than --slower-than below the swept samples/s
+              ("the job ran 23% below the swept figure")
+  input-bound the job waited for batches 20% or more of its step time (the
+              TensorBoard input-pipeline analyzer's top band: "the job is 31%
+              input-bound at the swept setting")
+  knobs       the job's DataLoader knobs differ from the swept best (named)
+A job that holds gets one line: "holds: ...". A rerun within the noise passes.
+Exit codes: 0 nothing found, 1 findings (or the file cannot be read), 2 bad usage.
 
 Examples:
   feedtune check --db fleet.db
-  feedtune check --db fleet.db --workload resnet50 --format json)";
+  feedtune check --db fleet.db --workload resnet50 --slower-than 15 --format json)";
 
 nlohmann::json Number(double value) { return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr); }
+
+}  // namespace
+
+namespace {
+
+using OrderedJson = nlohmann::ordered_json;
+
+OrderedJson FleetFindingJson(const results::FleetFinding& f) {
+  return {{"kind", f.kind},
+          {"workload", {{"name", f.workload_name}, {"hash", f.workload_hash}}},
+          {"host", {{"name", f.host.name}, {"hostname", f.host.hostname}, {"machine_id", f.host.machine_id}}},
+          {"class", f.machine_hash},
+          {"run", f.run_id},
+          {"best", {{"samples_per_s", Number(f.best_samples_per_s)}, {"ci", {Number(f.ci_low), Number(f.ci_high)}}}},
+          {"reference",
+           {{"run", f.reference_run_id > 0 ? nlohmann::json(f.reference_run_id) : nlohmann::json(nullptr)},
+            {"samples_per_s", Number(f.reference_samples_per_s)},
+            {"ci", {Number(f.reference_ci_low), Number(f.reference_ci_high)}}}},
+          {"drop", Number(f.drop)},
+          {"text", f.text}};
+}
+
+OrderedJson ObservedCheckJson(const results::ObservedCheck& c) {
+  OrderedJson findings = OrderedJson::array();
+  for (const results::ObservedFinding& f : c.findings) findings.push_back({{"kind", f.kind}, {"text", f.text}});
+  OrderedJson swept = nullptr;
+  if (c.sweep_run_id) {
+    swept = {{"run", *c.sweep_run_id},
+             {"config",
+              {{"batch_size", c.swept.batch_size},
+               {"num_workers", c.swept.num_workers},
+               {"pin_memory", c.swept.pin_memory},
+               {"non_blocking", c.swept.non_blocking},
+               {"prefetch_factor", c.swept.prefetch_factor},
+               {"persistent_workers", c.swept.persistent_workers}}},
+             {"samples_per_s", Number(c.swept_samples_per_s)}};
+  }
+  return {{"config", c.observed.workload_name},
+          {"host", c.observed.host.name},
+          {"checked", c.sweep_run_id.has_value()},
+          {"holds", c.sweep_run_id.has_value() && c.findings.empty()},
+          {"drop", c.sweep_run_id ? Number(c.drop) : nlohmann::json(nullptr)},
+          {"swept", swept},
+          {"observed", results::ObservedJson(c.observed)},
+          {"findings", findings},
+          {"text", c.text}};
+}
+
+int CountObservedFindings(const std::vector<results::ObservedCheck>& checks) {
+  int count = 0;
+  for (const results::ObservedCheck& c : checks) count += static_cast<int>(c.findings.size());
+  return count;
+}
+
+void PrintCheckJson(const std::string& db_path, const std::optional<std::string>& only, size_t pairs,
+                    const std::vector<results::FleetFinding>& findings, int regressions,
+                    const std::vector<results::ObservedCheck>& observed) {
+  OrderedJson list = OrderedJson::array();
+  for (const results::FleetFinding& f : findings) list.push_back(FleetFindingJson(f));
+  OrderedJson jobs = OrderedJson::array();
+  for (const results::ObservedCheck& c : observed) jobs.push_back(ObservedCheckJson(c));
+  const OrderedJson out = {{"db", db_path},
+                           {"workload", only ? nlohmann::json(*only) : nlohmann::json(nullptr)},
+                           {"hosts_checked", pairs},
+                           {"regressions", regressions},
+                           {"outliers", static_cast<int>(findings.size()) - regressions},
+                           {"findings", list},
+                           // Issue 22: training jobs held against their sweep.
+                           {"observed_findings", CountObservedFindings(observed)},
+                           {"observed", jobs}};
+  std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+void PrintCheckTable(const std::string& db_path, size_t pairs, const std::vector<results::FleetFinding>& findings,
+                     int regressions, const std::vector<results::ObservedCheck>& observed) {
+  const int outliers = static_cast<int>(findings.size()) - regressions;
+  std::cout << "feedtune check: " << db_path << ": " << pairs << " host/workload pairs, " << regressions
+            << (regressions == 1 ? " regression, " : " regressions, ") << outliers
+            << (outliers == 1 ? " outlier\n" : " outliers\n");
+  for (const results::FleetFinding& f : findings) std::cout << "  " << f.kind << ": " << f.text << "\n";
+  for (const results::ObservedCheck& c : observed) {
+    if (!c.sweep_run_id) {
+      std::cout << "  unchecked job: " << c.text << "\n";
+    } else if (c.findings.empty()) {
+      std::cout << "  holds: " << c.text << "\n";
+    } else {
+      const std::string who = "host " + c.observed.host.name + ", config " + c.observed.workload_name;
+      for (const results::ObservedFinding& f : c.findings) std::cout << "  " << f.kind << ": " << who << ": " << f.text << "\n";
+    }
+  }
+}
 
 }  // namespace
 
 int RunCheck(const Args& args) {
   po::options_description options("Options");
   std::string db_path, workload, format;
+  double slower_than_pct = results::kDefaultSlowerThan * 100;
   options.add_options()("help,h", "this help")("db", po::value(&db_path)->default_value(kDefaultDb),
                                                "results file (SQLite)")(
       "workload", po::value(&workload), "only this workload (its name)")(
+      "slower-than", po::value(&slower_than_pct)->default_value(slower_than_pct),
+      "flag a job this many percent below its swept samples/s")(
       "format", po::value(&format)->default_value("table"), "table | json");
   po::positional_options_description positional;
   int code = kExitOk;
@@ -51,49 +157,29 @@ int RunCheck(const Args& args) {
     std::cerr << "feedtune: --format must be table or json, got '" << format << "'\n";
     return kExitUsage;
   }
+  if (!std::isfinite(slower_than_pct) || slower_than_pct < 0 || slower_than_pct >= 100) {
+    std::cerr << "feedtune: --slower-than is a percentage from 0 to 100 (e.g. 10), got " << slower_than_pct << "\n";
+    return kExitUsage;
+  }
   const std::optional<std::string> only = workload.empty() ? std::nullopt : std::optional<std::string>(workload);
   try {
     const results::Store store = results::Store::OpenReadOnly(db_path);
     const std::vector<results::FleetFinding> findings = results::CheckFleet(store, only);
     const std::vector<results::CompareRow> rows = results::CollectCompareRows({&store}, only);
-    if (rows.empty() && only) {
+    const std::vector<results::ObservedCheck> observed = results::CheckObserved(store, only, slower_than_pct / 100);
+    if (rows.empty() && observed.empty() && only) {
       std::cerr << "feedtune: " << db_path << ": no runs of workload '" << workload
                 << "'; the file holds: " << results::DescribeStoredWorkloads(store) << "\n";
       return kExitFailure;
     }
     int regressions = 0;
     for (const auto& f : findings) regressions += f.kind == "regression" ? 1 : 0;
-    const int outliers = static_cast<int>(findings.size()) - regressions;
     if (format == "json") {
-      nlohmann::ordered_json list = nlohmann::ordered_json::array();
-      for (const results::FleetFinding& f : findings) {
-        list.push_back({{"kind", f.kind},
-                        {"workload", {{"name", f.workload_name}, {"hash", f.workload_hash}}},
-                        {"host", {{"name", f.host.name}, {"hostname", f.host.hostname}, {"machine_id", f.host.machine_id}}},
-                        {"class", f.machine_hash},
-                        {"run", f.run_id},
-                        {"best", {{"samples_per_s", Number(f.best_samples_per_s)}, {"ci", {Number(f.ci_low), Number(f.ci_high)}}}},
-                        {"reference",
-                         {{"run", f.reference_run_id > 0 ? nlohmann::json(f.reference_run_id) : nlohmann::json(nullptr)},
-                          {"samples_per_s", Number(f.reference_samples_per_s)},
-                          {"ci", {Number(f.reference_ci_low), Number(f.reference_ci_high)}}}},
-                        {"drop", Number(f.drop)},
-                        {"text", f.text}});
-      }
-      const nlohmann::ordered_json out = {{"db", db_path},
-                                          {"workload", only ? nlohmann::json(*only) : nlohmann::json(nullptr)},
-                                          {"hosts_checked", rows.size()},
-                                          {"regressions", regressions},
-                                          {"outliers", outliers},
-                                          {"findings", list}};
-      std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      PrintCheckJson(db_path, only, rows.size(), findings, regressions, observed);
     } else {
-      std::cout << "feedtune check: " << db_path << ": " << rows.size() << " host/workload pairs, " << regressions
-                << (regressions == 1 ? " regression, " : " regressions, ") << outliers
-                << (outliers == 1 ? " outlier\n" : " outliers\n");
-      for (const results::FleetFinding& f : findings) std::cout << "  " << f.kind << ": " << f.text << "\n";
+      PrintCheckTable(db_path, rows.size(), findings, regressions, observed);
     }
-    return findings.empty() ? kExitOk : kExitFailure;
+    return findings.empty() && CountObservedFindings(observed) == 0 ? kExitOk : kExitFailure;
   } catch (const results::StoreError& e) {
     std::cerr << "feedtune: " << e.what() << "\n";
     return kExitFailure;

@@ -24,6 +24,7 @@ int RunCompare(const Args& args);
 int RunMerge(const Args& args);
 int RunExport(const Args& args);
 int RunCheck(const Args& args);
+int RunObserve(const Args& args);
 int RunGenData(const Args& args, const std::atomic<bool>& stop);
 int RunInspect(const Args& args);
 int RunFleet(const Args& args);  // args[0]: slurm | k8s

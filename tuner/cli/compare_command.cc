@@ -117,7 +117,10 @@ int RunMerge(const Args& args) {
       std::cout << in.path() << ": runs added " << stats.runs_added << " (trials "
                 << stats.trials_added << "), updated " << stats.runs_updated
                 << ", already there " << stats.runs_skipped << "; new machines "
-                << stats.machines_added << "\n";
+                << stats.machines_added;
+      // Training jobs' observed runs (feedtune observe); said only when there are any.
+      if (stats.observed_added > 0) std::cout << "; observed runs " << stats.observed_added;
+      std::cout << "\n";
       total.runs_added += stats.runs_added;
       total.runs_updated += stats.runs_updated;
       total.machines_added += stats.machines_added;

@@ -43,7 +43,9 @@ Commands:
   compare           machines side by side, per workload (several --db files at once)
   merge OUT IN...   gather the runs of many results files into one
   export            the best settings of a run for a training job (torch, json, yaml, env)
-  check             regressions and class outliers in a fleet's results file (exit 1 when any)
+  check             regressions and class outliers in a fleet's results file, and training
+                    jobs that do not run as their sweep said (exit 1 when any)
+  observe           record what a training job saw (python: feedtune.watch) in a results file
   machine           print this machine's fingerprint
   gen-data          write a dataset: shards, one file per sample, npy, hdf5 or lmdb
   inspect PATH      what a .npy, HDF5 or LMDB file is, its traps, and a read measurement
@@ -91,6 +93,7 @@ int main(int argc, char** argv) {
   if (command == "merge") return RunMerge(args);
   if (command == "export") return RunExport(args);
   if (command == "check") return RunCheck(args);
+  if (command == "observe") return RunObserve(args);
   if (command == "gen-data") return RunGenData(args, g_stop);
   if (command == "inspect") return RunInspect(args);
   if (command == "fleet") return RunFleet(args);
