@@ -18,6 +18,13 @@ enum class WorkerMode { kProcess, kThread };
 // node (split when that node is unknown).
 enum class CpuBinding { kNone, kSplit, kNuma };
 
+// How a Python DataLoader starts its workers (torch's multiprocessing_context),
+// a knob of command workloads only: the native loader always forks from its
+// fork server (DESIGN.md §3) and ignores it. kDefault passes no context, so the
+// workers start the interpreter's way (fork on Linux before Python 3.14,
+// forkserver from 3.14); forkserver and spawn pickle the Dataset to each worker.
+enum class StartMethod { kDefault, kFork, kForkserver, kSpawn };
+
 // The settings a sweep varies, trial by trial. non_blocking belongs to the
 // training loop's `.to(device, non_blocking=...)` call, not to the DataLoader,
 // but users tune it together with the rest, so it travels here.
@@ -36,6 +43,8 @@ struct Knobs {
   // for a command, the environment it inherits).
   CpuBinding cpu_binding = CpuBinding::kNone;
   int worker_threads = 0;
+  // The workers' start method (command workloads; see StartMethod).
+  StartMethod multiprocessing_context = StartMethod::kDefault;
 
   bool operator==(const Knobs&) const = default;
 };
@@ -56,9 +65,12 @@ struct LoaderOptions {
 
 const char* WorkerModeName(WorkerMode mode);
 const char* CpuBindingName(CpuBinding binding);  // "none", "split", "numa"
+const char* StartMethodName(StartMethod method);  // "default", "fork", "forkserver", "spawn"
+// The method named so, or false for a name this version does not know.
+bool StartMethodFromName(const std::string& name, StartMethod* method);
 
 // The knobs in one short line for progress and notes: "nw=4 pin=1 nb=0 pf=2 pers=0",
-// then " bind=..." and " thr=N" only when set.
+// then " bind=...", " thr=N" and " mp=spawn" only when set.
 std::string KnobsShort(const Knobs& knobs);
 
 }  // namespace feedtune::loader

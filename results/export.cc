@@ -31,6 +31,22 @@ struct Settings {
   bool persistent_forced_off;
 };
 
+// The start method to hand the job: set only when the best trial named one
+// that is not the interpreter's default (the run's preflight said which);
+// "" = leave it to the interpreter. torch takes it only with workers.
+std::string StartMethodToEmit(const RunView& view, const TrialRecord& best) {
+  const loader::StartMethod method = best.knobs.multiprocessing_context;
+  if (method == loader::StartMethod::kDefault || best.knobs.num_workers == 0) return "";
+  const std::string name = loader::StartMethodName(method);
+  return name == view.run.python.default_start_method ? "" : name;
+}
+
+// The comment beside it: what the interpreter would use otherwise.
+std::string StartMethodNote(const RunView& view) {
+  const std::string& fallback = view.run.python.default_start_method;
+  return fallback.empty() ? std::string("as measured") : "as measured; the interpreter's default there is " + fallback;
+}
+
 Settings SettingsOf(const TrialRecord& best) {
   Settings s{best.knobs, best.knobs.num_workers > 0, false};
   if (s.knobs.num_workers == 0 && s.knobs.persistent_workers) {
@@ -122,6 +138,9 @@ DATALOADER_KWARGS = {
   }
   py += "    \"persistent_workers\": " + std::string(PyBool(s.knobs.persistent_workers)) + ",  # torch >= 1.7";
   if (s.persistent_forced_off) py += "; False because torch requires workers for it";
+  if (const std::string method = StartMethodToEmit(view, best); !method.empty()) {
+    py += "\n    \"multiprocessing_context\": \"" + method + "\",  # " + StartMethodNote(view);
+  }
   py += "\n}\n\n";
   py += "# non_blocking is not a DataLoader argument: pass it to the host-to-device copy,\n"
         "#   x = x.to(device, non_blocking=NON_BLOCKING)\n"
@@ -196,6 +215,9 @@ std::string Yaml(const RunView& view, const TrialRecord& best) {
   // threads per worker (OMP_NUM_THREADS; 0 = as the job's environment has it).
   yaml += std::string("cpu_binding: ") + loader::CpuBindingName(s.knobs.cpu_binding) + "\n";
   yaml += "worker_threads: " + std::to_string(s.knobs.worker_threads) + "\n";
+  if (const std::string method = StartMethodToEmit(view, best); !method.empty()) {
+    yaml += "multiprocessing_context: " + method + "  # " + StartMethodNote(view) + "\n";
+  }
   return yaml;
 }
 
@@ -212,6 +234,9 @@ std::string Env(const RunView& view, const TrialRecord& best) {
   env += "FEEDTUNE_PREFETCH_FACTOR=" +
          (s.prefetch_applies ? std::to_string(s.knobs.prefetch_factor) : std::string()) + "\n";
   env += std::string("FEEDTUNE_PERSISTENT_WORKERS=") + flag(s.knobs.persistent_workers) + "\n";
+  if (const std::string method = StartMethodToEmit(view, best); !method.empty()) {
+    env += "FEEDTUNE_MULTIPROCESSING_CONTEXT=" + method + "\n";
+  }
   if (best.knobs.worker_threads > 0) {  // the worker_threads phase's answer (tuner/search/search.h)
     env += "OMP_NUM_THREADS=" + std::to_string(best.knobs.worker_threads) + "\n";
     env += "MKL_NUM_THREADS=" + std::to_string(best.knobs.worker_threads) + "\n";
@@ -254,6 +279,9 @@ std::string RenderExport(const RunView& view, ExportFormat format, const ExportS
       return head + Torch(view, *best);
     case ExportFormat::kJson: {
       nlohmann::ordered_json j = ConfigJson(SettingsOf(*best));
+      if (const std::string method = StartMethodToEmit(view, *best); !method.empty()) {
+        j["multiprocessing_context"] = method;  // only when not the interpreter's default
+      }
       if (source != nullptr) {
         j["source"] = {{"match", source->match},      {"for_host", source->for_host},
                        {"why", source->why},          {"db", source->db_path},

@@ -165,6 +165,20 @@ struct TrialRecord {
   std::optional<NodeFigures> node;
 };
 
+// The interpreter a Python command workload ran under, as its preflight
+// reported it (tuner/measure/python_preflight.h); empty for other workloads and
+// for runs stored before schema v12.
+struct PythonFacts {
+  std::string python_version;        // "3.11.2"
+  std::string torch_version;         // "1.13.0a0"
+  // What multiprocessing_context=default means there: the start method a
+  // DataLoader's workers get without one ("fork", "forkserver", "spawn").
+  std::string default_start_method;
+
+  bool empty() const { return python_version.empty() && torch_version.empty() && default_start_method.empty(); }
+  bool operator==(const PythonFacts&) const = default;
+};
+
 struct RunRecord {
   int64_t id = 0;
   int64_t machine_id = 0;
@@ -194,6 +208,8 @@ struct RunRecord {
   // The host that ran it. Empty at BeginRun: the machine row's label and
   // hostname stand in (they are what files before hosts were kept read as).
   HostIdentity host;
+  // Schema v12: a Python command's interpreter (empty otherwise).
+  PythonFacts python;
 };
 
 // What a training job saw (an observed run, `feedtune observe`, python

@@ -22,12 +22,18 @@ using Json = nlohmann::ordered_json;
 Json Number(double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); }
 
 Json ConfigJson(const loader::Knobs& knobs) {
-  return Json{
+  Json config{
       {"batch_size", knobs.batch_size},           {"num_workers", knobs.num_workers},
       {"pin_memory", knobs.pin_memory},           {"non_blocking", knobs.non_blocking},
       {"prefetch_factor", knobs.prefetch_factor}, {"persistent_workers", knobs.persistent_workers},
       // Around the loader (tuner/search/search.h); worker_threads 0 = the workload's own.
       {"cpu_binding", loader::CpuBindingName(knobs.cpu_binding)}, {"worker_threads", knobs.worker_threads}};
+  // A Python command's start method, only when a trial named one: "default"
+  // (the interpreter's) is every other run's, which never had the key.
+  if (knobs.multiprocessing_context != loader::StartMethod::kDefault) {
+    config["multiprocessing_context"] = loader::StartMethodName(knobs.multiprocessing_context);
+  }
+  return config;
 }
 
 const TrialRecord* FindTrial(const RunView& view, std::optional<int64_t> id) {

@@ -266,6 +266,15 @@ CREATE TABLE observed (
 );
 CREATE INDEX observed_by_workload ON observed(workload_name);
 )sql",
+    // 11 -> 12: the workers' start method, a knob of command workloads
+    // ('default' = the interpreter's), and the interpreter a Python command
+    // ran under, as its preflight said ('' = not a Python command, or older).
+    R"sql(
+ALTER TABLE trials ADD COLUMN multiprocessing_context TEXT NOT NULL DEFAULT 'default';
+ALTER TABLE runs ADD COLUMN python_version TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN torch_version TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN default_start_method TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 // ISO 8601 UTC, the form RunRecord documents for its timestamps.
@@ -632,6 +641,17 @@ constexpr const char* kTrialColumnsV5Stand_in = "NULL";
 constexpr int kTrialKnobsVersion = 10;  // cpu_binding, worker_threads
 constexpr const char* kTrialColumnsKnobs = "cpu_binding, worker_threads";
 constexpr const char* kTrialColumnsKnobsStand_in = "'none', 0";
+constexpr int kStartMethodVersion = 12;  // trials.multiprocessing_context; runs' Python facts
+constexpr const char* kTrialColumnsV12 = "multiprocessing_context";
+constexpr const char* kTrialColumnsV11Stand_in = "'default'";
+constexpr const char* kRunColumnsV12 = "python_version, torch_version, default_start_method";
+constexpr const char* kRunColumnsV11Stand_in = "'', '', ''";
+
+// A stored start method; a name this version does not know reads as default.
+loader::StartMethod StartMethodFromStored(const std::string& name) {
+  loader::StartMethod method = loader::StartMethod::kDefault;
+  return loader::StartMethodFromName(name, &method) ? method : loader::StartMethod::kDefault;
+}
 
 // A stored cpu_binding; a name this version does not know reads as none.
 loader::CpuBinding BindingFromName(const std::string& name) {
@@ -648,14 +668,16 @@ std::string MachineColumns(int version) {
 std::string RunColumns(int version) {
   return std::string(kRunColumns) + ", " +
          (version >= 2 ? kRunColumnsV2 : kRunColumnsV1Stand_in) + ", " +
-         (version >= 7 ? kRunColumnsV7 : kRunColumnsV6Stand_in);
+         (version >= 7 ? kRunColumnsV7 : kRunColumnsV6Stand_in) + ", " +
+         (version >= kStartMethodVersion ? kRunColumnsV12 : kRunColumnsV11Stand_in);
 }
 std::string TrialColumns(int version) {
   return std::string(kTrialColumns) + ", " + (version >= 2 ? kTrialColumnsV2 : kTrialColumnsV1Stand_in) +
          ", " + (version >= 4 ? kTrialColumnsV4 : kTrialColumnsV3Stand_in) + ", " +
          (version >= 5 ? kTrialColumnsV5 : kTrialColumnsV4Stand_in) + ", " +
          (version >= 6 ? kTrialColumnsV6 : kTrialColumnsV5Stand_in) + ", " +
-         (version >= kTrialKnobsVersion ? kTrialColumnsKnobs : kTrialColumnsKnobsStand_in);
+         (version >= kTrialKnobsVersion ? kTrialColumnsKnobs : kTrialColumnsKnobsStand_in) + ", " +
+         (version >= kStartMethodVersion ? kTrialColumnsV12 : kTrialColumnsV11Stand_in);
 }
 
 RunRecord ReadRun(const Statement& row) {
@@ -684,6 +706,7 @@ RunRecord ReadRun(const Statement& row) {
   run.host.name = row.Text(21);
   run.host.hostname = row.Text(22);
   run.host.machine_id = row.Text(23);
+  run.python = {row.Text(24), row.Text(25), row.Text(26)};
   return run;
 }
 
@@ -933,12 +956,14 @@ int64_t Store::BeginRun(const RunRecord& run) {
   const std::string sql =
       "INSERT INTO runs (machine_id, workload_name, workload_hash, config_yaml, backend, "
       "version, started_at, status, calibration_json, uid, host_name, host_hostname, "
-      "host_machine_id) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)";
+      "host_machine_id, python_version, torch_version, default_start_method) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)";
   Statement insert(db_.get(), path_, "record run start", sql.c_str());
   insert
       .BindAll(run.machine_id, run.workload_name, run.workload_hash, run.config_yaml, run.backend,
                run.version, started_at, run.calibration_json, uid, host.name, host.hostname,
-               host.machine_id)
+               host.machine_id, run.python.python_version, run.python.torch_version,
+               run.python.default_start_method)
       .Run();
   const int64_t id = sqlite3_last_insert_rowid(db_.get());
   transaction.Commit();
@@ -956,7 +981,7 @@ int64_t Store::AddTrial(int64_t run_id, const TrialRecord& trial) {
 int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::string& operation) {
   const std::string sql = "INSERT INTO trials (" + TrialColumns(kSchemaVersion) +
                           ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                          "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+                          "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
   int64_t trial_id = 0;
   {
     Statement insert(db_.get(), path_, operation, sql.c_str());
@@ -969,7 +994,8 @@ int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::
                  t.wait_p99_us, t.worker_startup_s, t.cpu_util, t.peak_rss_bytes, t.repeats,
                  t.decision, t.time_to_first_batch_s, t.epoch_boundary_ms, t.cv,
                  t.worker_busy_frac, t.pinned_alloc_s, t.batches_per_epoch, t.worker_rss_bytes,
-                 std::string(loader::CpuBindingName(k.cpu_binding)), k.worker_threads)
+                 std::string(loader::CpuBindingName(k.cpu_binding)), k.worker_threads,
+                 std::string(loader::StartMethodName(k.multiprocessing_context)))
         .Run();
     trial_id = sqlite3_last_insert_rowid(db_.get());
   }
@@ -1131,8 +1157,8 @@ MergeStats Store::MergeFrom(const Store& source) {
         "INSERT INTO runs (machine_id, workload_name, workload_hash, config_yaml, backend, "
         "version, started_at, ended_at, status, knee_workers, knee_samples_per_s, "
         "knee_kneedle_workers, safe_max_workers, speedup, speedup_ci_low, speedup_ci_high, "
-        "calibration_json, uid, host_name, host_hostname, host_machine_id) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        "calibration_json, uid, host_name, host_hostname, host_machine_id, python_version, torch_version, "
+        "default_start_method) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     Statement insert(db_.get(), path_, operation, sql.c_str());
     insert
         .BindAll(machine->second, run.workload_name, run.workload_hash, run.config_yaml, run.backend,
@@ -1140,7 +1166,8 @@ MergeStats Store::MergeFrom(const Store& source) {
                  run.knee_workers, run.knee_samples_per_s, run.knee_kneedle_workers,
                  run.safe_max_workers, run.speedup, run.speedup_ci_low, run.speedup_ci_high,
                  run.calibration_json, run.uid, run.host.name, run.host.hostname,
-                 run.host.machine_id)
+                 run.host.machine_id, run.python.python_version, run.python.torch_version,
+                 run.python.default_start_method)
         .Run();
     const int64_t run_id = sqlite3_last_insert_rowid(db_.get());
     ++(replacing ? stats.runs_updated : stats.runs_added);
@@ -1242,6 +1269,7 @@ std::vector<TrialRecord> Store::LoadTrials(int64_t run_id) const {
     t.worker_rss_bytes = select.Double(30);
     t.knobs.cpu_binding = BindingFromName(select.Text(31));
     t.knobs.worker_threads = select.Int32(32);
+    t.knobs.multiprocessing_context = StartMethodFromStored(select.Text(33));
     index_by_id[t.id] = trials.size();
     trials.push_back(std::move(t));
   }

@@ -41,6 +41,8 @@ std::vector<std::pair<std::string, std::string>> PlaceholderValues(const Command
           {"prefetch_factor", std::to_string(k.prefetch_factor)},
           {"persistent_workers", Bool(k.persistent_workers)},
           {"batch_size", std::to_string(k.batch_size)},
+          // "default" = the interpreter's: the probe then passes no context.
+          {"multiprocessing_context", loader::StartMethodName(k.multiprocessing_context)},
           {"measure_seconds", Real(c.measure_seconds)},
           {"warmup_batches", std::to_string(c.warmup_batches)},
           {"step_us", std::to_string(c.step_us)},
@@ -75,8 +77,8 @@ std::string UnknownPlaceholder(std::string_view arg) {
 }
 
 bool IsKnobPlaceholder(std::string_view name) {
-  // kPlaceholders lists the six knobs first.
-  return std::find(kPlaceholders.begin(), kPlaceholders.begin() + 6, name) != kPlaceholders.begin() + 6;
+  const auto knobs_end = kPlaceholders.begin() + kKnobPlaceholders;
+  return std::find(kPlaceholders.begin(), knobs_end, name) != knobs_end;
 }
 
 std::string FirstKnobPlaceholder(std::string_view arg) {

@@ -29,10 +29,13 @@ struct CommandContext {
   int world_size = 1;            // sweep.ranks
 };
 
-inline constexpr std::array<std::string_view, 12> kPlaceholders = {
+// The per-trial knobs first (kKnobPlaceholders of them), then the sweep's settings.
+inline constexpr std::array<std::string_view, 13> kPlaceholders = {
     "num_workers",     "pin_memory",      "non_blocking",   "prefetch_factor", "persistent_workers",
-    "batch_size",      "measure_seconds", "warmup_batches", "step_us",         "sync_every_steps",
+    "batch_size",      "multiprocessing_context",
+    "measure_seconds", "warmup_batches", "step_us",         "sync_every_steps",
     "rank",            "world_size"};
+inline constexpr size_t kKnobPlaceholders = 7;
 
 // (placeholder name, value), in kPlaceholders order.
 std::vector<std::pair<std::string, std::string>> PlaceholderValues(const CommandContext& context);
@@ -46,7 +49,7 @@ std::string UnknownPlaceholder(std::string_view arg);
 
 // The first placeholder in `arg` that names a per-trial knob ({num_workers},
 // {pin_memory}, {non_blocking}, {prefetch_factor}, {persistent_workers},
-// {batch_size}), without braces; empty when there is none. A serving command
+// {batch_size}, {multiprocessing_context}), without braces; empty when there is none. A serving command
 // (workload.protocol serve) is started once per sweep, so such a placeholder
 // could only hold the first trial's value; it is a config error there.
 std::string FirstKnobPlaceholder(std::string_view arg);

@@ -56,6 +56,8 @@ def _from_environment(args, prog):
         except (ValueError, TypeError) as e:
             fail_usage(prog, "%s=%s in the environment: %s" % (name, text, e))
     context = os.environ.get(_ENV_PREFIX + "MULTIPROCESSING_CONTEXT", "")
+    if context == "default":  # feedtune's name for the interpreter's own: no context is passed
+        context = ""
     if args.multiprocessing_context is None and context:
         if context not in protocol.START_METHODS:
             fail_usage(prog, "FEEDTUNE_MULTIPROCESSING_CONTEXT=%s: expected one of %s"
@@ -134,6 +136,11 @@ def serve(dataset=None, step=None, collate_fn=None, sampler=None, worker_init_fn
     def make_setup():
         return Setup(args, parts, make_dataset, prog=prog)
 
+    if args.multiprocessing_context == "default":
+        args.multiprocessing_context = None
+    from . import preflight
+    if preflight.is_preflight():  # before the sweep's first trial (tuner/measure/python_preflight.h)
+        return preflight.run_preflight(make_setup)
     if args.serve or os.environ.get("FEEDTUNE_PROTOCOL") == "serve":
         given = ["--" + option.replace("_", "-") for option in protocol.PER_TRIAL if getattr(args, option) is not None]
         if given:

@@ -74,7 +74,7 @@ import json
 import os
 import sys
 
-from . import protocol
+from . import preflight, protocol
 from .measure import peak_rss_bytes
 from .session import EXIT_USAGE, Setup, UserParts, UsageError, fail_usage, load_object
 
@@ -100,9 +100,9 @@ def add_loop_options(p):
     k.add_argument("--non-blocking", type=parse_bool, help="default false")
     k.add_argument("--prefetch-factor", type=int, help="default 2")
     k.add_argument("--persistent-workers", type=parse_bool, help="default false")
-    k.add_argument("--multiprocessing-context", choices=protocol.START_METHODS,
+    k.add_argument("--multiprocessing-context", choices=("default",) + protocol.START_METHODS,
                    help="the workers' start method; default: the interpreter's (a request's optional "
-                        "\"multiprocessing_context\" with --serve)")
+                        "\"multiprocessing_context\" with --serve; feedtune's {multiprocessing_context})")
     k.add_argument("--shuffle", type=parse_bool, default=True)
     k.add_argument("--drop-last", type=parse_bool, default=True)
     t = p.add_argument_group("training loop and measurement (per request with --serve)")
@@ -249,6 +249,10 @@ def main(argv=None):
         parts = user_parts(args)
     except UsageError as e:
         fail_usage(PROG, str(e))
+    if args.multiprocessing_context == "default":
+        args.multiprocessing_context = None  # the interpreter's: no context is passed
+    if preflight.is_preflight():  # before the first trial of a sweep (python_preflight.h)
+        return preflight.run_preflight(lambda: make_setup(args, parts))
     if args.serve:
         given = ["--" + option.replace("_", "-") for option in protocol.PER_TRIAL if getattr(args, option) is not None]
         if args.multiprocessing_context:

@@ -1163,3 +1163,140 @@ TEST(SearchNodePhases, WorkerThreadsTriesTheSharePerWorkerTooAndKeepsNothingWith
 
 }  // namespace
 }  // namespace feedtune::tuner
+
+namespace feedtune::tuner {
+namespace {
+
+using loader::StartMethod;
+
+// The multiprocessing_context phase (a Python command with workers): each
+// method has its own worker start-up and epoch boundary, as a forkserver or
+// spawn worker pays for the pickled Dataset and fresh imports at each start.
+class StartMethodMeasurer final : public TrialMeasurer {
+ public:
+  // `gain` per method resolved: the throughput factor over the fork figure.
+  StartMethodMeasurer(StartMethod default_method, std::map<StartMethod, double> gain)
+      : default_(default_method), gain_(std::move(gain)) {}
+  TrialRecord Measure(const loader::Knobs& knobs) override { return MeasurePlanned(knobs, {}); }
+  TrialRecord MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) override {
+    plans.push_back(plan);
+    const StartMethod method =
+        knobs.multiprocessing_context == StartMethod::kDefault ? default_ : knobs.multiprocessing_context;
+    TrialRecord t;
+    t.knobs = knobs;
+    const double factor = gain_.count(method) != 0 ? gain_[method] : 1.0;
+    t.samples_per_s = 1000.0 * std::min(std::max(knobs.num_workers, 1), 2) * factor;
+    t.ci_low = t.samples_per_s * 0.99;
+    t.ci_high = t.samples_per_s * 1.01;
+    t.repeats = 3;
+    const double startup = method == StartMethod::kFork ? 0.05 : method == StartMethod::kForkserver ? 0.4 : 1.2;
+    t.worker_startup_s = knobs.num_workers > 0 ? startup : NAN;
+    t.epoch_boundary_ms = plan.window_epochs > 0 && !knobs.persistent_workers ? startup * 1000 : NAN;
+    return t;
+  }
+  std::vector<TrialPlan> plans;
+
+ private:
+  StartMethod default_;
+  std::map<StartMethod, double> gain_;
+};
+
+SearchSetup PythonSetup(StartMethod default_method) {
+  SearchSetup setup;
+  setup.max_workers = 4;
+  setup.python_workload = true;
+  setup.default_start_method = default_method;
+  return setup;
+}
+
+std::vector<StartMethod> MethodsTried(const SearchRun& r) {
+  std::vector<StartMethod> tried;
+  for (const auto& t : r.outcome.trials) {
+    if (t.phase == "multiprocessing_context") tried.push_back(t.knobs.multiprocessing_context);
+  }
+  return tried;
+}
+
+// Python 3.14: forkserver is the default. With sweep.start_methods auto the
+// phase measures the default again as its reference, then fork and spawn over
+// whole epochs; fork gains 30% (no pickling, no re-import at each epoch's
+// restart) and is kept; the decision names each method's start-up.
+TEST(SearchStartMethod, ADefaultOtherThanForkIsSweptAndAGainIsKept) {
+  StartMethodMeasurer m(StartMethod::kForkserver, {{StartMethod::kFork, 1.3}, {StartMethod::kSpawn, 0.8}});
+  const SearchRun r = RunOn(m, {}, PythonSetup(StartMethod::kForkserver));
+  EXPECT_EQ(MethodsTried(r), (std::vector<StartMethod>{StartMethod::kDefault, StartMethod::kFork, StartMethod::kSpawn}));
+  const PhaseDecision* phase = Phase(r, "multiprocessing_context");
+  ASSERT_NE(phase, nullptr);
+  EXPECT_TRUE(phase->kept) << phase->why;
+  EXPECT_NE(phase->why.find("kept fork: +30.0%"), std::string::npos) << phase->why;
+  EXPECT_NE(phase->why.find("forkserver (the default): worker start-up 0.400 s, epoch boundary 400.0 ms"),
+            std::string::npos) << phase->why;
+  EXPECT_NE(phase->why.find("spawn: worker start-up 1.200 s"), std::string::npos) << phase->why;
+  EXPECT_EQ(Best(r).knobs.multiprocessing_context, StartMethod::kFork);
+  // The same windows for every method: whole epochs, since workers restart at each.
+  for (size_t i = 0; i < r.outcome.trials.size(); ++i) {
+    if (r.outcome.trials[i].phase == "multiprocessing_context") EXPECT_GT(m.plans[i].window_epochs, 0) << i;
+  }
+  // The final check re-measures the kept method.
+  EXPECT_EQ(r.outcome.trials.back().knobs.multiprocessing_context, StartMethod::kFork);
+}
+
+// Where fork is the default (Python <= 3.13 on Linux), auto leaves the start
+// method alone; listing the methods measures them anyway, and a method that
+// only costs start-up is not kept.
+TEST(SearchStartMethod, ForkByDefaultIsNotSweptUnlessTheConfigListsTheMethods) {
+  StartMethodMeasurer m(StartMethod::kFork, {{StartMethod::kForkserver, 0.97}, {StartMethod::kSpawn, 0.9}});
+  const SearchRun r = RunOn(m, {}, PythonSetup(StartMethod::kFork));
+  EXPECT_TRUE(MethodsTried(r).empty());
+  ASSERT_NE(Phase(r, "multiprocessing_context"), nullptr);
+  EXPECT_NE(Phase(r, "multiprocessing_context")->why.find("not tried: the interpreter's default start method is fork"),
+            std::string::npos);
+
+  SweepOptions listed;
+  listed.start_methods = {StartMethod::kFork, StartMethod::kForkserver, StartMethod::kSpawn};
+  StartMethodMeasurer m2(StartMethod::kFork, {{StartMethod::kForkserver, 0.97}, {StartMethod::kSpawn, 0.9}});
+  const SearchRun swept = RunOn(m2, listed, PythonSetup(StartMethod::kFork));
+  EXPECT_EQ(MethodsTried(swept),
+            (std::vector<StartMethod>{StartMethod::kDefault, StartMethod::kForkserver, StartMethod::kSpawn}));
+  const PhaseDecision* phase = Phase(swept, "multiprocessing_context");
+  ASSERT_NE(phase, nullptr);
+  EXPECT_FALSE(phase->kept);
+  EXPECT_NE(phase->why.find("kept fork: no other method gained"), std::string::npos) << phase->why;
+  EXPECT_NE(phase->why.find("forkserver: worker start-up 0.400 s"), std::string::npos) << phase->why;
+  EXPECT_EQ(Best(swept).knobs.multiprocessing_context, StartMethod::kDefault);
+}
+
+// Not a Python command (or one that gave no preflight): no phase at all, so
+// native reports read as before. Without workers: not tried, said so.
+TEST(SearchStartMethod, OnlyPythonWorkloadsWithWorkersHaveThePhase) {
+  StartMethodMeasurer m(StartMethod::kForkserver, {});
+  SearchSetup native = PythonSetup(StartMethod::kForkserver);
+  native.python_workload = false;
+  const SearchRun r = RunOn(m, {}, native);
+  EXPECT_EQ(Phase(r, "multiprocessing_context"), nullptr);
+  EXPECT_TRUE(MethodsTried(r).empty());
+
+  ScriptedMeasurer flat([](const loader::Knobs&, const TrialPlan&, int) { return 1000.0; });
+  const SearchRun none = RunOn(flat, {}, PythonSetup(StartMethod::kForkserver));
+  ASSERT_NE(Phase(none, "multiprocessing_context"), nullptr);
+  EXPECT_EQ(Phase(none, "multiprocessing_context")->why, "not tried: without workers no process is started");
+}
+
+// A resumed run replays its stored trials and takes the same decisions.
+TEST(SearchStartMethod, AResumedRunReachesTheSameDecisions) {
+  const std::map<StartMethod, double> gains = {{StartMethod::kFork, 1.3}, {StartMethod::kSpawn, 0.8}};
+  StartMethodMeasurer whole(StartMethod::kForkserver, gains);
+  std::vector<TrialRecord> stored;
+  const SearchRun full = RunOn(whole, {}, PythonSetup(StartMethod::kForkserver), &stored);
+  for (size_t cut = 1; cut < stored.size(); cut += 3) {
+    std::vector<TrialRecord> head(stored.begin(), stored.begin() + static_cast<std::ptrdiff_t>(cut));
+    StartMethodMeasurer rest(StartMethod::kForkserver, gains);
+    ReplayMeasurer replay(head, rest);
+    const SearchRun resumed = RunOn(replay, {}, PythonSetup(StartMethod::kForkserver));
+    ASSERT_EQ(resumed.seen, full.seen) << "cut " << cut;
+    EXPECT_EQ(Best(resumed).knobs, Best(full).knobs) << "cut " << cut;
+  }
+}
+
+}  // namespace
+}  // namespace feedtune::tuner

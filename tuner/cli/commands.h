@@ -18,6 +18,7 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop);
 int RunTrial(const Args& args, const std::atomic<bool>& stop);
 int RunDiagnose(const Args& args, const std::atomic<bool>& stop);
 int RunValidate(const Args& args);
+int RunInit(const Args& args);
 int RunReport(const Args& args);
 int RunMachine(const Args& args);
 int RunCompare(const Args& args);

@@ -34,11 +34,13 @@ Usage: feedtune <command> [options]     (feedtune <command> --help for details)
 Commands:
   sweep CONFIG      run the tuning sequence on this machine and store every trial
                     (baseline -> pin_memory -> num_workers -> non_blocking ->
-                     prefetch_factor -> persistent_workers -> cpu_binding ->
-                     worker_threads; sweep.ranks N: every rank's loader at once)
+                     prefetch_factor -> persistent_workers -> multiprocessing_context
+                     (Python) -> cpu_binding -> worker_threads; sweep.ranks N:
+                     every rank's loader at once)
   trial CONFIG      measure one configuration, no search (--set key=value to vary it)
   diagnose CONFIG   where the time goes at one setting: stage rates, the bottleneck, advice
   validate CONFIG   check a config and print it with every default filled in
+  init --script F   a commented config that sweeps your tune.py (feedtune.serve)
   report            show a stored run as a table, JSON or an HTML page with charts
   compare           machines side by side, per workload (several --db files at once)
   merge OUT IN...   gather the runs of many results files into one
@@ -87,6 +89,7 @@ int main(int argc, char** argv) {
   if (command == "trial") return RunTrial(args, g_stop);
   if (command == "diagnose") return RunDiagnose(args, g_stop);
   if (command == "validate") return RunValidate(args);
+  if (command == "init") return RunInit(args);
   if (command == "report") return RunReport(args);
   if (command == "machine") return RunMachine(args);
   if (command == "compare") return RunCompare(args);

@@ -212,9 +212,16 @@ struct FaultKey {  // null, or {kind: throw|exit|abort|segv|hang, at_sample: N}
   const workloads::FaultOptions& (*get)(const SweepConfig&);
   workloads::FaultOptions& (*mut)(SweepConfig&);
 };
+// "auto" (stored as an empty list) or a non-empty list of distinct start
+// methods other than default (fork, forkserver, spawn).
+struct StartMethodsKey {
+  const std::vector<loader::StartMethod>& (*get)(const SweepConfig&);
+  std::vector<loader::StartMethod>& (*mut)(SweepConfig&);
+};
 
 using KeyType = std::variant<IntKey, AutoIntKey, SeedKey, RealKey, BoolKey, EnumKey, LabelKey,
-                             IntListKey, StringKey, OptionalStringKey, StringListKey, SizeKey, FaultKey>;
+                             IntListKey, StringKey, OptionalStringKey, StringListKey, SizeKey, FaultKey,
+                             StartMethodsKey>;
 
 // Part of WorkloadHash? kIfSet: only when it differs from its default, so a key
 // added later leaves the hashes of existing workloads as they were.
@@ -295,6 +302,11 @@ constexpr SizeKey Size(int64_t lo, int64_t hi) {
 template <auto... kM>
 constexpr FaultKey Fault() {
   return {&GetObject<workloads::FaultOptions, kM...>, &MutObject<workloads::FaultOptions, kM...>};
+}
+template <auto... kM>
+constexpr StartMethodsKey StartMethods() {
+  using Methods = std::vector<loader::StartMethod>;
+  return {&GetObject<Methods, kM...>, &MutObject<Methods, kM...>};
 }
 
 constexpr bool kClosed = false;
@@ -417,6 +429,12 @@ constexpr Key kKeys[] = {
     // Intra-op threads per worker and rank (Knobs::worker_threads; 0 = the
     // workload's own): a sweep varies it, a trial can name it.
     {"loader.worker_threads", Hashed::kNo, Int<kLoader, kKnobs, &Knobs::worker_threads>(0, 1024)},
+    // The Python workers' start method (Knobs::multiprocessing_context): a
+    // command's knob, passed to the probe per trial; default = the interpreter's.
+    {"loader.multiprocessing_context", Hashed::kNo,
+     Enum<kLoader, kKnobs, &Knobs::multiprocessing_context>(
+         static_cast<int>(loader::StartMethod::kSpawn) + 1, &EnumName<loader::StartMethod, &loader::StartMethodName>),
+     kCommandOnly},
     {"loader.timeout_s", Hashed::kNo,
      Real<kLoader, &LoaderOptions::timeout_s>(0, kClosed, kInf, kOpen)},
     {"loader.seed", Hashed::kYes, Seed<kLoader, &LoaderOptions::seed>()},
@@ -451,6 +469,8 @@ constexpr Key kKeys[] = {
     {"sweep.cpu_binding", Hashed::kNo,
      Enum<kSweep, &SweepOptions::cpu_binding>(static_cast<int>(BindingChoice::kNuma) + 1,
                                               &EnumName<BindingChoice, &BindingChoiceName>)},
+    // The multiprocessing_context phase's methods (tuner/search/search.h).
+    {"sweep.start_methods", Hashed::kNo, StartMethods<kSweep, &SweepOptions::start_methods>(), kCommandOnly},
     // After the final check, stage trials at the best setting (tuner/measure/stage_runner.h).
     {"sweep.diagnose", Hashed::kNo, Bool<kSweep, &SweepOptions::diagnose>()},
     {"sweep.budget.memory_fraction", Hashed::kNo,
@@ -1096,8 +1116,41 @@ class Parser {
               }
               fault = parsed;
             },
+            [&](const StartMethodsKey& k) { k.mut(config) = ReadStartMethods(value, mark, key.path); },
         },
         key.type);
+  }
+
+  // sweep.start_methods: auto (empty) or a list of distinct fork|forkserver|spawn.
+  std::vector<loader::StartMethod> ReadStartMethods(const YAML::Node& value, const YAML::Mark& mark,
+                                                    std::string_view path) const {
+    if (value.IsScalar() && value.Scalar() == "auto") return {};
+    const std::string expected = "expected auto or a non-empty list of distinct fork|forkserver|spawn";
+    if (!value.IsSequence() || value.size() == 0) Fail(mark, path, expected + ", got " + Describe(value));
+    const std::vector<std::string_view> names = {"fork", "forkserver", "spawn"};
+    std::vector<loader::StartMethod> methods;
+    for (size_t i = 0; i < value.size(); ++i) {
+      const YAML::Node item = value[i];
+      const std::string item_path = std::string(path) + "[" + std::to_string(i) + "]";
+      const YAML::Mark item_mark = item.Mark().is_null() ? mark : item.Mark();
+      loader::StartMethod method = loader::StartMethod::kDefault;
+      if (!item.IsScalar() || item.Scalar() == "default" || !loader::StartMethodFromName(item.Scalar(), &method)) {
+        std::string what = "expected one of fork|forkserver|spawn, got " + Describe(item);
+        if (item.IsScalar()) {
+          if (item.Scalar() == "default") {
+            what += " (name the methods: the interpreter's default is among them when listed by name)";
+          } else if (std::string_view close = ClosestName(item.Scalar(), names); !close.empty()) {
+            what += "; did you mean '" + std::string(close) + "'?";
+          }
+        }
+        Fail(item_mark, item_path, what);
+      }
+      if (std::find(methods.begin(), methods.end(), method) != methods.end()) {
+        Fail(item_mark, item_path, "expected a method not already in the list, got " + Describe(item));
+      }
+      methods.push_back(method);
+    }
+    return methods;
   }
 
   // Checks between keys, after all of them are read.
@@ -1563,6 +1616,14 @@ std::string FormatValue(const Key& key, const SweepConfig& config) {
             return std::string("{kind: ") + workloads::FaultKindName(fault.kind) +
                    ", at_sample: " + std::to_string(fault.at_sample) + "}";
           },
+          [&](const StartMethodsKey& k) {
+            if (k.get(config).empty()) return std::string("auto");
+            std::string out = "[";
+            for (const loader::StartMethod m : k.get(config)) {
+              out += (out.size() > 1 ? ", " : "") + std::string(loader::StartMethodName(m));
+            }
+            return out + "]";
+          },
       },
       key.type);
 }
@@ -1870,6 +1931,11 @@ std::string ToYaml(const SweepConfig& config) {
     if (const auto* list = std::get_if<IntListKey>(&key.type)) {
       out << YAML::Flow << YAML::BeginSeq;
       for (int v : list->get(config)) out << std::to_string(v);
+      out << YAML::EndSeq;
+    } else if (const auto* methods = std::get_if<StartMethodsKey>(&key.type);
+               methods != nullptr && !methods->get(config).empty()) {
+      out << YAML::Flow << YAML::BeginSeq;
+      for (const loader::StartMethod m : methods->get(config)) out << loader::StartMethodName(m);
       out << YAML::EndSeq;
     } else if (const auto* strings = std::get_if<StringListKey>(&key.type)) {
       out << YAML::Flow << YAML::BeginSeq;

@@ -50,6 +50,11 @@ struct SweepOptions {
   // 0 = auto: the number of CUDA devices, 1 without one.
   int ranks = 0;
   BindingChoice cpu_binding = BindingChoice::kAuto;
+  // The workers' start methods the multiprocessing_context phase measures
+  // (command workloads; tuner/search/search.h). Empty = auto: the interpreter's
+  // default and the others, only when that default is not fork (Python 3.14+);
+  // a list measures those methods whatever the default.
+  std::vector<loader::StartMethod> start_methods;
 };
 
 struct SweepConfig {

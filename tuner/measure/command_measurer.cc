@@ -424,6 +424,11 @@ results::TrialRecord CommandMeasurer::MeasureServed(const loader::Knobs& knobs, 
   // A serving command was started once, so its thread count comes per trial:
   // the probe calls torch.set_num_threads with it (docs/command-protocol.md).
   if (knobs.worker_threads > 0) request["worker_threads"] = knobs.worker_threads;
+  // The workers' start method; left out for the interpreter's default, so a
+  // serving command that predates the knob reads the request as before.
+  if (knobs.multiprocessing_context != loader::StartMethod::kDefault) {
+    request["multiprocessing_context"] = loader::StartMethodName(knobs.multiprocessing_context);
+  }
   const ServedTrial served = server_->RunTrial(request.dump(), trial_id, repeats, timeout_s, stop_);  // throws Interrupted
   if (!served.ok) {
     const std::string stderr_tail = server_->stderr_tail();

@@ -66,8 +66,8 @@ std::string BoundaryMs(const TrialRecord& t) {
 
 // Where the sequence is, for the estimate of trials left.
 enum class Stage {
-  kBaseline, kPin, kWorkers, kNonBlocking, kPrefetch, kPersistent, kRevisit, kBinding, kThreads, kCombined, kFinal,
-  kDone
+  kBaseline, kPin, kWorkers, kNonBlocking, kPrefetch, kPersistent, kRevisit, kStartMethod, kBinding, kThreads,
+  kCombined, kFinal, kDone
 };
 
 class Search {
@@ -123,12 +123,17 @@ class Search {
         stage_ = Stage::kRevisit;
         WorkersWithPersistent();
       }
+      stage_ = Stage::kStartMethod;
+      StartMethodPhase();
       NodePhases();
       stage_ = Stage::kCombined;
       Combined();
     } else {
       AddPhase("prefetch_factor", false, "not tried: without workers there is nothing to prefetch");
       AddPhase("persistent_workers", false, "not tried: without workers there is nothing to keep alive");
+      if (setup_.python_workload) {
+        AddPhase("multiprocessing_context", false, "not tried: without workers no process is started");
+      }
       NodePhases();  // the rank's own threads and CPUs still matter without workers
     }
     outcome_.best = current_index_;
@@ -154,18 +159,21 @@ class Search {
                             ? 1 + (setup_.numa_known ? 1 : 0)
                             : 0;
     const int threads = setup_.default_worker_threads > 1 ? 1 : 0;
+    const int methods = static_cast<int>(StartMethodCandidates().size());
+    const int start_method = methods > 0 ? 1 + methods : 0;
     const int final_check = 2 * repeats();
-    const int after_workers = 1 + prefetch + persistent + binding + threads + final_check;
+    const int after_workers = 1 + prefetch + persistent + start_method + binding + threads + final_check;
     switch (stage_) {
       case Stage::kBaseline: return 1 + 4 + after_workers;
       case Stage::kPin: return 4 + after_workers;
       case Stage::kWorkers: return (refining_ ? 1 : std::max(0, 2 - misses_) + 1) + after_workers;
       case Stage::kNonBlocking: return after_workers - 1;
       case Stage::kPrefetch:
-        return std::max(0, prefetch - prefetch_done_) + persistent + binding + threads + final_check;
+        return std::max(0, prefetch - prefetch_done_) + persistent + start_method + binding + threads + final_check;
       case Stage::kPersistent:
-        return std::max(0, persistent - persistent_done_) + binding + threads + final_check;
-      case Stage::kRevisit: return 2 + binding + threads + final_check;
+        return std::max(0, persistent - persistent_done_) + start_method + binding + threads + final_check;
+      case Stage::kRevisit: return 2 + start_method + binding + threads + final_check;
+      case Stage::kStartMethod: return std::max(0, start_method - start_method_done_) + binding + threads + final_check;
       case Stage::kBinding: return binding + threads + final_check;
       case Stage::kThreads: return threads + final_check;
       case Stage::kCombined: return 2 * repeats();
@@ -841,9 +849,110 @@ class Search {
 
   static std::string NameOf(const char* phase, const loader::Knobs& k) {
     if (std::string(phase) == "cpu_binding") return loader::CpuBindingName(k.cpu_binding);
+    if (std::string(phase) == "multiprocessing_context") return loader::StartMethodName(k.multiprocessing_context);
     return ThreadsText(k.worker_threads);
   }
   static std::string ThreadsText(int n) { return std::to_string(n) + (n == 1 ? " thread" : " threads"); }
+
+  // The method StartMethod::kDefault stands for here (kDefault when unknown).
+  loader::StartMethod Resolved(loader::StartMethod method) const {
+    return method == loader::StartMethod::kDefault ? setup_.default_start_method : method;
+  }
+
+  // The methods the multiprocessing_context phase measures besides the
+  // current one (search.h); empty when the phase does not run, with the
+  // reason in `why`.
+  std::vector<loader::StartMethod> StartMethodCandidates(std::string* why = nullptr) const {
+    using loader::StartMethod;
+    std::string unused;
+    std::string& reason = why != nullptr ? *why : unused;
+    if (!setup_.python_workload) {
+      reason = "not tried: not a Python command workload";
+      return {};
+    }
+    std::vector<StartMethod> methods = options_.start_methods;
+    if (methods.empty()) {
+      if (setup_.default_start_method == StartMethod::kDefault || setup_.default_start_method == StartMethod::kFork) {
+        reason = std::string("not tried: the interpreter's default start method is ") +
+                 (setup_.default_start_method == StartMethod::kFork ? "fork" : "unknown") +
+                 " (sweep.start_methods auto measures the methods when it is not fork; list them to measure "
+                 "them anyway)";
+        return {};
+      }
+      methods = {StartMethod::kFork, StartMethod::kForkserver, StartMethod::kSpawn};
+    }
+    const StartMethod now = Resolved(current_.multiprocessing_context);
+    std::erase_if(methods, [&](StartMethod m) { return m == now; });
+    if (methods.empty()) reason = "not tried: sweep.start_methods lists only the current method";
+    return methods;
+  }
+
+  // "fork: start-up 0.12 s, epoch boundary 35.0 ms": what the start method costs.
+  std::string StartCost(const TrialRecord& t) const {
+    const std::string startup =
+        std::isfinite(t.worker_startup_s) ? Format("%.3f s", t.worker_startup_s) : std::string("not measured");
+    const loader::StartMethod method = Resolved(t.knobs.multiprocessing_context);
+    std::string name = loader::StartMethodName(method);
+    if (t.knobs.multiprocessing_context == loader::StartMethod::kDefault && method != loader::StartMethod::kDefault) {
+      name += " (the default)";
+    }
+    return name + ": worker start-up " + startup + ", epoch boundary " + BoundaryMs(t);
+  }
+
+  // multiprocessing_context (search.h): the current method again as the
+  // reference, then each other method, all with the same windows.
+  void StartMethodPhase() {
+    const char* phase = "multiprocessing_context";
+    std::string why;
+    const std::vector<loader::StartMethod> candidates = StartMethodCandidates(&why);
+    if (candidates.empty()) {
+      if (setup_.python_workload) AddPhase(phase, false, why);
+      return;
+    }
+    TrialPlan plan;
+    std::string epochs_note;
+    if (!current_.persistent_workers) plan.window_epochs = PersistentWindowEpochs(&epochs_note);
+    start_method_done_ = 0;
+    const size_t reference = Measure(phase, current_, plan);
+    ++start_method_done_;
+    if (trials()[reference].status != "ok") {
+      Decide(reference, "");
+      AddPhase(phase, false, trials()[reference].decision);
+      return;
+    }
+    Decide(reference, "reference: " + StartCost(trials()[reference]));
+    std::optional<size_t> best;
+    std::string costs = StartCost(trials()[reference]);
+    for (const loader::StartMethod method : candidates) {
+      loader::Knobs knobs = current_;
+      knobs.multiprocessing_context = method;
+      const size_t index = Measure(phase, knobs, plan);
+      ++start_method_done_;
+      const TrialRecord& t = trials()[index];
+      if (t.status != "ok") {
+        Decide(index, "");
+        costs += "; " + std::string(loader::StartMethodName(method)) + ": failed";
+        continue;
+      }
+      costs += "; " + StartCost(t);
+      const TrialRecord& ref = trials()[reference];
+      if (IsGain(t, ref, options_.gain_threshold)) {
+        Decide(index, "gains " + Percent(Gain(t, ref)) + "; " + StartCost(t));
+        if (!best || t.samples_per_s > trials()[*best].samples_per_s) best = index;
+      } else {
+        Decide(index, NotKept(t, ref, options_.gain_threshold) + "; " + StartCost(t));
+      }
+    }
+    if (best) {
+      current_ = trials()[*best].knobs;
+      current_index_ = *best;
+      AddPhase(phase, true, "kept " + NameOf(phase, current_) + ": " +
+                                Percent(Gain(trials()[*best], trials()[reference])) + " (" + costs + ")");
+    } else {
+      AddPhase(phase, false, std::string("kept ") + loader::StartMethodName(Resolved(current_.multiprocessing_context)) +
+                                 ": no other method gained beyond the noise and the threshold (" + costs + ")");
+    }
+  }
 
   // cpu_binding (node sweeps, sweep.cpu_binding auto): split, and numa where
   // the ranks' GPUs' NUMA nodes are known (elsewhere numa is split).
@@ -1024,6 +1133,7 @@ class Search {
   };
   std::vector<SmallGain> small_gains_;
   std::optional<size_t> persistent_reference_;  // the off trial over whole epochs
+  int start_method_done_ = 0;                   // the multiprocessing_context phase's trials so far
   std::vector<std::pair<int, size_t>> workers_curve_;  // (workers, trial index), ascending, after refinement
   int persistent_plan_epochs_ = 1;
   std::optional<int> seeded_knee_;  // where the seeded doubling started

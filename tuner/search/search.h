@@ -48,6 +48,17 @@
 //                   workers (the rank's own threads and mask matter then), and
 //                   before combined, which keeps what they kept; they are no
 //                   candidates for it (each is kept or not on its own)
+//   multiprocessing_context (a Python command with workers; before the two
+//                   above) the workers' start method: when the interpreter's
+//                   default is not fork (Python 3.14+) with sweep.start_methods
+//                   auto, or the methods sweep.start_methods lists. The current
+//                   method is measured again as the phase's reference, then
+//                   each other method, all with the same windows: whole
+//                   epochs when workers restart at each epoch (as the
+//                   persistent_workers phase sizes them), so the epoch
+//                   boundary is inside the figure; every trial reports its
+//                   worker start-up. The best that gains by THE RULE is kept;
+//                   not a candidate for combined
 //   combined        (workers only) the changes whose median gained but that
 //                   were not kept (more workers than the knee with a higher
 //                   median, non_blocking, the best prefetch_factor,
@@ -148,6 +159,11 @@ struct SearchSetup {
   // native workload's workload.cpu_threads; a command's, torch's default of a
   // thread per usable CPU. 0 = the workload has none to set: no phase.
   int default_worker_threads = 0;
+  // A Python command workload (its preflight ran: tuner/measure/python_preflight.h):
+  // the multiprocessing_context phase may run. default_start_method is what
+  // StartMethod::kDefault means there (the interpreter's; kDefault = unknown).
+  bool python_workload = false;
+  loader::StartMethod default_start_method = loader::StartMethod::kDefault;
   std::optional<SearchSeed> seed;  // the seeded sequence above; nullopt = unseeded
 };
 
