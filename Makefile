@@ -1,11 +1,12 @@
 # The two commands of the README, and the helpers around them.
 #   make sweep   set up, build (Release), run the quickstart sweep into results/feedtune.db
-#   make test    set up, build, run the test suite
+#   make test    set up, build, run the test suite (every tier)
+#   make check   the unit tier only, while editing (docs/development.md)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build sweep test test-asan test-tsan fuzz bench grid-vs-sweep regret probe-protocol formats-bench fleet-scale seed-bench node-bench trace-bench clean
+.PHONY: all deps build sweep test check test-asan test-tsan fuzz bench grid-vs-sweep regret probe-protocol formats-bench fleet-scale seed-bench node-bench trace-bench clean
 
 all: build
 
@@ -21,6 +22,15 @@ sweep: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# docs/config.md from the config key table (a test fails when they differ).
+.PHONY: config-docs
+config-docs: build
+	$(BUILD)/tuner/cli/feedtune config-keys > docs/config.md
+
+# The unit tier: in process, scripted measurers, no sweep through the binary.
+check: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
 
 # Under sanitizers (separate build folders): the whole suite with ASan+UBSan,
 # the loader and tuner suites with TSan.
@@ -94,6 +104,13 @@ node-bench: build
 # prints both figures and their ratio (about 30 s).
 trace-bench: build
 	bench/trace_overhead.py --feedtune $(BUILD)/tuner/cli/feedtune --pairs 9
+
+# A 1e9-sample synthetic epoch (loader/sampler.h: the order computed on
+# demand): time to the first batch and the sampler's memory, per worker mode
+# (targets: under 1 s, under 16 MiB).
+.PHONY: epoch-bench
+epoch-bench: build
+	$(BUILD)/bench/feedtune_epoch_bench
 
 # Renders an HTML report to docs/report.png with headless Chromium (installed
 # here only: scripts/setup-deps --chromium). DB=... picks the results file.
