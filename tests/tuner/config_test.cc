@@ -158,7 +158,7 @@ TEST(ConfigErrorTest, UnknownKeyWithoutCloseMatchListsAllowedKeys) {
       ErrorOf("loader:\n  frobnicate: 4\n"),
       "x.yaml:2:3: loader.frobnicate: unknown key; allowed keys: batch_size, shuffle, drop_last, "
       "worker_mode, num_workers, pin_memory, non_blocking, prefetch_factor, persistent_workers, "
-      "worker_threads, timeout_s, seed");
+      "worker_threads, multiprocessing_context, timeout_s, seed");
 }
 
 TEST(ConfigErrorTest, KeyInWrongSectionNamesItsPlace) {
@@ -276,7 +276,8 @@ TEST(ConfigErrorTest, CommandArgv) {
   EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [p, \"{zzz}\"]\n"),
             "x.yaml:3:13: workload.argv[1]: unknown placeholder {zzz}; known: {num_workers}, "
             "{pin_memory}, {non_blocking}, {prefetch_factor}, {persistent_workers}, {batch_size}, "
-            "{measure_seconds}, {warmup_batches}, {step_us}, {sync_every_steps}, {rank}, {world_size}");
+            "{multiprocessing_context}, {measure_seconds}, {warmup_batches}, {step_us}, {sync_every_steps}, "
+            "{rank}, {world_size}");
   // JSON in an argument is not a placeholder.
   EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [p, '{\"a\": 1}', '{}', '{A}']\n"),
             "no error");
@@ -1120,4 +1121,25 @@ TEST(ConfigErrorTest, FormatInputsMustExist) {
               config + ":3:9: workload.path: expected an HDF5 file, got \"" + dir.string() + "\" (a directory)");
   }
   std::filesystem::remove_all(dir);
+}
+
+// docs/config.md is generated from the key table (feedtune config-keys, make
+// config-docs): a key added, renamed or given another range or default without
+// regenerating it fails here, so the reference never drifts from the parser.
+TEST(ConfigKeysTest, DocsConfigMdIsWhatTheKeyTableProduces) {
+  using feedtune::tuner::KeyReferenceMarkdown;
+  const std::string path = std::string(FEEDTUNE_SOURCE_DIR) + "/docs/config.md";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path << " is missing: run `make config-docs`";
+  const std::string committed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(committed, KeyReferenceMarkdown()) << path << " differs from the key table: run `make config-docs`";
+}
+
+TEST(ConfigKeysTest, EveryKeyIsOneRowWithWhatItTakesAndItsDefault) {
+  using feedtune::tuner::KeyReferenceMarkdown;
+  const std::string md = KeyReferenceMarkdown();
+  EXPECT_NE(md.find("| `loader.num_workers` | an integer in [0, "), std::string::npos) << md;
+  EXPECT_NE(md.find("| `sweep.repeats` | an integer in [1, "), std::string::npos) << md;
+  // The enum keys list the choices the parser takes (the README once said none | split).
+  EXPECT_NE(md.find("| `sweep.cpu_binding` | one of auto\\|none\\|split\\|numa | `auto`"), std::string::npos) << md;
 }

@@ -19,6 +19,7 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop);
 int RunDiagnose(const Args& args, const std::atomic<bool>& stop);
 int RunValidate(const Args& args);
 int RunInit(const Args& args);
+int RunConfigKeys(const Args& args);
 int RunReport(const Args& args);
 int RunMachine(const Args& args);
 int RunCompare(const Args& args);

@@ -41,6 +41,7 @@ Commands:
   diagnose CONFIG   where the time goes at one setting: stage rates, the bottleneck, advice
   validate CONFIG   check a config and print it with every default filled in
   init --script F   a commented config that sweeps your tune.py (feedtune.serve)
+  config-keys       every config key: what it takes, its default, its kinds (docs/config.md)
   report            show a stored run as a table, JSON or an HTML page with charts
   compare           machines side by side, per workload (several --db files at once)
   merge OUT IN...   gather the runs of many results files into one
@@ -90,6 +91,7 @@ int main(int argc, char** argv) {
   if (command == "diagnose") return RunDiagnose(args, g_stop);
   if (command == "validate") return RunValidate(args);
   if (command == "init") return RunInit(args);
+  if (command == "config-keys") return RunConfigKeys(args);
   if (command == "report") return RunReport(args);
   if (command == "machine") return RunMachine(args);
   if (command == "compare") return RunCompare(args);

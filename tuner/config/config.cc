@@ -1979,6 +1979,77 @@ std::string ToYaml(const SweepConfig& config) {
   return std::string(out.c_str()) + "\n";
 }
 
+namespace {
+
+// What a key takes, in the words of its error message ("expected ...").
+std::string Takes(const Key& key) {
+  return std::visit(
+      Overloaded{
+          [](const IntKey& k) { return ExpectedInt(k.lo, k.hi); },
+          [](const AutoIntKey& k) { return "auto or " + ExpectedInt(k.lo, k.hi); },
+          [](const SeedKey&) { return std::string("an integer in [0, 2^64)"); },
+          [](const RealKey& k) { return ExpectedReal(k, /*finite_note=*/false); },
+          [](const BoolKey&) { return std::string("true or false"); },
+          [](const EnumKey& k) { return ExpectedEnum(k); },
+          [](const LabelKey&) {
+            return "a label of 1 to " + std::to_string(kMaxLabelLength) + " characters [A-Za-z0-9_.-]";
+          },
+          [](const IntListKey& k) {
+            return "a non-empty list of distinct integers in [" + std::to_string(k.lo) + ", " +
+                   std::to_string(k.hi) + "]";
+          },
+          [](const StringKey&) { return std::string("a non-empty string"); },
+          [](const OptionalStringKey&) { return std::string("null or a non-empty string"); },
+          [](const StringListKey&) { return std::string("a non-empty list of strings (the command and its arguments)"); },
+          [](const SizeKey& k) {
+            return ExpectedInt(k.lo, k.hi) + ", or {dist: lognormal, mean, sigma, min, max} | {dist: uniform, min, max}";
+          },
+          [](const FaultKey&) { return std::string("null or {kind: throw|exit|abort|segv|hang, at_sample: N}"); },
+          [](const StartMethodsKey&) { return std::string("auto or a non-empty list of distinct fork|forkserver|spawn"); },
+      },
+      key.type);
+}
+
+// The workload kinds a key applies to: "all" or "files, npy".
+std::string KindsOf(const Key& key) {
+  if (key.kinds == kAllKinds) return "all";
+  std::string out;
+  for (int i = 0; i <= static_cast<int>(workloads::kLastWorkloadKind); ++i) {
+    if (!Applies(key, static_cast<WorkloadKind>(i))) continue;
+    out += (out.empty() ? "" : ", ") + std::string(workloads::WorkloadKindName(static_cast<WorkloadKind>(i)));
+  }
+  return out;
+}
+
+// A table cell: pipes would end the cell.
+std::string Cell(std::string text) {
+  for (size_t at = text.find('|'); at != std::string::npos; at = text.find('|', at + 2)) text.replace(at, 1, "\\|");
+  return text;
+}
+
+}  // namespace
+
+std::string KeyReferenceMarkdown() {
+  const SweepConfig defaults;
+  std::string out =
+      "# Config keys\n\n"
+      "Generated from the key table in `tuner/config/config.cc` by `feedtune config-keys`\n"
+      "(`make config-docs` rewrites this file; a test fails when it differs from the table).\n"
+      "Every key has a default; unknown keys, wrong types and out-of-range values are errors\n"
+      "that name the file, line and column. `feedtune validate FILE` prints the effective config,\n"
+      "and `--set key=value` sets any key from the command line. \"In the workload hash\": runs whose\n"
+      "hashed keys match compare across machines (\"if set\": only when not the default).\n\n"
+      "| key | takes | default | kinds | in the workload hash |\n"
+      "|---|---|---|---|---|\n";
+  for (const Key& key : kKeys) {
+    const char* hashed = key.hashed == Hashed::kYes ? "yes" : key.hashed == Hashed::kIfSet ? "if set" : "no";
+    const std::string value = FormatValue(key, defaults);
+    out += "| `" + std::string(key.path) + "` | " + Cell(Takes(key)) + " | " +
+           (value.empty() ? "(none)" : "`" + Cell(value) + "`") + " | " + KindsOf(key) + " | " + hashed + " |\n";
+  }
+  return out;
+}
+
 std::string WorkloadHash(const SweepConfig& config) {
   // Versioned so a change in what is hashed cannot collide with old results.
   std::string canonical = "feedtune-workload-v1\n";

@@ -98,4 +98,9 @@ std::string ToYaml(const SweepConfig& config);
 // shuffle/drop_last and the device step, not the tuned knobs or sweep settings.
 std::string WorkloadHash(const SweepConfig& config);
 
+// Every key of the table as a Markdown page (docs/config.md): the key, what it
+// takes (as its error message says), the default, the kinds it applies to, and
+// whether it is part of the workload hash.
+std::string KeyReferenceMarkdown();
+
 }  // namespace feedtune::tuner
