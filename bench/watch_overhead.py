@@ -39,16 +39,18 @@ def one_round(loader, step_s, wrap):
             start = time.perf_counter()
         else:
             steps += 1
-        time.sleep(step_s)
+        if step_s:
+            time.sleep(step_s)
     return (time.perf_counter() - start) / max(steps, 1)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=7, help="rounds of each (at least 5)")
+    parser.add_argument("--rounds", type=int, default=9, help="rounds of each (at least 5)")
     parser.add_argument("--steps", type=int, default=200, help="batches per round")
     parser.add_argument("--step-ms", type=float, default=5.0, help="the training step, ms")
-    parser.add_argument("--workers", type=int, default=1, help="DataLoader num_workers")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="DataLoader num_workers (0 keeps worker scheduling noise of a loaded box out)")
     parser.add_argument("--every", type=int, default=50, help="watch's log interval, steps")
     parser.add_argument("--results", help="also record observed runs in this results file")
     parser.add_argument("--record-every", type=int, default=100, help="with --results: steps between records")
@@ -83,7 +85,15 @@ def main():
     print("with watch:    median %.3f ms/step (spread %s)" % (b * 1e3, spread(watched)))
     print("ratio with/without: %.4f (target <= 1.02)" % (b / a))
     if lines:
-        print("last log line:", lines[-1])
+        print("watch's last line:", lines[-1])
+    # The same loops with no step: what watch itself costs per step, free of the step's noise.
+    bare, timed = [], []
+    for _ in range(max(args.rounds, 5)):
+        bare.append(one_round(loader, 0, None))
+        timed.append(one_round(loader, 0, wrap))
+    cost = statistics.median(timed) - statistics.median(bare)
+    print("watch's own cost: %.1f us per step (%.2f%% of a %.1f ms step); loader alone %.1f us per batch" %
+          (cost * 1e6, cost / (args.step_ms / 1e3) * 100, args.step_ms, statistics.median(bare) * 1e6))
     return 0 if b / a <= 1.02 else 1
 
 
