@@ -24,4 +24,10 @@ std::string DecimalBytes(double bytes) {
   return ThreeFigures(bytes) + " bytes";
 }
 
+std::string MiB(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
 }  // namespace feedtune::results

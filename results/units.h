@@ -1,7 +1,8 @@
 // Numbers in the words of advice lines and notes, one spelling each, shared by
-// the verdict's rules and the stage trials that report what they measured.
+// the verdict's rules, the stage trials, the budgets and the sweep's notes.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace feedtune::results {
@@ -12,5 +13,7 @@ std::string ThreeFigures(double value);
 std::string ShortNumber(double value);
 // A byte count in decimal units: "512 bytes", "4.10 KB", "150 MB".
 std::string DecimalBytes(double bytes);
+// Memory and shared-memory sizes, budgets and limits: "372 MiB" (to the nearest MiB).
+std::string MiB(int64_t bytes);
 
 }  // namespace feedtune::results

@@ -124,17 +124,27 @@ def pickle_problem(setup):
     return None
 
 
-def preflight_report(setup, check):
-    """The preflight object for a set-up process."""
+def pickle_check_needed(check, method=None):
+    """Whether the sweep asked for the pickle check with this start method."""
+    method = method or default_start_method()
+    return check == CHECK_ALWAYS or (check == CHECK_UNLESS_FORK and method != "fork")
+
+
+def preflight_report(setup, check, torch_module=None):
+    """The preflight object. `setup` (the user's Dataset and parts) is built
+    only when the pickle check runs; else None, and torch comes from
+    `torch_module`, so the user's dataset factory runs once per sweep, in the
+    serving process, as without a preflight."""
     method = default_start_method()
+    torch_module = setup.torch if setup is not None else torch_module
     report = {
         "python_version": platform.python_version(),
-        "torch_version": str(getattr(setup.torch, "__version__", "")),
+        "torch_version": str(getattr(torch_module, "__version__", "")),
         "default_start_method": method,
         "pickle_checked": False,
         "pickle_error": None,
     }
-    if check == CHECK_ALWAYS or (check == CHECK_UNLESS_FORK and method != "fork"):
+    if setup is not None and pickle_check_needed(check, method):
         report["pickle_checked"] = True
         report["pickle_error"] = pickle_problem(setup)
     return report
@@ -149,8 +159,12 @@ def run_preflight(make_setup):
     Prints of the dataset go to stderr, as with serve."""
     protocol_out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
-    setup = make_setup()
-    report = preflight_report(setup, os.environ.get("FEEDTUNE_PICKLE_CHECK", ""))
+    check = os.environ.get("FEEDTUNE_PICKLE_CHECK", "")
+    if pickle_check_needed(check):
+        report = preflight_report(make_setup(), check)
+    else:
+        import torch  # the version only: the dataset is not built without a check
+        report = preflight_report(None, check, torch_module=torch)
     protocol_out.write(json.dumps({"preflight": report}) + "\n")
     protocol_out.flush()
     sys.stdout.flush()

@@ -11,6 +11,7 @@
 #include "results/fleet.h"
 #include "results/node_report.h"
 #include "results/store.h"
+#include "results/units.h"
 #include "tuner/search/budget.h"
 #include "tuner/cli/cli_util.h"
 #include "tuner/cli/trace_files.h"
@@ -20,6 +21,7 @@
 #include "tuner/measure/measurer_factory.h"
 #include "tuner/search/formula_trials.h"
 #include "tuner/measure/node_measurer.h"
+#include "tuner/measure/python_preflight.h"
 #include "tuner/search/preflight.h"
 #include "tuner/cli/progress.h"
 #include "tuner/search/replay.h"
@@ -81,44 +83,61 @@ std::string Fixed(double value, int decimals) {
 // NaN (not measured) as null.
 nlohmann::json Number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
-std::string MiB(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.0f MiB", static_cast<double>(bytes) / (1 << 20));
-  return buf;
-}
-
 // What the run stores beside its trials (runs.calibration_json), one object:
 // "cpu" the workload's CPU calibration, "budget_facts" (so --resume predicts
-// as the first run did), "max_workers" the resolved cap, and at the end
-// "phases", each phase's decision. `existing` is that object as stored so far,
-// or at the start the bare CPU calibration (or empty).
-std::string RunJson(const std::string& existing, const tuner::BudgetFacts& facts, int max_workers,
-                    const tuner::SearchOutcome* outcome, const tuner::SafeLimit* safe = nullptr) {
+// as the first run did), "max_workers" the resolved cap, "preflight" the
+// warnings said before the first trial, "seed" (--resume re-seeds from it),
+// and at the end "phases", each phase's decision, and "safe_limit".
+struct RunFacts {
+  std::string cpu_calibration;  // at the start: the workload's (JSON), or empty
+  const tuner::BudgetFacts* budget = nullptr;
+  int max_workers = 0;
+  std::vector<std::string> preflight;
+  const tuner::SweepSeed* seed = nullptr;
+  const tuner::SearchOutcome* outcome = nullptr;  // at the end
+  const tuner::SafeLimit* safe = nullptr;         // at the end
+};
+
+// The run's object with `facts` written over `existing` (the object as stored
+// so far, or empty): built as data, whatever was stored before is kept.
+std::string RunJson(const std::string& existing, const RunFacts& facts) {
   nlohmann::json j = nlohmann::json::object();
   if (!existing.empty()) {
     const auto parsed = nlohmann::json::parse(existing, nullptr, /*allow_exceptions=*/false);
-    if (parsed.is_object() && parsed.contains("budget_facts")) {
-      j = parsed;
-    } else if (!parsed.is_discarded()) {
-      j["cpu"] = parsed;
-    }
+    if (parsed.is_object()) j = parsed;
   }
-  j["budget_facts"] = nlohmann::json::parse(tuner::BudgetFactsJson(facts));
-  j["max_workers"] = max_workers;
-  if (outcome != nullptr) {
+  if (!facts.cpu_calibration.empty()) {
+    const auto cpu = nlohmann::json::parse(facts.cpu_calibration, nullptr, /*allow_exceptions=*/false);
+    if (!cpu.is_discarded()) j["cpu"] = cpu;
+  }
+  if (facts.budget != nullptr) j["budget_facts"] = nlohmann::json::parse(tuner::BudgetFactsJson(*facts.budget));
+  j["max_workers"] = facts.max_workers;
+  if (!facts.preflight.empty()) j["preflight"] = facts.preflight;
+  if (facts.seed != nullptr) j["seed"] = nlohmann::json::parse(tuner::SeedJson(*facts.seed));
+  if (facts.outcome != nullptr) {
     nlohmann::json phases = nlohmann::json::array();
-    for (const auto& p : outcome->phases) phases.push_back({{"phase", p.phase}, {"kept", p.kept}, {"why", p.why}});
+    for (const auto& p : facts.outcome->phases) {
+      phases.push_back({{"phase", p.phase}, {"kept", p.kept}, {"why", p.why}});
+    }
     j["phases"] = phases;
   }
-  if (safe != nullptr) {
+  if (const tuner::SafeLimit* safe = facts.safe) {
     // What the safe limit rests on; the report and the summary print it.
-    j["safe_limit"] = {{"workers", safe->workers ? nlohmann::json(*safe->workers) : nlohmann::json(nullptr)},
+    const auto or_null = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    j["safe_limit"] = {{"workers", or_null(safe->workers)},
                        {"basis", safe->basis},
-                       {"trial", safe->basis_trial ? nlohmann::json(*safe->basis_trial) : nlohmann::json(nullptr)},
-                       {"worker_rss_bytes", safe->worker_rss_bytes ? nlohmann::json(*safe->worker_rss_bytes)
-                                                                   : nlohmann::json(nullptr)}};
+                       {"trial", or_null(safe->basis_trial)},
+                       {"worker_rss_bytes", or_null(safe->worker_rss_bytes)}};
   }
   return j.dump();
+}
+
+// The budget facts a run stored at its start (RunJson), so a resume predicts alike.
+std::optional<tuner::BudgetFacts> StoredBudgetFacts(const std::string& run_json) {
+  if (run_json.empty()) return std::nullopt;
+  const auto j = nlohmann::json::parse(run_json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("budget_facts")) return std::nullopt;
+  return tuner::BudgetFactsFromJson(j["budget_facts"].dump());
 }
 
 constexpr const char* kSweepUsage = R"(Usage: feedtune sweep CONFIG [options]
@@ -172,378 +191,469 @@ struct Output {
   }
 };
 
-}  // namespace
+// Ends the sweep early with an exit code; `message` (may be empty) goes to
+// stderr. Thrown by the steps below, caught once in RunSweep.
+struct SweepStop {
+  int code;
+  std::string message;
+};
 
-int RunSweep(const Args& args, const std::atomic<bool>& stop) {
-  po::options_description options("Options");
-  std::string config_path, db_path, label, trace_dir, seed_from;
-  double trace_seconds = 1.0;
+// The command line of `feedtune sweep`, checked.
+struct SweepArgs {
+  std::string config_path, db_path, label, seed_from;
   int64_t resume_id = 0;
-  options.add_options()("help,h", "this help")("config", po::value(&config_path), "the sweep config (YAML)")(
-      "db", po::value(&db_path)->default_value(kDefaultDb), "results file (SQLite)")(
-      "label", po::value(&label), "display name for this machine (default: hostname)")(
-      "resume", po::value(&resume_id), "continue the interrupted run RUN from its stored trials")(
+  bool resuming = false;
+  bool json = false;
+  bool quiet = false;
+  SweepTraceFiles trace_files;  // opened before anything runs: a wrong folder costs no trial
+};
+
+// Everything a sweep holds, filled step by step (the order is DESIGN.md §3's:
+// the workload opens while this process has one thread, the device after).
+struct SweepSession {
+  tuner::SweepConfig config;
+  std::optional<results::Store> seed_store;  // --seed-from, read only, until the seed is found
+  std::optional<results::Store> store;
+  results::RunRecord run;
+  std::vector<results::TrialRecord> stored;  // a resumed run's trials, replayed
+  std::optional<tuner::BudgetFacts> facts;
+  tuner::OpenedWorkload workload;
+  results::Fingerprint machine;
+  int ranks = 1;
+  std::vector<std::string> preflight;
+  std::unique_ptr<device::Device> device;
+  std::unique_ptr<tuner::TrialMeasurer> measurer;
+  std::optional<tuner::SweepSeed> seed;
+  std::string no_seed;  // why --seed-from found nothing, for the progress notes
+  int max_workers = 0;
+  std::string max_workers_why;
+  std::optional<tuner::PythonPreflight> python;  // a Python command's preflight (python_preflight.h)
+};
+
+std::optional<SweepArgs> ParseSweepArgs(const Args& args, int* code) {
+  po::options_description options("Options");
+  SweepArgs a;
+  std::string trace_dir;
+  double trace_seconds = 1.0;
+  options.add_options()("help,h", "this help")("config", po::value(&a.config_path), "the sweep config (YAML)")(
+      "db", po::value(&a.db_path)->default_value(kDefaultDb), "results file (SQLite)")(
+      "label", po::value(&a.label), "display name for this machine (default: hostname)")(
+      "resume", po::value(&a.resume_id), "continue the interrupted run RUN from its stored trials")(
       "quiet,q", "no progress output, only the summary")(
       "json", "one JSON event per line on stdout (start, trial, done) instead of the summary")(
       "trace", po::value(&trace_dir),
       "after the search, trace the baseline and the best setting into DIR/baseline.json and DIR/best.json")(
       "trace-seconds", po::value(&trace_seconds)->default_value(1.0), kTraceSecondsHelp)(
-      "seed-from", po::value(&seed_from),
+      "seed-from", po::value(&a.seed_from),
       "start from the stored run of the nearest machine in FILE (a fleet's results file): its knee and best setting");
   po::positional_options_description positional;
   positional.add("config", 1);
-  int code = kExitOk;
-  const auto vm = Parse(args, options, positional, kSweepUsage, &code);
-  if (!vm) return code;
-  // The trace files are opened before anything runs: a wrong folder costs no trial.
-  SweepTraceFiles trace_files;
+  const auto vm = Parse(args, options, positional, kSweepUsage, code);
+  if (!vm) return std::nullopt;
+  a.resuming = vm->count("resume") > 0;
+  a.json = vm->count("json") > 0;
+  a.quiet = vm->count("quiet") > 0;
   if (!trace_dir.empty()) {
     std::string error;
-    if (!OpenSweepTraceFiles(trace_dir, trace_seconds, &trace_files, &error)) {
-      std::cerr << "feedtune: " << error << "\n";
-      return kExitUsage;
-    }
+    if (!OpenSweepTraceFiles(trace_dir, trace_seconds, &a.trace_files, &error)) throw SweepStop{kExitUsage, error};
   }
-  const bool resuming = vm->count("resume") > 0;
-  if (resuming == !config_path.empty()) {
-    std::cerr << "feedtune: sweep takes a CONFIG, or --resume RUN (which uses the config stored with the run)\n\n"
-              << kSweepUsage << "\n";
-    return kExitUsage;
+  if (a.resuming == !a.config_path.empty()) {
+    throw SweepStop{kExitUsage, "sweep takes a CONFIG, or --resume RUN (which uses the config stored with the run)\n\n" +
+                                    std::string(kSweepUsage)};
   }
+  if (a.resuming && !a.seed_from.empty()) {
+    throw SweepStop{kExitUsage, "--resume re-seeds from the seed stored with the run; drop --seed-from"};
+  }
+  return a;
+}
 
-  if (resuming && !seed_from.empty()) {
-    std::cerr << "feedtune: --resume re-seeds from the seed stored with the run; drop --seed-from\n";
-    return kExitUsage;
+// --seed-from's file, opened read only before anything runs: a wrong path costs no trial.
+void OpenSeedStore(const SweepArgs& a, SweepSession& s) {
+  if (a.seed_from.empty()) return;
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(a.seed_from, error)) {
+    throw SweepStop{kExitUsage, "--seed-from " + a.seed_from +
+                                    ": no such file; give the results file of a sweep or of `feedtune merge`"};
   }
-  // The seed's file is opened (read only) before anything runs: a wrong path costs no trial.
-  std::optional<results::Store> seed_store;
-  if (!seed_from.empty()) {
-    std::error_code error;
-    if (!std::filesystem::is_regular_file(seed_from, error)) {
-      std::cerr << "feedtune: --seed-from " << seed_from
-                << ": no such file; give the results file of a sweep or of `feedtune merge`\n";
-      return kExitUsage;
-    }
-    try {
-      seed_store.emplace(results::Store::OpenReadOnly(seed_from));
-    } catch (const results::StoreError& e) {
-      std::cerr << "feedtune: --seed-from " << seed_from << " is no results file to seed from: " << e.what() << "\n";
-      return kExitUsage;
-    }
-  }
-
-  const bool json = vm->count("json") > 0;
-  tuner::Progress progress(stderr, tuner::DetectProgressMode(stderr, vm->count("quiet") > 0));
-  const Output output{progress, json};
-
-  // A fresh sweep checks its config before the results file is touched, so a
-  // mistake leaves no file behind.
-  tuner::SweepConfig config;
-  if (!resuming) {
-    try {
-      config = tuner::LoadConfig(config_path);
-    } catch (const tuner::ConfigError& e) {
-      std::cerr << "feedtune: " << e.what() << "\n";
-      return kExitUsage;
-    }
-  }
-
   try {
-    // Opened here to resume; for a new run, once the workload has opened.
-    std::optional<results::Store> store;
+    s.seed_store.emplace(results::Store::OpenReadOnly(a.seed_from));
+  } catch (const results::StoreError& e) {
+    throw SweepStop{kExitUsage, "--seed-from " + a.seed_from + " is no results file to seed from: " + e.what()};
+  }
+}
 
-    // The run: a new one, or the interrupted one with its config and trials.
-    results::RunRecord run;
-    std::vector<results::TrialRecord> stored;
-    std::optional<tuner::BudgetFacts> facts;
-    if (resuming) {
-      store.emplace(results::Store::Open(db_path));
-      const auto found = store->LoadRun(resume_id);
-      if (!found) {
-        std::cerr << "feedtune: no run " << resume_id << " in " << db_path << "\n";
-        return kExitUsage;
-      }
-      run = *found;
-      if (run.status == "done") {
-        std::cerr << "feedtune: run " << run.id << " is done; nothing to resume\n";
-        return kExitUsage;
-      }
-      try {
-        config = tuner::ParseConfig(run.config_yaml, "run " + std::to_string(run.id) + " (stored config)");
-      } catch (const tuner::ConfigError& e) {
-        std::cerr << "feedtune: cannot resume: " << e.what() << "\n";
-        return kExitFailure;
-      }
-      stored = store->LoadTrials(run.id);
-      if (!run.calibration_json.empty()) {
-        const auto j = nlohmann::json::parse(run.calibration_json, nullptr, /*allow_exceptions=*/false);
-        if (j.is_object() && j.contains("budget_facts")) {
-          facts = tuner::BudgetFactsFromJson(j["budget_facts"].dump());
-        }
-      }
-    }
-
-    // The workload (dataset and fork server) first, while this process has one
-    // thread: the machine fingerprint's GPU query and the device both start the
-    // CUDA driver, which starts threads. See tuner/measure/measurer_factory.h.
-    tuner::OpenedWorkload workload;
-    if (!OpenWorkloadOrExplain(config, &workload, &code)) return code;
-    if (trace_files.best && !workload.dataset) {
-      std::cerr << "feedtune: --trace records feedtune's own loader; a command workload runs its own "
-                   "(trace it with torch.profiler)\n";
-      return kExitUsage;
-    }
-
-    const results::Fingerprint machine = MachineFingerprint(label);
-    int64_t machine_id = 0;
-    if (resuming) {
-      machine_id = store->UpsertMachine(machine);
-      if (run.machine_id != machine_id) {
-        std::cerr << "feedtune: run " << run.id << " was measured on another machine (or this one changed); "
-                  << "resume it there, or start a new sweep here\n";
-        return kExitUsage;
-      }
-    }
-    // A node sweep (sweep.ranks > 1, tuner/measure/node_measurer.h): what could make it wrong, said
-    // before any trial; and each rank gets its share of the node's budgets.
-    const int ranks = tuner::node::ResolveRanks(config);  // a command's ranks too (node/command_ranks.h)
-    const std::vector<std::string> preflight =
-        tuner::node::Preflight(config, ranks, BatchBytes(config), tuner::node::ReadPreflightFacts());
-    if (!facts) {
-      facts = tuner::ReadBudgetFacts(machine.cgroup_mem_limit_bytes, machine.usable_cpus, BatchBytes(config));
-      tuner::node::ShareBudget(ranks, &*facts);
-    }
-
-    std::unique_ptr<device::Device> device;
+// A fresh sweep checks its config before the results file is touched, so a
+// mistake leaves no file behind; a resumed one takes the run's stored config,
+// its trials and its budget facts.
+void LoadConfigOrRun(const SweepArgs& a, SweepSession& s) {
+  if (!a.resuming) {
     try {
-      std::string note;
-      device = device::CreateDevice(config.device, &note);
-      if (!note.empty()) progress.Note("feedtune: " + note);
-    } catch (const device::DeviceError& e) {
-      std::cerr << "feedtune: " << e.what() << "\n";
-      return kExitUsage;
+      s.config = tuner::LoadConfig(a.config_path);
+    } catch (const tuner::ConfigError& e) {
+      throw SweepStop{kExitUsage, e.what()};
     }
-    const auto measurer = tuner::MakeMeasurer(config, workload, *device, &stop);
+    return;
+  }
+  s.store.emplace(results::Store::Open(a.db_path));
+  const auto found = s.store->LoadRun(a.resume_id);
+  if (!found) throw SweepStop{kExitUsage, "no run " + std::to_string(a.resume_id) + " in " + a.db_path};
+  s.run = *found;
+  if (s.run.status == "done") {
+    throw SweepStop{kExitUsage, "run " + std::to_string(s.run.id) + " is done; nothing to resume"};
+  }
+  try {
+    s.config = tuner::ParseConfig(s.run.config_yaml, "run " + std::to_string(s.run.id) + " (stored config)");
+  } catch (const tuner::ConfigError& e) {
+    throw SweepStop{kExitFailure, std::string("cannot resume: ") + e.what()};
+  }
+  s.stored = s.store->LoadTrials(s.run.id);
+  s.facts = StoredBudgetFacts(s.run.calibration_json);
+}
 
-    // The seed: found in --seed-from's file for this machine, or on resume the one stored with the run.
-    std::optional<tuner::SweepSeed> seed;
-    std::string no_seed;
-    if (resuming) {
-      seed = tuner::SeedFromRunJson(run.calibration_json);
-    } else if (seed_store) {
-      seed = tuner::FindSeed(*seed_store, seed_from, config.name, machine, results::HostOf(machine),
-                             /*match_name=*/!label.empty());
-      if (!seed) {
-        no_seed = "feedtune: --seed-from " + seed_from + ": no run of workload '" + config.name +
-                  "' with a best setting (the file holds: " + results::DescribeStoredWorkloads(*seed_store) +
+// A Python command's preflight (tuner/measure/python_preflight.h), before any
+// trial: the interpreter for the run record, and the pickling trap, which
+// stops the sweep (exit 2) when the Dataset does not pickle and the sweep
+// would start workers by forkserver or spawn. A resumed run keeps the facts
+// stored with it, so its phases decide as before.
+void PythonPreflight(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progress& progress, SweepSession& s) {
+  if (!tuner::IsPythonCommand(s.config)) return;
+  if (a.resuming && !s.run.python.empty()) {
+    s.python.emplace();
+    s.python->answered = true;
+    s.python->facts = s.run.python;
+    return;
+  }
+  progress.Note("feedtune: preflight: the command starts once to say its Python, torch and start method");
+  tuner::PythonPreflight preflight = tuner::RunPythonPreflight(s.config, &stop);  // throws Interrupted
+  if (!preflight.pickle_error.empty()) {
+    throw SweepStop{kExitUsage, s.config.source + ": the workers cannot be started by forkserver or spawn, which "
+                                    "this sweep would use (loader.multiprocessing_context, sweep.start_methods, or "
+                                    "the interpreter's default): " + preflight.pickle_error + "\nNo trial was run."};
+  }
+  if (!preflight.answered) {
+    progress.Note("feedtune: note: " + preflight.note);
+  } else {
+    const results::PythonFacts& f = preflight.facts;
+    progress.Note("feedtune: Python " + f.python_version + ", torch " + f.torch_version + ", default start method " +
+                  f.default_start_method +
+                  (preflight.pickle_checked ? "; the Dataset pickles (forkserver and spawn can start workers)" : ""));
+  }
+  s.python = std::move(preflight);
+}
+
+// The workload, the machine, the preflight, the device and the measurer, in
+// that order (tuner/measure/measurer_factory.h says why), then the seed.
+void BuildSetup(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progress& progress, SweepSession& s) {
+  int code = kExitOk;
+  if (!OpenWorkloadOrExplain(s.config, &s.workload, &code)) throw SweepStop{code, ""};
+  PythonPreflight(a, stop, progress, s);
+  if (a.trace_files.best && !s.workload.dataset) {
+    throw SweepStop{kExitUsage,
+                    "--trace records feedtune's own loader; a command workload runs its own "
+                    "(trace it with torch.profiler)"};
+  }
+  s.machine = MachineFingerprint(a.label);
+  if (a.resuming && s.run.machine_id != s.store->UpsertMachine(s.machine)) {
+    throw SweepStop{kExitUsage, "run " + std::to_string(s.run.id) +
+                                    " was measured on another machine (or this one changed); resume it there, or "
+                                    "start a new sweep here"};
+  }
+  // A node sweep (sweep.ranks > 1, tuner/measure/node_measurer.h): what could
+  // make it wrong, said before any trial; and each rank gets its share of the
+  // node's budgets. A command's ranks count too (tuner/measure/command_ranks.h).
+  s.ranks = tuner::node::ResolveRanks(s.config);
+  s.preflight = tuner::node::Preflight(s.config, s.ranks, BatchBytes(s.config), tuner::node::ReadPreflightFacts());
+  if (!s.facts) {
+    s.facts = tuner::ReadBudgetFacts(s.machine.cgroup_mem_limit_bytes, s.machine.usable_cpus, BatchBytes(s.config));
+    tuner::node::ShareBudget(s.ranks, &*s.facts);
+  }
+  try {
+    std::string note;
+    s.device = device::CreateDevice(s.config.device, &note);
+    if (!note.empty()) progress.Note("feedtune: " + note);
+  } catch (const device::DeviceError& e) {
+    throw SweepStop{kExitUsage, e.what()};
+  }
+  s.measurer = tuner::MakeMeasurer(s.config, s.workload, *s.device, &stop);
+  // The seed: found in --seed-from's file for this machine, or on resume the one stored with the run.
+  if (a.resuming) {
+    s.seed = tuner::SeedFromRunJson(s.run.calibration_json);
+  } else if (s.seed_store) {
+    s.seed = tuner::FindSeed(*s.seed_store, a.seed_from, s.config.name, s.machine, results::HostOf(s.machine),
+                             /*match_name=*/!a.label.empty());
+    if (!s.seed) {
+      s.no_seed = "feedtune: --seed-from " + a.seed_from + ": no run of workload '" + s.config.name +
+                  "' with a best setting (the file holds: " + results::DescribeStoredWorkloads(*s.seed_store) +
                   "); sweeping unseeded";
-      }
-      seed_store.reset();
     }
+    s.seed_store.reset();
+  }
+  s.max_workers = ResolveMaxWorkers(s.config, &s.max_workers_why);
+}
 
-    std::string why;
-    const int max_workers = ResolveMaxWorkers(config, &why);
-    if (!resuming) {
-      store.emplace(results::Store::Open(db_path));
-      machine_id = store->UpsertMachine(machine);
-      run.machine_id = machine_id;
-      run.host = results::HostOf(machine);  // the host apart from its hardware class (docs/fleets.md)
-      run.workload_name = config.name;
-      run.workload_hash = tuner::WorkloadHash(config);
-      run.config_yaml = tuner::ToYaml(config);
-      run.backend = device->backend_name();
-      run.version = kVersion;
-      run.started_at = NowIso8601();
-      run.calibration_json = RunJson(workload.calibration_json, *facts, max_workers, nullptr);
-      if (!preflight.empty()) {  // stored with the run; RunJson keeps it at the end
-        auto j = nlohmann::json::parse(run.calibration_json);
-        j["preflight"] = preflight;
-        run.calibration_json = j.dump();
-      }
-      if (seed) {  // stored with the run: --resume re-seeds from it
-        auto j = nlohmann::json::parse(run.calibration_json);
-        j["seed"] = nlohmann::json::parse(tuner::SeedJson(*seed));
-        run.calibration_json = j.dump();
-      }
-      run.id = store->BeginRun(run);
-    }
-    progress.Note("feedtune sweep: " + config.name + " on " + device->description() + ", run " +
-                  std::to_string(run.id) + " in " + db_path +
-                  (resuming ? " (resuming: " + std::to_string(stored.size()) + " stored trials)" : ""));
-    progress.Note(workload.description);
-    if (seed) progress.Note(tuner::SeedText(*seed) + (resuming ? " (as stored with the run)" : ""));
-    if (!no_seed.empty()) progress.Note(no_seed);
-    for (const std::string& warning : preflight) progress.Note("feedtune: warning: " + warning);
-    progress.Note(why);
-    progress.Note("budgets: memory " + G(config.sweep.budget.memory_fraction) + " x " +
-                  MiB(facts->mem_available_bytes) + " available, /dev/shm " + G(config.sweep.budget.shm_fraction) +
-                  " x " + MiB(facts->shm_free_bytes) + " free, open files " + std::to_string(facts->nofile_limit) +
-                  ", usable CPUs " + G(facts->usable_cpus));
-    output.Event(tuner::StartEventJson(run.id, config.name, device->backend_name(), max_workers, resuming));
-    if (seed) {
-      output.Event(nlohmann::json{{"event", "seed"},
-                                  {"text", tuner::SeedText(*seed)},
-                                  {"seed", nlohmann::json::parse(tuner::SeedJson(*seed))}}
-                       .dump());
-    }
+// A fresh sweep's run record, stored: from here on every trial is kept.
+void BeginRun(const SweepArgs& a, SweepSession& s) {
+  if (a.resuming) return;
+  s.store.emplace(results::Store::Open(a.db_path));
+  results::RunRecord& run = s.run;
+  run.machine_id = s.store->UpsertMachine(s.machine);
+  run.host = results::HostOf(s.machine);  // the host apart from its hardware class (docs/fleets.md)
+  run.workload_name = s.config.name;
+  run.workload_hash = tuner::WorkloadHash(s.config);
+  run.config_yaml = tuner::ToYaml(s.config);
+  run.backend = s.device->backend_name();
+  run.version = kVersion;
+  run.started_at = NowIso8601();
+  if (s.python) run.python = s.python->facts;
+  RunFacts facts;
+  facts.cpu_calibration = s.workload.calibration_json;
+  facts.budget = &*s.facts;
+  facts.max_workers = s.max_workers;
+  facts.preflight = s.preflight;
+  facts.seed = s.seed ? &*s.seed : nullptr;  // stored with the run: --resume re-seeds from it
+  run.calibration_json = RunJson(run.calibration_json, facts);
+  run.id = s.store->BeginRun(run);
+}
 
+void AnnounceRun(const SweepArgs& a, const SweepSession& s, tuner::Progress& progress, const Output& output) {
+  const tuner::SweepConfig& config = s.config;
+  progress.Note("feedtune sweep: " + config.name + " on " + s.device->description() + ", run " +
+                std::to_string(s.run.id) + " in " + a.db_path +
+                (a.resuming ? " (resuming: " + std::to_string(s.stored.size()) + " stored trials)" : ""));
+  progress.Note(s.workload.description);
+  if (s.seed) progress.Note(tuner::SeedText(*s.seed) + (a.resuming ? " (as stored with the run)" : ""));
+  if (!s.no_seed.empty()) progress.Note(s.no_seed);
+  for (const std::string& warning : s.preflight) progress.Note("feedtune: warning: " + warning);
+  progress.Note(s.max_workers_why);
+  progress.Note("budgets: memory " + G(config.sweep.budget.memory_fraction) + " x " +
+                results::MiB(s.facts->mem_available_bytes) + " available, /dev/shm " +
+                G(config.sweep.budget.shm_fraction) + " x " + results::MiB(s.facts->shm_free_bytes) +
+                " free, open files " + std::to_string(s.facts->nofile_limit) + ", usable CPUs " +
+                G(s.facts->usable_cpus));
+  output.Event(tuner::StartEventJson(s.run.id, config.name, s.device->backend_name(), s.max_workers, a.resuming));
+  if (s.seed) {
+    output.Event(nlohmann::json{{"event", "seed"},
+                                {"text", tuner::SeedText(*s.seed)},
+                                {"seed", nlohmann::json::parse(tuner::SeedJson(*s.seed))}}
+                     .dump());
+  }
+}
+
+// What the search starts from: the epoch, the CPUs, the seed, the ranks.
+tuner::SearchSetup MakeSearchSetup(const SweepSession& s) {
+  tuner::SearchSetup setup;
+  setup.max_workers = s.max_workers;
+  setup.samples_per_epoch = SamplesPerEpoch(s.workload);
+  setup.batches_per_epoch = BatchesPerEpoch(setup.samples_per_epoch, s.config.loader);
+  setup.usable_cpus = s.facts->usable_cpus;  // stored with the run: a resume decides alike
+  if (s.seed) setup.seed = s.seed->search;
+  setup.ranks = s.ranks;
+  if (s.ranks > 1) {
+    const std::vector<int> nodes = tuner::node::GpuNumaNodes(s.config, s.ranks);
+    setup.numa_known = std::all_of(nodes.begin(), nodes.end(), [](int n) { return n >= 0; });
+  }
+  // What a worker runs its CPU work on when the knob is unset (search.h).
+  if (s.config.workload.kind == workloads::WorkloadKind::kCommand) {
+    setup.default_worker_threads = static_cast<int>(s.machine.usable_cpus);
+  } else {  // a native dataset's workload.cpu_threads (workloads/sample_cost.h)
+    setup.default_worker_threads = s.config.workload.synthetic.cpu_threads;
+  }
+  if (s.python && s.python->answered) {  // the multiprocessing_context phase (search.h)
+    setup.python_workload = true;
+    setup.default_start_method = tuner::DefaultStartMethod(s.python->facts);
+  }
+  return setup;
+}
+
+// The search, every trial stored as it ends. An interruption marks the run
+// interrupted (its trials kept for --resume) and stops the sweep with 130.
+tuner::SearchOutcome Search(const SweepArgs& a, SweepSession& s, tuner::Budget& budget, tuner::Progress& progress,
+                            const Output& output) {
+  tuner::BudgetGate gate(budget, *s.measurer);
+  tuner::ReplayMeasurer replay(s.stored, gate);
+  int kept = 0;
+  bool cpu_noted = false;
+  tuner::SearchEvents events;
+  events.on_start = [&](const tuner::TrialPlan& plan, const loader::Knobs& knobs,
+                        const tuner::SearchProgress& p) { progress.Start(plan, knobs, p); };
+  events.on_trial = [&](results::TrialRecord& trial, const tuner::SearchProgress& p) {
+    const bool replayed = replay.last_replayed();
+    if (!replayed) trial.id = s.store->AddTrial(s.run.id, trial);
+    budget.Observe(trial);  // with its id: the safe limit names the trial it rests on
+    ++kept;
+    progress.Trial(trial, p, replayed);
+    output.Event(tuner::TrialEventJson(trial, p, progress.elapsed_s(), progress.left_s(p), replayed));
+    if (replayed) return;
+    if (!replay.last_warning().empty()) progress.Note("warning: " + replay.last_warning());
+    const std::string& cpu = gate.last_prediction().note;
+    if (!cpu.empty() && !cpu_noted) {
+      progress.Note("note: " + cpu + " (from here on, workers share CPUs; waiting workers need none)");
+      cpu_noted = true;
+    }
+  };
+  try {
+    tuner::SearchOutcome outcome =
+        tuner::RunSearch(s.config.sweep, MakeSearchSetup(s), s.config.loader.knobs, replay, events);
+    // A node sweep's formulas row gets a figure for every pick (report, export).
+    if (s.ranks > 1) {
+      tuner::node::MeasureFormulaSettings(outcome, static_cast<int>(s.machine.usable_cpus), s.max_workers, replay,
+                                          events);
+    }
+    progress.Clear();
+    return outcome;
+  } catch (const tuner::Interrupted&) {
+    progress.Clear();
+    s.run.status = "interrupted";
+    s.run.ended_at = NowIso8601();
+    s.store->FinishRun(s.run);
+    output.Event(tuner::InterruptedEventJson(s.run.id, kept));
+    const std::string id = std::to_string(s.run.id);
+    throw SweepStop{kExitInterrupted, "interrupted; run " + id + " is marked interrupted, its " +
+                                          std::to_string(kept) + " finished trials are kept in " + a.db_path +
+                                          "; continue it with `feedtune sweep --resume " + id + " --db " +
+                                          a.db_path + "`"};
+  } catch (const tuner::ReplayMismatch& e) {
+    progress.Clear();
+    throw SweepStop{kExitFailure, "cannot resume run " + std::to_string(s.run.id) + ": " + e.what()};
+  }
+}
+
+// The run's figures from the outcome, stored: the run is done (or failed).
+void FinishRun(const tuner::SearchOutcome& outcome, const tuner::Budget& budget, SweepSession& s) {
+  results::RunRecord& run = s.run;
+  run.ended_at = NowIso8601();
+  run.status = outcome.best ? "done" : "failed";
+  if (outcome.baseline) run.baseline_trial_id = outcome.trials[*outcome.baseline].id;
+  std::optional<tuner::SafeLimit> safe;
+  if (outcome.best) {
+    const auto& best = outcome.trials[*outcome.best];
+    run.best_trial_id = best.id;
+    safe = budget.SafeLimitFor(best.knobs, kSafeWorkersLimit);
+    run.safe_max_workers = safe->workers;  // NULL when nothing supports a number
+  }
+  if (outcome.knee_workers) {
+    run.knee_workers = outcome.knee_workers;
+    run.knee_samples_per_s = outcome.knee_samples_per_s;
+  }
+  run.knee_kneedle_workers = outcome.kneedle_workers;
+  run.speedup = outcome.speedup;
+  run.speedup_ci_low = outcome.speedup_ci_low;
+  run.speedup_ci_high = outcome.speedup_ci_high;
+  RunFacts facts;
+  facts.budget = &*s.facts;
+  facts.max_workers = s.max_workers;
+  facts.outcome = &outcome;
+  facts.safe = safe ? &*safe : nullptr;
+  run.calibration_json = RunJson(run.calibration_json, facts);
+  s.store->FinishRun(run);
+}
+
+// Where the time goes at the best setting (tuner/search/verdict_rules.h), once
+// the run is finished: an interruption here keeps it done, without a verdict.
+std::optional<results::Verdict> DiagnoseBest(const tuner::SearchOutcome& outcome, const std::atomic<bool>& stop,
+                                             tuner::Progress& progress, SweepSession& s) {
+  if (!outcome.best || !s.config.sweep.diagnose) return std::nullopt;
+  if (s.ranks > 1) {
+    // The stage trials measure one loader alone on the whole machine, which
+    // is not what a rank of this node sees: no verdict rather than a wrong one.
+    progress.Note("diagnose: not run: the stage trials measure one loader alone, not a rank among " +
+                  std::to_string(s.ranks) + "; `feedtune diagnose CONFIG --set sweep.ranks=1` gives one "
+                  "loader's verdict (sweep.diagnose: false silences this)");
+    return std::nullopt;
+  }
+  tuner::DiagnoseSetup diagnose;
+  diagnose.config = &s.config;
+  diagnose.workload = &s.workload;
+  diagnose.device = s.device.get();
+  diagnose.stop = &stop;
+  diagnose.usable_cpus = s.facts->usable_cpus;
+  diagnose.command_measurer = s.measurer.get();
+  diagnose.on_stage = [&](const std::string& line) { progress.Note("diagnose: " + line); };
+  diagnose.copy_limits = tuner::CopyLimits;
+  try {
+    results::Verdict verdict =
+        tuner::ComputeVerdict(tuner::RunStageTrials(diagnose, outcome.trials[*outcome.best].knobs));
+    s.store->SaveVerdict(s.run.id, verdict);
+    return verdict;
+  } catch (const tuner::Interrupted&) {
+    progress.Clear();
+    throw SweepStop{kExitInterrupted, "interrupted in the stage trials; run " + std::to_string(s.run.id) +
+                                          " is done and kept, without a verdict (`feedtune diagnose` measures one)"};
+  }
+}
+
+// --trace: the baseline's and the best setting's timelines, kept with the run.
+void TraceBest(SweepArgs& a, const tuner::SearchOutcome& outcome, tuner::Progress& progress,
+               SweepSession& s) {
+  if (!a.trace_files.best || !outcome.baseline || !outcome.best) return;
+  try {
+    const SweepTimelines timelines = TraceBaselineAndBest(
+        a.trace_files, *s.measurer, outcome.trials[*outcome.baseline].knobs, outcome.trials[*outcome.best].knobs,
+        s.config.name, s.device->description(), [&](const std::string& line) { progress.Note(line); });
+    // Kept with the run for the HTML report: two excerpts of ~200 ms, a few KB.
+    s.run.calibration_json = WithTimelines(s.run.calibration_json, timelines);
+    s.store->FinishRun(s.run);
+  } catch (const tuner::Interrupted&) {
+    progress.Clear();
+    throw SweepStop{kExitInterrupted, "interrupted while tracing; run " + std::to_string(s.run.id) +
+                                          " is done and kept"};
+  }
+}
+
+// The summary (text), or the done event (JSON lines) with the verdict in it,
+// which stays the last line.
+void PrintOutcome(const SweepArgs& a, const tuner::SearchOutcome& outcome,
+                  const std::optional<results::Verdict>& verdict, const SweepSession& s, const Output& output) {
+  if (a.json) {
+    nlohmann::json done = nlohmann::json::parse(tuner::DoneEventJson(outcome, s.run));
+    if (verdict) done["verdict"] = nlohmann::json::parse(results::VerdictToJson(*verdict));
+    output.Event(done.dump());
+    return;
+  }
+  std::cout << tuner::SummaryText(outcome, s.run, a.db_path);
+  if (verdict) {
+    std::cout << "\nwhere the time goes at the best setting (stage trials, docs/verdict.md):\n"
+              << results::VerdictText(*verdict, "  ");
+  }
+}
+
+}  // namespace
+
+int RunSweep(const Args& args, const std::atomic<bool>& stop) {
+  std::optional<tuner::Progress> progress;
+  try {
+    int code = kExitOk;
+    std::optional<SweepArgs> a = ParseSweepArgs(args, &code);
+    if (!a) return code;
+    SweepSession s;
+    OpenSeedStore(*a, s);
+    progress.emplace(stderr, tuner::DetectProgressMode(stderr, a->quiet));
+    const Output output{*progress, a->json};
+    LoadConfigOrRun(*a, s);
+    BuildSetup(*a, stop, *progress, s);
+    BeginRun(*a, s);
+    AnnounceRun(*a, s, *progress, output);
     // A command's workers are not the process tree feedtune sees: its budget
     // rests on the worker memory the command measured (tuner/search/budget.h).
-    tuner::Budget budget(*facts, config.sweep.budget,
-                         config.workload.kind == workloads::WorkloadKind::kCommand ? tuner::WorkerMemory::kReported
-                                                                                    : tuner::WorkerMemory::kProcessTree);
-    tuner::BudgetGate gate(budget, *measurer);
-    tuner::ReplayMeasurer replay(stored, gate);
-
-    int kept = 0;
-    bool cpu_noted = false;
-    tuner::SearchEvents events;
-    events.on_start = [&](const tuner::TrialPlan& plan, const loader::Knobs& knobs,
-                          const tuner::SearchProgress& p) { progress.Start(plan, knobs, p); };
-    events.on_trial = [&](results::TrialRecord& trial, const tuner::SearchProgress& p) {
-      const bool replayed = replay.last_replayed();
-      if (!replayed) trial.id = store->AddTrial(run.id, trial);
-      budget.Observe(trial);  // with its id: the safe limit names the trial it rests on
-      ++kept;
-      progress.Trial(trial, p, replayed);
-      output.Event(tuner::TrialEventJson(trial, p, progress.elapsed_s(), progress.left_s(p), replayed));
-      if (replayed) return;
-      if (!replay.last_warning().empty()) progress.Note("warning: " + replay.last_warning());
-      const std::string& cpu = gate.last_prediction().note;
-      if (!cpu.empty() && !cpu_noted) {
-        progress.Note("note: " + cpu + " (from here on, workers share CPUs; waiting workers need none)");
-        cpu_noted = true;
-      }
-    };
-
-    tuner::SearchSetup setup;
-    setup.max_workers = max_workers;
-    setup.samples_per_epoch = SamplesPerEpoch(workload);
-    setup.batches_per_epoch = BatchesPerEpoch(setup.samples_per_epoch, config.loader);
-    setup.usable_cpus = facts->usable_cpus;  // stored with the run: a resume decides alike
-    if (seed) setup.seed = seed->search;
-    setup.ranks = ranks;
-    if (ranks > 1) {
-      const std::vector<int> nodes = tuner::node::GpuNumaNodes(config, ranks);
-      setup.numa_known = std::all_of(nodes.begin(), nodes.end(), [](int n) { return n >= 0; });
-    }
-    // What a worker runs its CPU work on when the knob is unset (search.h).
-    if (config.workload.kind == workloads::WorkloadKind::kCommand) {
-      setup.default_worker_threads = static_cast<int>(machine.usable_cpus);
-    } else {  // a native dataset's workload.cpu_threads (workloads/sample_cost.h)
-      setup.default_worker_threads = config.workload.synthetic.cpu_threads;
-    }
-    tuner::SearchOutcome outcome;
-    try {
-      outcome = tuner::RunSearch(config.sweep, setup, config.loader.knobs, replay, events);
-      // A node sweep's formulas row gets a figure for every pick (report, export).
-      if (ranks > 1) {
-        tuner::node::MeasureFormulaSettings(outcome, static_cast<int>(machine.usable_cpus), max_workers, replay,
-                                            events);
-      }
-    } catch (const tuner::Interrupted&) {
-      progress.Clear();
-      run.status = "interrupted";
-      run.ended_at = NowIso8601();
-      store->FinishRun(run);
-      output.Event(tuner::InterruptedEventJson(run.id, kept));
-      std::cerr << "feedtune: interrupted; run " << run.id << " is marked interrupted, its " << kept
-                << " finished trials are kept in " << db_path << "; continue it with `feedtune sweep --resume "
-                << run.id << " --db " << db_path << "`\n";
-      return kExitInterrupted;
-    } catch (const tuner::ReplayMismatch& e) {
-      progress.Clear();
-      std::cerr << "feedtune: cannot resume run " << run.id << ": " << e.what() << "\n";
-      return kExitFailure;
-    }
-    progress.Clear();
-
-    run.ended_at = NowIso8601();
-    run.status = outcome.best ? "done" : "failed";
-    if (outcome.baseline) run.baseline_trial_id = outcome.trials[*outcome.baseline].id;
-    std::optional<tuner::SafeLimit> safe;
-    if (outcome.best) {
-      const auto& best = outcome.trials[*outcome.best];
-      run.best_trial_id = best.id;
-      safe = budget.SafeLimitFor(best.knobs, kSafeWorkersLimit);
-      run.safe_max_workers = safe->workers;  // NULL when nothing supports a number
-    }
-    if (outcome.knee_workers) {
-      run.knee_workers = outcome.knee_workers;
-      run.knee_samples_per_s = outcome.knee_samples_per_s;
-    }
-    run.knee_kneedle_workers = outcome.kneedle_workers;
-    run.speedup = outcome.speedup;
-    run.speedup_ci_low = outcome.speedup_ci_low;
-    run.speedup_ci_high = outcome.speedup_ci_high;
-    run.calibration_json = RunJson(run.calibration_json, *facts, max_workers, &outcome, safe ? &*safe : nullptr);
-    store->FinishRun(run);
-    // Where the time goes at the best setting (tuner/search/verdict_rules.h), once the
-    // run is finished: an interruption here keeps it done, without a verdict.
-    std::optional<results::Verdict> verdict;
-    if (outcome.best && config.sweep.diagnose && ranks > 1) {
-      // The stage trials measure one loader alone on the whole machine, which
-      // is not what a rank of this node sees: no verdict rather than a wrong one.
-      progress.Note("diagnose: not run: the stage trials measure one loader alone, not a rank among " +
-                    std::to_string(ranks) + "; `feedtune diagnose CONFIG --set sweep.ranks=1` gives one "
-                    "loader's verdict (sweep.diagnose: false silences this)");
-    } else if (outcome.best && config.sweep.diagnose) {
-      tuner::DiagnoseSetup diagnose;
-      diagnose.config = &config;
-      diagnose.workload = &workload;
-      diagnose.device = device.get();
-      diagnose.stop = &stop;
-      diagnose.usable_cpus = facts->usable_cpus;
-      diagnose.command_measurer = measurer.get();
-      diagnose.on_stage = [&](const std::string& line) { progress.Note("diagnose: " + line); };
-      diagnose.copy_limits = tuner::CopyLimits;
-      try {
-        verdict = tuner::ComputeVerdict(tuner::RunStageTrials(diagnose, outcome.trials[*outcome.best].knobs));
-        store->SaveVerdict(run.id, *verdict);
-      } catch (const tuner::Interrupted&) {
-        progress.Clear();
-        std::cerr << "feedtune: interrupted in the stage trials; run " << run.id
-                  << " is done and kept, without a verdict (`feedtune diagnose` measures one)\n";
-        return kExitInterrupted;
-      }
-    }
-    if (trace_files.best && outcome.baseline && outcome.best) {
-      try {
-        const SweepTimelines timelines = TraceBaselineAndBest(
-            trace_files, *measurer, outcome.trials[*outcome.baseline].knobs, outcome.trials[*outcome.best].knobs,
-            config.name, device->description(), [&](const std::string& line) { progress.Note(line); });
-        // Kept with the run for the HTML report: two excerpts of ~200 ms, a few KB.
-        run.calibration_json = WithTimelines(run.calibration_json, timelines);
-        store->FinishRun(run);
-      } catch (const tuner::Interrupted&) {
-        progress.Clear();
-        std::cerr << "feedtune: interrupted while tracing; run " << run.id << " is done and kept\n";
-        return kExitInterrupted;
-      }
-    }
-    if (json) {
-      // The verdict rides in the done event, which stays the last line.
-      std::string done = tuner::DoneEventJson(outcome, run);
-      if (verdict) {
-        nlohmann::json j = nlohmann::json::parse(done);
-        j["verdict"] = nlohmann::json::parse(results::VerdictToJson(*verdict));
-        done = j.dump();
-      }
-      output.Event(done);
-    } else {
-      std::cout << tuner::SummaryText(outcome, run, db_path);
-      if (verdict) {
-        std::cout << "\nwhere the time goes at the best setting (stage trials, docs/verdict.md):\n"
-                  << results::VerdictText(*verdict, "  ");
-      }
-    }
+    tuner::Budget budget(*s.facts, s.config.sweep.budget,
+                         s.config.workload.kind == workloads::WorkloadKind::kCommand
+                             ? tuner::WorkerMemory::kReported
+                             : tuner::WorkerMemory::kProcessTree);
+    const tuner::SearchOutcome outcome = Search(*a, s, budget, *progress, output);
+    FinishRun(outcome, budget, s);
+    const std::optional<results::Verdict> verdict = DiagnoseBest(outcome, stop, *progress, s);
+    TraceBest(*a, outcome, *progress, s);
+    PrintOutcome(*a, outcome, verdict, s, output);
     return outcome.best ? kExitOk : kExitFailure;
+  } catch (const SweepStop& e) {
+    if (!e.message.empty()) std::cerr << "feedtune: " << e.message << "\n";
+    return e.code;
   } catch (const results::StoreError& e) {
-    progress.Clear();
+    if (progress) progress->Clear();
     std::cerr << "feedtune: " << e.what() << "\n";
     return kExitFailure;
   } catch (const std::exception& e) {
-    progress.Clear();
+    if (progress) progress->Clear();
     std::cerr << "feedtune: sweep failed: " << e.what() << "\n";
     return kExitFailure;
   }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "results/units.h"
 #include "tuner/measure/proc_stats.h"
 
 namespace feedtune::tuner {
@@ -44,11 +45,7 @@ int64_t OpenFds() {
   return n > 0 ? n - 1 : 0;  // less the descriptor of the listing itself
 }
 
-std::string MiB(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.0f MiB", static_cast<double>(bytes) / (1 << 20));
-  return buf;
-}
+using results::MiB;
 
 std::string Fraction(double f) {
   char buf[16];

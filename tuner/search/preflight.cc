@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "results/units.h"
 #include "tuner/measure/rank_facts.h"
 
 namespace feedtune::tuner::node {
@@ -27,7 +28,7 @@ int CountCpuList(const std::string& list) {
   return count;
 }
 
-std::string MiB(int64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
+using results::MiB;
 
 }  // namespace
 

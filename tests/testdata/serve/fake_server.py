@@ -22,9 +22,13 @@ fault instead:
   1008 exit: exits with code 3 before any window
   1009 slow: each window takes 0.2 s
   1010 extra: one window more than asked
+With FEEDTUNE_PROTOCOL=preflight (the sweep's start, before any trial) it
+answers the preflight line as feedtune.serve does (no torch: an empty
+version, fork) and exits without logging a start.
 """
 import json
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -32,6 +36,11 @@ import time
 
 
 def main():
+    if os.environ.get("FEEDTUNE_PROTOCOL") == "preflight":
+        print(json.dumps({"preflight": {"python_version": platform.python_version(), "torch_version": "",
+                                        "default_start_method": "fork", "pickle_checked": False,
+                                        "pickle_error": None}}))
+        return
     log = sys.argv[1]
     child = subprocess.Popen(["sleep", "300"])
     with open(log, "a") as f:
