@@ -196,189 +196,229 @@ std::vector<std::string> LmdbWarnings(const LmdbInfo& info, bool readahead) {
   return warnings;
 }
 
-InspectReport Inspect(const std::string& path, const InspectOptions& options) {
-  InspectReport report;
-  report.path = path;
-  nlohmann::json facts = nlohmann::json::object();
-  const auto fact = [&](const std::string& key, const std::string& text, nlohmann::json value) {
-    report.facts.emplace_back(key, text);
-    facts[key] = std::move(value);
-  };
-  FilesOptions files;
-  files.path = path;
-  switch (Detect(path)) {
-    case Format::kNpy: {
-      report.format = "npy";
-      const NpyDataset dataset(files, NoCost(), CpuCalibration{});
-      const NpyHeader& h = dataset.header();
-      fact("version", std::to_string(h.major) + ".0", std::to_string(h.major) + ".0");
-      fact("shape", h.ShapeText(), h.shape);
-      fact("dtype", h.descr, h.descr);
-      fact("samples", std::to_string(h.samples), h.samples);
-      fact("sample_bytes", std::to_string(h.sample_bytes), h.sample_bytes);
-      fact("data_offset", std::to_string(h.data_offset), h.data_offset);
-      fact("file_bytes", Mb(static_cast<double>(dataset.file_bytes())), dataset.file_bytes());
-      Measure(dataset, options, &report);
-      break;
-    }
-    case Format::kHdf5: {
-      report.format = "hdf5";
-      nlohmann::json list = nlohmann::json::array();
-      for (const Hdf5DatasetInfo& info : Hdf5Dataset::ListDatasets(path)) {
-        std::string text = ShapeText(info.dims) + " " + info.dtype;
-        text += info.chunk.empty() ? ", contiguous" : ", chunks " + ShapeText(info.chunk) + " (" +
-                                                         Mb(static_cast<double>(info.chunk_bytes())) + ")";
-        text += info.filters.empty() ? ", no filters" : ", " + Join(info.filters, ", ");
-        text += ", " + Mb(static_cast<double>(info.stored_bytes)) + " stored";
-        report.facts.emplace_back("dataset " + info.name, text);
-        list.push_back({{"name", info.name},
-                        {"shape", info.dims},
-                        {"dtype", info.dtype},
-                        {"chunk", info.chunk},
-                        {"chunk_bytes", info.chunk_bytes()},
-                        {"filters", info.filters},
-                        {"stored_bytes", info.stored_bytes},
-                        {"row_bytes", info.row_bytes}});
-      }
-      facts["datasets"] = list;
-      FormatOptions format;
-      format.dataset = options.dataset;
-      format.labels = options.labels;
-      format.hdf5_chunk_cache_mb = options.chunk_cache_mb;
-      const Hdf5Dataset dataset(files, format, NoCost(), CpuCalibration{});
-      const Hdf5ReadCost cost = PredictHdf5ReadCost(dataset.images(), options.chunk_cache_mb);
-      fact("samples", options.dataset + ": " + std::to_string(dataset.size()) + " of " +
+namespace {
+
+// The facts of a report, each as a line of text and a JSON value (inspect --json).
+class FactSheet {
+ public:
+  explicit FactSheet(InspectReport* report) : report_(report) {}
+  void Add(const std::string& key, const std::string& text, nlohmann::json value) {
+    report_->facts.emplace_back(key, text);
+    json_[key] = std::move(value);
+  }
+  // A fact whose JSON value is not one line of text (HDF5's dataset list).
+  void AddJson(const std::string& key, nlohmann::json value) { json_[key] = std::move(value); }
+  std::string Dump() const { return json_.dump(); }
+
+ private:
+  InspectReport* report_;
+  nlohmann::json json_ = nlohmann::json::object();
+};
+
+void InspectNpy(const FilesOptions& files, const InspectOptions& options, FactSheet& fact, InspectReport* report) {
+  report->format = "npy";
+  const NpyDataset dataset(files, NoCost(), CpuCalibration{});
+  const NpyHeader& h = dataset.header();
+  fact.Add("version", std::to_string(h.major) + ".0", std::to_string(h.major) + ".0");
+  fact.Add("shape", h.ShapeText(), h.shape);
+  fact.Add("dtype", h.descr, h.descr);
+  fact.Add("samples", std::to_string(h.samples), h.samples);
+  fact.Add("sample_bytes", std::to_string(h.sample_bytes), h.sample_bytes);
+  fact.Add("data_offset", std::to_string(h.data_offset), h.data_offset);
+  fact.Add("file_bytes", Mb(static_cast<double>(dataset.file_bytes())), dataset.file_bytes());
+  Measure(dataset, options, report);
+}
+
+void InspectHdf5(const FilesOptions& files, const InspectOptions& options, FactSheet& fact, InspectReport* report) {
+  report->format = "hdf5";
+  nlohmann::json list = nlohmann::json::array();
+  for (const Hdf5DatasetInfo& info : Hdf5Dataset::ListDatasets(files.path)) {
+    std::string text = ShapeText(info.dims) + " " + info.dtype;
+    text += info.chunk.empty() ? ", contiguous" : ", chunks " + ShapeText(info.chunk) + " (" +
+                                                     Mb(static_cast<double>(info.chunk_bytes())) + ")";
+    text += info.filters.empty() ? ", no filters" : ", " + Join(info.filters, ", ");
+    text += ", " + Mb(static_cast<double>(info.stored_bytes)) + " stored";
+    report->facts.emplace_back("dataset " + info.name, text);
+    list.push_back({{"name", info.name},
+                    {"shape", info.dims},
+                    {"dtype", info.dtype},
+                    {"chunk", info.chunk},
+                    {"chunk_bytes", info.chunk_bytes()},
+                    {"filters", info.filters},
+                    {"stored_bytes", info.stored_bytes},
+                    {"row_bytes", info.row_bytes}});
+  }
+  fact.AddJson("datasets", list);
+  FormatOptions format;
+  format.dataset = options.dataset;
+  format.labels = options.labels;
+  format.hdf5_chunk_cache_mb = options.chunk_cache_mb;
+  const Hdf5Dataset dataset(files, format, NoCost(), CpuCalibration{});
+  const Hdf5ReadCost cost = PredictHdf5ReadCost(dataset.images(), options.chunk_cache_mb);
+  fact.Add("samples", options.dataset + ": " + std::to_string(dataset.size()) + " of " +
                           std::to_string(dataset.images().row_bytes) + " bytes",
            dataset.size());
-      fact("sample_bytes", std::to_string(dataset.max_sample_bytes()), dataset.max_sample_bytes());
-      fact("chunk_cache_mb",
+  fact.Add("sample_bytes", std::to_string(dataset.max_sample_bytes()), dataset.max_sample_bytes());
+  fact.Add("chunk_cache_mb",
            std::to_string(options.chunk_cache_mb) + " MiB" +
                (options.chunk_cache_mb == kHdf5DefaultChunkCacheMb ? " (HDF5's default)" : ""),
            options.chunk_cache_mb);
-      fact(cost.inflates ? "inflated_bytes_per_sample" : "read_bytes_per_sample",
+  fact.Add(cost.inflates ? "inflated_bytes_per_sample" : "read_bytes_per_sample",
            Mb(static_cast<double>(cost.bytes_per_sample)) + " per shuffled sample (cache hit rate " +
                std::to_string(static_cast<int>(std::lround(cost.cache_hit_rate * 100))) + "%)",
            cost.bytes_per_sample);
-      fact("library", "libhdf5 " + Hdf5Dataset::LibraryVersion(), Hdf5Dataset::LibraryVersion());
-      report.warnings = Hdf5Warnings(dataset.images(), options.chunk_cache_mb);
-      Measure(dataset, options, &report);
-      break;
-    }
-    case Format::kLmdb: {
-      report.format = "lmdb";
-      FormatOptions format;
-      format.lmdb_readahead = options.lmdb_readahead;
-      const LmdbDataset dataset(files, format, NoCost(), CpuCalibration{});
-      const LmdbInfo& info = dataset.info();
-      fact("entries", std::to_string(info.entries), info.entries);
-      fact("value_bytes",
+  fact.Add("library", "libhdf5 " + Hdf5Dataset::LibraryVersion(), Hdf5Dataset::LibraryVersion());
+  report->warnings = Hdf5Warnings(dataset.images(), options.chunk_cache_mb);
+  Measure(dataset, options, report);
+}
+
+void InspectLmdb(const FilesOptions& files, const InspectOptions& options, FactSheet& fact, InspectReport* report) {
+  report->format = "lmdb";
+  FormatOptions format;
+  format.lmdb_readahead = options.lmdb_readahead;
+  const LmdbDataset dataset(files, format, NoCost(), CpuCalibration{});
+  const LmdbInfo& info = dataset.info();
+  const int64_t mean = info.total_value_bytes / std::max<int64_t>(1, info.entries);
+  fact.Add("entries", std::to_string(info.entries), info.entries);
+  fact.Add("value_bytes",
            std::to_string(info.min_value_bytes) + " to " + std::to_string(info.max_value_bytes) + ", mean " +
-               std::to_string(info.total_value_bytes / std::max<int64_t>(1, info.entries)),
-           {{"min", info.min_value_bytes},
-            {"max", info.max_value_bytes},
-            {"mean", info.total_value_bytes / std::max<int64_t>(1, info.entries)}});
-      fact("map_size", Mb(static_cast<double>(info.map_size)), info.map_size);
-      fact("file_bytes", Mb(static_cast<double>(info.file_bytes)), info.file_bytes);
-      fact("page_size", std::to_string(info.page_size), info.page_size);
-      fact("file_system", info.fs_type + (info.network_fs ? " (network)" : " (local)"),
+               std::to_string(mean),
+           {{"min", info.min_value_bytes}, {"max", info.max_value_bytes}, {"mean", mean}});
+  fact.Add("map_size", Mb(static_cast<double>(info.map_size)), info.map_size);
+  fact.Add("file_bytes", Mb(static_cast<double>(info.file_bytes)), info.file_bytes);
+  fact.Add("page_size", std::to_string(info.page_size), info.page_size);
+  fact.Add("file_system", info.fs_type + (info.network_fs ? " (network)" : " (local)"),
            {{"type", info.fs_type}, {"network", info.network_fs}});
-      fact("keys", info.gen_data_keys ? "gen-data's (\"%09d\")" : "indexed by a cursor walk",
+  fact.Add("keys", info.gen_data_keys ? "gen-data's (\"%09d\")" : "indexed by a cursor walk",
            info.gen_data_keys ? "gen-data" : "cursor-walk");
-      report.warnings = LmdbWarnings(info, options.lmdb_readahead);
-      Measure(dataset, options, &report);
-      break;
+  report->warnings = LmdbWarnings(info, options.lmdb_readahead);
+  Measure(dataset, options, report);
+}
+
+// What the headers of up to max_headers JPEG files, spread evenly, say.
+struct JpegHeaderSample {
+  int64_t headers = 0;  // read
+  std::vector<int> widths, heights;  // sorted, of those that decode
+  std::vector<int64_t> pixels;       // sorted
+  int64_t scaled = 0;  // decoded with DCT scaling at the crop and resize
+  int64_t bad = 0;     // do not decode
+  std::string first_bad;
+};
+
+JpegHeaderSample SampleJpegHeaders(const FilesDataset& dataset, const InspectOptions& options) {
+  JpegHeaderSample out;
+  const int64_t count = dataset.size();
+  out.headers = std::min(count, std::max<int64_t>(1, options.max_headers));
+  for (int64_t k = 0; k < out.headers; ++k) {
+    const int64_t i = k * count / out.headers;
+    const std::string& file = dataset.files()[static_cast<size_t>(i)];
+    const UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+    std::vector<std::byte> bytes(static_cast<size_t>(dataset.file_bytes(i)));
+    int error = 0;
+    const size_t got = fd.valid() ? PreadFull(fd.get(), bytes, 0, &error) : 0;
+    try {
+      const JpegHeader h = ReadJpegHeader(std::span(bytes).first(got));
+      out.widths.push_back(h.width);
+      out.heights.push_back(h.height);
+      out.pixels.push_back(int64_t{h.width} * h.height);
+      const CropWindow crop = CropWindowFor(options.crop, h.width, h.height, 0, 0, i);
+      out.scaled += !(ChooseScale(crop.width, crop.height, static_cast<int>(options.resize)) == JpegScale{1, 1});
+    } catch (const JpegError& e) {
+      if (out.bad++ == 0) out.first_bad = file + ": " + e.what();
     }
-    case Format::kJpegDir: {
-      report.format = "jpeg";
-      files.layout = FilesLayout::kFiles;
-      files.decode = FilesDecode::kJpeg;
-      files.crop = options.crop;
-      files.resize = options.resize;
-      std::unique_ptr<FilesDataset> dataset;
-      try {
-        dataset = std::make_unique<FilesDataset>(files, NoCost(), CpuCalibration{});
-      } catch (const DatasetNotFound& e) {
-        throw DatasetNotFound(std::string(e.what()) + " (inspect reads .npy, HDF5, LMDB and folders of JPEGs)");
-      }
-      const int64_t count = dataset->size();
-      fact("images", std::to_string(count) + (dataset->skipped_files() > 0
-                                                   ? " (" + std::to_string(dataset->skipped_files()) +
-                                                         " other files skipped)"
-                                                   : ""),
+  }
+  std::sort(out.widths.begin(), out.widths.end());
+  std::sort(out.heights.begin(), out.heights.end());
+  std::sort(out.pixels.begin(), out.pixels.end());
+  return out;
+}
+
+void InspectJpegFolder(FilesOptions files, const InspectOptions& options, FactSheet& fact, InspectReport* report) {
+  report->format = "jpeg";
+  files.layout = FilesLayout::kFiles;
+  files.decode = FilesDecode::kJpeg;
+  files.crop = options.crop;
+  files.resize = options.resize;
+  std::unique_ptr<FilesDataset> dataset;
+  try {
+    dataset = std::make_unique<FilesDataset>(files, NoCost(), CpuCalibration{});
+  } catch (const DatasetNotFound& e) {
+    throw DatasetNotFound(std::string(e.what()) + " (inspect reads .npy, HDF5, LMDB and folders of JPEGs)");
+  }
+  const int64_t count = dataset->size();
+  const int64_t skipped = dataset->skipped_files();
+  fact.Add("images",
+           std::to_string(count) + (skipped > 0 ? " (" + std::to_string(skipped) + " other files skipped)" : ""),
            count);
-      std::vector<int64_t> sizes;
-      for (int64_t i = 0; i < count; ++i) sizes.push_back(dataset->file_bytes(i));
-      std::sort(sizes.begin(), sizes.end());
-      fact("file_bytes", QuantileText(sizes, Kb) + "; " + Mb(static_cast<double>(dataset->total_bytes())) + " in all",
+  std::vector<int64_t> sizes;
+  for (int64_t i = 0; i < count; ++i) sizes.push_back(dataset->file_bytes(i));
+  std::sort(sizes.begin(), sizes.end());
+  fact.Add("file_bytes", QuantileText(sizes, Kb) + "; " + Mb(static_cast<double>(dataset->total_bytes())) + " in all",
            QuantileJson(sizes));
-      // Dimensions from the headers of up to max_headers files, spread evenly.
-      const int64_t headers = std::min(count, std::max<int64_t>(1, options.max_headers));
-      std::vector<int> widths, heights;
-      std::vector<int64_t> pixels;
-      int64_t scaled = 0, bad = 0;
-      std::string first_bad;
-      for (int64_t k = 0; k < headers; ++k) {
-        const int64_t i = k * count / headers;
-        const std::string& file = dataset->files()[static_cast<size_t>(i)];
-        const UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
-        std::vector<std::byte> bytes(static_cast<size_t>(dataset->file_bytes(i)));
-        int error = 0;
-        const size_t got = fd.valid() ? PreadFull(fd.get(), bytes, 0, &error) : 0;
-        try {
-          const JpegHeader h = ReadJpegHeader(std::span(bytes).first(got));
-          widths.push_back(h.width);
-          heights.push_back(h.height);
-          pixels.push_back(int64_t{h.width} * h.height);
-          const CropWindow crop = CropWindowFor(options.crop, h.width, h.height, 0, 0, i);
-          scaled += !(ChooseScale(crop.width, crop.height, static_cast<int>(options.resize)) == JpegScale{1, 1});
-        } catch (const JpegError& e) {
-          if (bad++ == 0) first_bad = file + ": " + e.what();
-        }
-      }
-      if (!widths.empty()) {
-        std::sort(widths.begin(), widths.end());
-        std::sort(heights.begin(), heights.end());
-        std::sort(pixels.begin(), pixels.end());
-        const auto px = [](int v) { return std::to_string(v) + " px"; };
-        fact("width", QuantileText(widths, px), QuantileJson(widths));
-        fact("height", QuantileText(heights, px), QuantileJson(heights));
-        const auto mp = [](int64_t v) {
-          char buf[32];
-          std::snprintf(buf, sizeof buf, "%.2f MP", static_cast<double>(v) / 1e6);
-          return std::string(buf);
-        };
-        fact("pixels", QuantileText(pixels, mp), QuantileJson(pixels));
-      }
-      fact("headers_read", std::to_string(headers) + " of " + std::to_string(count) + " images", headers);
-      const std::string side = std::to_string(options.resize);
-      fact("decode", std::string("crop ") + CropModeName(options.crop) + ", resize " + side + "x" + side + ": " +
-                         std::to_string(scaled) + " of " + std::to_string(widths.size()) +
+  const JpegHeaderSample h = SampleJpegHeaders(*dataset, options);
+  if (!h.widths.empty()) {
+    const auto px = [](int v) { return std::to_string(v) + " px"; };
+    fact.Add("width", QuantileText(h.widths, px), QuantileJson(h.widths));
+    fact.Add("height", QuantileText(h.heights, px), QuantileJson(h.heights));
+    const auto mp = [](int64_t v) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.2f MP", static_cast<double>(v) / 1e6);
+      return std::string(buf);
+    };
+    fact.Add("pixels", QuantileText(h.pixels, mp), QuantileJson(h.pixels));
+  }
+  fact.Add("headers_read", std::to_string(h.headers) + " of " + std::to_string(count) + " images", h.headers);
+  const std::string side = std::to_string(options.resize);
+  fact.Add("decode", std::string("crop ") + CropModeName(options.crop) + ", resize " + side + "x" + side + ": " +
+                         std::to_string(h.scaled) + " of " + std::to_string(h.widths.size()) +
                          " decoded with DCT scaling (the crop is at least twice the target)",
            {{"crop", CropModeName(options.crop)},
             {"resize", options.resize},
-            {"dct_scaled", scaled},
-            {"of", widths.size()}});
-      if (bad > 0) {
-        report.warnings.push_back(std::to_string(bad) + " of " + std::to_string(headers) +
-                                  " headers read do not decode (" + first_bad +
-                                  "): a trial fails on the first such sample; remove or re-encode them");
-      }
-      if (!pixels.empty()) {
-        const int64_t short_side = std::min(widths[widths.size() / 2], heights[heights.size() / 2]);
-        if (short_side >= 4 * options.resize) {
-          report.warnings.push_back(
-              "the median image is " + std::to_string(widths[widths.size() / 2]) + " x " +
-              std::to_string(heights[heights.size() / 2]) + " for a " + side + " px sample: decoding reads " +
-              "far more pixels than training uses; resize the data set once, offline, to a short side near " +
-              std::to_string(options.resize * 8 / 7) + "-" + std::to_string(options.resize * 3 / 2) + " px");
-        }
-      }
-      report.measured_what = "read + decode";
-      Measure(*dataset, options, &report, /*skip_corrupt=*/true);
-      break;
+            {"dct_scaled", h.scaled},
+            {"of", h.widths.size()}});
+  if (h.bad > 0) {
+    report->warnings.push_back(std::to_string(h.bad) + " of " + std::to_string(h.headers) +
+                               " headers read do not decode (" + h.first_bad +
+                               "): a trial fails on the first such sample; remove or re-encode them");
+  }
+  if (!h.pixels.empty()) {
+    const int median_width = h.widths[h.widths.size() / 2];
+    const int median_height = h.heights[h.heights.size() / 2];
+    if (std::min(median_width, median_height) >= 4 * options.resize) {
+      report->warnings.push_back(
+          "the median image is " + std::to_string(median_width) + " x " + std::to_string(median_height) +
+          " for a " + side + " px sample: decoding reads far more pixels than training uses; resize the data "
+          "set once, offline, to a short side near " + std::to_string(options.resize * 8 / 7) + "-" +
+          std::to_string(options.resize * 3 / 2) + " px");
     }
   }
-  report.json_facts = facts.dump();
+  report->measured_what = "read + decode";
+  Measure(*dataset, options, report, /*skip_corrupt=*/true);
+}
+
+}  // namespace
+
+InspectReport Inspect(const std::string& path, const InspectOptions& options) {
+  InspectReport report;
+  report.path = path;
+  FactSheet facts(&report);
+  FilesOptions files;
+  files.path = path;
+  switch (Detect(path)) {
+    case Format::kNpy:
+      InspectNpy(files, options, facts, &report);
+      break;
+    case Format::kHdf5:
+      InspectHdf5(files, options, facts, &report);
+      break;
+    case Format::kLmdb:
+      InspectLmdb(files, options, facts, &report);
+      break;
+    case Format::kJpegDir:
+      InspectJpegFolder(files, options, facts, &report);
+      break;
+  }
+  report.json_facts = facts.Dump();
   return report;
 }
 
