@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -28,8 +29,9 @@ using testing_util::ReadFile;
 class WorkloadCli : public testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("feedtune-wcli-" + std::to_string(getpid()) + "-" +
-                                         testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::string test = testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(test.begin(), test.end(), '/', '-');  // a parameterized test's name: "Shipped/quickstart"
+    dir_ = fs::temp_directory_path() / ("feedtune-wcli-" + std::to_string(getpid()) + "-" + test);
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -152,72 +154,87 @@ TEST_F(WorkloadCli, CorruptRecordFailsTheTrialNamingFileRecordAndOffset) {
 
 // A short variant of each shipped config, swept end to end: the configs stay
 // valid and runnable as the code changes.
-TEST_F(WorkloadCli, EveryConfigRunsEndToEnd) {
+// One test per config, so that ctest runs them side by side.
+const std::vector<std::string> kShippedConfigs = {"cpu-bound",  "files-shards", "files-small-files", "hdf5",
+                                                  "io-bound",   "jpeg-folder",  "lmdb",              "node-2ranks",
+                                                  "npy",        "quickstart",   "torch-probe",       "torch-probe-2ranks"};
+
+// A config added to configs/ without a test here fails: every shipped config is swept below.
+TEST_F(WorkloadCli, EveryShippedConfigIsSweptBelow) {
   const fs::path configs = fs::path(FEEDTUNE_SOURCE_DIR) / "configs";
   std::vector<std::string> names;
   for (const auto& entry : fs::directory_iterator(configs)) {
     if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
   }
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"cpu-bound", "files-shards", "files-small-files", "hdf5", "io-bound",
-                                             "jpeg-folder", "lmdb", "node-2ranks", "npy", "quickstart",
-                                             "torch-probe", "torch-probe-2ranks"}));
-  for (const std::string& name : names) {
-    SCOPED_TRACE(name);
-    const std::string source = (configs / (name + ".yaml")).string();
-    // ParseConfig: the files configs name data/ paths that a checkout does not have.
-    tuner::SweepConfig config = tuner::ParseConfig(ReadFile(source), source);
-    EXPECT_EQ(config.name, name);
-    EXPECT_NE(ReadFile(source).find("# "), std::string::npos);  // commented
-    config.sweep.repeats = 1;
-    config.sweep.measure_seconds = config.workload.kind == workloads::WorkloadKind::kCommand ? 0.3 : 0.15;
-    config.sweep.warmup_batches = 2;
-    config.sweep.max_workers = 2;
-    config.sweep.prefetch_factors = {2};
-    config.sweep.diagnose = false;  // the stage trials have their own tests (tests/tuner/diagnose_test.cc)
-    if (config.workload.kind == workloads::WorkloadKind::kCommand) {
-      // Short epochs: the persistent_workers trials of a serving probe measure whole epochs.
-      std::vector<std::string>& argv = config.workload.command.argv;
-      for (size_t i = 0; i + 1 < argv.size(); ++i) {
-        if (argv[i] == "--samples") argv[i + 1] = "1024";
-      }
-    }
-    if (config.workload.kind == workloads::WorkloadKind::kFiles) {
-      const std::string data = (dir_ / (name + "-data")).string();
-      // decode: jpeg: real JPEG files, small ones so that the sweep stays short.
-      const Result gen = config.workload.files.decode == workloads::FilesDecode::kJpeg
-                             ? Run("gen-data -q --out " + data + " --layout jpeg --samples 400 --image-size 160x120")
-                             : Run("gen-data -q --out " + data + " --layout " +
-                                   workloads::FilesLayoutName(config.workload.files.layout) +
-                                   " --samples 400 --sample-bytes 4096 --shard-bytes 400000");
-      ASSERT_EQ(gen.code, 0) << gen.err;
-      config.workload.files.path = data;
-    }
-    if (workloads::IsFormatKind(config.workload.kind)) {  // npy, hdf5, lmdb: gen-data writes each
-      const std::string kind = workloads::WorkloadKindName(config.workload.kind);
-      const std::string data = (dir_ / (name + "-data." + kind)).string();
-      const Result gen = Run("gen-data -q --out " + data + " --layout " + kind + " --samples 400 --sample-bytes 4096");
-      ASSERT_EQ(gen.code, 0) << gen.err;
-      config.workload.files.path = data;
-    }
-    const std::string short_config = Write(name + ".yaml", tuner::ToYaml(config));
-    EXPECT_NO_THROW(tuner::LoadConfig(short_config));
-    const std::string db = (dir_ / (name + ".db")).string();
-    Result r = Run("sweep " + short_config + " --db " + db);
-    ASSERT_EQ(r.code, 0) << r.out << r.err;
-    EXPECT_NE(r.out.find("best:"), std::string::npos) << r.out;
-    if (config.workload.kind == workloads::WorkloadKind::kFiles &&
-        config.workload.files.cache == workloads::CacheMode::kCold) {
-      EXPECT_NE(r.err.find("evicted from the page cache before each repeat"), std::string::npos) << r.err;
-    }
-    r = Run("report --format json --db " + db);
-    ASSERT_EQ(r.code, 0) << r.err;
-    const nlohmann::json report = nlohmann::json::parse(r.out);
-    EXPECT_EQ(report["status"], "done");
-    EXPECT_EQ(report["workload"], name);
-    EXPECT_GE(report["trials"].size(), 4u);
-  }
+  EXPECT_EQ(names, kShippedConfigs);
 }
+
+class ShippedConfig : public WorkloadCli, public testing::WithParamInterface<std::string> {};
+
+TEST_P(ShippedConfig, RunsEndToEnd) {
+  const fs::path configs = fs::path(FEEDTUNE_SOURCE_DIR) / "configs";
+  const std::string name = GetParam();
+  const std::string source = (configs / (name + ".yaml")).string();
+  // ParseConfig: the files configs name data/ paths that a checkout does not have.
+  tuner::SweepConfig config = tuner::ParseConfig(ReadFile(source), source);
+  EXPECT_EQ(config.name, name);
+  EXPECT_NE(ReadFile(source).find("# "), std::string::npos);  // commented
+  config.sweep.repeats = 1;
+  config.sweep.measure_seconds = config.workload.kind == workloads::WorkloadKind::kCommand ? 0.3 : 0.15;
+  config.sweep.warmup_batches = 2;
+  config.sweep.max_workers = 2;
+  config.sweep.prefetch_factors = {2};
+  config.sweep.diagnose = false;  // the stage trials have their own tests (tests/tuner/diagnose_test.cc)
+  if (config.workload.kind == workloads::WorkloadKind::kCommand) {
+    // Short epochs: the persistent_workers trials of a serving probe measure whole epochs.
+    std::vector<std::string>& argv = config.workload.command.argv;
+    for (size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "--samples") argv[i + 1] = "1024";
+    }
+  }
+  if (config.workload.kind == workloads::WorkloadKind::kFiles) {
+    const std::string data = (dir_ / (name + "-data")).string();
+    // decode: jpeg: real JPEG files, small ones so that the sweep stays short.
+    const Result gen = config.workload.files.decode == workloads::FilesDecode::kJpeg
+                           ? Run("gen-data -q --out " + data + " --layout jpeg --samples 400 --image-size 160x120")
+                           : Run("gen-data -q --out " + data + " --layout " +
+                                 workloads::FilesLayoutName(config.workload.files.layout) +
+                                 " --samples 400 --sample-bytes 4096 --shard-bytes 400000");
+    ASSERT_EQ(gen.code, 0) << gen.err;
+    config.workload.files.path = data;
+  }
+  if (workloads::IsFormatKind(config.workload.kind)) {  // npy, hdf5, lmdb: gen-data writes each
+    const std::string kind = workloads::WorkloadKindName(config.workload.kind);
+    const std::string data = (dir_ / (name + "-data." + kind)).string();
+    const Result gen = Run("gen-data -q --out " + data + " --layout " + kind + " --samples 400 --sample-bytes 4096");
+    ASSERT_EQ(gen.code, 0) << gen.err;
+    config.workload.files.path = data;
+  }
+  const std::string short_config = Write(name + ".yaml", tuner::ToYaml(config));
+  EXPECT_NO_THROW(tuner::LoadConfig(short_config));
+  const std::string db = (dir_ / (name + ".db")).string();
+  Result r = Run("sweep " + short_config + " --db " + db);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("best:"), std::string::npos) << r.out;
+  if (config.workload.kind == workloads::WorkloadKind::kFiles &&
+      config.workload.files.cache == workloads::CacheMode::kCold) {
+    EXPECT_NE(r.err.find("evicted from the page cache before each repeat"), std::string::npos) << r.err;
+  }
+  r = Run("report --format json --db " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  EXPECT_EQ(report["status"], "done");
+  EXPECT_EQ(report["workload"], name);
+  EXPECT_GE(report["trials"].size(), 4u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shipped, ShippedConfig, testing::ValuesIn(kShippedConfigs),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace feedtune
