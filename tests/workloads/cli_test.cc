@@ -230,8 +230,8 @@ TEST_P(ShippedConfig, RunsEndToEnd) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shipped, ShippedConfig, testing::ValuesIn(kShippedConfigs),
-                         [](const testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
+                         [](const testing::TestParamInfo<std::string>& param) {
+                           std::string name = param.param;
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });

@@ -660,6 +660,70 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
 }
 
 namespace {
+
+// `trial --json`: the trial's figures, one object (the report's trial keys).
+nlohmann::json TrialJson(const results::TrialRecord& t, const std::string& backend) {
+  nlohmann::json j = {{"backend", backend},
+                      {"config",
+                       {{"batch_size", t.knobs.batch_size},
+                        {"num_workers", t.knobs.num_workers},
+                        {"pin_memory", t.knobs.pin_memory},
+                        {"non_blocking", t.knobs.non_blocking},
+                        {"prefetch_factor", t.knobs.prefetch_factor},
+                        {"persistent_workers", t.knobs.persistent_workers},
+                        {"cpu_binding", loader::CpuBindingName(t.knobs.cpu_binding)},
+                        {"worker_threads", t.knobs.worker_threads}}},
+                      {"status", t.status},
+                      {"error", t.error ? nlohmann::json(*t.error) : nlohmann::json(nullptr)},
+                      {"samples_per_s", Number(t.samples_per_s)},
+                      {"ci", {Number(t.ci_low), Number(t.ci_high)}},
+                      {"mb_per_s", Number(t.mb_per_s)},
+                      {"gpu_idle_frac", Number(t.gpu_idle_frac)},
+                      {"wait_p50_us", Number(t.wait_p50_us)},
+                      {"wait_p99_us", Number(t.wait_p99_us)},
+                      {"worker_startup_s", Number(t.worker_startup_s)},
+                      {"cpu_util", Number(t.cpu_util)},
+                      {"peak_rss_bytes", t.peak_rss_bytes},
+                      {"cv", Number(t.cv)},
+                      {"time_to_first_batch_s", Number(t.time_to_first_batch_s)},
+                      {"epoch_boundary_ms", Number(t.epoch_boundary_ms)},
+                      {"worker_busy_frac", Number(t.worker_busy_frac)},
+                      {"worker_rss_bytes", Number(t.worker_rss_bytes)},
+                      {"copy_s", Number(t.copy_s)},
+                      {"pinned_alloc_s", Number(t.pinned_alloc_s)},
+                      {"batches_per_epoch", t.batches_per_epoch ? nlohmann::json(*t.batches_per_epoch)
+                                                                : nlohmann::json(nullptr)},
+                      {"repeats", t.repeats}};
+  if (t.node) j["node"] = nlohmann::json::parse(results::NodeFiguresJson(*t.node));  // sweep.ranks > 1
+  return j;
+}
+
+// `trial`: the trial's figures as text, then its one-off costs and its workers.
+void PrintTrialText(const results::TrialRecord& t, const std::string& backend) {
+  // A figure the workload did not measure (a command's) reads "not measured".
+  const auto figure = [](double value, int decimals, const char* unit) {
+    return std::isfinite(value) ? Fixed(value, decimals) + unit : std::string("not measured");
+  };
+  std::printf("%s  %.1f samples/s [%.1f, %.1f]  %s  GPU idle %s  wait p50 %s p99 %s  CPU %.2f  RSS %.0f MiB  (%s)\n",
+              tuner::KnobsShort(t.knobs).c_str(), t.samples_per_s, t.ci_low, t.ci_high,
+              figure(t.mb_per_s, 1, " MB/s").c_str(), figure(t.gpu_idle_frac * 100, 1, "%").c_str(),
+              figure(t.wait_p50_us / 1e3, 2, " ms").c_str(), figure(t.wait_p99_us / 1e3, 2, " ms").c_str(),
+              t.cpu_util, static_cast<double>(t.peak_rss_bytes) / (1 << 20), backend.c_str());
+  // One-off costs, kept out of the figures above.
+  std::printf("start-up (outside the windows): first batch %s, workers start in %s, pinned pool %s\n",
+              figure(t.time_to_first_batch_s * 1e3, 1, " ms").c_str(),
+              figure(t.worker_startup_s * 1e3, 1, " ms").c_str(),
+              figure(t.pinned_alloc_s * 1e3, 1, " ms").c_str());
+  std::string workers;
+  if (std::isfinite(t.worker_busy_frac)) workers += "busy " + Fixed(t.worker_busy_frac * 100, 1) + "%";
+  if (std::isfinite(t.worker_rss_bytes)) {
+    workers += (workers.empty() ? "" : ", ") + std::string("peak RSS ") + Fixed(t.worker_rss_bytes / (1 << 20), 0) +
+               " MiB each";
+  }
+  if (!workers.empty()) std::printf("workers: %s\n", workers.c_str());
+  if (t.node) std::fputs(results::NodeFiguresText(*t.node, "").c_str(), stdout);
+}
+
 constexpr const char* kTrialUsage = R"(Usage: feedtune trial CONFIG [--set key=value ...] [--json] [--trace FILE]
 
 Measures one configuration (the loader knobs of the config, changed by --set),
@@ -734,62 +798,9 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
               << trace.events.size() << " spans) in " << trace_path << "; open it in https://ui.perfetto.dev\n";
   }
   if (vm->count("json")) {
-    nlohmann::json j = {{"backend", session->device->backend_name()},
-                        {"config",
-                         {{"batch_size", t.knobs.batch_size},
-                          {"num_workers", t.knobs.num_workers},
-                          {"pin_memory", t.knobs.pin_memory},
-                          {"non_blocking", t.knobs.non_blocking},
-                          {"prefetch_factor", t.knobs.prefetch_factor},
-                          {"persistent_workers", t.knobs.persistent_workers},
-                          {"cpu_binding", loader::CpuBindingName(t.knobs.cpu_binding)},
-                          {"worker_threads", t.knobs.worker_threads}}},
-                        {"status", t.status},
-                        {"error", t.error ? nlohmann::json(*t.error) : nlohmann::json(nullptr)},
-                        {"samples_per_s", Number(t.samples_per_s)},
-                        {"ci", {Number(t.ci_low), Number(t.ci_high)}},
-                        {"mb_per_s", Number(t.mb_per_s)},
-                        {"gpu_idle_frac", Number(t.gpu_idle_frac)},
-                        {"wait_p50_us", Number(t.wait_p50_us)},
-                        {"wait_p99_us", Number(t.wait_p99_us)},
-                        {"worker_startup_s", Number(t.worker_startup_s)},
-                        {"cpu_util", Number(t.cpu_util)},
-                        {"peak_rss_bytes", t.peak_rss_bytes},
-                        {"cv", Number(t.cv)},
-                        {"time_to_first_batch_s", Number(t.time_to_first_batch_s)},
-                        {"epoch_boundary_ms", Number(t.epoch_boundary_ms)},
-                        {"worker_busy_frac", Number(t.worker_busy_frac)},
-                        {"worker_rss_bytes", Number(t.worker_rss_bytes)},
-                        {"copy_s", Number(t.copy_s)},
-                        {"pinned_alloc_s", Number(t.pinned_alloc_s)},
-                        {"batches_per_epoch", t.batches_per_epoch ? nlohmann::json(*t.batches_per_epoch)
-                                                                  : nlohmann::json(nullptr)},
-                        {"repeats", t.repeats}};
-    if (t.node) j["node"] = nlohmann::json::parse(results::NodeFiguresJson(*t.node));  // sweep.ranks > 1
-    std::cout << j.dump() << "\n";
+    std::cout << TrialJson(t, session->device->backend_name()).dump() << "\n";
   } else if (t.status == "ok") {
-    // A figure the workload did not measure (a command's) reads "not measured".
-    const auto figure = [](double value, int decimals, const char* unit) {
-      return std::isfinite(value) ? Fixed(value, decimals) + unit : std::string("not measured");
-    };
-    std::printf("%s  %.1f samples/s [%.1f, %.1f]  %s  GPU idle %s  wait p50 %s p99 %s  CPU %.2f  RSS %.0f MiB  (%s)\n",
-                tuner::KnobsShort(t.knobs).c_str(), t.samples_per_s, t.ci_low, t.ci_high,
-                figure(t.mb_per_s, 1, " MB/s").c_str(), figure(t.gpu_idle_frac * 100, 1, "%").c_str(),
-                figure(t.wait_p50_us / 1e3, 2, " ms").c_str(), figure(t.wait_p99_us / 1e3, 2, " ms").c_str(),
-                t.cpu_util, static_cast<double>(t.peak_rss_bytes) / (1 << 20), session->device->backend_name());
-    // One-off costs, kept out of the figures above.
-    std::printf("start-up (outside the windows): first batch %s, workers start in %s, pinned pool %s\n",
-                figure(t.time_to_first_batch_s * 1e3, 1, " ms").c_str(),
-                figure(t.worker_startup_s * 1e3, 1, " ms").c_str(),
-                figure(t.pinned_alloc_s * 1e3, 1, " ms").c_str());
-    std::string workers;
-    if (std::isfinite(t.worker_busy_frac)) workers += "busy " + Fixed(t.worker_busy_frac * 100, 1) + "%";
-    if (std::isfinite(t.worker_rss_bytes)) {
-      workers += (workers.empty() ? "" : ", ") + std::string("peak RSS ") + Fixed(t.worker_rss_bytes / (1 << 20), 0) +
-                 " MiB each";
-    }
-    if (!workers.empty()) std::printf("workers: %s\n", workers.c_str());
-    if (t.node) std::fputs(results::NodeFiguresText(*t.node, "").c_str(), stdout);
+    PrintTrialText(t, session->device->backend_name());
   }
   if (t.status != "ok") {
     std::cerr << "feedtune: trial failed: " << t.error.value_or("unknown error") << "\n";

@@ -950,27 +950,7 @@ class Parser {
               if (!IsPlain(value) || !parsed) Bad(value, mark, key.path, "true or false", parsed);
               k.set(config, v);
             },
-            [&](const EnumKey& k) {
-              std::vector<std::string_view> names;
-              for (int i = 0; i < k.count; ++i) names.emplace_back(k.name(i));
-              if (value.IsScalar()) {
-                const auto found = std::find(names.begin(), names.end(), value.Scalar());
-                if (found != names.end()) {
-                  k.set(config, found - names.begin());
-                  return;
-                }
-              }
-              std::string what = "expected " + ExpectedEnum(k) + ", got " + Describe(value);
-              if (value.IsScalar()) {
-                if (IsPlanned(k, value.Scalar())) {
-                  what += " (not supported yet)";
-                } else if (std::string_view close = ClosestName(value.Scalar(), names);
-                           !close.empty()) {
-                  what += "; did you mean '" + std::string(close) + "'?";
-                }
-              }
-              Fail(mark, key.path, what);
-            },
+            [&](const EnumKey& k) { ParseEnum(key, k, value, mark, config); },
             [&](const LabelKey& k) {
               if (!value.IsScalar() || !IsLabel(value.Scalar())) {
                 Fail(mark, key.path,
@@ -979,27 +959,7 @@ class Parser {
               }
               k.set(config, value.Scalar());
             },
-            [&](const IntListKey& k) {
-              if (!value.IsSequence() || value.size() == 0) {
-                Fail(mark, key.path,
-                     "expected a non-empty list of integers in [" + std::to_string(k.lo) + ", " +
-                         std::to_string(k.hi) + "], got " + Describe(value));
-              }
-              std::vector<int> items;
-              for (size_t i = 0; i < value.size(); ++i) {
-                const YAML::Node item = value[i];
-                const std::string item_path = std::string(key.path) + "[" + std::to_string(i) + "]";
-                const YAML::Mark item_mark = item.Mark().is_null() ? mark : item.Mark();
-                const int v = static_cast<int>(ReadInt(item, item_mark, item_path, k.lo, k.hi));
-                if (std::find(items.begin(), items.end(), v) != items.end()) {
-                  Fail(item_mark, item_path,
-                       "expected " + ExpectedInt(k.lo, k.hi) + " not already in the list, got " +
-                           Describe(item));
-                }
-                items.push_back(v);
-              }
-              k.set(config, std::move(items));
-            },
+            [&](const IntListKey& k) { ParseIntList(key, k, value, mark, config); },
             [&](const StringKey& k) {
               if (!value.IsScalar() || value.Scalar().empty() || HasControl(value.Scalar())) {
                 Fail(mark, key.path, "expected a non-empty string, got " + Describe(value));
@@ -1016,45 +976,7 @@ class Parser {
               }
               k.set(config, value.Scalar());
             },
-            [&](const StringListKey& k) {
-              if (!value.IsSequence() || value.size() == 0) {
-                Fail(mark, key.path,
-                     "expected a non-empty list of strings (the command and its arguments), got " +
-                         Describe(value));
-              }
-              std::vector<std::string> items;
-              std::vector<YAML::Mark> marks;
-              for (size_t i = 0; i < value.size(); ++i) {
-                const YAML::Node item = value[i];
-                const std::string item_path = std::string(key.path) + "[" + std::to_string(i) + "]";
-                const YAML::Mark item_mark = item.Mark().is_null() ? mark : item.Mark();
-                if (!item.IsScalar() || (i == 0 && item.Scalar().empty())) {
-                  Fail(item_mark, item_path,
-                       std::string(i == 0 ? "expected the command (a non-empty string)"
-                                          : "expected a string") +
-                           ", got " + Describe(item));
-                }
-                if (const std::string unknown = workloads::UnknownPlaceholder(item.Scalar());
-                    !unknown.empty()) {
-                  std::vector<std::string_view> names(workloads::kPlaceholders.begin(),
-                                                      workloads::kPlaceholders.end());
-                  std::string what = "unknown placeholder {" + unknown + "}";
-                  if (std::string_view close = ClosestName(unknown, names); !close.empty()) {
-                    what += "; did you mean {" + std::string(close) + "}?";
-                  } else {
-                    what += "; known: ";
-                    for (size_t n = 0; n < names.size(); ++n) {
-                      what += (n > 0 ? ", {" : "{") + std::string(names[n]) + "}";
-                    }
-                  }
-                  Fail(item_mark, item_path, what);
-                }
-                items.push_back(item.Scalar());
-                marks.push_back(item_mark);
-              }
-              k.set(config, std::move(items));
-              list_item_marks_[std::string(key.path)] = std::move(marks);
-            },
+            [&](const StringListKey& k) { ParseStringList(key, k, value, mark, config); },
             [&](const SizeKey& k) {
               workloads::SyntheticOptions& synthetic = k.mut(config);
               if (value.IsMap()) {
@@ -1072,53 +994,148 @@ class Parser {
               synthetic.sample_bytes = v;
               synthetic.size = workloads::SampleSize{};
             },
-            [&](const FaultKey& k) {
-              workloads::FaultOptions& fault = k.mut(config);
-              if (value.IsNull()) {
-                fault = workloads::FaultOptions{};
-                return;
-              }
-              if (!value.IsMap()) {
-                Fail(mark, key.path,
-                     "expected null or {kind: throw|exit|abort|segv|hang, at_sample: N}, got " +
-                         Describe(value));
-              }
-              const auto given = ReadSubKeys(value, key.path, {"kind", "at_sample"});
-              workloads::FaultOptions parsed;
-              const std::string kind_path = std::string(key.path) + ".kind";
-              const auto kind = given.find("kind");
-              if (kind == given.end()) {
-                Fail(mark, kind_path, "expected one of throw|exit|abort|segv|hang, got nothing");
-              }
-              std::vector<std::string_view> names;
-              for (int i = 1; i <= static_cast<int>(workloads::FaultKind::kHang); ++i) {
-                names.emplace_back(workloads::FaultKindName(static_cast<workloads::FaultKind>(i)));
-              }
-              const YAML::Node& kind_value = kind->second.first;
-              const auto found = kind_value.IsScalar()
-                                     ? std::find(names.begin(), names.end(), kind_value.Scalar())
-                                     : names.end();
-              if (found == names.end()) {
-                std::string what =
-                    "expected one of throw|exit|abort|segv|hang, got " + Describe(kind_value);
-                if (kind_value.IsScalar()) {
-                  if (std::string_view close = ClosestName(kind_value.Scalar(), names);
-                      !close.empty()) {
-                    what += "; did you mean '" + std::string(close) + "'?";
-                  }
-                }
-                Fail(kind->second.second, kind_path, what);
-              }
-              parsed.kind = static_cast<workloads::FaultKind>(found - names.begin() + 1);
-              if (const auto at = given.find("at_sample"); at != given.end()) {
-                parsed.at_sample = ReadInt(at->second.first, at->second.second,
-                                           std::string(key.path) + ".at_sample", 0, 1'000'000'000);
-              }
-              fault = parsed;
-            },
+            [&](const FaultKey& k) { ParseFault(key, k, value, mark, config); },
             [&](const StartMethodsKey& k) { k.mut(config) = ReadStartMethods(value, mark, key.path); },
         },
         key.type);
+  }
+
+  // One of the names; a near miss gets "did you mean", a planned name "not supported yet".
+  void ParseEnum(const Key& key, const EnumKey& k, const YAML::Node& value,
+                 const YAML::Mark& mark, SweepConfig& config) {
+    std::vector<std::string_view> names;
+    for (int i = 0; i < k.count; ++i) names.emplace_back(k.name(i));
+    if (value.IsScalar()) {
+      const auto found = std::find(names.begin(), names.end(), value.Scalar());
+      if (found != names.end()) {
+        k.set(config, found - names.begin());
+        return;
+      }
+    }
+    std::string what = "expected " + ExpectedEnum(k) + ", got " + Describe(value);
+    if (value.IsScalar()) {
+      if (IsPlanned(k, value.Scalar())) {
+        what += " (not supported yet)";
+      } else if (std::string_view close = ClosestName(value.Scalar(), names);
+                 !close.empty()) {
+        what += "; did you mean '" + std::string(close) + "'?";
+      }
+    }
+    Fail(mark, key.path, what);
+  }
+
+  // A non-empty list of distinct integers in range, each item checked at its own line.
+  void ParseIntList(const Key& key, const IntListKey& k, const YAML::Node& value,
+                    const YAML::Mark& mark, SweepConfig& config) {
+    if (!value.IsSequence() || value.size() == 0) {
+      Fail(mark, key.path,
+           "expected a non-empty list of integers in [" + std::to_string(k.lo) + ", " +
+               std::to_string(k.hi) + "], got " + Describe(value));
+    }
+    std::vector<int> items;
+    for (size_t i = 0; i < value.size(); ++i) {
+      const YAML::Node item = value[i];
+      const std::string item_path = std::string(key.path) + "[" + std::to_string(i) + "]";
+      const YAML::Mark item_mark = item.Mark().is_null() ? mark : item.Mark();
+      const int v = static_cast<int>(ReadInt(item, item_mark, item_path, k.lo, k.hi));
+      if (std::find(items.begin(), items.end(), v) != items.end()) {
+        Fail(item_mark, item_path,
+             "expected " + ExpectedInt(k.lo, k.hi) + " not already in the list, got " +
+                 Describe(item));
+      }
+      items.push_back(v);
+    }
+    k.set(config, std::move(items));
+  }
+
+  // The command line: strings, the first non-empty, placeholders known; each item's
+  // mark is kept for the cross-key checks.
+  void ParseStringList(const Key& key, const StringListKey& k, const YAML::Node& value,
+                       const YAML::Mark& mark, SweepConfig& config) {
+    if (!value.IsSequence() || value.size() == 0) {
+      Fail(mark, key.path,
+           "expected a non-empty list of strings (the command and its arguments), got " +
+               Describe(value));
+    }
+    std::vector<std::string> items;
+    std::vector<YAML::Mark> marks;
+    for (size_t i = 0; i < value.size(); ++i) {
+      const YAML::Node item = value[i];
+      const std::string item_path = std::string(key.path) + "[" + std::to_string(i) + "]";
+      const YAML::Mark item_mark = item.Mark().is_null() ? mark : item.Mark();
+      if (!item.IsScalar() || (i == 0 && item.Scalar().empty())) {
+        Fail(item_mark, item_path,
+             std::string(i == 0 ? "expected the command (a non-empty string)"
+                                : "expected a string") +
+                 ", got " + Describe(item));
+      }
+      if (const std::string unknown = workloads::UnknownPlaceholder(item.Scalar());
+          !unknown.empty()) {
+        std::vector<std::string_view> names(workloads::kPlaceholders.begin(),
+                                            workloads::kPlaceholders.end());
+        std::string what = "unknown placeholder {" + unknown + "}";
+        if (std::string_view close = ClosestName(unknown, names); !close.empty()) {
+          what += "; did you mean {" + std::string(close) + "}?";
+        } else {
+          what += "; known: ";
+          for (size_t n = 0; n < names.size(); ++n) {
+            what += (n > 0 ? ", {" : "{") + std::string(names[n]) + "}";
+          }
+        }
+        Fail(item_mark, item_path, what);
+      }
+      items.push_back(item.Scalar());
+      marks.push_back(item_mark);
+    }
+    k.set(config, std::move(items));
+    list_item_marks_[std::string(key.path)] = std::move(marks);
+  }
+
+  // null, or {kind: throw|exit|abort|segv|hang, at_sample: N}.
+  void ParseFault(const Key& key, const FaultKey& k, const YAML::Node& value,
+                  const YAML::Mark& mark, SweepConfig& config) {
+    workloads::FaultOptions& fault = k.mut(config);
+    if (value.IsNull()) {
+      fault = workloads::FaultOptions{};
+      return;
+    }
+    if (!value.IsMap()) {
+      Fail(mark, key.path,
+           "expected null or {kind: throw|exit|abort|segv|hang, at_sample: N}, got " +
+               Describe(value));
+    }
+    const auto given = ReadSubKeys(value, key.path, {"kind", "at_sample"});
+    workloads::FaultOptions parsed;
+    const std::string kind_path = std::string(key.path) + ".kind";
+    const auto kind = given.find("kind");
+    if (kind == given.end()) {
+      Fail(mark, kind_path, "expected one of throw|exit|abort|segv|hang, got nothing");
+    }
+    std::vector<std::string_view> names;
+    for (int i = 1; i <= static_cast<int>(workloads::FaultKind::kHang); ++i) {
+      names.emplace_back(workloads::FaultKindName(static_cast<workloads::FaultKind>(i)));
+    }
+    const YAML::Node& kind_value = kind->second.first;
+    const auto found = kind_value.IsScalar()
+                           ? std::find(names.begin(), names.end(), kind_value.Scalar())
+                           : names.end();
+    if (found == names.end()) {
+      std::string what =
+          "expected one of throw|exit|abort|segv|hang, got " + Describe(kind_value);
+      if (kind_value.IsScalar()) {
+        if (std::string_view close = ClosestName(kind_value.Scalar(), names);
+            !close.empty()) {
+          what += "; did you mean '" + std::string(close) + "'?";
+        }
+      }
+      Fail(kind->second.second, kind_path, what);
+    }
+    parsed.kind = static_cast<workloads::FaultKind>(found - names.begin() + 1);
+    if (const auto at = given.find("at_sample"); at != given.end()) {
+      parsed.at_sample = ReadInt(at->second.first, at->second.second,
+                                 std::string(key.path) + ".at_sample", 0, 1'000'000'000);
+    }
+    fault = parsed;
   }
 
   // sweep.start_methods: auto (empty) or a list of distinct fork|forkserver|spawn.

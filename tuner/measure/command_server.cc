@@ -313,18 +313,7 @@ ServedTrial CommandServer::RunTrial(const std::string& request_line, int64_t tri
   const auto deadline = clock_start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   const double cpu_before = ProcessCpuSeconds(pid_);
 
-  const std::string line = request_line + "\n";
-  for (size_t sent = 0; sent < line.size();) {
-    const ssize_t n = ::send(stdin_fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int error = errno;
-      const std::string how = error == EPIPE ? ReapAfterEof() : KillAndReap();
-      return fail("the serving command " + (how.empty() ? "could not be sent the request (" + Errno(error) + ")" : how) +
-                  " before it read trial " + std::to_string(trial_id) + "'s request");
-    }
-    sent += static_cast<size_t>(n);
-  }
+  if (std::string why = SendRequest(request_line, trial_id); !why.empty()) return fail(std::move(why));
 
   auto last_line_at = requested_at;
   bool ending = false;         // its stdout closed or the leader exited: the lines read are all there is
@@ -409,33 +398,58 @@ ServedTrial CommandServer::RunTrial(const std::string& request_line, int64_t tri
                   " s (workload.timeout_s" + (clock_start == started_at_ ? ", counted from the command's start" : "") +
                   ") with " + Windows(trial.windows.size(), windows) + " done; the serving command was killed");
     }
-    pollfd fds[2];
-    nfds_t n = 0;
-    fds[n++] = {stdout_fd_, POLLIN, 0};
-    if (stderr_fd_ >= 0) fds[n++] = {stderr_fd_, POLLIN, 0};
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    const int wait_ms = static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, kPoll.count()));
-    if (::poll(fds, n, wait_ms) < 0 && errno != EINTR) {
-      const int error = errno;
+    std::string poll_error;
+    ending = AwaitOutput(deadline, &leader_exited, &poll_error);
+    if (!poll_error.empty()) {
       KillAndReap();
-      return fail(std::string("poll: ") + Errno(error));
-    }
-    DrainStderr();
-    const bool stdout_open = ReadAvailable(stdout_fd_, stdout_buffer_);
-    // The leader can die while its children (DataLoader workers) hold stdout
-    // open, so its exit is looked for too, without reaping: the group must
-    // still exist when it is killed.
-    siginfo_t info{};
-    leader_exited = ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-                    info.si_pid == pid_;
-    if (!stdout_open || leader_exited) {
-      ReadAvailable(stdout_fd_, stdout_buffer_);  // what it wrote before it went
-      // An unfinished last line counts as a line; the lines left may still end
-      // the trial (the next trial then finds the process gone).
-      if (!stdout_buffer_.empty() && stdout_buffer_.back() != '\n') stdout_buffer_ += '\n';
-      ending = true;
+      return fail(poll_error);
     }
   }
+}
+
+std::string CommandServer::SendRequest(const std::string& request_line, int64_t trial_id) {
+  const std::string line = request_line + "\n";
+  for (size_t sent = 0; sent < line.size();) {
+    const ssize_t n = ::send(stdin_fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      const std::string how = error == EPIPE ? ReapAfterEof() : KillAndReap();
+      return "the serving command " + (how.empty() ? "could not be sent the request (" + Errno(error) + ")" : how) +
+             " before it read trial " + std::to_string(trial_id) + "'s request";
+    }
+    sent += static_cast<size_t>(n);
+  }
+  return {};
+}
+
+bool CommandServer::AwaitOutput(Clock::time_point deadline, bool* leader_exited, std::string* poll_error) {
+  pollfd fds[2];
+  nfds_t n = 0;
+  fds[n++] = {stdout_fd_, POLLIN, 0};
+  if (stderr_fd_ >= 0) fds[n++] = {stderr_fd_, POLLIN, 0};
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  const int wait_ms = static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, kPoll.count()));
+  if (::poll(fds, n, wait_ms) < 0 && errno != EINTR) {
+    *poll_error = std::string("poll: ") + Errno(errno);
+    return false;
+  }
+  DrainStderr();
+  const bool stdout_open = ReadAvailable(stdout_fd_, stdout_buffer_);
+  // The leader can die while its children (DataLoader workers) hold stdout
+  // open, so its exit is looked for too, without reaping: the group must
+  // still exist when it is killed.
+  siginfo_t info{};
+  *leader_exited = ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+                   info.si_pid == pid_;
+  if (!stdout_open || *leader_exited) {
+    ReadAvailable(stdout_fd_, stdout_buffer_);  // what it wrote before it went
+    // An unfinished last line counts as a line; the lines left may still end
+    // the trial (the next trial then finds the process gone).
+    if (!stdout_buffer_.empty() && stdout_buffer_.back() != '\n') stdout_buffer_ += '\n';
+    return true;
+  }
+  return false;
 }
 
 }  // namespace feedtune::tuner

@@ -114,6 +114,13 @@ class CommandServer {
   // closed), then kills and reaps; how it ended.
   std::string ReapAfterEof();
   void DrainStderr();
+  // Writes the request line whole. Empty when sent, else why not (and the
+  // command is then reaped or killed).
+  std::string SendRequest(const std::string& request_line, int64_t trial_id);
+  // Waits for output until `deadline` (at most one poll interval) and reads
+  // what came. Returns whether the output has ended: stdout closed, or the
+  // leader exited (*leader_exited). A poll failure sets *poll_error.
+  bool AwaitOutput(std::chrono::steady_clock::time_point deadline, bool* leader_exited, std::string* poll_error);
 
   pid_t pid_ = -1;
   bool dead_ = false;       // killed (or found dead) and reaped
