@@ -156,127 +156,163 @@ struct ChartSpec {
   std::string empty_text = "no num_workers trial measured";  // shown when there is no point
 };
 
+// The chart's frame and scales, shared by the parts drawn on it.
 // x: num_workers on a log2(1 + w) scale, so 0, 1, 2, 4 ... 64 are evenly spread
 // and the bisection points fall between their neighbours.
-std::string Chart(const ChartSpec& spec) {
-  constexpr double kWidth = 540, kHeight = 320;
-  constexpr double kLeft = 66, kRight = 104, kTop = 22, kBottom = 50;
-  const double plot_w = kWidth - kLeft - kRight;
-  const double plot_h = kHeight - kTop - kBottom;
+struct ChartScale {
+  static constexpr double kWidth = 540, kHeight = 320;
+  static constexpr double kLeft = 66, kRight = 104, kTop = 22, kBottom = 50;
+  static constexpr double plot_w = kWidth - kLeft - kRight;
+  static constexpr double plot_h = kHeight - kTop - kBottom;
 
-  std::vector<int> xs;
-  for (const ChartPoint& p : spec.points) xs.push_back(p.workers);
-  for (int w : spec.failed_workers) xs.push_back(w);
-  std::sort(xs.begin(), xs.end());
-  xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
-  const double x_top = std::log2(1.0 + (xs.empty() ? 1 : std::max(xs.back(), 1)));
-  const auto x_of = [&](int workers) {
-    return kLeft + plot_w * std::log2(1.0 + workers) / (x_top > 0 ? x_top : 1);
-  };
+  std::vector<int> xs;  // the worker counts on the x axis, ascending, each once
+  double x_top = 0;     // log2(1 + the largest count)
+  double y_scale = 1;   // as ChartSpec's
+  double step = 1;      // between y ticks
+  double y_top = 1;     // the y axis' top, in shown units
 
+  double X(int workers) const { return kLeft + plot_w * std::log2(1.0 + workers) / (x_top > 0 ? x_top : 1); }
+  // Clamped: a whisker past the fixed top of a percent chart stays inside.
+  double Y(double value) const { return kTop + plot_h * (1 - std::clamp(value * y_scale / y_top, 0.0, 1.0)); }
+};
+
+ChartScale MakeChartScale(const ChartSpec& spec) {
+  ChartScale scale;
+  scale.y_scale = spec.y_scale;
+  for (const ChartPoint& p : spec.points) scale.xs.push_back(p.workers);
+  for (int w : spec.failed_workers) scale.xs.push_back(w);
+  std::sort(scale.xs.begin(), scale.xs.end());
+  scale.xs.erase(std::unique(scale.xs.begin(), scale.xs.end()), scale.xs.end());
+  scale.x_top = std::log2(1.0 + (scale.xs.empty() ? 1 : std::max(scale.xs.back(), 1)));
+
+  // The y axis reaches past the highest whisker and reference line, rounded up to a tick.
   double top = 0;
   for (const ChartPoint& p : spec.points) {
     top = std::max(top, (std::isfinite(p.high) ? p.high : p.y) * spec.y_scale);
   }
   if (spec.baseline) top = std::max(top, *spec.baseline * spec.y_scale);
   if (spec.best) top = std::max(top, *spec.best * spec.y_scale);
-  const double step = NiceStep(spec.y_max ? *spec.y_max : top * 1.08, 5);
-  const double y_top = spec.y_max ? *spec.y_max : std::max(step, std::ceil(top * 1.08 / step) * step);
-  const auto y_of = [&](double value) {
-    return kTop + plot_h * (1 - std::clamp(value * spec.y_scale / y_top, 0.0, 1.0));
-  };
+  scale.step = NiceStep(spec.y_max ? *spec.y_max : top * 1.08, 5);
+  scale.y_top = spec.y_max ? *spec.y_max : std::max(scale.step, std::ceil(top * 1.08 / scale.step) * scale.step);
+  return scale;
+}
 
-  std::string svg = "<svg class=\"chart " + spec.css_class + "\" xmlns=\"http://www.w3.org/2000/svg\"" +
-                    Attr("viewBox", "0 0 " + Px(kWidth) + " " + Px(kHeight)) +
-                    Attr("width", Px(kWidth)) + Attr("height", Px(kHeight)) +
-                    " role=\"img\"" + Attr("aria-label", spec.title) + ">\n";
-  svg += "<title>" + EscapeHtml(spec.title) + "</title>\n";
-  // Grid and y axis.
-  for (double v = 0; v <= y_top + step / 2; v += step) {
-    const double y = kTop + plot_h * (1 - v / y_top);
-    svg += "<line class=\"grid\" x1=\"" + Px(kLeft) + "\" x2=\"" + Px(kLeft + plot_w) + "\" y1=\"" +
+// Grid lines with their y tick labels, both axes, the x tick labels and the axis titles.
+std::string ChartAxesSvg(const ChartSpec& spec, const ChartScale& s) {
+  using S = ChartScale;
+  std::string svg;
+  for (double v = 0; v <= s.y_top + s.step / 2; v += s.step) {
+    const double y = S::kTop + S::plot_h * (1 - v / s.y_top);
+    svg += "<line class=\"grid\" x1=\"" + Px(S::kLeft) + "\" x2=\"" + Px(S::kLeft + S::plot_w) + "\" y1=\"" +
            Px(y) + "\" y2=\"" + Px(y) + "\"/>\n";
-    svg += "<text x=\"" + Px(kLeft - 8) + "\" y=\"" + Px(y + 4) + "\" text-anchor=\"end\">" +
-           TickLabel(v, step) + "</text>\n";
+    svg += "<text x=\"" + Px(S::kLeft - 8) + "\" y=\"" + Px(y + 4) + "\" text-anchor=\"end\">" +
+           TickLabel(v, s.step) + "</text>\n";
   }
-  svg += "<line class=\"axis\" x1=\"" + Px(kLeft) + "\" x2=\"" + Px(kLeft) + "\" y1=\"" + Px(kTop) +
-         "\" y2=\"" + Px(kTop + plot_h) + "\"/>\n";
-  svg += "<line class=\"axis\" x1=\"" + Px(kLeft) + "\" x2=\"" + Px(kLeft + plot_w) + "\" y1=\"" +
-         Px(kTop + plot_h) + "\" y2=\"" + Px(kTop + plot_h) + "\"/>\n";
-  for (int w : xs) {
-    svg += "<text x=\"" + Px(x_of(w)) + "\" y=\"" + Px(kTop + plot_h + 18) +
+  svg += "<line class=\"axis\" x1=\"" + Px(S::kLeft) + "\" x2=\"" + Px(S::kLeft) + "\" y1=\"" + Px(S::kTop) +
+         "\" y2=\"" + Px(S::kTop + S::plot_h) + "\"/>\n";
+  svg += "<line class=\"axis\" x1=\"" + Px(S::kLeft) + "\" x2=\"" + Px(S::kLeft + S::plot_w) + "\" y1=\"" +
+         Px(S::kTop + S::plot_h) + "\" y2=\"" + Px(S::kTop + S::plot_h) + "\"/>\n";
+  for (int w : s.xs) {
+    svg += "<text x=\"" + Px(s.X(w)) + "\" y=\"" + Px(S::kTop + S::plot_h + 18) +
            "\" text-anchor=\"middle\">" + std::to_string(w) + "</text>\n";
   }
-  svg += "<text x=\"" + Px(kLeft + plot_w / 2) + "\" y=\"" + Px(kHeight - 8) +
+  svg += "<text x=\"" + Px(S::kLeft + S::plot_w / 2) + "\" y=\"" + Px(S::kHeight - 8) +
          "\" text-anchor=\"middle\">num_workers</text>\n";
-  svg += "<text transform=\"translate(16 " + Px(kTop + plot_h / 2) +
+  svg += "<text transform=\"translate(16 " + Px(S::kTop + S::plot_h / 2) +
          ") rotate(-90)\" text-anchor=\"middle\">" + EscapeHtml(spec.y_label) + "</text>\n";
+  return svg;
+}
 
-  // Reference lines, labelled in the right margin.
-  const auto reference = [&](const char* css, const char* label, double value) {
-    const double y = y_of(value);
-    svg += "<line class=\"" + std::string(css) + "\"" + Attr("data-" + spec.data_name, ExactNumber(value)) +
-           " x1=\"" + Px(kLeft) + "\" x2=\"" + Px(kLeft + plot_w) + "\" y1=\"" + Px(y) + "\" y2=\"" +
-           Px(y) + "\"/>\n";
-    svg += "<text x=\"" + Px(kLeft + plot_w + 6) + "\" y=\"" + Px(y + 4) + "\">" + label + " " +
-           Fixed(value * spec.y_scale, spec.y_scale == 1 ? 0 : 1) + "</text>\n";
-  };
-  if (spec.baseline) reference("baseline", "baseline", *spec.baseline);
-  if (spec.best) reference("best-line", "best", *spec.best);
+// A horizontal reference line (baseline, best) across the plot, labelled in the right margin.
+std::string ReferenceLineSvg(const ChartSpec& spec, const ChartScale& s, const char* css, const char* label,
+                             double value) {
+  using S = ChartScale;
+  const double y = s.Y(value);
+  std::string svg = "<line class=\"" + std::string(css) + "\"" + Attr("data-" + spec.data_name, ExactNumber(value)) +
+                    " x1=\"" + Px(S::kLeft) + "\" x2=\"" + Px(S::kLeft + S::plot_w) + "\" y1=\"" + Px(y) +
+                    "\" y2=\"" + Px(y) + "\"/>\n";
+  svg += "<text x=\"" + Px(S::kLeft + S::plot_w + 6) + "\" y=\"" + Px(y + 4) + "\">" + label + " " +
+         Fixed(value * spec.y_scale, spec.y_scale == 1 ? 0 : 1) + "</text>\n";
+  return svg;
+}
+
+// One measured point: a group carrying its figures as data-* attributes, a
+// tooltip, the confidence whisker when there is one, and the dot.
+std::string PointSvg(const ChartSpec& spec, const ChartScale& s, const ChartPoint& p) {
+  const double x = s.X(p.workers);
+  const TrialRecord& t = *p.trial;
+  std::string svg = "<g class=\"point\"" + Attr("data-trial-id", std::to_string(t.id)) +
+                    Attr("data-workers", std::to_string(p.workers)) +
+                    Attr("data-" + spec.data_name, ExactNumber(p.y));
+  if (std::isfinite(p.low) && std::isfinite(p.high)) {
+    svg += Attr("data-ci-low", ExactNumber(p.low)) + Attr("data-ci-high", ExactNumber(p.high));
+  }
+  svg += ">\n<title>" + EscapeHtml("trial " + std::to_string(t.id) + " (" + t.phase + "), " +
+                                   std::to_string(p.workers) + " workers: " +
+                                   Fixed(p.y * spec.y_scale, spec.y_scale == 1 ? 1 : 1) + " " +
+                                   spec.y_label) +
+         "</title>\n";
+  if (std::isfinite(p.low) && std::isfinite(p.high)) {
+    const double y1 = s.Y(p.low), y2 = s.Y(p.high);
+    svg += "<line class=\"whisker\" x1=\"" + Px(x) + "\" x2=\"" + Px(x) + "\" y1=\"" + Px(y1) +
+           "\" y2=\"" + Px(y2) + "\"/>\n";
+    for (double y : {y1, y2}) {
+      svg += "<line class=\"whisker\" x1=\"" + Px(x - 5) + "\" x2=\"" + Px(x + 5) + "\" y1=\"" +
+             Px(y) + "\" y2=\"" + Px(y) + "\"/>\n";
+    }
+  }
+  svg += "<circle cx=\"" + Px(x) + "\" cy=\"" + Px(s.Y(p.y)) + "\" r=\"4\"/>\n</g>\n";
+  return svg;
+}
+
+// The knee's ring and drop line, on the point at spec.knee_workers (none when
+// that point is not plotted).
+std::string KneeSvg(const ChartSpec& spec, const ChartScale& s) {
+  using S = ChartScale;
+  if (!spec.knee_workers) return "";
+  for (const ChartPoint& p : spec.points) {
+    if (p.workers != *spec.knee_workers) continue;
+    const double x = s.X(p.workers), y = s.Y(p.y);
+    std::string svg = "<g class=\"knee\"" + Attr("data-workers", std::to_string(p.workers)) + ">\n";
+    svg += "<line x1=\"" + Px(x) + "\" x2=\"" + Px(x) + "\" y1=\"" + Px(y + 9) + "\" y2=\"" +
+           Px(S::kTop + S::plot_h) + "\"/>\n";
+    svg += "<circle cx=\"" + Px(x) + "\" cy=\"" + Px(y) + "\" r=\"9\"/>\n";
+    svg += "<text x=\"" + Px(x) + "\" y=\"" + Px(std::max(S::kTop + 10, y - 14)) +
+           "\" text-anchor=\"middle\">knee: " + std::to_string(p.workers) + "</text>\n</g>\n";
+    return svg;
+  }
+  return "";
+}
+
+std::string Chart(const ChartSpec& spec) {
+  using S = ChartScale;
+  const ChartScale scale = MakeChartScale(spec);
+  std::string svg = "<svg class=\"chart " + spec.css_class + "\" xmlns=\"http://www.w3.org/2000/svg\"" +
+                    Attr("viewBox", "0 0 " + Px(S::kWidth) + " " + Px(S::kHeight)) +
+                    Attr("width", Px(S::kWidth)) + Attr("height", Px(S::kHeight)) +
+                    " role=\"img\"" + Attr("aria-label", spec.title) + ">\n";
+  svg += "<title>" + EscapeHtml(spec.title) + "</title>\n";
+  svg += ChartAxesSvg(spec, scale);
+  if (spec.baseline) svg += ReferenceLineSvg(spec, scale, "baseline", "baseline", *spec.baseline);
+  if (spec.best) svg += ReferenceLineSvg(spec, scale, "best-line", "best", *spec.best);
 
   // The curve, then whiskers and points on top of it.
   if (spec.points.size() > 1) {
     std::string path;
     for (const ChartPoint& p : spec.points) {
-      path += (path.empty() ? "M" : " L") + Px(x_of(p.workers)) + " " + Px(y_of(p.y));
+      path += (path.empty() ? "M" : " L") + Px(scale.X(p.workers)) + " " + Px(scale.Y(p.y));
     }
     svg += "<path class=\"series\" d=\"" + path + "\"/>\n";
   }
-  for (const ChartPoint& p : spec.points) {
-    const double x = x_of(p.workers);
-    const TrialRecord& t = *p.trial;
-    svg += "<g class=\"point\"" + Attr("data-trial-id", std::to_string(t.id)) +
-           Attr("data-workers", std::to_string(p.workers)) +
-           Attr("data-" + spec.data_name, ExactNumber(p.y));
-    if (std::isfinite(p.low) && std::isfinite(p.high)) {
-      svg += Attr("data-ci-low", ExactNumber(p.low)) + Attr("data-ci-high", ExactNumber(p.high));
-    }
-    svg += ">\n<title>" + EscapeHtml("trial " + std::to_string(t.id) + " (" + t.phase + "), " +
-                                     std::to_string(p.workers) + " workers: " +
-                                     Fixed(p.y * spec.y_scale, spec.y_scale == 1 ? 1 : 1) + " " +
-                                     spec.y_label) +
-           "</title>\n";
-    if (std::isfinite(p.low) && std::isfinite(p.high)) {
-      const double y1 = y_of(p.low), y2 = y_of(p.high);
-      svg += "<line class=\"whisker\" x1=\"" + Px(x) + "\" x2=\"" + Px(x) + "\" y1=\"" + Px(y1) +
-             "\" y2=\"" + Px(y2) + "\"/>\n";
-      for (double y : {y1, y2}) {
-        svg += "<line class=\"whisker\" x1=\"" + Px(x - 5) + "\" x2=\"" + Px(x + 5) + "\" y1=\"" +
-               Px(y) + "\" y2=\"" + Px(y) + "\"/>\n";
-      }
-    }
-    svg += "<circle cx=\"" + Px(x) + "\" cy=\"" + Px(y_of(p.y)) + "\" r=\"4\"/>\n</g>\n";
-  }
-  if (spec.knee_workers) {
-    for (const ChartPoint& p : spec.points) {
-      if (p.workers != *spec.knee_workers) continue;
-      const double x = x_of(p.workers), y = y_of(p.y);
-      svg += "<g class=\"knee\"" + Attr("data-workers", std::to_string(p.workers)) + ">\n";
-      svg += "<line x1=\"" + Px(x) + "\" x2=\"" + Px(x) + "\" y1=\"" + Px(y + 9) + "\" y2=\"" +
-             Px(kTop + plot_h) + "\"/>\n";
-      svg += "<circle cx=\"" + Px(x) + "\" cy=\"" + Px(y) + "\" r=\"9\"/>\n";
-      svg += "<text x=\"" + Px(x) + "\" y=\"" + Px(std::max(kTop + 10, y - 14)) +
-             "\" text-anchor=\"middle\">knee: " + std::to_string(p.workers) + "</text>\n</g>\n";
-      break;
-    }
-  }
+  for (const ChartPoint& p : spec.points) svg += PointSvg(spec, scale, p);
+  svg += KneeSvg(spec, scale);
   for (int w : spec.failed_workers) {
     svg += "<g class=\"failed\"" + Attr("data-workers", std::to_string(w)) + "><text x=\"" +
-           Px(x_of(w)) + "\" y=\"" + Px(kTop + plot_h - 6) +
+           Px(scale.X(w)) + "\" y=\"" + Px(S::kTop + S::plot_h - 6) +
            "\" text-anchor=\"middle\">\u2716 failed</text></g>\n";
   }
   if (spec.points.empty()) {
-    svg += "<text x=\"" + Px(kLeft + plot_w / 2) + "\" y=\"" + Px(kTop + plot_h / 2) +
+    svg += "<text x=\"" + Px(S::kLeft + S::plot_w / 2) + "\" y=\"" + Px(S::kTop + S::plot_h / 2) +
            "\" text-anchor=\"middle\">" + EscapeHtml(spec.empty_text) + "</text>\n";
   }
   svg += "</svg>\n";

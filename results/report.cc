@@ -387,12 +387,11 @@ std::string RenderJson(const RunView& view) {
   return out.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
-std::string RenderTable(const RunView& view) {
-  const RunRecord& run = view.run;
-  const TrialRecord* baseline = BaselineTrial(view);
-  const TrialRecord* best = BestTrial(view);
-  const std::optional<double> speedup = RunSpeedup(view);
+namespace {
 
+// The lines above the table: which run, on what, since when.
+std::string RunHeaderText(const RunView& view) {
+  const RunRecord& run = view.run;
   std::string text;
   text += "run:      " + std::to_string(run.id) + "\n";
   text += "workload: " + run.workload_name + " (hash " + run.workload_hash + ")\n";
@@ -409,9 +408,54 @@ std::string RenderTable(const RunView& view) {
   text += "started:  " + run.started_at;
   if (!run.ended_at.empty()) text += ", ended " + run.ended_at;
   text += "\n\n";
+  return text;
+}
 
-  if (view.trials.empty()) return text + "no trials recorded\n";
+// A trial's last cell: its status, its marks (baseline, best, knee), and why
+// it failed or what the tuner decided from it.
+std::string TrialNote(const RunRecord& run, const TrialRecord& t, const TrialRecord* baseline,
+                      const TrialRecord* best) {
+  const bool ok = t.status == "ok";
+  std::vector<std::string> marks;
+  if (&t == baseline) marks.emplace_back("baseline");
+  if (&t == best) marks.emplace_back("*best*");
+  if (run.knee_workers && ok && t.phase == "num_workers" &&
+      t.knobs.num_workers == *run.knee_workers) {
+    marks.push_back("knee (" + std::to_string(*run.knee_workers) +
+                    (*run.knee_workers == 1 ? " worker)" : " workers)"));
+  }
+  std::string note = t.status;
+  for (const std::string& mark : marks) note += "  " + mark;
+  if (!ok) {
+    const std::string reason = t.error ? *t.error : t.decision;
+    if (!reason.empty()) note += ": " + OneLine(reason);
+  } else if (!t.decision.empty()) {
+    note += "; " + OneLine(t.decision);
+  }
+  return note;
+}
 
+// One row per trial; figures of a trial that did not finish are "-", not a
+// number that looks measured.
+std::vector<std::string> TrialRow(const RunRecord& run, const TrialRecord& t, const TrialRecord* baseline,
+                                  const TrialRecord* best) {
+  const bool ok = t.status == "ok";
+  const auto measured = [ok](double value, int decimals) {
+    return ok ? Fixed(value, decimals) : std::string("-");
+  };
+  const std::string ci = ok && std::isfinite(t.ci_low) && std::isfinite(t.ci_high)
+                             ? Fixed(t.ci_low, 1) + "-" + Fixed(t.ci_high, 1)
+                             : std::string("-");
+  return {std::to_string(t.id), t.phase, std::to_string(t.knobs.num_workers),
+          YesNo(t.knobs.pin_memory), YesNo(t.knobs.non_blocking),
+          std::to_string(t.knobs.prefetch_factor), YesNo(t.knobs.persistent_workers),
+          measured(t.samples_per_s, 1), ci, measured(t.mb_per_s, 1),
+          measured(t.gpu_idle_frac * 100, 1), measured(t.wait_p50_us / 1000, 2),
+          measured(t.wait_p99_us / 1000, 2), TrialNote(run, t, baseline, best)};
+}
+
+// The trials table (view.trials must not be empty).
+std::string TrialsTableText(const RunView& view, const TrialRecord* baseline, const TrialRecord* best) {
   std::vector<Column> columns = {
       {"id", true},
       {"phase", false},
@@ -429,37 +473,7 @@ std::string RenderTable(const RunView& view) {
       {"status / decision", false},
   };
   std::vector<std::vector<std::string>> rows;
-  for (const TrialRecord& t : view.trials) {
-    const bool ok = t.status == "ok";
-    const auto measured = [ok](double value, int decimals) {
-      return ok ? Fixed(value, decimals) : std::string("-");
-    };
-    std::vector<std::string> marks;
-    if (&t == baseline) marks.emplace_back("baseline");
-    if (&t == best) marks.emplace_back("*best*");
-    if (run.knee_workers && ok && t.phase == "num_workers" &&
-        t.knobs.num_workers == *run.knee_workers) {
-      marks.push_back("knee (" + std::to_string(*run.knee_workers) +
-                      (*run.knee_workers == 1 ? " worker)" : " workers)"));
-    }
-    std::string note = t.status;
-    for (const std::string& mark : marks) note += "  " + mark;
-    if (!ok) {
-      const std::string reason = t.error ? *t.error : t.decision;
-      if (!reason.empty()) note += ": " + OneLine(reason);
-    } else if (!t.decision.empty()) {
-      note += "; " + OneLine(t.decision);
-    }
-    const std::string ci = ok && std::isfinite(t.ci_low) && std::isfinite(t.ci_high)
-                               ? Fixed(t.ci_low, 1) + "-" + Fixed(t.ci_high, 1)
-                               : std::string("-");
-    rows.push_back({std::to_string(t.id), t.phase, std::to_string(t.knobs.num_workers),
-                    YesNo(t.knobs.pin_memory), YesNo(t.knobs.non_blocking),
-                    std::to_string(t.knobs.prefetch_factor), YesNo(t.knobs.persistent_workers),
-                    measured(t.samples_per_s, 1), ci, measured(t.mb_per_s, 1),
-                    measured(t.gpu_idle_frac * 100, 1), measured(t.wait_p50_us / 1000, 2),
-                    measured(t.wait_p99_us / 1000, 2), note});
-  }
+  for (const TrialRecord& t : view.trials) rows.push_back(TrialRow(view.run, t, baseline, best));
   if (VariesAroundLoader(view)) {
     // Before the decision, after the figures: the figure columns keep their places.
     const size_t at = columns.size() - 1;
@@ -470,9 +484,13 @@ std::string RenderTable(const RunView& view) {
                                            k.worker_threads > 0 ? std::to_string(k.worker_threads) : "-"});
     }
   }
-  text += RenderRows(columns, rows);
+  return RenderRows(columns, rows);
+}
 
-  text += "\n";
+// The "knee:" and "safe max:" lines: how many workers the curve and the
+// machine's budgets allow.
+std::string KneeAndLimitText(const RunRecord& run) {
+  std::string text;
   if (run.knee_workers) {
     text += "knee:     " + std::to_string(*run.knee_workers) +
             (*run.knee_workers == 1 ? " worker" : " workers");
@@ -492,6 +510,15 @@ std::string RenderTable(const RunView& view) {
   } else if (!basis.empty()) {
     text += "safe max: " + basis + "\n";
   }
+  return text;
+}
+
+// The lines below the table: the knee and limits, the best and the baseline,
+// the speedup, and (when recorded) where the time goes.
+std::string SummaryText(const RunView& view, const TrialRecord* baseline, const TrialRecord* best) {
+  const RunRecord& run = view.run;
+  const std::optional<double> speedup = RunSpeedup(view);
+  std::string text = KneeAndLimitText(run);
   if (best != nullptr) {
     text += "best:     trial " + std::to_string(best->id) + ": " + KnobsText(best->knobs) + " (" +
             Fixed(best->samples_per_s, 1) + " samples/s, " + IdleText(best->gpu_idle_frac) + ")\n";
@@ -518,6 +545,19 @@ std::string RenderTable(const RunView& view) {
   text += "speedup:  " + speedup_text + "\n";
   if (view.verdict) text += "\nwhere the time goes (stage trials at the best setting, docs/verdict.md):\n" +
                             VerdictText(*view.verdict, "  ");
+  return text;
+}
+
+}  // namespace
+
+std::string RenderTable(const RunView& view) {
+  std::string text = RunHeaderText(view);
+  if (view.trials.empty()) return text + "no trials recorded\n";
+  const TrialRecord* baseline = BaselineTrial(view);
+  const TrialRecord* best = BestTrial(view);
+  text += TrialsTableText(view, baseline, best);
+  text += "\n";
+  text += SummaryText(view, baseline, best);
   text += ObservedText(view);
   return text;
 }

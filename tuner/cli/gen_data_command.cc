@@ -255,26 +255,188 @@ std::string Mb(double bytes) {
   return buf;
 }
 
-}  // namespace
-
-int RunGenData(const Args& args, const std::atomic<bool>& stop) {
-  po::options_description options("Options");
+// What the command line asked for, once checked: the options as given, plus
+// what follows from them (the image's size, the gzip level), so each step
+// below takes one argument instead of a dozen.
+struct GenDataRequest {
   std::string out, layout_name, compression, image_size;
   int64_t samples = 0, sample_bytes = 0, shard_bytes = 0, chunk_samples = 1;
   int quality = 90;
   uint64_t seed = 0;
-  options.add_options()("help,h", "this help")("out", po::value(&out)->required(), "the dataset's directory")(
-      "layout", po::value(&layout_name)->default_value("shards"), "shards | files | npy | hdf5 | lmdb | jpeg")(
-      "samples", po::value(&samples)->required(), "how many samples")(
-      "sample-bytes", po::value(&sample_bytes), "bytes per sample (all layouts but jpeg)")(
-      "image-size", po::value(&image_size)->default_value("500x375"), "jpeg: WxH pixels")(
-      "quality", po::value(&quality)->default_value(90), "jpeg: quality, 1-100")(
-      "shard-bytes", po::value(&shard_bytes)->default_value(int64_t{128} << 20),
+  bool quiet = false;
+  bool jpeg = false;
+  int width = 0, height = 0;  // jpeg only
+  int gzip_level = -1;        // hdf5: -1 = no compression
+};
+
+void AddGenDataOptions(po::options_description& options, GenDataRequest& r) {
+  options.add_options()("help,h", "this help")("out", po::value(&r.out)->required(), "the dataset's directory")(
+      "layout", po::value(&r.layout_name)->default_value("shards"), "shards | files | npy | hdf5 | lmdb | jpeg")(
+      "samples", po::value(&r.samples)->required(), "how many samples")(
+      "sample-bytes", po::value(&r.sample_bytes), "bytes per sample (all layouts but jpeg)")(
+      "image-size", po::value(&r.image_size)->default_value("500x375"), "jpeg: WxH pixels")(
+      "quality", po::value(&r.quality)->default_value(90), "jpeg: quality, 1-100")(
+      "shard-bytes", po::value(&r.shard_bytes)->default_value(int64_t{128} << 20),
       "shards: a new shard file starts past this size")(
-      "chunk-samples", po::value(&chunk_samples)->default_value(1), "hdf5: samples per chunk")(
-      "compression", po::value(&compression)->default_value("none"), "hdf5: none | gzip:N (N in 1-9)")(
-      "seed", po::value(&seed)->default_value(0), "content seed (sample i holds the bytes of (seed, i))")(
+      "chunk-samples", po::value(&r.chunk_samples)->default_value(1), "hdf5: samples per chunk")(
+      "compression", po::value(&r.compression)->default_value("none"), "hdf5: none | gzip:N (N in 1-9)")(
+      "seed", po::value(&r.seed)->default_value(0), "content seed (sample i holds the bytes of (seed, i))")(
       "quiet,q", "no progress");
+}
+
+// Checks the parsed options and fills in what follows from them. Returns the
+// first problem (the order is the one users have always seen), or nullopt.
+std::optional<std::string> CheckGenDataRequest(const po::variables_map& vm, GenDataRequest& r) {
+  r.quiet = vm.count("quiet") > 0;
+  const std::vector<std::string> layouts = {"shards", "files", "npy", "hdf5", "lmdb", "jpeg"};
+  if (std::find(layouts.begin(), layouts.end(), r.layout_name) == layouts.end()) {
+    std::string known;
+    for (const std::string& l : layouts) known += (known.empty() ? "" : " | ") + l;
+    return "--layout: expected " + known + ", got '" + r.layout_name + "'";
+  }
+  if (r.samples < 1 || r.samples > kMaxSamples) {
+    return "--samples: expected an integer in [1, " + std::to_string(kMaxSamples) + "], got " +
+           std::to_string(r.samples);
+  }
+  r.jpeg = r.layout_name == "jpeg";
+  if (r.jpeg && vm.count("sample-bytes") > 0) {
+    return "--sample-bytes is not for --layout jpeg: an image's size follows from --image-size and --quality";
+  }
+  if (!r.jpeg && (!vm.at("image-size").defaulted() || !vm.at("quality").defaulted())) {
+    return "--image-size and --quality are for --layout jpeg";
+  }
+  if (!r.jpeg && vm.count("sample-bytes") == 0) return "the option '--sample-bytes' is required but missing";
+  const auto size = ParseImageSize(r.image_size);
+  if (r.jpeg && !size) {
+    return "--image-size: expected WxH with each side in [1, 16384], got '" + r.image_size + "'";
+  }
+  if (r.jpeg && (r.quality < 1 || r.quality > 100)) {
+    return "--quality: expected an integer in [1, 100], got " + std::to_string(r.quality);
+  }
+  if (r.jpeg) {
+    r.width = size->first;
+    r.height = size->second;
+    r.sample_bytes = int64_t{r.width} * r.height * 3;  // the pixels, for the buffer
+  }
+  if (r.sample_bytes < 1 || r.sample_bytes > kMaxSampleBytes) {
+    return "--sample-bytes: expected an integer in [1, " + std::to_string(kMaxSampleBytes) + "], got " +
+           std::to_string(r.sample_bytes);
+  }
+  if (r.shard_bytes < 1) return "--shard-bytes: expected an integer >= 1, got " + std::to_string(r.shard_bytes);
+  if (r.layout_name != "hdf5" && (!vm.at("chunk-samples").defaulted() || !vm.at("compression").defaulted())) {
+    return "--chunk-samples and --compression are for --layout hdf5";
+  }
+  if (r.chunk_samples < 1 || r.chunk_samples > r.samples) {
+    return "--chunk-samples: expected an integer in [1, --samples], got " + std::to_string(r.chunk_samples);
+  }
+  if (r.compression != "none") {
+    const bool gzip = r.compression.size() == 6 && r.compression.starts_with("gzip:") && r.compression[5] >= '1' &&
+                      r.compression[5] <= '9';
+    if (!gzip) return "--compression: expected none or gzip:N with N in 1-9, got '" + r.compression + "'";
+    r.gzip_level = r.compression[5] - '0';
+  }
+  return std::nullopt;
+}
+
+// The bytes the dataset will take: the payload, plus what each layout adds
+// (record headers and index; a file system block per file; headers).
+double EstimateBytes(const GenDataRequest& r) {
+  double estimate = static_cast<double>(r.samples) * static_cast<double>(r.sample_bytes);
+  if (r.layout_name == "shards") estimate += static_cast<double>(r.samples) * 32.0;
+  if (r.layout_name == "files") estimate += static_cast<double>(r.samples) * 4096.0 / 2;
+  if (r.jpeg) {
+    // Measured on gen-data's content, 4:2:0: 0.52 bytes per pixel at
+    // quality 90 (98 KB for 500x375), about half that at 75; scaled by the
+    // quality's quantisation step, plus half a block per file.
+    const double step = r.quality >= 50 ? (100.0 - r.quality) / 50.0 : 50.0 / r.quality;
+    const double per_pixel = 0.52 * std::pow(std::max(step, 0.02) / 0.2, -0.55);
+    estimate = static_cast<double>(r.samples) * (per_pixel * r.width * r.height + 2048.0);
+  }
+  return estimate;
+}
+
+// Says the estimate, and refuses (a message) when the file system lacks the
+// space: better now than a full disk half way through.
+std::optional<std::string> CheckFreeSpace(const GenDataRequest& r) {
+  const double estimate = EstimateBytes(r);
+  const int64_t free_bytes = FreeBytesFor(r.out);
+  if (!r.quiet) {
+    std::fprintf(stderr, "gen-data: about %s to write (%s free there)\n", Mb(estimate).c_str(),
+                 free_bytes >= 0 ? Mb(static_cast<double>(free_bytes)).c_str() : "unknown");
+  }
+  if (free_bytes >= 0 && estimate > static_cast<double>(free_bytes) * 0.95) {
+    return "--out " + r.out + ": about " + Mb(estimate) + " to write, but only " +
+           Mb(static_cast<double>(free_bytes)) + " free on that file system; choose fewer --samples or another place";
+  }
+  return std::nullopt;
+}
+
+// The writer for the layout; throws when --out cannot be created.
+std::unique_ptr<SampleSink> MakeSink(const GenDataRequest& r) {
+  if (r.jpeg) return std::make_unique<JpegSink>(r.out);
+  if (r.layout_name == "npy") return std::make_unique<NpySink>(r.out, r.samples, r.sample_bytes);
+  if (r.layout_name == "hdf5") {
+    return std::make_unique<Hdf5Sink>(r.out, r.samples, r.sample_bytes, r.chunk_samples, r.gzip_level);
+  }
+  if (r.layout_name == "lmdb") return std::make_unique<LmdbSink>(r.out, r.samples, r.sample_bytes);
+  return std::make_unique<ShardsSink>(
+      r.out, r.layout_name == "files" ? workloads::FilesLayout::kFiles : workloads::FilesLayout::kShards,
+      r.shard_bytes);
+}
+
+// The one line on stdout that says what was written.
+void PrintSummary(const GenDataRequest& r, const SampleSink& writer) {
+  if (r.jpeg) {
+    std::printf("wrote %lld JPEG images of %dx%d at quality %d (%.1f MB, %.1f KB each on average) to %s\n",
+                static_cast<long long>(r.samples), r.width, r.height, r.quality,
+                static_cast<double>(writer.bytes_written()) / 1e6,
+                static_cast<double>(writer.bytes_written()) / 1e3 / static_cast<double>(r.samples), r.out.c_str());
+  } else {
+    std::printf("wrote %lld samples of %lld bytes (%.1f MB, layout %s) to %s\n", static_cast<long long>(r.samples),
+                static_cast<long long>(r.sample_bytes), static_cast<double>(writer.bytes_written()) / 1e6,
+                r.layout_name.c_str(), r.out.c_str());
+  }
+}
+
+// Writes sample after sample, stopping cleanly (with a note on what is left
+// at --out) when `stop` is set. A write error is a failure, not a usage error.
+int WriteSamples(const GenDataRequest& r, SampleSink& writer, const std::atomic<bool>& stop) {
+  try {
+    ProgressLine progress(r.samples, r.quiet);
+    std::vector<std::byte> buffer(static_cast<size_t>(r.sample_bytes));
+    for (int64_t i = 0; i < r.samples; ++i) {
+      if (stop.load(std::memory_order_relaxed)) {
+        progress.Finish();
+        std::cerr << "feedtune gen-data: interrupted after " << i << " samples; " << r.out << " is incomplete"
+                  << writer.IncompleteNote() << "\n";
+        return kExitInterrupted;
+      }
+      if (r.jpeg) {
+        const std::span<uint8_t> rgb(reinterpret_cast<uint8_t*>(buffer.data()), buffer.size());
+        workloads::SynthesizeImage(r.seed, i, r.width, r.height, rgb);
+        writer.Add(workloads::EncodeJpeg(rgb, r.width, r.height, r.quality));
+      } else {
+        workloads::SyntheticDataset::FillContent(r.seed, i, buffer);
+        writer.Add(buffer);
+      }
+      progress.Update(i + 1, writer.bytes_written());
+    }
+    writer.Finish();
+    progress.Finish();
+    PrintSummary(r, writer);
+    return kExitOk;
+  } catch (const std::exception& e) {
+    std::cerr << "\nfeedtune gen-data: " << e.what() << "\n";
+    return kExitFailure;
+  }
+}
+
+}  // namespace
+
+int RunGenData(const Args& args, const std::atomic<bool>& stop) {
+  po::options_description options("Options");
+  GenDataRequest request;
+  AddGenDataOptions(options, request);
   int code = kExitOk;
   const auto vm = Parse(args, options, {}, kGenDataUsage, &code);
   if (!vm) return code;
@@ -283,135 +445,16 @@ int RunGenData(const Args& args, const std::atomic<bool>& stop) {
     std::cerr << "feedtune gen-data: " << what << "\n";
     return kExitUsage;
   };
-  const std::vector<std::string> layouts = {"shards", "files", "npy", "hdf5", "lmdb", "jpeg"};
-  if (std::find(layouts.begin(), layouts.end(), layout_name) == layouts.end()) {
-    std::string known;
-    for (const std::string& l : layouts) known += (known.empty() ? "" : " | ") + l;
-    return usage_error("--layout: expected " + known + ", got '" + layout_name + "'");
-  }
-  if (samples < 1 || samples > kMaxSamples) {
-    return usage_error("--samples: expected an integer in [1, " + std::to_string(kMaxSamples) + "], got " +
-                       std::to_string(samples));
-  }
-  const bool jpeg = layout_name == "jpeg";
-  if (jpeg && vm->count("sample-bytes") > 0) {
-    return usage_error("--sample-bytes is not for --layout jpeg: an image's size follows from --image-size and "
-                       "--quality");
-  }
-  if (!jpeg && (!vm->at("image-size").defaulted() || !vm->at("quality").defaulted())) {
-    return usage_error("--image-size and --quality are for --layout jpeg");
-  }
-  if (!jpeg && vm->count("sample-bytes") == 0) {
-    return usage_error("the option '--sample-bytes' is required but missing");
-  }
-  const auto size = ParseImageSize(image_size);
-  if (jpeg && !size) {
-    return usage_error("--image-size: expected WxH with each side in [1, 16384], got '" + image_size + "'");
-  }
-  if (jpeg && (quality < 1 || quality > 100)) {
-    return usage_error("--quality: expected an integer in [1, 100], got " + std::to_string(quality));
-  }
-  if (jpeg) sample_bytes = int64_t{size->first} * size->second * 3;  // the pixels, for the buffer
-  if (sample_bytes < 1 || sample_bytes > kMaxSampleBytes) {
-    return usage_error("--sample-bytes: expected an integer in [1, " + std::to_string(kMaxSampleBytes) + "], got " +
-                       std::to_string(sample_bytes));
-  }
-  if (shard_bytes < 1) {
-    return usage_error("--shard-bytes: expected an integer >= 1, got " + std::to_string(shard_bytes));
-  }
-  if (layout_name != "hdf5" && (!vm->at("chunk-samples").defaulted() || !vm->at("compression").defaulted())) {
-    return usage_error("--chunk-samples and --compression are for --layout hdf5");
-  }
-  if (chunk_samples < 1 || chunk_samples > samples) {
-    return usage_error("--chunk-samples: expected an integer in [1, --samples], got " + std::to_string(chunk_samples));
-  }
-  int gzip_level = -1;
-  if (compression != "none") {
-    const bool gzip = compression.size() == 6 && compression.starts_with("gzip:") && compression[5] >= '1' &&
-                      compression[5] <= '9';
-    if (!gzip) return usage_error("--compression: expected none or gzip:N with N in 1-9, got '" + compression + "'");
-    gzip_level = compression[5] - '0';
-  }
-
-  // The estimate: the payload, plus what each layout adds (record headers and
-  // index; a file system block per file; headers).
-  double estimate = static_cast<double>(samples) * static_cast<double>(sample_bytes);
-  if (layout_name == "shards") estimate += static_cast<double>(samples) * 32.0;
-  if (layout_name == "files") estimate += static_cast<double>(samples) * 4096.0 / 2;
-  if (jpeg) {
-    // Measured on gen-data's content, 4:2:0: 0.52 bytes per pixel at
-    // quality 90 (98 KB for 500x375), about half that at 75; scaled by the
-    // quality's quantisation step, plus half a block per file.
-    const double step = quality >= 50 ? (100.0 - quality) / 50.0 : 50.0 / quality;
-    const double per_pixel = 0.52 * std::pow(std::max(step, 0.02) / 0.2, -0.55);
-    estimate = static_cast<double>(samples) * (per_pixel * size->first * size->second + 2048.0);
-  }
-  const int64_t free_bytes = FreeBytesFor(out);
-  if (vm->count("quiet") == 0) {
-    std::fprintf(stderr, "gen-data: about %s to write (%s free there)\n", Mb(estimate).c_str(),
-                 free_bytes >= 0 ? Mb(static_cast<double>(free_bytes)).c_str() : "unknown");
-  }
-  if (free_bytes >= 0 && estimate > static_cast<double>(free_bytes) * 0.95) {
-    return usage_error("--out " + out + ": about " + Mb(estimate) + " to write, but only " +
-                       Mb(static_cast<double>(free_bytes)) +
-                       " free on that file system; choose fewer --samples or another place");
-  }
+  if (const auto problem = CheckGenDataRequest(*vm, request)) return usage_error(*problem);
+  if (const auto problem = CheckFreeSpace(request)) return usage_error(*problem);
 
   std::unique_ptr<SampleSink> writer;
   try {
-    if (jpeg) {
-      writer = std::make_unique<JpegSink>(out);
-    } else if (layout_name == "npy") {
-      writer = std::make_unique<NpySink>(out, samples, sample_bytes);
-    } else if (layout_name == "hdf5") {
-      writer = std::make_unique<Hdf5Sink>(out, samples, sample_bytes, chunk_samples, gzip_level);
-    } else if (layout_name == "lmdb") {
-      writer = std::make_unique<LmdbSink>(out, samples, sample_bytes);
-    } else {
-      writer = std::make_unique<ShardsSink>(
-          out, layout_name == "files" ? workloads::FilesLayout::kFiles : workloads::FilesLayout::kShards,
-          shard_bytes);
-    }
+    writer = MakeSink(request);
   } catch (const std::exception& e) {
     return usage_error(e.what());
   }
-  try {
-    ProgressLine progress(samples, vm->count("quiet") > 0);
-    std::vector<std::byte> buffer(static_cast<size_t>(sample_bytes));
-    for (int64_t i = 0; i < samples; ++i) {
-      if (stop.load(std::memory_order_relaxed)) {
-        progress.Finish();
-        std::cerr << "feedtune gen-data: interrupted after " << i << " samples; " << out << " is incomplete"
-                  << writer->IncompleteNote() << "\n";
-        return kExitInterrupted;
-      }
-      if (jpeg) {
-        const std::span<uint8_t> rgb(reinterpret_cast<uint8_t*>(buffer.data()), buffer.size());
-        workloads::SynthesizeImage(seed, i, size->first, size->second, rgb);
-        writer->Add(workloads::EncodeJpeg(rgb, size->first, size->second, quality));
-      } else {
-        workloads::SyntheticDataset::FillContent(seed, i, buffer);
-        writer->Add(buffer);
-      }
-      progress.Update(i + 1, writer->bytes_written());
-    }
-    writer->Finish();
-    progress.Finish();
-    if (jpeg) {
-      std::printf("wrote %lld JPEG images of %dx%d at quality %d (%.1f MB, %.1f KB each on average) to %s\n",
-                  static_cast<long long>(samples), size->first, size->second, quality,
-                  static_cast<double>(writer->bytes_written()) / 1e6,
-                  static_cast<double>(writer->bytes_written()) / 1e3 / static_cast<double>(samples), out.c_str());
-    } else {
-      std::printf("wrote %lld samples of %lld bytes (%.1f MB, layout %s) to %s\n", static_cast<long long>(samples),
-                  static_cast<long long>(sample_bytes), static_cast<double>(writer->bytes_written()) / 1e6,
-                  layout_name.c_str(), out.c_str());
-    }
-    return kExitOk;
-  } catch (const std::exception& e) {
-    std::cerr << "\nfeedtune gen-data: " << e.what() << "\n";
-    return kExitFailure;
-  }
+  return WriteSamples(request, *writer, stop);
 }
 
 }  // namespace feedtune::cli
