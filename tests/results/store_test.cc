@@ -604,7 +604,11 @@ ObservedRecord Observed(const std::string& uid, double samples_per_s, const std:
 TEST_F(StoreTest, ObservedRunsRoundTripAndAJobReplacesItsOwnRow) {
   const std::string path = PathIn("observed.db");
   Store store = Store::Open(path);
-  Fingerprint machine{.hostname = "gpu-3", .label = "gpu-3", .cpu_model = "cpu", .machine_id = "m3"};
+  Fingerprint machine;  // fields set one by one: designated initializers warn (-Wmissing-field-initializers)
+  machine.hostname = "gpu-3";
+  machine.label = "gpu-3";
+  machine.cpu_model = "cpu";
+  machine.machine_id = "m3";
   store.AddObserved(machine, {Observed("job-a", 900, "2026-12-02T10:05:00Z")});
   store.AddObserved(machine, {Observed("job-a", 950, "2026-12-02T10:10:00Z"),  // the same job, later
                               Observed("job-b", 700, "2026-12-02T10:10:00Z")});
@@ -629,7 +633,9 @@ TEST_F(StoreTest, ObservedRunsRoundTripAndAJobReplacesItsOwnRow) {
 TEST_F(StoreTest, MergeCopiesObservedRunsOnceAndTheLaterWriteWins) {
   const std::string job_path = PathIn("job.db");
   const std::string fleet_path = PathIn("fleet.db");
-  Fingerprint machine{.hostname = "gpu-3", .cpu_model = "cpu"};
+  Fingerprint machine;
+  machine.hostname = "gpu-3";
+  machine.cpu_model = "cpu";
   Store::Open(job_path).AddObserved(machine, {Observed("job-a", 900, "2026-12-02T10:05:00Z")});
   Store fleet = Store::Open(fleet_path);
   EXPECT_EQ(fleet.MergeFrom(Store::OpenReadOnly(job_path)).observed_added, 1);

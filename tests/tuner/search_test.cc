@@ -1235,7 +1235,9 @@ TEST(SearchStartMethod, ADefaultOtherThanForkIsSweptAndAGainIsKept) {
   EXPECT_EQ(Best(r).knobs.multiprocessing_context, StartMethod::kFork);
   // The same windows for every method: whole epochs, since workers restart at each.
   for (size_t i = 0; i < r.outcome.trials.size(); ++i) {
-    if (r.outcome.trials[i].phase == "multiprocessing_context") EXPECT_GT(m.plans[i].window_epochs, 0) << i;
+    if (r.outcome.trials[i].phase == "multiprocessing_context") {
+      EXPECT_GT(m.plans[i].window_epochs, 0) << i;
+    }
   }
   // The final check re-measures the kept method.
   EXPECT_EQ(r.outcome.trials.back().knobs.multiprocessing_context, StartMethod::kFork);
