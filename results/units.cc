@@ -1,7 +1,9 @@
 #include "results/units.h"
 
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
+#include <vector>
 
 namespace feedtune::results {
 
@@ -22,6 +24,23 @@ std::string DecimalBytes(double bytes) {
   if (bytes >= 1e6) return ThreeFigures(bytes / 1e6) + " MB";
   if (bytes >= 1e3) return ThreeFigures(bytes / 1e3) + " KB";
   return ThreeFigures(bytes) + " bytes";
+}
+
+std::string Format(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list again;
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  std::string out;
+  if (n > 0) {
+    std::vector<char> buf(static_cast<size_t>(n) + 1);
+    std::vsnprintf(buf.data(), buf.size(), format, again);
+    out.assign(buf.data(), static_cast<size_t>(n));
+  }
+  va_end(again);
+  return out;
 }
 
 std::string MiB(int64_t bytes) {

@@ -13,6 +13,8 @@ std::string ThreeFigures(double value);
 std::string ShortNumber(double value);
 // A byte count in decimal units: "512 bytes", "4.10 KB", "150 MB".
 std::string DecimalBytes(double bytes);
+// printf into a string, of any length.
+std::string Format(const char* format, ...) __attribute__((format(printf, 1, 2)));
 // Memory and shared-memory sizes, budgets and limits: "372 MiB" (to the nearest MiB).
 std::string MiB(int64_t bytes);
 

@@ -3,21 +3,14 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstdarg>
 #include <nlohmann/json.hpp>
+
+#include "results/units.h"
 
 namespace feedtune::tuner {
 namespace {
 
-std::string Format(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string Format(const char* format, ...) {
-  char buf[1024];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(buf, sizeof buf, format, args);
-  va_end(args);
-  return buf;
-}
+using results::Format;  // results/units.h
 
 constexpr int kBarWidth = 24;
 constexpr size_t kBarLineMax = 118;  // keep the redrawn line within a terminal row

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <string>
 
+#include "results/units.h"
 #include "tuner/measure/stats.h"
 
 namespace feedtune::tuner {
@@ -13,15 +13,7 @@ namespace {
 
 using results::TrialRecord;
 
-std::string Format(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string Format(const char* format, ...) {
-  char buf[256];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(buf, sizeof buf, format, args);
-  va_end(args);
-  return buf;
-}
+using results::Format;  // results/units.h
 
 // Non-persistent workers that see fewer batches than this each per epoch make
 // a stepped curve (DESIGN.md: the epoch's rounds decide the time).
