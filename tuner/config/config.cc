@@ -741,6 +741,35 @@ std::string ExpectedEnum(const EnumKey& key) {
   return out;
 }
 
+// What a key takes, in the words of its error message ("expected ...").
+std::string Takes(const Key& key) {
+  return std::visit(
+      Overloaded{
+          [](const IntKey& k) { return ExpectedInt(k.lo, k.hi); },
+          [](const AutoIntKey& k) { return "auto or " + ExpectedInt(k.lo, k.hi); },
+          [](const SeedKey&) { return std::string("an integer in [0, 2^64)"); },
+          [](const RealKey& k) { return ExpectedReal(k, /*finite_note=*/false); },
+          [](const BoolKey&) { return std::string("true or false"); },
+          [](const EnumKey& k) { return ExpectedEnum(k); },
+          [](const LabelKey&) {
+            return "a label of 1 to " + std::to_string(kMaxLabelLength) + " characters from [A-Za-z0-9_.-]";
+          },
+          [](const IntListKey& k) {
+            return "a non-empty list of distinct integers in [" + std::to_string(k.lo) + ", " +
+                   std::to_string(k.hi) + "]";
+          },
+          [](const StringKey&) { return std::string("a non-empty string"); },
+          [](const OptionalStringKey&) { return std::string("null or a non-empty string"); },
+          [](const StringListKey&) { return std::string("a non-empty list of strings (the command and its arguments)"); },
+          [](const SizeKey& k) {
+            return ExpectedInt(k.lo, k.hi) + ", or {dist: lognormal, mean, sigma, min, max} | {dist: uniform, min, max}";
+          },
+          [](const FaultKey&) { return std::string("null or {kind: throw|exit|abort|segv|hang, at_sample: N}"); },
+          [](const StartMethodsKey&) { return std::string("auto or a non-empty list of distinct fork|forkserver|spawn"); },
+      },
+      key.type);
+}
+
 bool IsLabel(std::string_view text) {
   return !text.empty() && text.size() <= kMaxLabelLength &&
          std::all_of(text.begin(), text.end(), [](char c) {
@@ -953,16 +982,14 @@ class Parser {
             [&](const EnumKey& k) { ParseEnum(key, k, value, mark, config); },
             [&](const LabelKey& k) {
               if (!value.IsScalar() || !IsLabel(value.Scalar())) {
-                Fail(mark, key.path,
-                     "expected a label of 1 to " + std::to_string(kMaxLabelLength) +
-                         " characters from [A-Za-z0-9_.-], got " + Describe(value));
+                Fail(mark, key.path, "expected " + Takes(key) + ", got " + Describe(value));
               }
               k.set(config, value.Scalar());
             },
             [&](const IntListKey& k) { ParseIntList(key, k, value, mark, config); },
             [&](const StringKey& k) {
               if (!value.IsScalar() || value.Scalar().empty() || HasControl(value.Scalar())) {
-                Fail(mark, key.path, "expected a non-empty string, got " + Describe(value));
+                Fail(mark, key.path, "expected " + Takes(key) + ", got " + Describe(value));
               }
               k.set(config, value.Scalar());
             },
@@ -972,7 +999,7 @@ class Parser {
                 return;
               }
               if (!value.IsScalar() || value.Scalar().empty() || HasControl(value.Scalar())) {
-                Fail(mark, key.path, "expected null or a non-empty string, got " + Describe(value));
+                Fail(mark, key.path, "expected " + Takes(key) + ", got " + Describe(value));
               }
               k.set(config, value.Scalar());
             },
@@ -1053,9 +1080,7 @@ class Parser {
   void ParseStringList(const Key& key, const StringListKey& k, const YAML::Node& value,
                        const YAML::Mark& mark, SweepConfig& config) {
     if (!value.IsSequence() || value.size() == 0) {
-      Fail(mark, key.path,
-           "expected a non-empty list of strings (the command and its arguments), got " +
-               Describe(value));
+      Fail(mark, key.path, "expected " + Takes(key) + ", got " + Describe(value));
     }
     std::vector<std::string> items;
     std::vector<YAML::Mark> marks;
@@ -1100,9 +1125,7 @@ class Parser {
       return;
     }
     if (!value.IsMap()) {
-      Fail(mark, key.path,
-           "expected null or {kind: throw|exit|abort|segv|hang, at_sample: N}, got " +
-               Describe(value));
+      Fail(mark, key.path, "expected " + Takes(key) + ", got " + Describe(value));
     }
     const auto given = ReadSubKeys(value, key.path, {"kind", "at_sample"});
     workloads::FaultOptions parsed;
@@ -1997,35 +2020,6 @@ std::string ToYaml(const SweepConfig& config) {
 }
 
 namespace {
-
-// What a key takes, in the words of its error message ("expected ...").
-std::string Takes(const Key& key) {
-  return std::visit(
-      Overloaded{
-          [](const IntKey& k) { return ExpectedInt(k.lo, k.hi); },
-          [](const AutoIntKey& k) { return "auto or " + ExpectedInt(k.lo, k.hi); },
-          [](const SeedKey&) { return std::string("an integer in [0, 2^64)"); },
-          [](const RealKey& k) { return ExpectedReal(k, /*finite_note=*/false); },
-          [](const BoolKey&) { return std::string("true or false"); },
-          [](const EnumKey& k) { return ExpectedEnum(k); },
-          [](const LabelKey&) {
-            return "a label of 1 to " + std::to_string(kMaxLabelLength) + " characters [A-Za-z0-9_.-]";
-          },
-          [](const IntListKey& k) {
-            return "a non-empty list of distinct integers in [" + std::to_string(k.lo) + ", " +
-                   std::to_string(k.hi) + "]";
-          },
-          [](const StringKey&) { return std::string("a non-empty string"); },
-          [](const OptionalStringKey&) { return std::string("null or a non-empty string"); },
-          [](const StringListKey&) { return std::string("a non-empty list of strings (the command and its arguments)"); },
-          [](const SizeKey& k) {
-            return ExpectedInt(k.lo, k.hi) + ", or {dist: lognormal, mean, sigma, min, max} | {dist: uniform, min, max}";
-          },
-          [](const FaultKey&) { return std::string("null or {kind: throw|exit|abort|segv|hang, at_sample: N}"); },
-          [](const StartMethodsKey&) { return std::string("auto or a non-empty list of distinct fork|forkserver|spawn"); },
-      },
-      key.type);
-}
 
 // The workload kinds a key applies to: "all" or "files, npy".
 std::string KindsOf(const Key& key) {
