@@ -40,6 +40,12 @@ int64_t BatchesPerEpoch(int64_t samples, const LoaderOptions& options) {
   return options.drop_last ? samples / b : (samples + b - 1) / b;
 }
 
+// A slot holds a batch; a streaming loader's also the indices its worker read.
+size_t SlotBytes(const Dataset& dataset, const LoaderOptions& options) {
+  const int64_t b = options.knobs.batch_size, stride = dataset.max_sample_bytes();
+  return static_cast<size_t>(dataset.num_shards() > 0 ? StreamSlotBytes(b, stride) : b * stride);
+}
+
 }  // namespace
 
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
@@ -48,9 +54,9 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const LoaderOptio
       options_(options),
       num_workers_(CheckedWorkers(options)),
       max_outstanding_(static_cast<int64_t>(options.knobs.prefetch_factor) * num_workers_),
-      batches_per_epoch_(BatchesPerEpoch(ShareSize(dataset_->size(), options), options)),
-      arena_(static_cast<int>(num_workers_ == 0 ? 1 : max_outstanding_ + 1),
-             static_cast<size_t>(options.knobs.batch_size) * static_cast<size_t>(dataset_->max_sample_bytes()),
+      streaming_(dataset_->num_shards() > 0),
+      batches_per_epoch_(streaming_ ? 0 : BatchesPerEpoch(ShareSize(dataset_->size(), options), options)),
+      arena_(static_cast<int>(num_workers_ == 0 ? 1 : max_outstanding_ + 1), SlotBytes(*dataset_, options),
              options.trace ? TraceBuffer::RegionBytes(TraceTracks(num_workers_)) : 0),
       owner_pid_(static_cast<int32_t>(getpid())),
       owner_tid_(options.trace ? TraceThreadId() : 0) {
@@ -85,6 +91,10 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const LoaderOptio
       fork_server_ = fork_server ? std::move(fork_server) : std::make_shared<ForkServer>(dataset_);
       pool_ = MakeProcessWorkerPool(*fork_server_, arena_, num_workers_);
     }
+  }
+  if (streaming_) {
+    batches_per_epoch_ = StreamEpochBatches(0);
+    if (num_workers_ == 0) inline_stream_ = std::make_unique<WorkerStream>(*dataset_);
   }
   reorder_.resize(static_cast<size_t>(arena_.num_slots()));
   slot_indices_.assign(static_cast<size_t>(arena_.num_slots()),
@@ -166,12 +176,20 @@ void DataLoader::StartEpoch(int64_t epoch) {
   epoch_ = epoch;
   epoch_start_ = Clock::now();
   dataset_->SetEpoch(epoch);
-  // O(1) in the dataset size: the order is computed batch by batch (sampler.h).
-  plan_ = BatchPlan(EpochSampler(dataset_->size(), options_.shuffle, options_.seed, epoch, options_.rank,
-                                 options_.world_size),
-                    options_.knobs.batch_size, options_.drop_last);
+  if (streaming_) {
+    ++stream_pass_;
+    batches_per_epoch_ = StreamEpochBatches(epoch);
+    worker_active_.assign(static_cast<size_t>(num_workers_), 1);
+    next_worker_ = 0;
+  } else {
+    // O(1) in the dataset size: the order is computed batch by batch (sampler.h).
+    plan_ = BatchPlan(EpochSampler(dataset_->size(), options_.shuffle, options_.seed, epoch, options_.rank,
+                                   options_.world_size),
+                      options_.knobs.batch_size, options_.drop_last);
+  }
   next_to_dispatch_ = 0;
   next_to_return_ = 0;
+  batches_returned_ = 0;
   held_slot_ = -1;
   for (auto& r : reorder_) r = Ready{};
   free_slots_.clear();
@@ -194,7 +212,11 @@ void DataLoader::StartEpoch(int64_t epoch) {
     if (options_.knobs.pin_memory) StartPinThread();
   }
   // Prime the pipeline, as torch does when the iterator is created.
-  DispatchUpTo(max_outstanding_);
+  if (streaming_) {
+    DispatchStreamed(max_outstanding_);
+  } else {
+    DispatchUpTo(max_outstanding_);
+  }
 }
 
 void DataLoader::DispatchUpTo(int64_t limit) {
@@ -220,15 +242,119 @@ void DataLoader::ReleaseHeldSlot() {
 std::optional<BatchView> DataLoader::Next() {
   if (epoch_ < 0) throw std::logic_error("DataLoader::Next before StartEpoch");
   ReleaseHeldSlot();
-  if (next_to_return_ >= plan_.num_batches()) {
+  std::optional<BatchView> view = streaming_ ? NextStreamed() : NextMapped();
+  if (!view) {
     if (!options_.knobs.persistent_workers) StopWorkers();
     return std::nullopt;
   }
+  if (batches_returned_ == 0) stats_.time_to_first_batch_s = SecondsSince(epoch_start_);
+  ++batches_returned_;
+  return view;
+}
+
+std::optional<BatchView> DataLoader::NextMapped() {
+  if (next_to_return_ >= plan_.num_batches()) return std::nullopt;
   BatchView view = num_workers_ == 0 ? ReadInline(next_to_return_) : Collect(next_to_return_);
-  if (next_to_return_ == 0) stats_.time_to_first_batch_s = SecondsSince(epoch_start_);
   ++next_to_return_;
   if (num_workers_ > 0) DispatchUpTo(max_outstanding_);
   return view;
+}
+
+StreamShare DataLoader::ShareOf(int64_t epoch, int worker) const {
+  StreamShare share;
+  share.epoch = epoch;
+  share.seed = options_.seed;
+  share.shuffle = options_.shuffle;
+  share.shuffle_buffer = options_.shuffle_buffer;
+  share.rank = options_.rank;
+  share.world_size = std::max(options_.world_size, 1);
+  share.worker = worker;
+  share.num_workers = std::max(num_workers_, 1);
+  share.pass = stream_pass_;
+  share.drop_last = options_.drop_last;
+  return share;
+}
+
+int64_t DataLoader::StreamEpochBatches(int64_t epoch) const {
+  int64_t batches = 0;
+  for (int w = 0; w < std::max(num_workers_, 1); ++w) {
+    batches += StreamBatches(*dataset_, ShareOf(epoch, w), options_.knobs.batch_size);
+  }
+  return batches;
+}
+
+// torch's _try_put_index for an IterableDataset: the next worker in turn
+// whose share is not read yet, or -1 when none is left.
+int DataLoader::NextActiveWorker() {
+  for (int i = 0; i < num_workers_; ++i) {
+    const int w = (next_worker_ + i) % num_workers_;
+    if (worker_active_[static_cast<size_t>(w)]) {
+      next_worker_ = (w + 1) % num_workers_;
+      return w;
+    }
+  }
+  return -1;
+}
+
+void DataLoader::DispatchStreamed(int64_t limit) {
+  while (next_to_dispatch_ - next_to_return_ < limit && !free_slots_.empty()) {
+    const int worker = NextActiveWorker();
+    if (worker < 0) return;
+    BatchTask task;
+    task.batch_index = next_to_dispatch_;
+    task.slot = free_slots_.back();
+    task.streamed = true;
+    task.batch_size = options_.knobs.batch_size;
+    task.share = ShareOf(epoch_, worker);
+    free_slots_.pop_back();
+    pool_->Submit(worker, task);
+    ++next_to_dispatch_;
+  }
+}
+
+std::optional<BatchView> DataLoader::NextStreamed() {
+  if (num_workers_ == 0) return ReadStreamInline();
+  while (true) {
+    DispatchStreamed(max_outstanding_);
+    if (next_to_return_ == next_to_dispatch_) return std::nullopt;  // every worker's share is read
+    const BatchDone done = AwaitTask(next_to_return_++);
+    if (done.samples == 0) {
+      // The worker's share is read: its slot comes back empty, and it gets no
+      // more tasks (tasks already sent to it come back empty too).
+      worker_active_[static_cast<size_t>(done.worker)] = 0;
+      free_slots_.push_back(done.slot);
+      continue;
+    }
+    held_slot_ = done.slot;
+    const auto slot = arena_.slot(done.slot);
+    const auto indices = std::span<int64_t>(slot_indices_[static_cast<size_t>(done.slot)])
+                             .first(static_cast<size_t>(done.samples));
+    ReadStreamIndices(slot, dataset_->max_sample_bytes(), options_.knobs.batch_size, indices);
+    return SlotView(done, indices);
+  }
+}
+
+std::optional<BatchView> DataLoader::ReadStreamInline() {
+  const int64_t stride = dataset_->max_sample_bytes();
+  const auto slot = arena_.slot(0);
+  const int64_t batch_start = trace_ ? TraceNowNs() : 0;
+  WorkerStream::Fill fill;
+  try {
+    fill = inline_stream_->FillBatch(ShareOf(epoch_, 0), slot, stride, options_.knobs.batch_size);
+  } catch (const std::exception& e) {
+    throw LoaderError("batch " + std::to_string(batches_returned_) + " of the stream: " + e.what());
+  }
+  if (fill.samples == 0) return std::nullopt;
+  const auto indices = std::span<int64_t>(slot_indices_[0]).first(static_cast<size_t>(fill.samples));
+  ReadStreamIndices(slot, stride, options_.knobs.batch_size, indices);
+  held_slot_ = -1;  // slot 0 is reused in place
+  if (trace_) {
+    trace_->Record(kMainTrack, TraceKind::kBatch, batch_start, TraceNowNs(), batches_returned_, owner_pid_, owner_tid_);
+  }
+  const BatchView view{epoch_, batches_returned_, indices,
+                       std::span<const std::byte>(slot.data(), indices.size() * static_cast<size_t>(stride)), stride,
+                       fill.bytes, false};
+  return options_.knobs.pin_memory ? PinInline(view) : view;
 }
 
 BatchView DataLoader::ReadInline(int64_t batch_index) {
@@ -258,6 +384,28 @@ BatchView DataLoader::ReadInline(int64_t batch_index) {
 }
 
 BatchView DataLoader::Collect(int64_t batch_index) {
+  const BatchDone r = AwaitTask(batch_index);
+  held_slot_ = r.slot;
+  // Filled at dispatch into the slot's own buffer, which nobody rewrites until
+  // the slot is free again.
+  const auto indices = std::span<const int64_t>(slot_indices_[static_cast<size_t>(r.slot)])
+                           .first(static_cast<size_t>(plan_.batch_length(batch_index)));
+  return SlotView(r, indices);
+}
+
+// The batch of a finished task, in its slot (or its slot's pinned copy).
+BatchView DataLoader::SlotView(const BatchDone& r, std::span<const int64_t> indices) {
+  const int64_t stride = dataset_->max_sample_bytes();
+  const bool pinned = options_.knobs.pin_memory;
+  const std::byte* data = pinned ? pinned_[static_cast<size_t>(r.slot)].data() : arena_.slot(r.slot).data();
+  return BatchView{epoch_, batches_returned_, indices,
+                   std::span<const std::byte>(data, indices.size() * static_cast<size_t>(stride)), stride, r.bytes,
+                   pinned && pinned_[static_cast<size_t>(r.slot)].pinned()};
+}
+
+// Waits for task `batch_index` (tasks finish in any order; the others wait
+// in the reorder buffer) and takes it out of the buffer.
+BatchDone DataLoader::AwaitTask(int64_t batch_index) {
   Ready& want = reorder_[static_cast<size_t>(batch_index) % reorder_.size()];
   const bool has_timeout = options_.timeout_s > 0;
   const auto deadline = has_timeout ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -278,20 +426,9 @@ BatchView DataLoader::Collect(int64_t batch_index) {
     }
     reorder_[static_cast<size_t>(done.batch_index) % reorder_.size()] = Ready{true, std::move(done)};
   }
-  const BatchDone& r = want.result;
-  held_slot_ = r.slot;
-  // Filled at dispatch into the slot's own buffer, which nobody rewrites until
-  // the slot is free again.
-  const auto indices = std::span<const int64_t>(slot_indices_[static_cast<size_t>(r.slot)])
-                           .first(static_cast<size_t>(plan_.batch_length(batch_index)));
-  const int64_t stride = dataset_->max_sample_bytes();
-  const bool pinned = options_.knobs.pin_memory;
-  const std::byte* data = pinned ? pinned_[static_cast<size_t>(r.slot)].data() : arena_.slot(r.slot).data();
-  BatchView view{epoch_, batch_index, indices,
-                 std::span<const std::byte>(data, indices.size() * static_cast<size_t>(stride)), stride, r.bytes,
-                 pinned && pinned_[static_cast<size_t>(r.slot)].pinned()};
+  BatchDone result = std::move(want.result);
   want = Ready{};
-  return view;
+  return result;
 }
 
 BatchView DataLoader::PinInline(BatchView view) {

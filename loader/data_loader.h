@@ -19,6 +19,12 @@
 //   (one buffer per slot) is allocated once, at construction.
 // - persistent_workers == false: workers start at StartEpoch and stop at the
 //   end of the epoch; the start cost is measured (stats().worker_startup_s).
+// - A streaming dataset (Dataset::num_shards() > 0, torch's IterableDataset):
+//   each worker reads its own shards (loader/stream.h); a task asks a worker
+//   for its next batch, tasks go to the workers still active in turn, and
+//   batches come back in task order. A worker whose share is read answers
+//   with no batch and gets no more tasks; the epoch ends when none is left,
+//   as torch's _IterableDatasetStopIteration ends it.
 //
 // One thread owns a DataLoader and calls all of its methods. A batch's memory is
 // valid until the next call to Next() or StartEpoch().
@@ -47,6 +53,7 @@
 #include "loader/options.h"
 #include "loader/sampler.h"
 #include "loader/slot_arena.h"
+#include "loader/stream.h"
 #include "loader/trace.h"
 #include "loader/worker_pool.h"
 
@@ -105,6 +112,8 @@ class DataLoader {
   // Stops the workers now (also done by the destructor).
   void Shutdown() noexcept;
 
+  // Batches of the current epoch (of epoch 0 before StartEpoch). For a
+  // streaming dataset it depends on which shards each worker got this epoch.
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
   int64_t batch_bytes() const;  // slot size: batch_size x max_sample_bytes
   const LoaderStats& stats() const { return stats_; }
@@ -120,7 +129,17 @@ class DataLoader {
   };
 
   void DispatchUpTo(int64_t limit);
+  std::optional<BatchView> NextMapped();
   BatchView Collect(int64_t batch_index);
+  BatchDone AwaitTask(int64_t task_index);
+  BatchView SlotView(const BatchDone& done, std::span<const int64_t> indices);
+  // Streaming datasets.
+  StreamShare ShareOf(int64_t epoch, int worker) const;
+  int64_t StreamEpochBatches(int64_t epoch) const;
+  int NextActiveWorker();
+  void DispatchStreamed(int64_t limit);
+  std::optional<BatchView> NextStreamed();
+  std::optional<BatchView> ReadStreamInline();
   bool NextDone(BatchDone* done, std::chrono::steady_clock::time_point deadline);
   BatchView PinInline(BatchView view);
   void PinLoop();
@@ -135,7 +154,8 @@ class DataLoader {
   const LoaderOptions options_;
   const int num_workers_;
   const int64_t max_outstanding_;  // prefetch_factor x num_workers
-  const int64_t batches_per_epoch_;
+  const bool streaming_;           // dataset_->num_shards() > 0
+  int64_t batches_per_epoch_;
   SlotArena arena_;
   std::vector<device::HostBuffer> pinned_;  // one per slot
   std::shared_ptr<ForkServer> fork_server_;  // process mode only
@@ -154,6 +174,14 @@ class DataLoader {
 
   // Per-epoch state.
   int64_t epoch_ = -1;
+  int64_t batches_returned_ = 0;
+  // Streaming: StartEpoch calls so far (StreamShare::pass), the workers whose
+  // share is not read yet, the next worker a task goes to, and the
+  // consumer's own stream when num_workers == 0.
+  int64_t stream_pass_ = 0;
+  std::vector<char> worker_active_;
+  int next_worker_ = 0;
+  std::unique_ptr<WorkerStream> inline_stream_;
   BatchPlan plan_;
   int64_t next_to_dispatch_ = 0;
   int64_t next_to_return_ = 0;

@@ -7,10 +7,24 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace feedtune::loader {
+
+// One shard of a streaming dataset, read front to back (loader/stream.h).
+// Used by one thread of one process.
+class ShardReader {
+ public:
+  virtual ~ShardReader() = default;
+  // The shard's next sample into `sample` (resized to its bytes) and its
+  // index in the whole dataset; false at the end of the shard. Throws on
+  // damaged data, naming the file and the offset.
+  virtual bool Next(std::vector<std::byte>* sample, int64_t* index) = 0;
+};
 
 class Dataset {
  public:
@@ -40,6 +54,21 @@ class Dataset {
   // Writes sample `index` (0 <= index < size()) into `out`, whose size is
   // max_sample_bytes(); returns the number of bytes written. Throws on failure.
   virtual int64_t Read(int64_t index, std::span<std::byte> out) const = 0;
+
+  // Streaming (torch's IterableDataset over shards, as webdataset reads tar
+  // shards): a dataset that returns num_shards() > 0 is read by the loader
+  // through OpenShard, each worker its own shards in order (loader/stream.h),
+  // never through Read(). size() is then the samples of all shards together.
+  virtual int64_t num_shards() const { return 0; }
+  // Opens shard `shard` (0 <= shard < num_shards()) for one sequential pass.
+  virtual std::unique_ptr<ShardReader> OpenShard(int64_t /*shard*/) const {
+    throw std::logic_error("OpenShard on a map-style dataset");
+  }
+  // Samples in shard `shard`, known before it is read (an index, a scan at
+  // open), so the loader knows each worker's batches before the epoch.
+  virtual int64_t shard_samples(int64_t /*shard*/) const {
+    throw std::logic_error("shard_samples on a map-style dataset");
+  }
 };
 
 }  // namespace feedtune::loader

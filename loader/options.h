@@ -60,6 +60,9 @@ struct LoaderOptions {
   // share of each epoch's order among world_size ranks (loader/sampler.h).
   int rank = 0;
   int world_size = 1;
+  // A streaming dataset's per-worker shuffle buffer, in samples (loader/stream.h);
+  // 0 or 1 reads each shard in order. Map-style datasets ignore it.
+  int64_t shuffle_buffer = 0;
   bool trace = false;    // record spans into a TraceBuffer after the slots (loader/trace.h); armed by the caller
 };
 

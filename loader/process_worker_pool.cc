@@ -113,21 +113,32 @@ void RunWorkerProcess(const Dataset& dataset, const SlotArena& arena, int worker
   } catch (const std::exception& e) {
     init_error = e.what();
   }
-  SendReport(report_fd, ReportHeader{-1, 0, 0, -1, worker, 0, 0}, "");
+  SendReport(report_fd, ReportHeader{-1, 0, 0, -1, worker, 0, -1}, "");
 
   const int64_t stride = dataset.max_sample_bytes();
   TraceBuffer* const trace = TraceBuffer::Attach(arena.trace_region());  // null: tracing off
   const int32_t self = static_cast<int32_t>(getpid());
   std::vector<int64_t> indices;
+  WorkerStream stream(dataset);
   TaskHeader task{};
   while (ReadAll(task_fd, &task, sizeof task)) {
     indices.resize(static_cast<size_t>(task.count));
     if (!ReadAll(task_fd, indices.data(), indices.size() * sizeof(int64_t))) break;
     const auto start = Clock::now();
-    ReportHeader report{task.batch_index, 0, 0, task.slot, worker, 0, 0};
+    ReportHeader report{task.batch_index, 0, 0, task.slot, worker, 0, -1};
     std::string error;
     if (!init_error.empty()) error = "worker " + std::to_string(worker) + " failed in dataset set-up: " + init_error;
     const auto slot = arena.slot(task.slot);
+    if (task.stream_batch > 0 && error.empty()) {
+      try {
+        const WorkerStream::Fill fill = stream.FillBatch(task.share, slot, stride, task.stream_batch);
+        report.bytes = fill.bytes;
+        report.samples = static_cast<int32_t>(fill.samples);
+      } catch (const std::exception& e) {
+        error = "worker " + std::to_string(worker) + " (pid " + std::to_string(getpid()) + ") failed on batch " +
+                std::to_string(task.batch_index) + " of its stream: " + e.what();
+      }
+    }
     for (size_t i = 0; i < indices.size() && error.empty(); ++i) {
       try {
         const int64_t sample_start = trace ? TraceNowNs() : 0;
@@ -251,7 +262,8 @@ class ProcessWorkerPool final : public WorkerPool {
 
   void Submit(int worker, const BatchTask& task) override {
     Worker& w = workers_[static_cast<size_t>(worker)];
-    TaskHeader header{task.batch_index, task.slot, static_cast<int32_t>(task.indices.size())};
+    TaskHeader header{task.batch_index, task.slot, static_cast<int32_t>(task.indices.size()),
+                      task.streamed ? task.batch_size : 0, 0, task.share};
     // One buffer, one write: the worker wakes once per task.
     outbuf_.resize(sizeof header + task.indices.size_bytes());
     std::memcpy(outbuf_.data(), &header, sizeof header);
@@ -320,6 +332,7 @@ class ProcessWorkerPool final : public WorkerPool {
     done->worker = h.worker;
     done->bytes = h.bytes;
     done->busy_s = h.busy_s;
+    done->samples = h.samples;
     done->error.assign(inbuf_.data() + inpos_ + sizeof h, h.error_len);
     inpos_ += sizeof h + h.error_len;
     if (inpos_ == inbuf_.size()) {

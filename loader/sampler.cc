@@ -8,10 +8,7 @@
 #include <utility>
 
 namespace feedtune::loader {
-namespace {
 
-// SplitMix64's output function: a strong 64-bit mixer (every input bit flips
-// about half the output bits), so a Feistel round built on it needs no tables.
 uint64_t Mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
@@ -19,6 +16,8 @@ uint64_t Mix64(uint64_t z) {
 }
 
 uint64_t SplitMix64(uint64_t& state) { return Mix64(state += 0x9E3779B97F4A7C15ULL); }
+
+namespace {
 
 uint64_t Mask(int bits) { return bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1; }
 

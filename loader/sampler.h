@@ -22,6 +22,12 @@
 
 namespace feedtune::loader {
 
+// SplitMix64's output function: a strong 64-bit mixer (every input bit flips
+// about half the output bits), so a Feistel round built on it needs no tables.
+uint64_t Mix64(uint64_t z);
+// The next number of a SplitMix64 stream whose state is `state`.
+uint64_t SplitMix64(uint64_t& state);
+
 // A permutation of [0, n) keyed by (seed, epoch): the visiting order of one
 // epoch. Identity when !shuffle. Copyable, immutable, safe from any thread.
 class EpochPermutation {

@@ -99,6 +99,7 @@ class ThreadWorkerPool final : public WorkerPool {
     const int32_t pid = static_cast<int32_t>(getpid());
     const int32_t tid = trace ? TraceThreadId() : 0;
     const int track = kFirstWorkerTrack + worker;
+    WorkerStream stream(dataset_);
     while (true) {
       BatchTask task;
       {
@@ -110,10 +111,20 @@ class ThreadWorkerPool final : public WorkerPool {
         q.pop_front();
       }
       const auto start = Clock::now();
-      BatchDone result{task.batch_index, task.slot, worker, 0, 0, {}};
+      BatchDone result{task.batch_index, task.slot, worker, 0, 0, {}, -1};
       const auto slot = arena_.slot(task.slot);
       if (!init_error.empty()) {
         result.error = "worker " + std::to_string(worker) + " failed in dataset set-up: " + init_error;
+      }
+      if (task.streamed && result.error.empty()) {
+        try {
+          const WorkerStream::Fill fill = stream.FillBatch(task.share, slot, stride, task.batch_size);
+          result.bytes = fill.bytes;
+          result.samples = fill.samples;
+        } catch (const std::exception& e) {
+          result.error = "worker " + std::to_string(worker) + " failed on batch " + std::to_string(task.batch_index) +
+                         " of its stream: " + e.what();
+        }
       }
       for (size_t i = 0; i < task.indices.size() && result.error.empty(); ++i) {
         try {

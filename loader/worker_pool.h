@@ -19,6 +19,7 @@
 #include "loader/dataset.h"
 #include "loader/options.h"
 #include "loader/slot_arena.h"
+#include "loader/stream.h"
 
 namespace feedtune::loader {
 
@@ -26,6 +27,11 @@ struct BatchTask {
   int64_t batch_index = 0;
   int slot = 0;
   std::span<const int64_t> indices;  // valid until the task is done
+  // A stream task (a streaming dataset, loader/stream.h) has no indices: the
+  // worker reads the next batch_size samples of its share of the stream.
+  bool streamed = false;
+  int batch_size = 0;  // stream tasks only
+  StreamShare share;   // stream tasks only
 };
 
 struct BatchDone {
@@ -35,6 +41,7 @@ struct BatchDone {
   int64_t bytes = 0;      // bytes written to the slot
   double busy_s = 0;      // time the worker spent on this batch
   std::string error;      // empty when the batch is good
+  int64_t samples = -1;   // stream tasks: samples read (0: the worker's share is read); else -1
 };
 
 class WorkerPool {

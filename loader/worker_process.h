@@ -1,8 +1,8 @@
 // The body of a process-mode worker, shared by the process pool (which talks to
 // it) and the fork server (which starts it). Internal to loader/.
 //
-// Protocol: the worker reads TaskHeader + `count` int64 sample indices from its
-// task socket, fills the task's slot, and writes one report (ReportHeader plus
+// Protocol: the worker reads TaskHeader + `count` int64 sample indices (none
+// for a stream task, whose header carries the share) from its task socket, fills the task's slot, and writes one report (ReportHeader plus
 // up to kMaxReportError bytes of error text) to the shared report pipe. A
 // report is at most PIPE_BUF bytes, so reports of several workers never
 // interleave. The first report (batch_index -1) says the worker is ready.
@@ -16,6 +16,7 @@
 
 #include "loader/dataset.h"
 #include "loader/slot_arena.h"
+#include "loader/stream.h"
 
 namespace feedtune::loader {
 
@@ -23,6 +24,9 @@ struct TaskHeader {
   int64_t batch_index;
   int32_t slot;
   int32_t count;
+  int32_t stream_batch;  // > 0: a stream task of this batch size (then count is 0)
+  int32_t pad;
+  StreamShare share;     // stream tasks only
 };
 
 struct ReportHeader {
@@ -32,7 +36,7 @@ struct ReportHeader {
   int32_t slot;
   int32_t worker;
   uint32_t error_len;
-  uint32_t pad;
+  int32_t samples;  // stream tasks: samples read (0: the share is read); else -1
 };
 
 inline constexpr size_t kMaxReportError = 3000;

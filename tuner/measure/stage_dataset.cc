@@ -90,6 +90,31 @@ int64_t StageDataset::Read(int64_t index, std::span<std::byte> out) const {
   return inner_->Read(index, out);
 }
 
+std::unique_ptr<loader::ShardReader> StageDataset::OpenShard(int64_t shard) const {
+  if (shared_->mode.load(std::memory_order_relaxed) != static_cast<int>(ReadMode::kTransport)) {
+    return inner_->OpenShard(shard);
+  }
+  class Zeros final : public loader::ShardReader {
+   public:
+    Zeros(int64_t samples, size_t bytes) : left_(samples), bytes_(bytes) {}
+    bool Next(std::vector<std::byte>* sample, int64_t* index) override {
+      if (left_ == 0) return false;
+      sample->assign(bytes_, std::byte{0});
+      *index = next_++;
+      --left_;
+      return true;
+    }
+
+   private:
+    int64_t left_;
+    size_t bytes_;
+    int64_t next_ = 0;
+  };
+  return std::make_unique<Zeros>(inner_->shard_samples(shard),
+                                 static_cast<size_t>(std::min(inner_->max_sample_bytes(),
+                                                              shared_->transport_bytes.load(std::memory_order_relaxed))));
+}
+
 std::string StageDataset::BeforeRepeat() const {
   switch (policy_) {
     case CachePolicy::kAsConfigured:
