@@ -1,5 +1,13 @@
 #include "workloads/format_io.h"
 
+#include <glob.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "workloads/shard_format.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -116,6 +124,63 @@ std::string FormatMegabytes(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
   return buf;
+}
+
+std::vector<std::string> ResolveShardPaths(const std::string& path, const std::vector<std::string>& extensions) {
+  std::vector<std::string> paths;
+  struct stat info {};
+  if (path.find_first_of("*?[") != std::string::npos && ::stat(path.c_str(), &info) != 0) {
+    glob_t found{};
+    if (::glob(path.c_str(), 0, nullptr, &found) == 0) {
+      for (size_t i = 0; i < found.gl_pathc; ++i) paths.emplace_back(found.gl_pathv[i]);
+    }
+    ::globfree(&found);
+    std::erase_if(paths, [](const std::string& p) { return p.ends_with(".idx"); });
+    if (paths.empty()) throw DatasetNotFound(path + ": the pattern matches no file");
+  } else if (::stat(path.c_str(), &info) != 0) {
+    throw DatasetNotFound(path + ": no such file or directory");
+  } else if (S_ISDIR(info.st_mode)) {
+    for (const auto& entry : std::filesystem::directory_iterator(path)) {
+      const std::string name = entry.path().filename().string();
+      const bool wanted = std::any_of(extensions.begin(), extensions.end(),
+                                      [&](const std::string& ext) { return name.ends_with(ext); });
+      if (entry.is_regular_file() && wanted) paths.push_back(entry.path().string());
+    }
+    if (paths.empty()) {
+      std::string names;
+      for (const auto& ext : extensions) names += (names.empty() ? "" : " or ") + ext;
+      throw DatasetNotFound(path + ": the directory holds no " + names + " file");
+    }
+  } else {
+    paths.push_back(path);
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+std::unique_ptr<loader::ShardReader> ReadSamplesInOrder(const loader::Dataset& dataset, int64_t first, int64_t count) {
+  class Reader final : public loader::ShardReader {
+   public:
+    Reader(const loader::Dataset& dataset, int64_t first, int64_t count)
+        : dataset_(dataset), next_(first), end_(first + count) {}
+    bool Next(std::vector<std::byte>* sample, int64_t* index) override {
+      if (next_ >= end_) return false;
+      sample->resize(static_cast<size_t>(dataset_.max_sample_bytes()));
+      sample->resize(static_cast<size_t>(dataset_.Read(next_, *sample)));
+      *index = next_++;
+      return true;
+    }
+
+   private:
+    const loader::Dataset& dataset_;
+    int64_t next_;
+    const int64_t end_;
+  };
+  return std::make_unique<Reader>(dataset, first, count);
+}
+
+size_t ShardOfSample(const std::vector<int64_t>& firsts, int64_t index) {
+  return static_cast<size_t>(std::upper_bound(firsts.begin(), firsts.end(), index) - firsts.begin() - 1);
 }
 
 }  // namespace feedtune::workloads

@@ -7,9 +7,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "loader/dataset.h"
 
 namespace feedtune::workloads {
 
@@ -57,5 +60,20 @@ std::string FileSystemType(const std::string& path, bool* network);
 
 // "1.5 MB" (decimal megabytes, as the rest of feedtune prints sizes).
 std::string FormatMegabytes(double bytes);
+
+// The shard files `path` names, sorted: the file itself; a glob pattern's
+// matches (glob(3): *, ? and [...]); or a directory's regular files whose
+// names end in one of `extensions` (".tfrecord", ...; index files never).
+// Throws DatasetNotFound naming `path` when it names none.
+std::vector<std::string> ResolveShardPaths(const std::string& path, const std::vector<std::string>& extensions);
+
+// A shard of a sharded format read front to back: samples first..first+count-1
+// of `dataset` through its Read(), in order (the offsets grow, so the
+// kernel's readahead sees a sequential reader). `dataset` must outlive it.
+std::unique_ptr<loader::ShardReader> ReadSamplesInOrder(const loader::Dataset& dataset, int64_t first, int64_t count);
+
+// The index of the shard holding sample `index`, given each shard's first
+// sample (ascending, firsts[0] == 0).
+size_t ShardOfSample(const std::vector<int64_t>& firsts, int64_t index);
 
 }  // namespace feedtune::workloads

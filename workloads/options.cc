@@ -10,6 +10,8 @@ const char* WorkloadKindName(WorkloadKind kind) {
     case WorkloadKind::kNpy: return "npy";
     case WorkloadKind::kHdf5: return "hdf5";
     case WorkloadKind::kLmdb: return "lmdb";
+    case WorkloadKind::kTfRecord: return "tfrecord";
+    case WorkloadKind::kTar: return "tar";
   }
   return "?";
 }
@@ -46,5 +48,7 @@ const char* CacheModeName(CacheMode mode) { return mode == CacheMode::kWarm ? "w
 const char* FilesDecodeName(FilesDecode decode) { return decode == FilesDecode::kNone ? "none" : "jpeg"; }
 
 const char* CropModeName(CropMode mode) { return mode == CropMode::kRandom ? "random" : "center"; }
+
+const char* ShardAccessName(ShardAccess access) { return access == ShardAccess::kStream ? "stream" : "random"; }
 
 }  // namespace feedtune::workloads

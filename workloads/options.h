@@ -20,13 +20,20 @@
 namespace feedtune::workloads {
 
 // New kinds go last: the order is the config's "one of ..." order.
-enum class WorkloadKind { kSynthetic, kFiles, kCommand, kNpy, kHdf5, kLmdb };
-inline constexpr WorkloadKind kLastWorkloadKind = WorkloadKind::kLmdb;
+enum class WorkloadKind { kSynthetic, kFiles, kCommand, kNpy, kHdf5, kLmdb, kTfRecord, kTar };
+inline constexpr WorkloadKind kLastWorkloadKind = WorkloadKind::kTar;
 
-// A native dataset read from a file in a real format (npy, hdf5, lmdb).
+// A native dataset read from a file in a real format (npy, hdf5, lmdb, tfrecord, tar).
 inline bool IsFormatKind(WorkloadKind kind) {
-  return kind == WorkloadKind::kNpy || kind == WorkloadKind::kHdf5 || kind == WorkloadKind::kLmdb;
+  return kind == WorkloadKind::kNpy || kind == WorkloadKind::kHdf5 || kind == WorkloadKind::kLmdb ||
+         kind == WorkloadKind::kTfRecord || kind == WorkloadKind::kTar;
 }
+
+// How a sharded format (tfrecord, tar) is read. kRandom: a map-style dataset
+// over an index of its records (any order, the sampler's). kStream: torch's
+// IterableDataset: each worker reads its own shards in order, through a
+// shuffle buffer (loader/stream.h).
+enum class ShardAccess { kRandom, kStream };
 
 // How sample sizes spread. kFixed: every sample is SyntheticOptions::sample_bytes.
 // kLognormal: exp(N(mu, sigma)) with mu chosen so the mean is `mean`, clamped
@@ -102,6 +109,11 @@ struct FormatOptions {
   std::string labels;               // hdf5: optional; its row i follows sample i's bytes
   int64_t hdf5_chunk_cache_mb = kHdf5DefaultChunkCacheMb;  // per dataset, per process (MiB)
   bool lmdb_readahead = false;      // false: MDB_NORDAHEAD
+  std::string feature;              // tfrecord: a bytes feature of a tf.train.Example; empty: the whole record
+  ShardAccess access = ShardAccess::kRandom;  // tfrecord, tar
+  int64_t shuffle_buffer = 1000;    // access: stream: samples per worker (webdataset's shuffle(1000))
+  std::string index_cache;          // tfrecord: where indexes go when the data's folder is read-only
+                                    // (empty: $XDG_CACHE_HOME or ~/.cache, then feedtune/tfrecord-idx)
 };
 
 // How feedtune talks to a command (docs/command-protocol.md). kRun: one process
@@ -135,5 +147,6 @@ const char* FilesIoName(FilesIo io);
 const char* CacheModeName(CacheMode mode);
 const char* FilesDecodeName(FilesDecode decode);
 const char* CropModeName(CropMode mode);
+const char* ShardAccessName(ShardAccess access);
 
 }  // namespace feedtune::workloads

@@ -77,6 +77,12 @@ std::string Hex32(uint32_t v) {
 
 }  // namespace
 
+std::string GenDataShardPath(const std::string& dir, int shard, int shards, const std::string& extension) {
+  char name[64];
+  std::snprintf(name, sizeof name, "/data-%05d-of-%05d", shard, shards);
+  return dir + name + extension;
+}
+
 std::string ShardFileName(uint32_t shard) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "shard-%05" PRIu32 ".ftrec", shard);

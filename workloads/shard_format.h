@@ -56,6 +56,8 @@ class DatasetCorrupt : public std::runtime_error {
 };
 
 std::string ShardFileName(uint32_t shard);
+// A tfrecord or tar shard that gen-data writes: DIR/data-SSSSS-of-NNNNN + extension.
+std::string GenDataShardPath(const std::string& dir, int shard, int shards, const std::string& extension);
 // Relative path of sample `index` in the files layout ("00001/000001234.bin").
 std::string SampleFileName(int64_t index);
 

@@ -1,0 +1,162 @@
+#include "workloads/tar_dataset.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "workloads/shard_format.h"
+
+namespace feedtune::workloads {
+
+std::vector<TarMember> ScanTarFile(const std::string& path, int fd, int64_t file_bytes) {
+  TarScanner scanner(
+      [fd](uint64_t offset, std::span<std::byte> out) {
+        int error = 0;
+        return PreadFull(fd, out, offset, &error);
+      },
+      static_cast<uint64_t>(file_bytes), path);
+  std::vector<TarMember> members;
+  TarMember member;
+  while (scanner.Next(&member)) members.push_back(member);
+  return members;
+}
+
+TarDataset::TarDataset(const FilesOptions& files, const FormatOptions& format, const SyntheticOptions& cost,
+                       const CpuCalibration& calibration)
+    : files_(files), format_(format), cost_(cost, calibration) {
+  for (const std::string& path : ResolveShardPaths(files.path, {".tar"})) {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) throw DatasetNotFound(path + ": cannot open: " + ErrnoText(errno));
+    struct stat info {};
+    if (::fstat(fd.get(), &info) != 0 || !S_ISREG(info.st_mode)) throw DatasetNotFound(path + ": not a regular file");
+    const std::vector<TarMember> members = ScanTarFile(path, fd.get(), info.st_size);
+    const std::vector<TarSample> samples = GroupTarSamples(members);
+    if (samples.empty()) {
+      throw DatasetCorrupt(path + ": no complete sample (" + std::to_string(members.size()) +
+                           " regular members, none named KEY.EXT as WebDataset shards are)");
+    }
+    TarShardInfo shard;
+    shard.path = path;
+    shard.samples = static_cast<int64_t>(samples.size());
+    shard.members = static_cast<int64_t>(members.size());
+    shard.file_bytes = info.st_size;
+    std::string key, ext;
+    for (const auto& field : samples.front().fields) {
+      if (SplitTarKey(field.name, &key, &ext)) shard.fields.push_back(ext);
+    }
+    firsts_.push_back(static_cast<int64_t>(samples_.size()));
+    for (const TarSample& s : samples) {
+      Sample sample{static_cast<uint32_t>(fds_.size()), {}};
+      for (const auto& f : s.fields) sample.fields.push_back({f.data_offset, f.size});
+      max_sample_bytes_ = std::max(max_sample_bytes_, static_cast<int64_t>(s.bytes()));
+      samples_.push_back(std::move(sample));
+    }
+    fds_.push_back(std::move(fd));
+    infos_.push_back(std::move(shard));
+  }
+}
+
+int64_t TarDataset::num_shards() const {
+  return format_.access == ShardAccess::kStream ? static_cast<int64_t>(infos_.size()) : 0;
+}
+
+int64_t TarDataset::shard_samples(int64_t shard) const { return infos_[static_cast<size_t>(shard)].samples; }
+
+int64_t TarDataset::Read(int64_t index, std::span<std::byte> out) const {
+  if (index < 0 || index >= size()) {
+    throw std::out_of_range("sample index " + std::to_string(index) + " outside [0, " + std::to_string(size()) + ")");
+  }
+  cost_.BeforeRead(index);
+  const Sample& sample = samples_[static_cast<size_t>(index)];
+  uint64_t at = 0;
+  for (const Extent& field : sample.fields) {
+    int error = 0;
+    if (PreadFull(fds_[sample.shard].get(), out.subspan(at, field.bytes), field.offset, &error) != field.bytes) {
+      throw DatasetCorrupt(infos_[sample.shard].path + ": sample " + std::to_string(index) + ": the member at byte " +
+                           std::to_string(field.offset) + " is cut short (" +
+                           (error != 0 ? ErrnoText(error) : std::string("the file shrank since it was opened")) +
+                           ")");
+    }
+    at += field.bytes;
+  }
+  cost_.AfterRead(index, out.first(at));
+  return static_cast<int64_t>(at);
+}
+
+std::unique_ptr<loader::ShardReader> TarDataset::OpenShard(int64_t shard) const {
+  return ReadSamplesInOrder(*this, firsts_[static_cast<size_t>(shard)], shard_samples(shard));
+}
+
+std::string TarDataset::BeforeRepeat() const {
+  if (files_.cache != CacheMode::kCold) return {};
+  std::vector<std::string> paths;
+  for (const auto& info : infos_) paths.push_back(info.path);
+  return EvictFromPageCache(paths);
+}
+
+std::string TarDataset::Describe() const {
+  int64_t bytes = 0;
+  for (const auto& info : infos_) bytes += info.file_bytes;
+  std::string fields;
+  for (const auto& f : infos_.front().fields) fields += (fields.empty() ? "" : ", ") + f;
+  std::string text = files_.path + ": " + std::to_string(infos_.size()) + " tar shard(s), " +
+                     std::to_string(size()) + " samples of fields " + fields + ", " +
+                     FormatMegabytes(static_cast<double>(bytes)) + ", access " + ShardAccessName(format_.access);
+  if (format_.access == ShardAccess::kStream) {
+    text += " (shuffle buffer " + std::to_string(format_.shuffle_buffer) + " samples per worker)";
+  }
+  return text + ", cache " + CacheModeName(files_.cache);
+}
+
+TarWriter::TarWriter(std::string dir, int64_t samples, int shards)
+    : dir_(std::move(dir)),
+      samples_(samples),
+      shards_(std::clamp<int>(shards, 1, static_cast<int>(std::max<int64_t>(samples, 1)))) {
+  std::error_code error;
+  std::filesystem::create_directories(dir_, error);
+  if (error) throw std::runtime_error(dir_ + ": cannot create: " + error.message());
+}
+
+std::string TarWriter::ClassText(int64_t index) { return std::to_string(index % 1000); }
+
+void TarWriter::Add(std::span<const std::byte> payload) {
+  const int shard = static_cast<int>(added_ * shards_ / std::max<int64_t>(samples_, 1));
+  if (shard != shard_) {
+    Flush(true);
+    shard_ = shard;
+    std::ofstream(GenDataShardPath(dir_, shard_, shards_, ".tar"), std::ios::binary | std::ios::trunc);
+  }
+  char key[32];
+  std::snprintf(key, sizeof key, "%09lld", static_cast<long long>(added_));
+  const std::string cls = ClassText(added_);
+  AppendTarMember(std::string(key) + ".bin", payload, &buffer_);
+  AppendTarMember(std::string(key) + ".cls", std::as_bytes(std::span(cls.data(), cls.size())), &buffer_);
+  ++added_;
+  if (buffer_.size() >= (size_t{8} << 20)) Flush(false);  // written in 8 MiB pieces, not held whole
+}
+
+void TarWriter::Flush(bool end) {
+  if (shard_ < 0) return;
+  if (end) AppendTarEnd(&buffer_);
+  const std::string path = GenDataShardPath(dir_, shard_, shards_, ".tar");
+  std::ofstream out(path, std::ios::binary | std::ios::app);
+  out.write(reinterpret_cast<const char*>(buffer_.data()), static_cast<std::streamsize>(buffer_.size()));
+  if (!out) throw std::runtime_error(path + ": write failed");
+  bytes_written_ += static_cast<int64_t>(buffer_.size());
+  buffer_.clear();
+}
+
+void TarWriter::Finish() {
+  Flush(true);
+  shard_ = -1;
+}
+
+}  // namespace feedtune::workloads

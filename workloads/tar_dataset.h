@@ -1,0 +1,105 @@
+// TarDataset: WebDataset tar shards (workload.kind: tar; workloads/tar_format.h
+// for the format and what a sample is).
+//
+//   path     a .tar file, a glob or a directory (its *.tar files), in name order
+//   access   random: a map-style dataset over the samples of every shard,
+//            numbered through the shards, read with one pread per field from
+//            a member index built once at open (header reads only);
+//            stream: an IterableDataset whose shards are the files
+//
+// Errors name the file and the byte offset: DatasetNotFound (nothing there),
+// DatasetCorrupt (a bad header, a member cut short, a shard with no sample).
+// Immutable after construction; Read() is safe from any thread or a forked
+// process (pread on descriptors opened once).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "loader/dataset.h"
+#include "workloads/format_io.h"
+#include "workloads/options.h"
+#include "workloads/sample_cost.h"
+#include "workloads/tar_format.h"
+
+namespace feedtune::workloads {
+
+// What `inspect` reports of one shard.
+struct TarShardInfo {
+  std::string path;
+  int64_t samples = 0;
+  int64_t members = 0;   // regular files, those outside any sample included
+  int64_t file_bytes = 0;
+  std::vector<std::string> fields;  // the extensions of its first sample
+};
+
+class TarDataset final : public loader::Dataset {
+ public:
+  TarDataset(const FilesOptions& files, const FormatOptions& format, const SyntheticOptions& cost,
+             const CpuCalibration& calibration);
+
+  int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
+  int64_t max_sample_bytes() const override { return max_sample_bytes_; }
+  void InitWorker(int /*worker_id*/) const override { cost_.InitWorker(); }
+  int64_t Read(int64_t index, std::span<std::byte> out) const override;
+  std::string BeforeRepeat() const override;
+  int64_t num_shards() const override;
+  int64_t shard_samples(int64_t shard) const override;
+  std::unique_ptr<loader::ShardReader> OpenShard(int64_t shard) const override;
+
+  const std::vector<TarShardInfo>& shards() const { return infos_; }
+  std::string Describe() const;
+
+ private:
+  struct Extent {
+    uint64_t offset = 0;
+    uint64_t bytes = 0;
+  };
+  struct Sample {
+    uint32_t shard = 0;
+    std::vector<Extent> fields;
+  };
+
+  const FilesOptions files_;
+  const FormatOptions format_;
+  const SampleCost cost_;
+  std::vector<UniqueFd> fds_;      // one per shard
+  std::vector<TarShardInfo> infos_;
+  std::vector<int64_t> firsts_;    // each shard's first sample
+  std::vector<Sample> samples_;
+  int64_t max_sample_bytes_ = 1;
+};
+
+// The members of the tar file open as `fd` (`file_bytes` long), read by
+// headers only. Throws DatasetCorrupt naming `path`.
+std::vector<TarMember> ScanTarFile(const std::string& path, int fd, int64_t file_bytes);
+
+// Writes `feedtune gen-data --layout tar`: `shards` files
+// DIR/data-SSSSS-of-NNNNN.tar, samples dealt in runs as for tfrecord; sample
+// i is the members KEY.bin (the payload) and KEY.cls (i % 1000 in decimal),
+// KEY its number in nine digits.
+class TarWriter {
+ public:
+  TarWriter(std::string dir, int64_t samples, int shards);
+  void Add(std::span<const std::byte> payload);
+  void Finish();
+  int64_t bytes_written() const { return bytes_written_; }
+
+  static std::string ClassText(int64_t index);  // KEY.cls's bytes
+
+ private:
+  void Flush(bool end);
+
+  const std::string dir_;
+  const int64_t samples_;
+  const int shards_;
+  int64_t added_ = 0;
+  int shard_ = -1;
+  std::vector<std::byte> buffer_;
+  int64_t bytes_written_ = 0;
+};
+
+}  // namespace feedtune::workloads
