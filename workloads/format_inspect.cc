@@ -9,9 +9,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "workloads/files_dataset.h"
@@ -19,6 +22,8 @@
 #include "workloads/jpeg_image.h"
 #include "workloads/npy_dataset.h"
 #include "workloads/shard_format.h"
+#include "workloads/tar_dataset.h"
+#include "workloads/tfrecord_dataset.h"
 
 namespace feedtune::workloads {
 namespace {
@@ -47,13 +52,32 @@ std::string ShapeText(const std::vector<int64_t>& dims) {
   return out + (dims.size() == 1 ? ",)" : ")");
 }
 
-enum class Format { kNpy, kHdf5, kLmdb, kJpegDir };
+enum class Format { kNpy, kHdf5, kLmdb, kJpegDir, kTfRecord, kTar };
+
+bool IsTfRecordName(const std::string& name) { return name.ends_with(".tfrecord") || name.ends_with(".tfrec"); }
+
+// A directory of shards is told by its files' names.
+std::optional<Format> ShardDirFormat(const std::string& path) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
+    const std::string name = entry.path().filename().string();
+    if (IsTfRecordName(name)) return Format::kTfRecord;
+    if (name.ends_with(".tar")) return Format::kTar;
+  }
+  return std::nullopt;
+}
 
 Format Detect(const std::string& path) {
   struct stat st {};
+  const bool glob = path.find_first_of("*?[") != std::string::npos;
+  if (glob && IsTfRecordName(path)) return Format::kTfRecord;
+  if (glob && path.ends_with(".tar")) return Format::kTar;
   if (::stat(path.c_str(), &st) != 0) throw DatasetNotFound(path + ": cannot open: " + ErrnoText(errno));
+  if (S_ISREG(st.st_mode) && IsTfRecordName(path)) return Format::kTfRecord;
+  if (S_ISREG(st.st_mode) && path.ends_with(".tar")) return Format::kTar;
   if (S_ISDIR(st.st_mode)) {
     if (::access((path + "/data.mdb").c_str(), F_OK) == 0) return Format::kLmdb;
+    if (const auto sharded = ShardDirFormat(path)) return *sharded;
     return Format::kJpegDir;  // FilesDataset says when there is no JPEG in it
   }
   char magic[8] = {};
@@ -64,8 +88,8 @@ Format Detect(const std::string& path) {
   if (got == 8 && std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0) return Format::kHdf5;
   if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".mdb") == 0) return Format::kLmdb;
   if (path.size() >= 3 && (path.ends_with(".h5") || path.ends_with(".hdf5"))) return Format::kHdf5;  // a user block
-  throw DatasetNotFound(path + ": not a format inspect knows (a .npy file, an HDF5 file, an LMDB environment or a "
-                        "directory of JPEGs)");
+  throw DatasetNotFound(path + ": not a format inspect knows (a .npy file, an HDF5 file, an LMDB environment, "
+                        "TFRecord or tar shards, or a directory of JPEGs)");
 }
 
 // Reads up to `max` shuffled samples for up to `seconds`, one at a time.
@@ -396,7 +420,69 @@ void InspectJpegFolder(FilesOptions files, const InspectOptions& options, FactSh
   Measure(*dataset, options, report, /*skip_corrupt=*/true);
 }
 
+// What the shards of a tfrecord or tar dataset hold: per-shard samples and
+// bytes, per-sample bytes, and the streaming trap.
+template <typename ShardedDataset>
+void AddShardFacts(const ShardedDataset& dataset, const InspectOptions& options, FactSheet& fact,
+                   InspectReport* report) {
+  std::vector<int64_t> per_shard, shard_bytes, sample_bytes;
+  for (const auto& shard : dataset.shards()) {
+    per_shard.push_back(shard.records_or_samples());
+    shard_bytes.push_back(shard.file_bytes);
+  }
+  for (int64_t i = 0; i < dataset.size(); ++i) sample_bytes.push_back(dataset.stored_bytes(i));
+  std::sort(per_shard.begin(), per_shard.end());
+  std::sort(shard_bytes.begin(), shard_bytes.end());
+  std::sort(sample_bytes.begin(), sample_bytes.end());
+  const auto count = [](int64_t v) { return std::to_string(v); };
+  fact.Add("shards", std::to_string(per_shard.size()), static_cast<int64_t>(per_shard.size()));
+  fact.Add("samples", std::to_string(dataset.size()), dataset.size());
+  fact.Add("samples_per_shard", QuantileText(per_shard, count), QuantileJson(per_shard));
+  fact.Add("sample_bytes", QuantileText(sample_bytes, Kb), QuantileJson(sample_bytes));
+  fact.Add("shard_bytes", QuantileText(shard_bytes, Mb), QuantileJson(shard_bytes));
+  if (const std::string w = FewShardsWarning(static_cast<int64_t>(per_shard.size()), 1, options.usable_cpus);
+      !w.empty()) {
+    report->warnings.push_back(w);
+  }
+}
+
+void InspectTfRecord(FilesOptions files, const InspectOptions& options, FactSheet& fact, InspectReport* report) {
+  report->format = "tfrecord";
+  const TfRecordDataset dataset(files, FormatOptions{}, NoCost(), CpuCalibration{});
+  AddShardFacts(dataset, options, fact, report);
+  std::map<std::string, int64_t> statuses;
+  for (const auto& shard : dataset.shards()) ++statuses[shard.index_status];
+  std::string text;
+  nlohmann::json json = nlohmann::json::object();
+  for (const auto& [status, n] : statuses) {
+    text += (text.empty() ? "" : "; ") + std::to_string(n) + " " + status;
+    json[status] = n;
+  }
+  fact.Add("index", text + " (DALI's tfrecord2idx format)", json);
+  Measure(dataset, options, report);
+}
+
+void InspectTar(FilesOptions files, const InspectOptions& options, FactSheet& fact, InspectReport* report) {
+  report->format = "tar";
+  const TarDataset dataset(files, FormatOptions{}, NoCost(), CpuCalibration{});
+  AddShardFacts(dataset, options, fact, report);
+  std::string fields;
+  for (const auto& f : dataset.shards().front().fields) fields += (fields.empty() ? "" : ", ") + f;
+  fact.Add("fields", fields + " (the first sample's, WebDataset keys)", dataset.shards().front().fields);
+  Measure(dataset, options, report);
+}
+
 }  // namespace
+
+std::string FewShardsWarning(int64_t shards, int ranks, int usable_cpus) {
+  const int64_t readers = static_cast<int64_t>(std::max(ranks, 1)) * std::max(usable_cpus, 1);
+  if (shards >= readers) return {};
+  return std::to_string(shards) + " shard(s) for " + (ranks > 1 ? std::to_string(ranks) + " ranks x " : "") +
+         std::to_string(usable_cpus) + " usable CPUs: streamed (access: stream), each worker reads whole shards, "
+         "so at most " + std::to_string(std::max<int64_t>(1, shards / std::max(ranks, 1))) +
+         " worker(s) per rank have data and the rest sit idle; reshard into at least " + std::to_string(readers) +
+         " shards, or read it map-style (access: random)";
+}
 
 InspectReport Inspect(const std::string& path, const InspectOptions& options) {
   InspectReport report;
@@ -416,6 +502,12 @@ InspectReport Inspect(const std::string& path, const InspectOptions& options) {
       break;
     case Format::kJpegDir:
       InspectJpegFolder(files, options, facts, &report);
+      break;
+    case Format::kTfRecord:
+      InspectTfRecord(files, options, facts, &report);
+      break;
+    case Format::kTar:
+      InspectTar(files, options, facts, &report);
       break;
   }
   report.json_facts = facts.Dump();

@@ -31,6 +31,7 @@
 namespace feedtune::workloads {
 
 struct InspectOptions {
+  int usable_cpus = 1;              // tfrecord, tar: the workers this box could run (the shards trap)
   std::string dataset = "/images";  // hdf5: the samples (others are described too)
   std::string labels;               // hdf5: read with each sample when set
   int64_t chunk_cache_mb = kHdf5DefaultChunkCacheMb;
@@ -54,6 +55,12 @@ Hdf5ReadCost PredictHdf5ReadCost(const Hdf5DatasetInfo& info, int64_t cache_mb);
 std::vector<std::string> Hdf5Warnings(const Hdf5DatasetInfo& info, int64_t cache_mb);
 std::vector<std::string> LmdbWarnings(const LmdbInfo& info, bool readahead);
 
+// The streaming trap: each reader (a worker of a rank) reads whole shards, so
+// fewer shards than ranks x the workers the box could run leaves readers
+// idle. The warning, or empty when the shards are enough. `usable_cpus` per
+// rank stands for the workers the box could use.
+std::string FewShardsWarning(int64_t shards, int ranks, int usable_cpus);
+
 struct InspectReport {
   std::string path;
   std::string format;               // "npy", "hdf5", "lmdb", "jpeg"
@@ -70,7 +77,8 @@ struct InspectReport {
   std::string ToJson() const;
 };
 
-// Inspects the npy file, HDF5 file, LMDB environment or directory of JPEGs at
+// Inspects the npy file, HDF5 file, LMDB environment, TFRecord or tar shards
+// (a file, a directory of them or a glob) or directory of JPEGs at
 // `path` (the format is told by its content; a directory without data.mdb is
 // a folder of images). Throws DatasetNotFound for a path that is none of
 // them, DatasetNotFound / DatasetCorrupt as the datasets do.

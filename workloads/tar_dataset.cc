@@ -91,6 +91,12 @@ int64_t TarDataset::Read(int64_t index, std::span<std::byte> out) const {
   return static_cast<int64_t>(at);
 }
 
+int64_t TarDataset::stored_bytes(int64_t index) const {
+  int64_t bytes = 0;
+  for (const Extent& f : samples_[static_cast<size_t>(index)].fields) bytes += static_cast<int64_t>(f.bytes);
+  return bytes;
+}
+
 std::unique_ptr<loader::ShardReader> TarDataset::OpenShard(int64_t shard) const {
   return ReadSamplesInOrder(*this, firsts_[static_cast<size_t>(shard)], shard_samples(shard));
 }

@@ -34,6 +34,7 @@ struct TarShardInfo {
   int64_t members = 0;   // regular files, those outside any sample included
   int64_t file_bytes = 0;
   std::vector<std::string> fields;  // the extensions of its first sample
+  int64_t records_or_samples() const { return samples; }
 };
 
 class TarDataset final : public loader::Dataset {
@@ -51,6 +52,8 @@ class TarDataset final : public loader::Dataset {
   std::unique_ptr<loader::ShardReader> OpenShard(int64_t shard) const override;
 
   const std::vector<TarShardInfo>& shards() const { return infos_; }
+  // Sample `index`'s bytes: its fields' data together.
+  int64_t stored_bytes(int64_t index) const;
   std::string Describe() const;
 
  private:

@@ -225,6 +225,11 @@ int64_t TfRecordDataset::Read(int64_t index, std::span<std::byte> out) const {
   return bytes;
 }
 
+int64_t TfRecordDataset::stored_bytes(int64_t index) const {
+  const Shard& s = shards_[ShardOfSample(firsts_, index)];
+  return static_cast<int64_t>(s.entries[static_cast<size_t>(index - s.first)].data_bytes());
+}
+
 std::unique_ptr<loader::ShardReader> TfRecordDataset::OpenShard(int64_t shard) const {
   const Shard& s = shards_[static_cast<size_t>(shard)];
   return ReadSamplesInOrder(*this, s.first, static_cast<int64_t>(s.entries.size()));

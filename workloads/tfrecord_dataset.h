@@ -40,6 +40,7 @@ struct TfRecordShardInfo {
   std::string index_status;  // "found beside the data", "built, written beside the data", ...
   int64_t records = 0;
   int64_t file_bytes = 0;
+  int64_t records_or_samples() const { return records; }
 };
 
 class TfRecordDataset final : public loader::Dataset {
@@ -57,6 +58,8 @@ class TfRecordDataset final : public loader::Dataset {
   std::unique_ptr<loader::ShardReader> OpenShard(int64_t shard) const override;
 
   const std::vector<TfRecordShardInfo>& shards() const { return infos_; }
+  // Sample `index`'s record size on disk (its data, without framing).
+  int64_t stored_bytes(int64_t index) const;
   std::string Describe() const;
 
   // The sample of record `record` of shard `shard`, whose framed bytes are

@@ -94,8 +94,8 @@ TEST_F(WorkloadCli, GenDataUsageErrorsExit2) {
       {"--out " + (dir_ / "full").string() + " --samples 5 --sample-bytes 5",
        "feedtune gen-data: " + (dir_ / "full").string() +
            ": exists and is not an empty directory; choose another --out or remove it\n"},
-      {out + " --layout tar --samples 5 --sample-bytes 5",
-       "feedtune gen-data: --layout: expected shards | files | npy | hdf5 | lmdb | jpeg, got 'tar'\n"},
+      {out + " --layout zip --samples 5 --sample-bytes 5",
+       "feedtune gen-data: --layout: expected shards | files | npy | hdf5 | lmdb | jpeg | tfrecord | tar, got 'zip'\n"},
       {out + " --samples 0 --sample-bytes 5",
        "feedtune gen-data: --samples: expected an integer in [1, 100000000], got 0\n"},
       {out + " --samples 5 --sample-bytes 0",
@@ -155,9 +155,9 @@ TEST_F(WorkloadCli, CorruptRecordFailsTheTrialNamingFileRecordAndOffset) {
 // A short variant of each shipped config, swept end to end: the configs stay
 // valid and runnable as the code changes.
 // One test per config, so that ctest runs them side by side.
-const std::vector<std::string> kShippedConfigs = {"cpu-bound",  "files-shards", "files-small-files", "hdf5",
-                                                  "io-bound",   "jpeg-folder",  "lmdb",              "node-2ranks",
-                                                  "npy",        "quickstart",   "torch-probe",       "torch-probe-2ranks"};
+const std::vector<std::string> kShippedConfigs = {
+    "cpu-bound", "files-shards", "files-small-files", "hdf5",       "io-bound",    "jpeg-folder",        "lmdb",
+    "node-2ranks", "npy",        "quickstart",        "tar-stream", "tfrecord",    "torch-probe", "torch-probe-2ranks"};
 
 // A config added to configs/ without a test here fails: every shipped config is swept below.
 TEST_F(WorkloadCli, EveryShippedConfigIsSweptBelow) {
@@ -207,7 +207,10 @@ TEST_P(ShippedConfig, RunsEndToEnd) {
   if (workloads::IsFormatKind(config.workload.kind)) {  // npy, hdf5, lmdb: gen-data writes each
     const std::string kind = workloads::WorkloadKindName(config.workload.kind);
     const std::string data = (dir_ / (name + "-data." + kind)).string();
-    const Result gen = Run("gen-data -q --out " + data + " --layout " + kind + " --samples 400 --sample-bytes 4096");
+    const bool sharded = config.workload.kind == workloads::WorkloadKind::kTfRecord ||
+                         config.workload.kind == workloads::WorkloadKind::kTar;
+    const Result gen = Run("gen-data -q --out " + data + " --layout " + kind + " --samples 400 --sample-bytes 4096" +
+                           (sharded ? " --shards 4" : ""));
     ASSERT_EQ(gen.code, 0) << gen.err;
     config.workload.files.path = data;
   }

@@ -4,6 +4,7 @@
 // measurement on this machine.
 #include <iostream>
 
+#include "results/fingerprint.h"
 #include "tuner/cli/cli_util.h"
 #include "workloads/format_inspect.h"
 #include "workloads/shard_format.h"
@@ -83,6 +84,7 @@ int RunInspect(const Args& args) {
   inspect.measure_seconds = measure_seconds;
   inspect.crop = crop == "center" ? workloads::CropMode::kCenter : workloads::CropMode::kRandom;
   inspect.resize = resize;
+  inspect.usable_cpus = results::ReadFingerprint().usable_cpus;
   try {
     const workloads::InspectReport report = workloads::Inspect(path, inspect);
     std::cout << (format_name == "json" ? report.ToJson() + "\n" : report.ToText());

@@ -14,6 +14,7 @@
 #include "results/units.h"
 #include "tuner/search/budget.h"
 #include "tuner/cli/cli_util.h"
+#include "workloads/format_inspect.h"
 #include "tuner/cli/trace_files.h"
 #include "tuner/cli/version.h"
 #include "tuner/measure/stage_runner.h"
@@ -45,6 +46,23 @@ int ResolveMaxWorkers(const tuner::SweepConfig& config, std::string* why) {
   }
   *why = "max_workers auto: " + std::to_string(kAutoMaxWorkers) + ", less where a budget stops the doubling";
   return kAutoMaxWorkers;
+}
+
+// A streaming dataset gives each reader (a worker of a rank) whole shards:
+// past shards / ranks workers, the extra ones read nothing, so a doubling
+// beyond would measure noise (issue 23 item 3). The cap and its reason go
+// where max_workers' do.
+void CapWorkersAtShards(const tuner::OpenedWorkload& workload, int ranks, int* max_workers, std::string* why,
+                        std::string* cap_why) {
+  const int64_t shards = workload.dataset ? workload.dataset->num_shards() : 0;
+  if (shards <= 0) return;
+  const int cap = static_cast<int>(std::max<int64_t>(1, shards / ranks));
+  if (cap >= *max_workers) return;
+  *max_workers = cap;
+  *cap_why = "the stream has " + std::to_string(shards) + " shards" +
+             (ranks > 1 ? " over " + std::to_string(ranks) + " ranks" : "") +
+             " and each worker reads whole shards, so more workers would read nothing";
+  *why += "; capped at " + std::to_string(cap) + ": " + *cap_why;
 }
 
 // Samples per epoch and slot bytes where the config tells them; 0 = unknown
@@ -227,6 +245,8 @@ struct SweepSession {
   std::string no_seed;  // why --seed-from found nothing, for the progress notes
   int max_workers = 0;
   std::string max_workers_why;
+  std::string max_workers_cap;  // why max_workers is below the config's (tuner::SearchSetup)
+  std::string shards_warning;  // a streaming dataset with fewer shards than the box's readers
   std::optional<tuner::PythonPreflight> python;  // a Python command's preflight (python_preflight.h)
 };
 
@@ -365,6 +385,9 @@ void BuildSetup(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progre
   s.preflight = tuner::node::Preflight(s.config, s.ranks, BatchBytes(s.config), tuner::node::ReadPreflightFacts());
   if (!s.facts) {
     s.facts = tuner::ReadBudgetFacts(s.machine.cgroup_mem_limit_bytes, s.machine.usable_cpus, BatchBytes(s.config));
+    if (s.workload.dataset && s.workload.dataset->num_shards() > 0) {
+      s.facts->stream_buffer_bytes = s.config.loader.shuffle_buffer * s.workload.dataset->max_sample_bytes();
+    }
     tuner::node::ShareBudget(s.ranks, &*s.facts);
   }
   try {
@@ -389,6 +412,12 @@ void BuildSetup(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progre
     s.seed_store.reset();
   }
   s.max_workers = ResolveMaxWorkers(s.config, &s.max_workers_why);
+  CapWorkersAtShards(s.workload, std::max(s.ranks, 1), &s.max_workers, &s.max_workers_why, &s.max_workers_cap);
+  if (s.workload.dataset && s.workload.dataset->num_shards() > 0) {
+    const int ranks = std::max(s.ranks, 1);
+    s.shards_warning = workloads::FewShardsWarning(s.workload.dataset->num_shards(), ranks,
+                                                   std::max(1, s.machine.usable_cpus / ranks));
+  }
 }
 
 // A fresh sweep's run record, stored: from here on every trial is kept.
@@ -425,6 +454,7 @@ void AnnounceRun(const SweepArgs& a, const SweepSession& s, tuner::Progress& pro
   if (!s.no_seed.empty()) progress.Note(s.no_seed);
   for (const std::string& warning : s.preflight) progress.Note("feedtune: warning: " + warning);
   progress.Note(s.max_workers_why);
+  if (!s.shards_warning.empty()) progress.Note("warning: " + s.shards_warning);
   progress.Note("budgets: memory " + G(config.sweep.budget.memory_fraction) + " x " +
                 results::MiB(s.facts->mem_available_bytes) + " available, /dev/shm " +
                 G(config.sweep.budget.shm_fraction) + " x " + results::MiB(s.facts->shm_free_bytes) +
@@ -443,6 +473,7 @@ void AnnounceRun(const SweepArgs& a, const SweepSession& s, tuner::Progress& pro
 tuner::SearchSetup MakeSearchSetup(const SweepSession& s) {
   tuner::SearchSetup setup;
   setup.max_workers = s.max_workers;
+  setup.max_workers_cap = s.max_workers_cap;
   setup.samples_per_epoch = SamplesPerEpoch(s.workload);
   setup.batches_per_epoch = BatchesPerEpoch(setup.samples_per_epoch, s.config.loader);
   setup.usable_cpus = s.facts->usable_cpus;  // stored with the run: a resume decides alike

@@ -237,8 +237,10 @@ constexpr KindMask kCommandOnly = KindBit(WorkloadKind::kCommand);
 constexpr KindMask kNpyOnly = KindBit(WorkloadKind::kNpy);
 constexpr KindMask kHdf5Only = KindBit(WorkloadKind::kHdf5);
 constexpr KindMask kLmdbOnly = KindBit(WorkloadKind::kLmdb);
+constexpr KindMask kTfRecordOnly = KindBit(WorkloadKind::kTfRecord);
+constexpr KindMask kSharded = kTfRecordOnly | KindBit(WorkloadKind::kTar);  // shard files: random or stream
 // The kinds that read data from a path on this machine: files and the formats.
-constexpr KindMask kOnDisk = kFilesOnly | kNpyOnly | kHdf5Only | kLmdbOnly;
+constexpr KindMask kOnDisk = kFilesOnly | kNpyOnly | kHdf5Only | kLmdbOnly | kSharded;
 constexpr KindMask kDatasets = kSyntheticOnly | kOnDisk;  // native datasets: the per-sample cost keys
 
 struct Key {
@@ -381,6 +383,20 @@ constexpr Key kKeys[] = {
     // lmdb: the kernel's readahead on the memory map (off: MDB_NORDAHEAD).
     {"workload.lmdb.readahead", Hashed::kYes, Bool<kWorkload, kFormat, &Format::lmdb_readahead>(),
      kLmdbOnly},
+    // tfrecord and tar: shard files read as a map-style dataset (random) or as
+    // an IterableDataset, each worker its own shards through a shuffle buffer
+    // (stream); tfrecord: one bytes feature of each tf.train.Example, and
+    // where indexes go when the data's folder is read-only.
+    {"workload.access", Hashed::kYes,
+     Enum<kWorkload, kFormat, &Format::access>(
+         static_cast<int>(workloads::ShardAccess::kStream) + 1,
+         &EnumName<workloads::ShardAccess, &workloads::ShardAccessName>),
+     kSharded},
+    {"workload.shuffle_buffer", Hashed::kYes, Int<kWorkload, kFormat, &Format::shuffle_buffer>(0, 10000000),
+     kSharded},
+    {"workload.feature", Hashed::kYes, OptionalString<kWorkload, kFormat, &Format::feature>(), kTfRecordOnly},
+    {"workload.index_cache", Hashed::kNo, OptionalString<kWorkload, kFormat, &Format::index_cache>(),
+     kTfRecordOnly},
     // command: the user's pipeline, one process per repeat (protocol run) or per sweep (serve).
     {"workload.argv", Hashed::kYes, StringList<kWorkload, kCommand, &Command::argv>(),
      kCommandOnly},
@@ -1390,11 +1406,15 @@ class Parser {
         "expected " + std::string(kind == WorkloadKind::kNpy ? "a " : "an ") + FormatPathNoun(kind) + ", got \"" +
         path + "\" (";
     const std::string make = "; make one with `feedtune gen-data --layout " + kind_name + " --out " + path + " ...`";
+    const bool sharded = kind == WorkloadKind::kTfRecord || kind == WorkloadKind::kTar;
+    // A glob's matches are found when the workload is opened.
+    if (sharded && path.find_first_of("*?[") != std::string::npos) return;
     struct stat info {};
     if (::stat(path.c_str(), &info) != 0) {
       FailAtFirstGiven({"workload.path", "workload.kind"},
                        expected + std::generic_category().message(errno) + make + ")");
     }
+    if (sharded) return;  // a file or a directory of shards
     if (kind != WorkloadKind::kLmdb && !S_ISREG(info.st_mode)) {
       FailAtFirstGiven({"workload.path", "workload.kind"},
                        expected + (S_ISDIR(info.st_mode) ? "a directory" : "not a regular file") + ")");
@@ -1409,6 +1429,8 @@ class Parser {
       case WorkloadKind::kNpy: return ".npy file";
       case WorkloadKind::kHdf5: return "HDF5 file";
       case WorkloadKind::kLmdb: return "LMDB environment (its directory, or its data file)";
+      case WorkloadKind::kTfRecord: return "TFRecord file, directory or glob";
+      case WorkloadKind::kTar: return "tar shard, directory or glob";
       default: return "dataset";
     }
   }
@@ -1871,6 +1893,10 @@ SweepConfig Parse(const std::string& text, const std::string& source, bool check
     parser.ParseSection(root, "", config);
     parser.CheckCrossKey(config);
     if (check_inputs) parser.CheckInputs(config);
+    // The loader reads a streaming dataset's shuffle buffer from its options.
+    if (config.workload.format.access == workloads::ShardAccess::kStream) {
+      config.loader.shuffle_buffer = config.workload.format.shuffle_buffer;
+    }
     return config;
   } catch (const YAML::DeepRecursion& e) {
     parser.Fail(e.mark, "", TooDeepMessage());  // what the scan above let through

@@ -8,6 +8,8 @@
 #include "workloads/lmdb_dataset.h"
 #include "workloads/npy_dataset.h"
 #include "workloads/synthetic_dataset.h"
+#include "workloads/tar_dataset.h"
+#include "workloads/tfrecord_dataset.h"
 
 namespace feedtune::tuner {
 namespace {
@@ -110,6 +112,26 @@ OpenedWorkload OpenWorkload(const SweepConfig& config) {
       for (const std::string& warning : workloads::LmdbWarnings(dataset->info(), w.format.lmdb_readahead)) {
         opened.description += "\nwarning: " + warning;
       }
+      opened.dataset = dataset;
+      break;
+    }
+    case workloads::WorkloadKind::kTfRecord: {
+      const workloads::CpuCalibration calibration = workloads::Calibrate();
+      const auto dataset = OpenFormat(config, [&] {
+        return std::make_shared<workloads::TfRecordDataset>(w.files, w.format, w.synthetic, calibration);
+      });
+      opened.calibration_json = calibration.ToJson();
+      opened.description = "tfrecord: " + dataset->Describe();
+      opened.dataset = dataset;
+      break;
+    }
+    case workloads::WorkloadKind::kTar: {
+      const workloads::CpuCalibration calibration = workloads::Calibrate();
+      const auto dataset = OpenFormat(config, [&] {
+        return std::make_shared<workloads::TarDataset>(w.files, w.format, w.synthetic, calibration);
+      });
+      opened.calibration_json = calibration.ToJson();
+      opened.description = "tar: " + dataset->Describe();
       opened.dataset = dataset;
       break;
     }

@@ -80,7 +80,8 @@ std::string BudgetFactsJson(const BudgetFacts& f) {
                         {"nofile_limit", f.nofile_limit},
                         {"fds_open", f.fds_open},
                         {"usable_cpus", f.usable_cpus},
-                        {"batch_bytes", f.batch_bytes}}
+                        {"batch_bytes", f.batch_bytes},
+                        {"stream_buffer_bytes", f.stream_buffer_bytes}}
       .dump();
 }
 
@@ -94,6 +95,7 @@ BudgetFacts BudgetFactsFromJson(const std::string& json) {
     f.fds_open = j.at("fds_open").get<int64_t>();
     f.usable_cpus = j.at("usable_cpus").get<double>();
     f.batch_bytes = j.at("batch_bytes").get<int64_t>();
+    f.stream_buffer_bytes = j.value("stream_buffer_bytes", int64_t{0});  // absent before issue 23
     return f;
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(std::string("unreadable budget facts: ") + e.what());
@@ -133,8 +135,10 @@ void Budget::Observe(const results::TrialRecord& t) {
 
 int64_t Budget::worker_rss_bytes() const {
   if (reported_rss_) return *reported_rss_;
-  if (worker_rss_) return *worker_rss_;
-  return baseline_rss_.value_or(0);
+  // A streaming worker fills its shuffle buffer before its first batch, so
+  // it holds at least that much, measured or not.
+  if (worker_rss_) return std::max(*worker_rss_, facts_.stream_buffer_bytes);
+  return std::max(baseline_rss_.value_or(0), facts_.stream_buffer_bytes);
 }
 
 SafeLimit Budget::SafeLimitFor(const loader::Knobs& knobs, int limit) const {

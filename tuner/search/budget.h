@@ -10,7 +10,8 @@
 //   descriptors  = open now + kFdsPerTrial + n x kFdsPerWorker
 //   CPUs         = n against the usable CPUs (affinity mask, cgroup cpu.max):
 //                  a note, never a skip (waiting workers need no CPU)
-// worker_rss is learnt from the trials already run. Native workloads
+// worker_rss is learnt from the trials already run, and is never below a
+// streaming dataset's shuffle buffer (workers x buffer x sample size, issue 23). Native workloads
 // (WorkerMemory::kProcessTree): the largest
 // (tree peak RSS - baseline RSS - the trial's slots and pinned pool) / n seen;
 // before any trial with workers, the baseline's whole RSS (a forked worker may
@@ -48,6 +49,9 @@ struct BudgetFacts {
   int64_t fds_open = 0;             // descriptors this process holds now
   double usable_cpus = 0;           // affinity, capped by cgroup cpu.max; 0 = unknown
   int64_t batch_bytes = 0;          // slot size (batch_size x max sample bytes); 0 = learn it
+  // A streaming dataset's shuffle buffer per worker (shuffle_buffer x the
+  // largest sample); 0 = none. A worker holds at least this much.
+  int64_t stream_buffer_bytes = 0;
 
   bool operator==(const BudgetFacts&) const = default;
 };

@@ -255,7 +255,8 @@ class Search {
     std::vector<std::pair<int, size_t>> curve = {{0, current_index_}};
     size_t best = current_index_;
     const int64_t batches = BatchesPerEpoch();
-    std::string stop = "reached max_workers " + std::to_string(setup_.max_workers);
+    std::string stop = "reached max_workers " + std::to_string(setup_.max_workers) +
+                       (setup_.max_workers_cap.empty() ? "" : " (" + setup_.max_workers_cap + ")");
     misses_ = 0;
     bool fall_pending = false;  // a fall beyond the noise that the next doubling must confirm
     if (setup_.seed) stop = SeededDoubling(curve, batches);  // instead of the loop below
