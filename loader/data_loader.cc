@@ -179,6 +179,10 @@ void DataLoader::StartEpoch(int64_t epoch) {
   if (streaming_) {
     ++stream_pass_;
     batches_per_epoch_ = StreamEpochBatches(epoch);
+    stats_.idle_stream_workers = 0;
+    for (int w = 0; w < std::max(num_workers_, 1); ++w) {
+      stats_.idle_stream_workers += ShardsOf(dataset_->num_shards(), ShareOf(epoch, w)).empty() ? 1 : 0;
+    }
     worker_active_.assign(static_cast<size_t>(num_workers_), 1);
     next_worker_ = 0;
   } else {

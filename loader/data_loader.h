@@ -84,6 +84,9 @@ struct LoaderStats {
   double pinned_pool_alloc_s = 0;  // one-off, at construction
   bool pinned_pool_locked = true;  // false when the pool could not be locked (see pin_warning)
   std::string pin_warning;
+  // Streaming: this epoch's workers (of this rank) that got no shard and read
+  // nothing (more workers than the rank's shards).
+  int idle_stream_workers = 0;
 };
 
 // Allocates page-locked host memory; supplied by the device backend.

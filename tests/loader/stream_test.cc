@@ -228,6 +228,8 @@ TEST_P(StreamLoader, EverySampleExactlyOncePerEpoch) {
     for (int64_t epoch = 0; epoch < 2; ++epoch) {
       const Epoch e = ReadEpoch(loader, epoch);
       EXPECT_EQ(Sorted(e.order), Iota(dataset->size())) << "epoch " << epoch << " persistent " << persistent;
+      // S < W: the workers without a shard are reported idle.
+      EXPECT_EQ(loader.stats().idle_stream_workers, std::max(0, c.workers - c.shards));
     }
   }
 }

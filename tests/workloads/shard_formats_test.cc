@@ -275,6 +275,30 @@ TEST_F(ShardFormats, TarBadChecksumIsNamed) {
             path + ": byte 1024: a tar header with a bad checksum (not a tar file, or damaged)");
 }
 
+// Archives Python's tarfile writes: pax headers for long names, GNU long
+// names (seeds of the tar fuzzer).
+TEST(TarScanner, ReadsPaxAndGnuLongNames) {
+  const std::string corpus = std::string(FEEDTUNE_SOURCE_DIR) + "/tests/fuzz/corpus/tar/";
+  for (const auto& [file, names] :
+       std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"pax-long-names.tar", {"dir/" + std::string(120, 'x') + ".jpg", "dir/" + std::string(120, 'x') + ".json",
+                                   "README"}},
+           {"gnu-long-name.tar", {"a/" + std::string(150, 'y') + ".cls"}}}) {
+    const auto bytes = FileBytes(corpus + file);
+    TarScanner scanner(
+        [&](uint64_t offset, std::span<std::byte> out) {
+          const size_t n = std::min<size_t>(out.size(), bytes.size() - std::min<size_t>(offset, bytes.size()));
+          std::memcpy(out.data(), bytes.data() + offset, n);
+          return n;
+        },
+        bytes.size(), file);
+    std::vector<std::string> got;
+    TarMember m;
+    while (scanner.Next(&m)) got.push_back(m.name);
+    EXPECT_EQ(got, names) << file;
+  }
+}
+
 TEST(TarKey, CutsAsWebDatasetDoes) {
   std::string key, ext;
   ASSERT_TRUE(SplitTarKey("a.b/c.d.jpg", &key, &ext));
