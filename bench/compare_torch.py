@@ -71,11 +71,15 @@ def torch_rate(profile, workers, seconds):
     return loader_rate(SyntheticDataset(samples, sample_bytes, cpu_us, io_us), batch, workers, seconds)
 
 
-def loader_rate(dataset, batch, workers, seconds):
-    """Steady-state samples/s of a torch DataLoader over `dataset`, after 4 warm-up batches."""
+def loader_rate(dataset, batch, workers, seconds, collate_fn=None):
+    """Steady-state samples/s of a torch DataLoader over `dataset`, after 4 warm-up batches.
+    A map-style dataset is shuffled by the loader; an IterableDataset shuffles itself."""
     # torch 1.13 refuses prefetch_factor (even None) without workers: pass it only with them.
     extra = {"persistent_workers": True, "prefetch_factor": 2} if workers > 0 else {}
-    loader = DataLoader(dataset, batch_size=batch, shuffle=True, drop_last=True, num_workers=workers, **extra)
+    if collate_fn is not None:
+        extra["collate_fn"] = collate_fn
+    shuffle = not isinstance(dataset, torch.utils.data.IterableDataset)
+    loader = DataLoader(dataset, batch_size=batch, shuffle=shuffle, drop_last=True, num_workers=workers, **extra)
     done, warm, start = 0, 0, None
     while True:
         for b in loader:
