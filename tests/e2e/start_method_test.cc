@@ -159,6 +159,39 @@ TEST_F(StartMethodCli, APicklableDatasetIsMeasuredUnderEachMethod) {
   EXPECT_FALSE(runs[0].python.default_start_method.empty());
 }
 
+// A tune.py serving with feedtune.serve gets the stage verdict, and its step
+// stage is the user's own step (a 6 ms sleep per batch of 16 here), not the
+// probe's modelled one.
+TEST_F(StartMethodCli, ATunePyIsDiagnosedWithItsOwnStep) {
+  RequireTorch();
+  WriteDatasets();
+  Write("tune.py", "import sys, time\n"
+                   "sys.path.insert(0, \"" FEEDTUNE_SOURCE_DIR "/python\")\n"
+                   "sys.path.insert(0, \"" + dir_.string() + "\")\n"
+                   "from feedtune import serve\n"
+                   "from mpdata import PlainDataset\n"
+                   "def train_step(batch):\n"
+                   "    time.sleep(0.006)\n"
+                   "serve(dataset=PlainDataset, step=train_step, batch_size=16)\n");
+  Write("tune.yaml", "name: tune\nworkload:\n  kind: command\n  protocol: serve\n  argv: [" + Python() + ", " +
+                         (dir_ / "tune.py").string() + "]\n  timeout_s: 120\nloader:\n  batch_size: 16\n"
+                         "  num_workers: 1\nsweep:\n  repeats: 1\n  warmup_batches: 2\n  measure_seconds: 0.25\n");
+  const Result r = Run("diagnose tune.yaml --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json verdict = nlohmann::json::parse(r.out);
+  bool step_seen = false;
+  for (const auto& stage : verdict["stages"]) {
+    if (stage["stage"] != "fetch") EXPECT_TRUE(stage["measured"].get<bool>()) << stage.dump();
+    if (stage["stage"] == "step") {
+      step_seen = true;
+      // 16 samples per 6 ms step: 2667/s at most; a loaded box only slows it.
+      EXPECT_LT(stage["samples_per_s"].get<double>(), 16 / 0.006 * 1.05) << stage.dump();
+      EXPECT_GT(stage["samples_per_s"].get<double>(), 16 / 0.006 / 4) << stage.dump();
+    }
+  }
+  EXPECT_TRUE(step_seen) << r.out;
+}
+
 // `feedtune init --script tune.py` writes a commented serve config that
 // validate accepts; the script's batch_size is carried over.
 TEST_F(StartMethodCli, InitWritesAConfigThatValidates) {

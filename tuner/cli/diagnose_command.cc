@@ -7,6 +7,7 @@
 #include "results/verdict.h"
 #include "tuner/cli/cli_util.h"
 #include "tuner/cli/version.h"
+#include "tuner/measure/python_preflight.h"
 #include "tuner/measure/stage_runner.h"
 #include "tuner/search/verdict_rules.h"
 #include "tuner/measure/node_measurer.h"
@@ -78,6 +79,15 @@ int RunDiagnose(const Args& args, const std::atomic<bool>& stop) {
   setup.usable_cpus = machine.usable_cpus;
   const auto measurer = tuner::MakeMeasurer(config, session->workload, *session->device, &stop);
   setup.command_measurer = measurer.get();
+  // A served tune.py (feedtune.serve) says so by answering the preflight.
+  if (tuner::IsPythonCommand(config)) {
+    try {
+      setup.python_package = tuner::RunPythonPreflight(config, &stop).answered;
+    } catch (const tuner::Interrupted&) {
+      std::cerr << "feedtune: interrupted\n";
+      return kExitInterrupted;
+    }
+  }
   setup.on_stage = [](const std::string& line) { std::cerr << "feedtune diagnose: " << line << "\n"; };
   setup.copy_limits = tuner::CopyLimits;
   std::cerr << "feedtune diagnose: " << tuner::KnobsShort(config.loader.knobs) << " on "

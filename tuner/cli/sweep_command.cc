@@ -599,6 +599,7 @@ std::optional<results::Verdict> DiagnoseBest(const tuner::SearchOutcome& outcome
   diagnose.stop = &stop;
   diagnose.usable_cpus = s.facts->usable_cpus;
   diagnose.command_measurer = s.measurer.get();
+  diagnose.python_package = s.python && s.python->answered;
   diagnose.on_stage = [&](const std::string& line) { progress.Note("diagnose: " + line); };
   diagnose.copy_limits = tuner::CopyLimits;
   try {

@@ -209,14 +209,20 @@ StageTrials RunCommandStages(const DiagnoseSetup& setup, const loader::Knobs& kn
   out.usable_cpus = setup.usable_cpus;
   out.not_measured["fetch"] = "a command workload's cache is its own: feedtune cannot drop it for the command";
   const std::vector<std::string>& argv = config.workload.command.argv;
-  if (!RunsProbe(argv)) {
+  const bool served = config.workload.command.protocol == workloads::CommandProtocol::kServe;
+  if (!RunsProbe(argv) && !(served && setup.python_package)) {
     for (const char* s : {"step", "copy", "transport", "prep"}) {
-      out.not_measured[s] = "the command is not feedtune_probe.py, which alone runs stage trials (--stage)";
+      out.not_measured[s] = served ? "the command is neither feedtune_probe.py nor a script serving with feedtune's "
+                                     "Python package (feedtune.serve), which alone run stage trials"
+                                   : "the command is not feedtune_probe.py, which alone runs stage trials (--stage); "
+                                     "a tune.py calling feedtune.serve runs them with workload.protocol: serve";
     }
     return out;
   }
-  if (config.workload.command.protocol == workloads::CommandProtocol::kServe && setup.command_measurer != nullptr) {
-    // The serving probe runs each stage as a request: its dataset stays built.
+  if (served && setup.command_measurer != nullptr) {
+    // The serving probe (or feedtune.serve in the user's tune.py, whose step
+    // stage runs the user's own step) runs each stage as a request: its
+    // dataset stays built.
     for (const std::string stage : {"prep", "step", "copy", "transport"}) {
       if (setup.on_stage) setup.on_stage(stage + ": a request with \"stage\": \"" + stage + "\" to the serving probe");
       TrialPlan plan;

@@ -51,6 +51,10 @@ struct DiagnoseSetup {
   // A serving command's measurer (its process already holds the dataset): the
   // stage trials go to it as requests with a "stage"; may be null otherwise.
   TrialMeasurer* command_measurer = nullptr;
+  // The command runs feedtune's Python package (its preflight answered:
+  // tuner/measure/python_preflight.h), e.g. a user's tune.py calling
+  // feedtune.serve: served, it runs stage trials with the user's own step.
+  bool python_package = false;
   std::function<void(const std::string&)> on_stage;  // "measuring prep ..." lines; may be empty
   // Whether the copy limits, by the verdict's rules (tuner/search/verdict_rules.h:
   // CopyLimits); when it says so, the copy is measured again with the other
