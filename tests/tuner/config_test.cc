@@ -231,9 +231,9 @@ TEST(ConfigErrorTest, EnumTypoSuggests) {
 
 TEST(ConfigErrorTest, WorkloadKind) {
   EXPECT_EQ(ErrorOf("workload:\n  kind: bogus\n"),
-            "x.yaml:2:9: workload.kind: expected one of synthetic|files|command|npy|hdf5|lmdb, got \"bogus\"");
+            "x.yaml:2:9: workload.kind: expected one of synthetic|files|command|npy|hdf5|lmdb|tfrecord|tar, got \"bogus\"");
   EXPECT_EQ(ErrorOf("workload:\n  kind: file\n"),
-            "x.yaml:2:9: workload.kind: expected one of synthetic|files|command|npy|hdf5|lmdb, got \"file\"; did "
+            "x.yaml:2:9: workload.kind: expected one of synthetic|files|command|npy|hdf5|lmdb|tfrecord|tar, got \"file\"; did "
             "you mean 'files'?");
 }
 
@@ -250,13 +250,14 @@ TEST(ConfigErrorTest, FilesNeedAPathAndCommandsAnArgv) {
 
 TEST(ConfigErrorTest, KeyOfAnotherWorkloadKind) {
   EXPECT_EQ(ErrorOf("workload:\n  kind: synthetic\n  path: data\n"),
-            "x.yaml:3:9: workload.path: unknown key for workload.kind synthetic (it is for files, npy, hdf5 and lmdb)");
+            "x.yaml:3:9: workload.path: unknown key for workload.kind synthetic (it is for files, npy, hdf5, "
+            "lmdb, tfrecord and tar)");
   EXPECT_EQ(ErrorOf("workload:\n  samples: 10\n  kind: files\n  path: d\n"),
             "x.yaml:2:12: workload.samples: unknown key for workload.kind files (it is for "
             "synthetic)");
   EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [a]\n  cpu_us_per_sample: 5\n"),
             "x.yaml:4:22: workload.cpu_us_per_sample: unknown key for workload.kind command (it is "
-            "for synthetic, files, npy, hdf5 and lmdb)");
+            "for synthetic, files, npy, hdf5, lmdb, tfrecord and tar)");
   EXPECT_EQ(ErrorOf("workload:\n  kind: files\n  path: d\n  layout: file\n"),
             "x.yaml:4:11: workload.layout: expected one of shards|files, got \"file\"; did you mean "
             "'files'?");
@@ -982,7 +983,7 @@ TEST(ConfigOverrideTest, WorkloadKeys) {
   EXPECT_EQ(config.workload.kind, WorkloadKind::kCommand);
   EXPECT_EQ(OverrideErrorOf(config, "workload.path=x"),
             "--set workload.path=x: workload.path: unknown key for workload.kind command (it is for "
-            "files, npy, hdf5 and lmdb)");
+            "files, npy, hdf5, lmdb, tfrecord and tar)");
 }
 
 // workload.protocol: run (one process per repeat, the default) or serve (one
