@@ -31,8 +31,9 @@ std::string GrowthFlagsText(const std::vector<TrialRecord>& trials, const std::s
   std::string text;
   for (const TrialRecord& t : trials) {
     if (!GrowthFlagged(t)) continue;
-    text += indent + Format("trial %lld (%d workers%s): ", static_cast<long long>(t.id), t.knobs.num_workers,
-                            t.knobs.persistent_workers ? ", persistent" : "") +
+    text += indent + Format("trial %lld (%d %s%s): ", static_cast<long long>(t.id), t.knobs.num_workers,
+                            t.knobs.num_workers == 1 ? "worker" : "workers",
+                            t.knobs.persistent_workers && t.knobs.num_workers > 0 ? ", persistent" : "") +
             GrowthText(t) + Format(" (over %.1f epochs, %d samples)\n", t.worker_rss_epochs, t.worker_rss_samples);
   }
   return text;

@@ -37,8 +37,9 @@ bool GrowthFlagged(const TrialRecord& trial);
 // process grows and no restart frees it. Only for a flagged trial.
 std::string GrowthText(const TrialRecord& trial);
 
-// One line per flagged trial, each starting with `indent`: "trial 7
-// (workers=2 persistent): memory grows ... (3.0 epochs, 24 samples)"; "" when none.
+// One line per flagged trial, each starting with `indent`: "trial 7 (2
+// workers, persistent): memory grows ... (over 2.0 epochs, 34 samples)"; ""
+// when none.
 std::string GrowthFlagsText(const std::vector<TrialRecord>& trials, const std::string& indent);
 
 }  // namespace feedtune::results
