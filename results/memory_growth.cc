@@ -1,6 +1,7 @@
 #include "results/memory_growth.h"
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "results/units.h"
 
@@ -25,6 +26,18 @@ std::string GrowthText(const TrialRecord& t) {
   return grows + " per worker: a cache or a leak; " +
          (t.knobs.persistent_workers ? "persistent_workers: false frees it at each epoch"
                                      : "the workers restart each epoch, which frees it");
+}
+
+std::string WorkerMemoryJson(const TrialRecord& t) {
+  using Json = nlohmann::ordered_json;
+  const auto number = [](double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); };
+  return Json{{"worker_rss_start_bytes", number(t.worker_rss_start_bytes)},
+              {"worker_rss_peak_bytes", number(t.worker_rss_peak_bytes)},
+              {"worker_rss_growth_bytes_per_epoch", number(t.worker_rss_growth_bytes_per_epoch)},
+              {"worker_rss_epochs", number(t.worker_rss_epochs)},
+              {"worker_rss_samples", t.worker_rss_samples},
+              {"worker_rss_flag", GrowthFlagged(t) ? Json(GrowthText(t)) : Json(nullptr)}}
+      .dump();
 }
 
 std::string GrowthFlagsText(const std::vector<TrialRecord>& trials, const std::string& indent) {

@@ -37,6 +37,13 @@ bool GrowthFlagged(const TrialRecord& trial);
 // process grows and no restart frees it. Only for a flagged trial.
 std::string GrowthText(const TrialRecord& trial);
 
+// The trial's worker_rss_* figures and its flag as one JSON object (the
+// report's and `feedtune trial --json`'s trial keys): worker_rss_start_bytes,
+// worker_rss_peak_bytes, worker_rss_growth_bytes_per_epoch, worker_rss_epochs
+// (null when not measured), worker_rss_samples, and worker_rss_flag (GrowthText
+// when flagged, else null).
+std::string WorkerMemoryJson(const TrialRecord& trial);
+
 // One line per flagged trial, each starting with `indent`: "trial 7 (2
 // workers, persistent): memory grows ... (over 2.0 epochs, 34 samples)"; ""
 // when none.

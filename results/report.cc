@@ -115,13 +115,9 @@ Json TrialJson(const TrialRecord& t) {
               {"worker_busy_frac", Number(t.worker_busy_frac)},
               {"pinned_alloc_s", Number(t.pinned_alloc_s)},
               {"batches_per_epoch", t.batches_per_epoch ? Json(*t.batches_per_epoch) : Json(nullptr)},
-              {"worker_rss_bytes", Number(t.worker_rss_bytes)},
-              {"worker_rss_start_bytes", Number(t.worker_rss_start_bytes)},
-              {"worker_rss_peak_bytes", Number(t.worker_rss_peak_bytes)},
-              {"worker_rss_growth_bytes_per_epoch", Number(t.worker_rss_growth_bytes_per_epoch)},
-              {"worker_rss_epochs", Number(t.worker_rss_epochs)},
-              {"worker_rss_samples", t.worker_rss_samples},
-              {"worker_rss_flag", GrowthFlagged(t) ? Json(GrowthText(t)) : Json(nullptr)}};
+              {"worker_rss_bytes", Number(t.worker_rss_bytes)}};
+  // The workers' memory over the trial and its flag (results/memory_growth.h).
+  j.update(Json::parse(WorkerMemoryJson(t)));
   // A node trial (sweep.ranks > 1): the ranks' figures (results/node_report.h).
   if (t.node) j["node"] = Json::parse(NodeFiguresJson(*t.node));
   return j;

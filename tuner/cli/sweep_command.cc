@@ -691,17 +691,13 @@ nlohmann::json TrialJson(const results::TrialRecord& t, const std::string& backe
                       {"epoch_boundary_ms", Number(t.epoch_boundary_ms)},
                       {"worker_busy_frac", Number(t.worker_busy_frac)},
                       {"worker_rss_bytes", Number(t.worker_rss_bytes)},
-                      {"worker_rss_start_bytes", Number(t.worker_rss_start_bytes)},
-                      {"worker_rss_peak_bytes", Number(t.worker_rss_peak_bytes)},
-                      {"worker_rss_growth_bytes_per_epoch", Number(t.worker_rss_growth_bytes_per_epoch)},
-                      {"worker_rss_epochs", Number(t.worker_rss_epochs)},
-                      {"worker_rss_samples", t.worker_rss_samples},
                       {"copy_s", Number(t.copy_s)},
                       {"pinned_alloc_s", Number(t.pinned_alloc_s)},
                       {"batches_per_epoch", t.batches_per_epoch ? nlohmann::json(*t.batches_per_epoch)
                                                                 : nlohmann::json(nullptr)},
                       {"repeats", t.repeats}};
   if (t.node) j["node"] = nlohmann::json::parse(results::NodeFiguresJson(*t.node));  // sweep.ranks > 1
+  j.update(nlohmann::json::parse(results::WorkerMemoryJson(t)));  // the workers' memory and its flag
   return j;
 }
 
