@@ -163,6 +163,10 @@ bool DataLoader::NextDone(BatchDone* done, Clock::time_point deadline) {
   return true;
 }
 
+std::vector<pid_t> DataLoader::worker_pids() const {
+  return pool_ && pool_->running() ? pool_->worker_pids() : std::vector<pid_t>{};
+}
+
 int64_t DataLoader::batch_bytes() const {
   return static_cast<int64_t>(options_.knobs.batch_size) * dataset_->max_sample_bytes();
 }

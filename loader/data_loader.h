@@ -121,6 +121,9 @@ class DataLoader {
   int64_t batch_bytes() const;  // slot size: batch_size x max_sample_bytes
   const LoaderStats& stats() const { return stats_; }
   const LoaderOptions& options() const { return options_; }
+  // The live worker processes' ids (WorkerPool::worker_pids): empty with
+  // num_workers == 0, with thread workers, and while the workers are stopped.
+  std::vector<pid_t> worker_pids() const;
   // With options.trace: where every stage records its spans (disarmed until
   // the caller arms it); nullptr otherwise. Owned by the loader.
   TraceBuffer* trace() const { return trace_; }

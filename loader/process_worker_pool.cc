@@ -260,6 +260,15 @@ class ProcessWorkerPool final : public WorkerPool {
   bool running() const override { return running_; }
   int num_workers() const override { return static_cast<int>(workers_.size()); }
 
+  std::vector<pid_t> worker_pids() const override {
+    std::vector<pid_t> pids;
+    std::lock_guard lock(mu_);
+    for (const Worker& w : workers_) {
+      if (w.alive) pids.push_back(w.process.pid());
+    }
+    return pids;
+  }
+
   void Submit(int worker, const BatchTask& task) override {
     Worker& w = workers_[static_cast<size_t>(worker)];
     TaskHeader header{task.batch_index, task.slot, static_cast<int32_t>(task.indices.size()),
@@ -370,7 +379,7 @@ class ProcessWorkerPool final : public WorkerPool {
   const SlotArena& arena_;
   // `outstanding` and `alive` of each worker are guarded by mu_: the owner
   // submits while the pin stage waits for reports.
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::vector<Worker> workers_;
   const int wake_fd_;
   int report_fd_ = -1;

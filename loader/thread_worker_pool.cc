@@ -62,6 +62,7 @@ class ThreadWorkerPool final : public WorkerPool {
 
   bool running() const override { return !threads_.empty(); }
   int num_workers() const override { return static_cast<int>(queues_.size()); }
+  std::vector<pid_t> worker_pids() const override { return {}; }
 
   void Submit(int worker, const BatchTask& task) override {
     {

@@ -10,11 +10,14 @@
 // come from one other thread (the pin stage) while the owner submits.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "loader/dataset.h"
 #include "loader/options.h"
@@ -55,6 +58,10 @@ class WorkerPool {
   virtual void Stop() noexcept = 0;
   virtual bool running() const = 0;
   virtual int num_workers() const = 0;
+  // The process ids of the live worker processes, for the caller's memory
+  // sampling (tuner/measure/worker_memory.h); empty for thread workers, which
+  // are this process, and while the pool is stopped. Owner thread only.
+  virtual std::vector<pid_t> worker_pids() const = 0;
 
   virtual void Submit(int worker, const BatchTask& task) = 0;
   // Waits until a task finishes or `deadline`; false on timeout. A worker that

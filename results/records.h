@@ -159,6 +159,21 @@ struct TrialRecord {
   // NaN when not measured: native trials, and commands that do not report it.
   // The budget's per-worker memory for commands rests on it.
   double worker_rss_bytes = std::numeric_limits<double>::quiet_NaN();
+  // Schema v13: each worker process's private RSS sampled through the
+  // windows (tuner/measure/worker_memory.h). Start: the workers' mean first
+  // sample; peak: the largest sample of one worker; growth: bytes per epoch
+  // per worker (least squares over the samples); epochs: the longest span
+  // one worker was sampled over, what the growth rests on. Thread workers and
+  // num_workers 0: this process's figures (worker_rss_in_consumer), the
+  // growth shared over the thread workers. NaN where not measured (command
+  // workloads, files before v13); growth NaN when no worker spanned two samples.
+  double worker_rss_start_bytes = std::numeric_limits<double>::quiet_NaN();
+  double worker_rss_peak_bytes = std::numeric_limits<double>::quiet_NaN();
+  double worker_rss_growth_bytes_per_epoch = std::numeric_limits<double>::quiet_NaN();
+  double worker_rss_epochs = std::numeric_limits<double>::quiet_NaN();
+  int worker_rss_samples = 0;
+  // The series is this process's (thread workers, or none), not worker processes'.
+  bool worker_rss_in_consumer = false;
   std::string decision;       // why the phase kept or dropped this setting
   std::vector<RepeatRecord> repeat_rows;
   // A node trial (sweep.ranks > 1): the ranks' figures; unset for one loader.

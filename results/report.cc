@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "results/memory_growth.h"
 #include "results/observed.h"
 #include "results/store.h"
 
@@ -115,6 +116,8 @@ Json TrialJson(const TrialRecord& t) {
               {"pinned_alloc_s", Number(t.pinned_alloc_s)},
               {"batches_per_epoch", t.batches_per_epoch ? Json(*t.batches_per_epoch) : Json(nullptr)},
               {"worker_rss_bytes", Number(t.worker_rss_bytes)}};
+  // The workers' memory over the trial and its flag (results/memory_growth.h).
+  j.update(Json::parse(WorkerMemoryJson(t)));
   // A node trial (sweep.ranks > 1): the ranks' figures (results/node_report.h).
   if (t.node) j["node"] = Json::parse(NodeFiguresJson(*t.node));
   return j;
@@ -543,6 +546,10 @@ std::string SummaryText(const RunView& view, const TrialRecord* baseline, const 
                     Fixed(*run.speedup_ci_high, 2) + ")";
   }
   text += "speedup:  " + speedup_text + "\n";
+  // Trials whose workers grew past the flag (results/memory_growth.h).
+  if (const std::string growth = GrowthFlagsText(view.trials, "          "); !growth.empty()) {
+    text += "memory:   worker memory grows per epoch (docs/measurement.md):\n" + growth;
+  }
   if (view.verdict) text += "\nwhere the time goes (stage trials at the best setting, docs/verdict.md):\n" +
                             VerdictText(*view.verdict, "  ");
   return text;

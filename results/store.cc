@@ -275,6 +275,19 @@ ALTER TABLE runs ADD COLUMN python_version TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN torch_version TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN default_start_method TEXT NOT NULL DEFAULT '';
 )sql",
+    // 12 -> 13: the workers' memory over the trial (issue 23): their private
+    // RSS at the start, its peak, and its growth per epoch per worker with the
+    // epochs and samples it rests on, and whether the series is the consumer's
+// (thread workers) rather than worker processes' (results/records.h). NULL in older trials:
+    // not measured; worker_rss_samples 0.
+    R"sql(
+ALTER TABLE trials ADD COLUMN worker_rss_start_bytes REAL;
+ALTER TABLE trials ADD COLUMN worker_rss_peak_bytes REAL;
+ALTER TABLE trials ADD COLUMN worker_rss_growth_bytes_per_epoch REAL;
+ALTER TABLE trials ADD COLUMN worker_rss_epochs REAL;
+ALTER TABLE trials ADD COLUMN worker_rss_samples INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE trials ADD COLUMN worker_rss_in_consumer INTEGER NOT NULL DEFAULT 0 CHECK (worker_rss_in_consumer IN (0, 1));
+)sql",
 };
 
 // ISO 8601 UTC, the form RunRecord documents for its timestamps.
@@ -646,6 +659,11 @@ constexpr const char* kTrialColumnsV12 = "multiprocessing_context";
 constexpr const char* kTrialColumnsV11Stand_in = "'default'";
 constexpr const char* kRunColumnsV12 = "python_version, torch_version, default_start_method";
 constexpr const char* kRunColumnsV11Stand_in = "'', '', ''";
+constexpr int kWorkerMemoryVersion = 13;  // trials.worker_rss_start_bytes ... worker_rss_samples
+constexpr const char* kTrialColumnsV13 =
+    "worker_rss_start_bytes, worker_rss_peak_bytes, worker_rss_growth_bytes_per_epoch, worker_rss_epochs, "
+    "worker_rss_samples, worker_rss_in_consumer";
+constexpr const char* kTrialColumnsV12Stand_in = "NULL, NULL, NULL, NULL, 0, 0";
 
 // A stored start method; a name this version does not know reads as default.
 loader::StartMethod StartMethodFromStored(const std::string& name) {
@@ -677,7 +695,8 @@ std::string TrialColumns(int version) {
          (version >= 5 ? kTrialColumnsV5 : kTrialColumnsV4Stand_in) + ", " +
          (version >= 6 ? kTrialColumnsV6 : kTrialColumnsV5Stand_in) + ", " +
          (version >= kTrialKnobsVersion ? kTrialColumnsKnobs : kTrialColumnsKnobsStand_in) + ", " +
-         (version >= kStartMethodVersion ? kTrialColumnsV12 : kTrialColumnsV11Stand_in);
+         (version >= kStartMethodVersion ? kTrialColumnsV12 : kTrialColumnsV11Stand_in) + ", " +
+         (version >= kWorkerMemoryVersion ? kTrialColumnsV13 : kTrialColumnsV12Stand_in);
 }
 
 RunRecord ReadRun(const Statement& row) {
@@ -981,7 +1000,7 @@ int64_t Store::AddTrial(int64_t run_id, const TrialRecord& trial) {
 int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::string& operation) {
   const std::string sql = "INSERT INTO trials (" + TrialColumns(kSchemaVersion) +
                           ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                          "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+                          "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
   int64_t trial_id = 0;
   {
     Statement insert(db_.get(), path_, operation, sql.c_str());
@@ -995,7 +1014,9 @@ int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::
                  t.decision, t.time_to_first_batch_s, t.epoch_boundary_ms, t.cv,
                  t.worker_busy_frac, t.pinned_alloc_s, t.batches_per_epoch, t.worker_rss_bytes,
                  std::string(loader::CpuBindingName(k.cpu_binding)), k.worker_threads,
-                 std::string(loader::StartMethodName(k.multiprocessing_context)))
+                 std::string(loader::StartMethodName(k.multiprocessing_context)), t.worker_rss_start_bytes,
+                 t.worker_rss_peak_bytes, t.worker_rss_growth_bytes_per_epoch, t.worker_rss_epochs,
+                 t.worker_rss_samples, t.worker_rss_in_consumer)
         .Run();
     trial_id = sqlite3_last_insert_rowid(db_.get());
   }
@@ -1270,6 +1291,12 @@ std::vector<TrialRecord> Store::LoadTrials(int64_t run_id) const {
     t.knobs.cpu_binding = BindingFromName(select.Text(31));
     t.knobs.worker_threads = select.Int32(32);
     t.knobs.multiprocessing_context = StartMethodFromStored(select.Text(33));
+    t.worker_rss_start_bytes = select.Double(34);
+    t.worker_rss_peak_bytes = select.Double(35);
+    t.worker_rss_growth_bytes_per_epoch = select.Double(36);
+    t.worker_rss_epochs = select.Double(37);
+    t.worker_rss_samples = select.Int32(38);
+    t.worker_rss_in_consumer = select.Bool(39);
     index_by_id[t.id] = trials.size();
     trials.push_back(std::move(t));
   }

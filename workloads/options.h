@@ -73,6 +73,10 @@ struct SyntheticOptions {
   int64_t io_us_per_sample = 0;      // waiting per sample, no CPU
   double jitter = 0.1;               // relative spread of per-sample cost, in [0, 1]
   int64_t worker_init_us = 0;        // per-worker set-up cost, paid at each worker start
+  // Memory each Read keeps on purpose, written so it is resident, for the life
+  // of the reading process: a leak (or a per-sample cache) to drill the
+  // worker-memory growth flag (docs/measurement.md). 0: none.
+  int64_t leak_bytes_per_sample = 0;
   FaultOptions fault;
   uint64_t seed = 0;                 // content, size and cost are deterministic in (seed, index)
 };

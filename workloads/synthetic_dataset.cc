@@ -4,10 +4,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <numbers>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace feedtune::workloads {
 namespace {
@@ -23,6 +26,20 @@ uint64_t Mix(uint64_t z) {
 uint64_t ContentWord(uint64_t seed, int64_t index, int64_t word) {
   return Mix(seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(index) * 0xD1B54A32D192ED03ULL +
              static_cast<uint64_t>(word));
+}
+
+// workload.leak_bytes_per_sample: keeps `bytes` for the life of this
+// process, every page written so that it is resident. Process-local on
+// purpose, as a real leak is: each worker process grows its own, and thread
+// workers (or num_workers 0) grow the consumer. Thread workers read at once,
+// hence the lock.
+void Leak(int64_t bytes) {
+  static std::mutex mu;
+  static std::vector<std::unique_ptr<std::byte[]>> kept;
+  auto block = std::make_unique_for_overwrite<std::byte[]>(static_cast<size_t>(bytes));
+  std::memset(block.get(), 0xA5, static_cast<size_t>(bytes));
+  std::lock_guard lock(mu);
+  kept.push_back(std::move(block));
 }
 
 // A uniform double in [0, 1) from 53 bits of Mix(x).
@@ -110,6 +127,7 @@ int64_t SyntheticDataset::Read(int64_t index, std::span<std::byte> out) const {
   }
   const auto sample = out.first(static_cast<size_t>(bytes));
   FillContent(options_.seed, index, sample);
+  if (options_.leak_bytes_per_sample > 0) Leak(options_.leak_bytes_per_sample);
 
   const double factor = CostFactor(index);
   BurnCpuThreads(static_cast<int64_t>(static_cast<double>(options_.cpu_us_per_sample) * 1000.0 * factor), sample,

@@ -94,6 +94,9 @@ TEST_F(MigrationTest, ReadOnlyReadsV1WithoutChangingIt) {
     EXPECT_TRUE(std::isnan(trials[0].pinned_alloc_s));  // unknown before v4
     EXPECT_FALSE(trials[0].batches_per_epoch.has_value());  // unknown before v5
     EXPECT_TRUE(std::isnan(trials[0].worker_rss_bytes));   // unknown before v6
+    EXPECT_TRUE(std::isnan(trials[0].worker_rss_growth_bytes_per_epoch));  // unknown before v13
+    EXPECT_TRUE(std::isnan(trials[0].worker_rss_peak_bytes));
+    EXPECT_EQ(trials[0].worker_rss_samples, 0);
     // Before hosts were kept apart from classes, the machine's label was the host.
     EXPECT_EQ(run->host.name, "fixture-v1");
     EXPECT_EQ(run->host.hostname, machine->hostname);
@@ -191,6 +194,59 @@ TEST_F(MigrationTest, OpenGivesAV1FileTheObservedTable) {
   ASSERT_EQ(observed.size(), 1u);
   EXPECT_EQ(observed[0].workload_name, "fixture");
   EXPECT_EQ(observed[0].host.name, "fixture-v1");  // the machine's label stands in for the host
+}
+
+// Runs `sql` on the file at `path` (a file made older by hand).
+void RawExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
+  const std::string message = error != nullptr ? error : "";
+  sqlite3_free(error);
+  sqlite3_close(db);
+  ASSERT_EQ(rc, SQLITE_OK) << message;
+}
+
+// Schema 12 -> 13 (issue 23): a v12 file (the fixture upgraded, then its v13
+// columns dropped, as a v12 feedtune left it) reads read-only with the worker
+// memory unmeasured, then upgrades and takes a trial with the series' figures.
+TEST_F(MigrationTest, AV12FileReadsAndUpgradesToTheWorkerMemoryColumns) {
+  { Store store = Store::Open(copy_); }
+  RawExec(copy_,
+          "ALTER TABLE trials DROP COLUMN worker_rss_start_bytes; "
+          "ALTER TABLE trials DROP COLUMN worker_rss_peak_bytes; "
+          "ALTER TABLE trials DROP COLUMN worker_rss_growth_bytes_per_epoch; "
+          "ALTER TABLE trials DROP COLUMN worker_rss_epochs; "
+          "ALTER TABLE trials DROP COLUMN worker_rss_samples; "
+          "ALTER TABLE trials DROP COLUMN worker_rss_in_consumer; "
+          "PRAGMA user_version = 12;");
+  {
+    Store reader = Store::OpenReadOnly(copy_);
+    EXPECT_EQ(reader.schema_version(), 12);
+    const auto trials = reader.LoadTrials(1);
+    ASSERT_EQ(trials.size(), 8u);
+    EXPECT_TRUE(std::isnan(trials[0].worker_rss_start_bytes));
+    EXPECT_TRUE(std::isnan(trials[0].worker_rss_growth_bytes_per_epoch));
+    EXPECT_FALSE(trials[0].worker_rss_in_consumer);
+  }
+  Store store = Store::Open(copy_);
+  EXPECT_EQ(RawInt(copy_, "PRAGMA user_version"), Store::kSchemaVersion);
+  auto trials = store.LoadTrials(1);
+  ASSERT_EQ(trials.size(), 8u);
+  EXPECT_TRUE(std::isnan(trials[0].worker_rss_peak_bytes));
+  EXPECT_EQ(trials[0].worker_rss_samples, 0);
+  TrialRecord trial = trials[0];
+  trial.worker_rss_start_bytes = 64.0 * (1 << 20);
+  trial.worker_rss_peak_bytes = 300.0 * (1 << 20);
+  trial.worker_rss_growth_bytes_per_epoch = 120.0 * (1 << 20);
+  trial.worker_rss_epochs = 2;
+  trial.worker_rss_samples = 12;
+  const int64_t id = store.AddTrial(1, trial);
+  trials = store.LoadTrials(1);
+  ASSERT_EQ(trials.back().id, id);
+  EXPECT_EQ(trials.back().worker_rss_growth_bytes_per_epoch, 120.0 * (1 << 20));
+  EXPECT_EQ(trials.back().worker_rss_samples, 12);
 }
 
 TEST_F(MigrationTest, ForeignApplicationIdIsRefusedAndUntouched) {

@@ -169,7 +169,9 @@ TEST(RenderJsonTest, HasEveryDesignKeyWithValues) {
                                      "peak_rss_bytes", "repeats", "decision", "error",
                                      "time_to_first_batch_s", "epoch_boundary_ms", "cv",
                                      "worker_busy_frac", "pinned_alloc_s", "batches_per_epoch",
-                                     "worker_rss_bytes"}));
+                                     "worker_rss_bytes", "worker_rss_start_bytes", "worker_rss_peak_bytes",
+                                     "worker_rss_growth_bytes_per_epoch", "worker_rss_epochs",
+                                     "worker_rss_samples", "worker_rss_flag"}));
     EXPECT_EQ(Keys(trial["config"]), kConfigKeys);
     EXPECT_EQ(trial["ci"].size(), 2u);
   }

@@ -143,6 +143,12 @@ TrialRecord TestTrial() {
   t.pinned_alloc_s = 0.03125;
   t.batches_per_epoch = 15;
   t.worker_rss_bytes = 3.0 * (1 << 20);
+  t.worker_rss_start_bytes = 96.0 * (1 << 20);
+  t.worker_rss_peak_bytes = 480.5 * (1 << 20);
+  t.worker_rss_growth_bytes_per_epoch = 180.25 * (1 << 20);
+  t.worker_rss_epochs = 2.125;
+  t.worker_rss_samples = 37;
+  t.worker_rss_in_consumer = true;
   t.repeat_rows = {
       {.index = 0,
        .samples_per_s = 6400,
@@ -347,6 +353,12 @@ TEST_F(StoreTest, RunTrialsAndRepeatsRoundTripEveryField) {
   EXPECT_EQ(t.pinned_alloc_s, trial_in.pinned_alloc_s);
   EXPECT_EQ(t.batches_per_epoch, trial_in.batches_per_epoch);
   EXPECT_EQ(t.worker_rss_bytes, trial_in.worker_rss_bytes);
+  EXPECT_EQ(t.worker_rss_start_bytes, trial_in.worker_rss_start_bytes);
+  EXPECT_EQ(t.worker_rss_peak_bytes, trial_in.worker_rss_peak_bytes);
+  EXPECT_EQ(t.worker_rss_growth_bytes_per_epoch, trial_in.worker_rss_growth_bytes_per_epoch);
+  EXPECT_EQ(t.worker_rss_epochs, trial_in.worker_rss_epochs);
+  EXPECT_EQ(t.worker_rss_samples, trial_in.worker_rss_samples);
+  EXPECT_EQ(t.worker_rss_in_consumer, trial_in.worker_rss_in_consumer);
   ASSERT_EQ(t.repeat_rows.size(), trial_in.repeat_rows.size());
   for (size_t i = 0; i < t.repeat_rows.size(); ++i) {
     const RepeatRecord& a = t.repeat_rows[i];
@@ -366,6 +378,8 @@ TEST_F(StoreTest, RunTrialsAndRepeatsRoundTripEveryField) {
   EXPECT_EQ(trials[2].error, failed.error);
   EXPECT_EQ(trials[2].knobs.num_workers, 16);
   EXPECT_TRUE(std::isnan(trials[2].samples_per_s));  // NaN is stored as NULL
+  EXPECT_TRUE(std::isnan(trials[2].worker_rss_growth_bytes_per_epoch));  // not measured stays so
+  EXPECT_EQ(trials[2].worker_rss_samples, 0);
 }
 
 TEST_F(StoreTest, BeginRunFillsStartTimeWhenEmpty) {

@@ -106,6 +106,39 @@ TEST(Budget, SafeLimitNamesTheTrialItRestsOn) {
   EXPECT_EQ(safe.worker_rss_bytes, 100 * kMiB);
 }
 
+// The safe limit adds what the workers grow by over the job: all the
+// workers' growth per epoch, over sweep.budget.job_epochs with persistent
+// workers and over one epoch without; the gate of a trial does not.
+TEST(Budget, SafeLimitCountsTheWorkersGrowthOverTheJob) {
+  BudgetFacts f = Facts();
+  f.mem_available_bytes = 1000 * kMiB;
+  BudgetOptions options;
+  options.job_epochs = 5;
+  Budget b(f, options);
+  TrialRecord base = Trial(0, 100 * kMiB);
+  base.id = 1;
+  b.Observe(base);
+  TrialRecord two = Trial(2, 340 * kMiB);  // 100 MiB per worker
+  two.id = 3;
+  two.worker_rss_growth_bytes_per_epoch = 20 * kMiB;  // 40 MiB per epoch, both workers
+  b.Observe(two);
+  loader::Knobs persistent = Workers(1);
+  persistent.persistent_workers = true;
+  EXPECT_EQ(b.GrowthBytes(persistent), 200 * kMiB);
+  EXPECT_EQ(b.GrowthBytes(Workers(1)), 40 * kMiB);
+  // 2 x 100 + 5 x 8 + 200 = 440 <= 500; 3 workers: 556.
+  const SafeLimit safe = b.SafeLimitFor(persistent, 1024);
+  EXPECT_EQ(safe.workers, 2);
+  EXPECT_EQ(safe.growth_bytes, 200 * kMiB);
+  EXPECT_EQ(safe.basis,
+            "worker RSS from the process tree of trial 3 (100 MiB); + 200 MiB of worker growth over 5 epochs "
+            "(trial 3: 40 MiB per epoch, all workers; sweep.budget.job_epochs)");
+  // Not persistent: one epoch's growth, 3 x 100 + 7 x 8 + 40 = 396.
+  EXPECT_EQ(b.SafeLimitFor(Workers(1), 1024).workers, 3);
+  // Trials are gated without it: 4 x 100 + 9 x 8 = 472.
+  EXPECT_TRUE(b.Predict(Workers(4)).ok);
+}
+
 // A command's workers: the budget rests on the worker RSS the command
 // measured, and gives no safe limit until one is reported.
 TEST(Budget, CommandsRestOnTheReportedWorkerRss) {

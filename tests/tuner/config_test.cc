@@ -63,6 +63,7 @@ static void ExpectSameConfig(const SweepConfig& a, const SweepConfig& b) {
   EXPECT_EQ(sa.io_us_per_sample, sb.io_us_per_sample);
   EXPECT_EQ(sa.jitter, sb.jitter);
   EXPECT_EQ(sa.worker_init_us, sb.worker_init_us);
+  EXPECT_EQ(sa.leak_bytes_per_sample, sb.leak_bytes_per_sample);
   EXPECT_EQ(sa.seed, sb.seed);
   EXPECT_EQ(sa.size.dist, sb.size.dist);
   EXPECT_EQ(sa.size.mean, sb.size.mean);
@@ -97,6 +98,7 @@ static void ExpectSameConfig(const SweepConfig& a, const SweepConfig& b) {
   EXPECT_EQ(a.sweep.knee_tolerance, b.sweep.knee_tolerance);
   EXPECT_EQ(a.sweep.budget.memory_fraction, b.sweep.budget.memory_fraction);
   EXPECT_EQ(a.sweep.budget.shm_fraction, b.sweep.budget.shm_fraction);
+  EXPECT_EQ(a.sweep.budget.job_epochs, b.sweep.budget.job_epochs);
 }
 
 // A config with every field away from its default, doubles that print badly
@@ -111,6 +113,7 @@ static SweepConfig Unusual() {
                           .io_us_per_sample = 7,
                           .jitter = 0.1 + 0.2,
                           .worker_init_us = 1,
+                          .leak_bytes_per_sample = int64_t{1} << 30,
                           .fault = {.kind = FaultKind::kSegv, .at_sample = 999999999},
                           .seed = std::numeric_limits<uint64_t>::max()};
   c.loader.knobs = {.batch_size = 65536,
@@ -136,7 +139,7 @@ static SweepConfig Unusual() {
   c.sweep.measure_seconds = 3600;
   c.sweep.gain_threshold = 0;
   c.sweep.knee_tolerance = 0.9999999999999999;
-  c.sweep.budget = {.memory_fraction = 1, .shm_fraction = 5e-324};
+  c.sweep.budget = {.memory_fraction = 1, .shm_fraction = 5e-324, .job_epochs = 1'000'000};
   return c;
 }
 
@@ -653,6 +656,7 @@ TEST(ConfigTest, ToYamlOfDefaults) {
             "  io_us_per_sample: 0\n"
             "  jitter: 0.1\n"
             "  worker_init_us: 0\n"
+            "  leak_bytes_per_sample: 0\n"
             "  fault: null\n"
             "  seed: 0\n"
             "loader:\n"
@@ -686,7 +690,7 @@ TEST(ConfigTest, ToYamlOfDefaults) {
             "  ranks: auto\n"
             "  cpu_binding: auto\n"
             "  diagnose: true\n"
-            "  budget: {memory_fraction: 0.5, shm_fraction: 0.8}\n");
+            "  budget: {memory_fraction: 0.5, shm_fraction: 0.8, job_epochs: 1}\n");
 }
 
 TEST(ConfigTest, ToYamlRoundTrips) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "results/memory_growth.h"
 #include "results/units.h"
 
 namespace feedtune::tuner {
@@ -225,6 +226,10 @@ std::string SummaryText(const SearchOutcome& outcome, const results::RunRecord& 
                   *outcome.speedup_ci_low, *outcome.speedup_ci_high);
   } else if (base.samples_per_s > 0) {
     out += Format("speedup:   x%.2f over the baseline\n", best.samples_per_s / base.samples_per_s);
+  }
+  // Trials whose workers grew past the flag (results/memory_growth.h).
+  if (const std::string growth = results::GrowthFlagsText(outcome.trials, "           "); !growth.empty()) {
+    out += "memory:    worker memory grows per epoch (docs/measurement.md):\n" + growth;
   }
   out += "decisions:\n";
   for (const auto& p : outcome.phases) {

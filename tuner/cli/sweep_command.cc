@@ -9,6 +9,7 @@
 
 #include "results/fingerprint.h"
 #include "results/fleet.h"
+#include "results/memory_growth.h"
 #include "results/node_report.h"
 #include "results/store.h"
 #include "results/units.h"
@@ -145,7 +146,8 @@ std::string RunJson(const std::string& existing, const RunFacts& facts) {
     j["safe_limit"] = {{"workers", or_null(safe->workers)},
                        {"basis", safe->basis},
                        {"trial", or_null(safe->basis_trial)},
-                       {"worker_rss_bytes", or_null(safe->worker_rss_bytes)}};
+                       {"worker_rss_bytes", or_null(safe->worker_rss_bytes)},
+                       {"growth_bytes", or_null(safe->growth_bytes)}};
   }
   return j.dump();
 }
@@ -727,6 +729,7 @@ nlohmann::json TrialJson(const results::TrialRecord& t, const std::string& backe
                                                                 : nlohmann::json(nullptr)},
                       {"repeats", t.repeats}};
   if (t.node) j["node"] = nlohmann::json::parse(results::NodeFiguresJson(*t.node));  // sweep.ranks > 1
+  j.update(nlohmann::json::parse(results::WorkerMemoryJson(t)));  // the workers' memory and its flag
   return j;
 }
 
@@ -752,7 +755,16 @@ void PrintTrialText(const results::TrialRecord& t, const std::string& backend) {
     workers += (workers.empty() ? "" : ", ") + std::string("peak RSS ") + Fixed(t.worker_rss_bytes / (1 << 20), 0) +
                " MiB each";
   }
+  if (std::isfinite(t.worker_rss_peak_bytes)) {
+    workers += (workers.empty() ? "" : ", ") + std::string("memory ") + results::MiB(std::llround(t.worker_rss_start_bytes)) +
+               " at the start, " + results::MiB(std::llround(t.worker_rss_peak_bytes)) + " at the peak";
+    if (std::isfinite(t.worker_rss_growth_bytes_per_epoch)) {
+      workers += ", " + results::MiB(std::llround(t.worker_rss_growth_bytes_per_epoch)) + " growth per epoch over " +
+                 Fixed(t.worker_rss_epochs, 1) + " epochs";
+    }
+  }
   if (!workers.empty()) std::printf("workers: %s\n", workers.c_str());
+  if (results::GrowthFlagged(t)) std::printf("warning: %s\n", results::GrowthText(t).c_str());
   if (t.node) std::fputs(results::NodeFiguresText(*t.node, "").c_str(), stdout);
 }
 

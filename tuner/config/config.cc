@@ -425,6 +425,10 @@ constexpr Key kKeys[] = {
      Real<kWorkload, kSynthetic, &Synthetic::jitter>(0, kClosed, 1, kClosed), kDatasets},
     {"workload.worker_init_us", Hashed::kYes,
      Int<kWorkload, kSynthetic, &Synthetic::worker_init_us>(0, kMaxUs), kDatasets},
+    // Memory each read keeps for good (a drill of the growth flag); kIfSet:
+    // workloads without it keep their hashes.
+    {"workload.leak_bytes_per_sample", Hashed::kIfSet,
+     Int<kWorkload, kSynthetic, &Synthetic::leak_bytes_per_sample>(0, int64_t{1} << 30), kSyntheticOnly},
     {"workload.fault", Hashed::kIfSet, Fault<kWorkload, kSynthetic, &Synthetic::fault>(),
      kDatasets},
     {"workload.seed", Hashed::kYes, Seed<kWorkload, kSynthetic, &Synthetic::seed>(), kDatasets},
@@ -493,6 +497,7 @@ constexpr Key kKeys[] = {
      Real<kSweep, kBudget, &BudgetOptions::memory_fraction>(0, kOpen, 1, kClosed)},
     {"sweep.budget.shm_fraction", Hashed::kNo,
      Real<kSweep, kBudget, &BudgetOptions::shm_fraction>(0, kOpen, 1, kClosed)},
+    {"sweep.budget.job_epochs", Hashed::kNo, Int<kSweep, kBudget, &BudgetOptions::job_epochs>(1, 1'000'000)},
 };
 
 template <class... Fs>

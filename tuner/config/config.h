@@ -19,6 +19,10 @@ namespace feedtune::tuner {
 struct BudgetOptions {
   double memory_fraction = 0.5;  // of the memory available to this process tree
   double shm_fraction = 0.8;     // of /dev/shm's free space
+  // Epochs a training job runs its persistent workers for: the safe limit adds
+  // the workers' measured growth per epoch over them (tuner/search/budget.h).
+  // 1: one epoch beyond what the trials saw, what non-persistent workers reach.
+  int job_epochs = 1;
 };
 
 // How a node sweep's ranks are placed on the CPUs (tuner/measure/node_measurer.h), per trial

@@ -177,89 +177,119 @@ struct RepeatResult {
   std::vector<RankProcess> ranks;
 };
 
-// Runs the ranks of one repeat to their end. The first rank to fail (exit,
-// signal, bad line) or a timeout kills every other rank's group at once.
-RepeatResult RunRepeat(std::vector<RankProcess> ranks, const std::string& path,
-                       const std::vector<std::vector<std::string>>& envs, double timeout_s,
-                       const std::atomic<bool>* stop) {
-  RepeatResult result;
-  const auto start = Clock::now();
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    Spawn(ranks[r], path, envs[r]);
-    if (!ranks[r].run.started) break;
-  }
-  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
-  std::optional<size_t> failed;  // the rank that failed first
+// A repeat while it runs: its ranks, its clock, and how it is ending.
+struct RepeatState {
+  std::vector<RankProcess> ranks;
+  Clock::time_point start;
+  Clock::time_point deadline;
+  Clock::time_point next_facts;      // when the ranks' trees are read next
+  std::optional<size_t> failed;      // the rank that failed first
   bool killed_all = false, timed_out = false, interrupted = false;
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    if (!failed && !ranks[r].run.started) failed = r;
-  }
-  const auto kill_all = [&] {
+
+  RepeatState(std::vector<RankProcess> processes, double timeout_s)
+      : ranks(std::move(processes)), start(Clock::now()),
+        deadline(start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s))),
+        next_facts(start) {}
+
+  // Every rank's group at once: the first failure stops the node, so no rank
+  // waits in a collective for the process group's timeout.
+  void KillAll() {
     for (RankProcess& p : ranks) {
       if (p.run.started && !p.reaped) ::kill(-p.pid, SIGKILL);
     }
     killed_all = true;
-  };
-  if (failed) kill_all();
-  auto next_facts = start;
-  std::vector<CommandReport> reports(ranks.size());
-  std::vector<double> windows(ranks.size(), 0);
-  while (true) {
-    bool busy = false;
-    for (const RankProcess& p : ranks) busy = busy || (p.run.started && (p.out_open || p.err_open || !p.exited));
-    if (!busy) break;
-    const auto now = Clock::now();
-    if (!killed_all && stop != nullptr && stop->load(std::memory_order_relaxed)) {
-      interrupted = true;
-      kill_all();
-    }
-    if (!killed_all && now >= deadline) {
-      timed_out = true;
-      for (RankProcess& p : ranks) p.run.timed_out = p.run.started && !p.exited;  // the ranks still running
-      kill_all();
-    }
-    std::vector<pollfd> fds;
+  }
+
+  // Some rank has not exited, or its output is still open.
+  bool Busy() const {
     for (const RankProcess& p : ranks) {
-      if (p.out_open) fds.push_back({p.out_fd, POLLIN, 0});
-      if (p.err_open) fds.push_back({p.err_fd, POLLIN, 0});
+      if (p.run.started && (p.out_open || p.err_open || !p.exited)) return true;
     }
-    if (!fds.empty()) {
-      ::poll(fds.data(), fds.size(), kPollMs);
-    } else {
-      ::usleep(10000);
+    return false;
+  }
+};
+
+// Spawns the ranks in order; one that cannot start fails the repeat, and
+// those already started are killed.
+void StartRanks(RepeatState& s, const std::string& path, const std::vector<std::vector<std::string>>& envs) {
+  for (size_t r = 0; r < s.ranks.size(); ++r) {
+    Spawn(s.ranks[r], path, envs[r]);
+    if (!s.ranks[r].run.started) break;
+  }
+  for (size_t r = 0; r < s.ranks.size(); ++r) {
+    if (!s.failed && !s.ranks[r].run.started) s.failed = r;
+  }
+  if (s.failed) s.KillAll();
+}
+
+// A stop request or the deadline ends the repeat: every rank is killed, and
+// on the deadline the ranks still running are the ones that timed out.
+void CheckStopAndDeadline(RepeatState& s, const std::atomic<bool>* stop) {
+  const auto now = Clock::now();
+  if (!s.killed_all && stop != nullptr && stop->load(std::memory_order_relaxed)) {
+    s.interrupted = true;
+    s.KillAll();
+  }
+  if (!s.killed_all && now >= s.deadline) {
+    s.timed_out = true;
+    for (RankProcess& p : s.ranks) p.run.timed_out = p.run.started && !p.exited;
+    s.KillAll();
+  }
+}
+
+// Waits (up to kPollMs) for output from any rank.
+void WaitForOutput(const std::vector<RankProcess>& ranks) {
+  std::vector<pollfd> fds;
+  for (const RankProcess& p : ranks) {
+    if (p.out_open) fds.push_back({p.out_fd, POLLIN, 0});
+    if (p.err_open) fds.push_back({p.err_fd, POLLIN, 0});
+  }
+  if (!fds.empty()) {
+    ::poll(fds.data(), fds.size(), kPollMs);
+  } else {
+    ::usleep(10000);
+  }
+}
+
+// Each rank: its output drained, its tree read (every kFactsEvery), and
+// whether it exited; the first rank to exit unclean stops the others.
+void PollRanks(RepeatState& s) {
+  const bool read_facts = Clock::now() >= s.next_facts;
+  if (read_facts) s.next_facts = Clock::now() + kFactsEvery;
+  for (size_t r = 0; r < s.ranks.size(); ++r) {
+    RankProcess& p = s.ranks[r];
+    if (!p.run.started) continue;
+    if (p.out_open && !Drain(p.out_fd, p.run.stdout_tail, kStdoutKeep)) p.out_open = false;
+    if (p.err_open && !Drain(p.err_fd, p.run.stderr_tail, kStderrKeep)) p.err_open = false;
+    if (p.exited) {
+      // Leftovers (its DataLoader workers) holding the pipes go with it.
+      if (Clock::now() - p.exited_at >= kDrainGrace) ::kill(-p.pid, SIGKILL);
+      continue;
     }
-    const bool read_facts = Clock::now() >= next_facts;
-    if (read_facts) next_facts = Clock::now() + kFactsEvery;
-    for (size_t r = 0; r < ranks.size(); ++r) {
-      RankProcess& p = ranks[r];
-      if (!p.run.started) continue;
-      if (p.out_open && !Drain(p.out_fd, p.run.stdout_tail, kStdoutKeep)) p.out_open = false;
-      if (p.err_open && !Drain(p.err_fd, p.run.stderr_tail, kStderrKeep)) p.err_open = false;
-      if (p.exited) {
-        // Leftovers (its DataLoader workers) holding the pipes go with it.
-        if (Clock::now() - p.exited_at >= kDrainGrace) ::kill(-p.pid, SIGKILL);
-        continue;
-      }
-      if (read_facts && !killed_all) {
-        TreeFacts f = ReadTreeFacts(p.pid);
-        if (f.processes >= p.facts.processes) p.facts = std::move(f);
-      }
-      // Look without reaping: its group must still exist when it is killed.
-      siginfo_t info{};
-      if (::waitid(P_PID, static_cast<id_t>(p.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid != p.pid) {
-        continue;
-      }
-      p.exited = true;
-      p.exited_at = Clock::now();
-      p.run.wall_s = std::chrono::duration<double>(p.exited_at - start).count();
-      const bool clean = info.si_code == CLD_EXITED && info.si_status == 0;
-      if (!clean && !killed_all) {
-        failed = r;
-        kill_all();
-      }
+    if (read_facts && !s.killed_all) {
+      TreeFacts f = ReadTreeFacts(p.pid);
+      if (f.processes >= p.facts.processes) p.facts = std::move(f);
+    }
+    // Look without reaping: its group must still exist when it is killed.
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(p.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid != p.pid) {
+      continue;
+    }
+    p.exited = true;
+    p.exited_at = Clock::now();
+    p.run.wall_s = std::chrono::duration<double>(p.exited_at - s.start).count();
+    const bool clean = info.si_code == CLD_EXITED && info.si_status == 0;
+    if (!clean && !s.killed_all) {
+      s.failed = r;
+      s.KillAll();
     }
   }
-  for (RankProcess& p : ranks) {
+}
+
+// Reaps every started rank (what it left running is killed with its group)
+// and records how it ended, its CPU time and peak RSS.
+void ReapRanks(RepeatState& s) {
+  for (RankProcess& p : s.ranks) {
     if (!p.run.started) continue;
     ::kill(-p.pid, SIGKILL);  // whatever a rank left running goes with it
     int status = 0;
@@ -270,10 +300,10 @@ RepeatResult RunRepeat(std::vector<RankProcess> ranks, const std::string& path,
     if (p.out_fd >= 0) ::close(p.out_fd);
     if (p.err_fd >= 0) ::close(p.err_fd);
     p.out_fd = p.err_fd = -1;
-    if (p.run.wall_s == 0) p.run.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+    if (p.run.wall_s == 0) p.run.wall_s = std::chrono::duration<double>(Clock::now() - s.start).count();
     if (WIFEXITED(status)) p.run.exit_code = WEXITSTATUS(status);
     // Our own kill is not the rank's failure (a timeout says so itself).
-    const bool ours = killed_all && (!failed || *failed != static_cast<size_t>(p.rank));
+    const bool ours = s.killed_all && (!s.failed || *s.failed != static_cast<size_t>(p.rank));
     if (WIFSIGNALED(status) && !(ours && WTERMSIG(status) == SIGKILL)) p.run.signal = WTERMSIG(status);
     p.run.cpu_s = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
                   static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
@@ -281,43 +311,213 @@ RepeatResult RunRepeat(std::vector<RankProcess> ranks, const std::string& path,
     if (p.run.stdout_tail.size() > kStdoutKeep) p.run.stdout_tail.erase(0, p.run.stdout_tail.size() - kStdoutKeep);
     if (p.run.stderr_tail.size() > kStderrKeep) p.run.stderr_tail.erase(0, p.run.stderr_tail.size() - kStderrKeep);
   }
-  if (interrupted) throw Interrupted();
+}
 
-  const auto describe = [&](const RankProcess& p, const std::string& why) {
-    std::string text = "rank " + std::to_string(p.rank) +
-                       (p.pid > 0 ? " (pid " + std::to_string(p.pid) + ")" : std::string()) + ": " + why +
-                       "\n  command: " + JoinArgv(p.argv);
-    const std::string tail = LastLines(p.run.stderr_tail);
-    text += tail.empty() ? "\n  stderr of rank " + std::to_string(p.rank) + ": (empty)"
-                         : "\n  stderr of rank " + std::to_string(p.rank) + " (last lines):\n" + tail;
-    return text;
-  };
-  const double timeout = timeout_s;
-  if (failed) {
-    result.failure = describe(ranks[*failed], "the command " + ranks[*failed].run.Cause(timeout) +
-                                                  "; the other ranks were stopped");
-  } else if (timed_out) {
+// "rank 1 (pid N): why", the command, and the rank's stderr tail.
+std::string DescribeRank(const RankProcess& p, const std::string& why) {
+  std::string text = "rank " + std::to_string(p.rank) +
+                     (p.pid > 0 ? " (pid " + std::to_string(p.pid) + ")" : std::string()) + ": " + why +
+                     "\n  command: " + JoinArgv(p.argv);
+  const std::string tail = LastLines(p.run.stderr_tail);
+  text += tail.empty() ? "\n  stderr of rank " + std::to_string(p.rank) + ": (empty)"
+                       : "\n  stderr of rank " + std::to_string(p.rank) + " (last lines):\n" + tail;
+  return text;
+}
+
+// Why the finished repeat failed ("" when it did not): the first rank to
+// fail, else the timeout and the ranks it caught, else the first rank whose
+// result line is bad. Fills each rank's report and window as it reads them.
+std::string RepeatFailure(const RepeatState& s, double timeout_s, std::vector<CommandReport>* reports,
+                          std::vector<double>* windows) {
+  const std::vector<RankProcess>& ranks = s.ranks;
+  if (s.failed) {
+    return DescribeRank(ranks[*s.failed],
+                        "the command " + ranks[*s.failed].run.Cause(timeout_s) + "; the other ranks were stopped");
+  }
+  if (s.timed_out) {
     std::string hung;
     for (const RankProcess& p : ranks) {
       if (p.run.timed_out) hung += (hung.empty() ? "" : ", ") + std::to_string(p.rank);
     }
     const RankProcess& first = *std::find_if(ranks.begin(), ranks.end(), [](const auto& p) { return p.run.timed_out; });
-    result.failure = describe(first, "the command " + first.run.Cause(timeout) + " (ranks still running: " + hung +
-                                         "; a rank waiting for another in a collective hangs so)");
-  } else {
-    for (size_t r = 0; r < ranks.size() && result.failure.empty(); ++r) {
-      if (const auto why = RankFailure(ranks[r], timeout, &reports[r], &windows[r])) {
-        result.failure = describe(ranks[r], *why);
-      }
+    return DescribeRank(first, "the command " + first.run.Cause(timeout_s) + " (ranks still running: " + hung +
+                                   "; a rank waiting for another in a collective hangs so)");
+  }
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (const auto why = RankFailure(ranks[r], timeout_s, &(*reports)[r], &(*windows)[r])) {
+      return DescribeRank(ranks[r], *why);
     }
   }
-  result.reports = std::move(reports);
-  result.windows_s = std::move(windows);
-  result.ranks = std::move(ranks);
+  return "";
+}
+
+// Runs the ranks of one repeat to their end. The first rank to fail (exit,
+// signal, bad line) or a timeout kills every other rank's group at once.
+RepeatResult RunRepeat(std::vector<RankProcess> ranks, const std::string& path,
+                       const std::vector<std::vector<std::string>>& envs, double timeout_s,
+                       const std::atomic<bool>* stop) {
+  RepeatState s(std::move(ranks), timeout_s);
+  StartRanks(s, path, envs);
+  while (s.Busy()) {
+    CheckStopAndDeadline(s, stop);
+    WaitForOutput(s.ranks);
+    PollRanks(s);
+  }
+  ReapRanks(s);
+  if (s.interrupted) throw Interrupted();
+  RepeatResult result;
+  result.reports.resize(s.ranks.size());
+  result.windows_s.assign(s.ranks.size(), 0);
+  result.failure = RepeatFailure(s, timeout_s, &result.reports, &result.windows_s);
+  result.ranks = std::move(s.ranks);
   return result;
 }
 
 double MedianOr(const std::vector<double>& values) { return values.empty() ? kNaN : Median(values); }
+
+// Each rank's CPUs for this trial's binding (none: the inherited mask, an
+// empty list); `note` gets what the binding could not do.
+std::vector<std::vector<int>> RankCpus(const SweepConfig& config, loader::CpuBinding binding, int ranks,
+                                       const std::vector<int>& usable, std::string* note) {
+  std::vector<std::vector<int>> cpus(static_cast<size_t>(ranks));
+  if (binding == loader::CpuBinding::kNone) return cpus;
+  const std::vector<int> gpu_nodes = GpuNumaNodes(config, ranks);
+  for (int r = 0; r < ranks; ++r) {
+    std::string rank_note;
+    cpus[static_cast<size_t>(r)] = BindingCpus(binding, usable, r, ranks, gpu_nodes, &rank_note);
+    if (note->empty()) *note = rank_note;
+  }
+  return cpus;
+}
+
+// What one repeat starts: each rank's process (argv expanded for its rank)
+// and its environment.
+struct RepeatLaunch {
+  std::vector<RankProcess> processes;
+  std::vector<std::vector<std::string>> envs;
+};
+
+// Repeat `rep`'s ranks: the command's argv with rank r's placeholders, and
+// `base_env` with rank r's placeholders, FEEDTUNE_REPEAT and the
+// torch.distributed variables (a MASTER_PORT free now).
+RepeatLaunch PrepareRepeat(const SweepConfig& config, const workloads::CommandContext& context,
+                           const std::vector<std::string>& base_env, const std::vector<std::vector<int>>& cpus,
+                           int rep) {
+  const int ranks = static_cast<int>(cpus.size());
+  const int port = FreeLocalPort();
+  RepeatLaunch launch;
+  launch.processes.resize(cpus.size());
+  launch.envs.resize(cpus.size());
+  const auto set = [](std::vector<std::string>& env, const std::string& e) {
+    SetEnv(env, e.substr(0, e.find('=')), e.substr(e.find('=') + 1));
+  };
+  for (int r = 0; r < ranks; ++r) {
+    workloads::CommandContext rank_context = context;
+    rank_context.rank = r;
+    rank_context.world_size = ranks;
+    RankProcess& p = launch.processes[static_cast<size_t>(r)];
+    p.rank = r;
+    p.cpus = cpus[static_cast<size_t>(r)];
+    for (const std::string& a : config.workload.command.argv) {
+      p.argv.push_back(workloads::ExpandPlaceholders(a, rank_context));
+    }
+    std::vector<std::string>& env = launch.envs[static_cast<size_t>(r)];
+    env = base_env;
+    for (const std::string& e : workloads::PlaceholderEnvironment(rank_context)) set(env, e);
+    SetEnv(env, "FEEDTUNE_REPEAT", std::to_string(rep));
+    for (const std::string& e : RankEnvironment(r, ranks, port)) set(env, e);
+  }
+  return launch;
+}
+
+// Per rank, its windows over the repeats.
+struct RankWindows {
+  std::vector<CommandReport> reports;
+  std::vector<double> windows_s;
+  double cpu_util = 0;
+  int64_t peak_rss = 0;
+  int64_t pid = 0;
+  TreeFacts facts;
+};
+
+// A finished repeat's figures, into each rank's windows.
+void AddRepeat(const RepeatResult& result, std::vector<RankWindows>& per_rank) {
+  for (size_t r = 0; r < per_rank.size(); ++r) {
+    RankWindows& w = per_rank[r];
+    const RankProcess& p = result.ranks[r];
+    w.reports.push_back(result.reports[r]);
+    w.windows_s.push_back(result.windows_s[r]);
+    if (p.run.wall_s > 0) w.cpu_util = std::max(w.cpu_util, p.run.cpu_s / p.run.wall_s);
+    w.peak_rss = std::max({w.peak_rss, p.run.max_rss_bytes, static_cast<int64_t>(result.reports[r].peak_rss_bytes.value_or(0))});
+    w.pid = p.pid;
+    if (p.facts.processes >= w.facts.processes) w.facts = p.facts;
+  }
+}
+
+// One rank as a one-loader trial: medians over its repeats of what it
+// reported. `worker_rss` takes the largest worker RSS any repeat reported.
+results::TrialRecord RankTrial(const RankWindows& w, const loader::Knobs& knobs, double* worker_rss) {
+  results::TrialRecord t;
+  t.knobs = knobs;
+  std::vector<double> rates, idles, p50s, p99s, startups, boundaries, first_batches, busy;
+  for (size_t i = 0; i < w.reports.size(); ++i) {
+    const CommandReport& c = w.reports[i];
+    results::RepeatRecord rep;
+    rep.index = static_cast<int>(i);
+    rep.wall_s = w.windows_s[i];
+    rep.samples_per_s = c.samples_per_s;
+    rep.mb_per_s = c.mb_per_s.value_or(kNaN);
+    rep.gpu_idle_frac = c.gpu_idle_frac.value_or(kNaN);
+    rep.wait_p50_us = c.wait_p50_us.value_or(kNaN);
+    rep.wait_p99_us = c.wait_p99_us.value_or(kNaN);
+    t.repeat_rows.push_back(rep);
+    rates.push_back(c.samples_per_s);
+    if (c.gpu_idle_frac) idles.push_back(*c.gpu_idle_frac);
+    if (c.wait_p50_us) p50s.push_back(*c.wait_p50_us);
+    if (c.wait_p99_us) p99s.push_back(*c.wait_p99_us);
+    if (c.startup_s) startups.push_back(*c.startup_s);
+    if (c.epoch_boundary_ms) boundaries.push_back(*c.epoch_boundary_ms);
+    if (c.time_to_first_batch_s) first_batches.push_back(*c.time_to_first_batch_s);
+    if (c.worker_busy_frac) busy.push_back(*c.worker_busy_frac);
+    if (c.worker_peak_rss_bytes) {
+      *worker_rss = std::isfinite(*worker_rss) ? std::max(*worker_rss, *c.worker_peak_rss_bytes) : *c.worker_peak_rss_bytes;
+    }
+    if (c.batches_per_epoch) t.batches_per_epoch = c.batches_per_epoch;
+  }
+  t.samples_per_s = MedianOr(rates);
+  t.gpu_idle_frac = MedianOr(idles);
+  t.wait_p50_us = MedianOr(p50s);
+  t.wait_p99_us = MedianOr(p99s);
+  t.worker_startup_s = MedianOr(startups);
+  t.epoch_boundary_ms = MedianOr(boundaries);
+  t.time_to_first_batch_s = MedianOr(first_batches);
+  t.worker_busy_frac = MedianOr(busy);
+  t.cpu_util = w.cpu_util;
+  t.peak_rss_bytes = w.peak_rss;
+  t.repeats = static_cast<int>(w.reports.size());
+  t.status = "ok";
+  return t;
+}
+
+// Rank `rank`'s row of the node figures: its trial's figures and what it ran
+// on. `given` is the mask it was spawned with.
+results::RankRecord RankRow(int rank, const RankWindows& w, const results::TrialRecord& t,
+                            const std::vector<int>& given) {
+  results::RankRecord row;
+  row.rank = rank;
+  row.pid = w.pid;
+  row.samples_per_s = t.samples_per_s;
+  row.gpu_idle_frac = t.gpu_idle_frac;
+  row.wait_p50_us = t.wait_p50_us;
+  row.wait_p99_us = t.wait_p99_us;
+  // What /proc said while it ran; a rank too quick for that had its binding.
+  row.cpu_mask = w.facts.cpu_mask.empty() ? CpuListText(given) : w.facts.cpu_mask;
+  row.worker_cpu_masks = w.facts.worker_cpu_masks;
+  row.processes = w.facts.processes;
+  row.threads = w.facts.threads;
+  row.shm_bytes = w.facts.shm_bytes;
+  return row;
+}
 
 }  // namespace
 
@@ -360,72 +560,23 @@ results::TrialRecord MeasureCommandRanks(const SweepConfig& config, const worklo
     trial.error = "'" + argv0 + "' not found" + (argv0.find('/') == std::string::npos ? " in PATH" : " or not executable");
     return trial;
   }
-  // Each rank's CPUs for this trial's binding (none: the inherited mask).
-  std::vector<std::vector<int>> cpus(static_cast<size_t>(ranks));
   std::string binding_note;
   const std::vector<int> usable = AffinityCpus();
-  if (context.knobs.cpu_binding != loader::CpuBinding::kNone) {
-    const std::vector<int> gpu_nodes = GpuNumaNodes(config, ranks);
-    for (int r = 0; r < ranks; ++r) {
-      std::string note;
-      cpus[static_cast<size_t>(r)] = BindingCpus(context.knobs.cpu_binding, usable, r, ranks, gpu_nodes, &note);
-      if (binding_note.empty()) binding_note = note;
-    }
-  }
+  const std::vector<std::vector<int>> cpus = RankCpus(config, context.knobs.cpu_binding, ranks, usable, &binding_note);
 
-  // Per rank, its windows over the repeats.
-  struct RankWindows {
-    std::vector<CommandReport> reports;
-    std::vector<double> windows_s;
-    double cpu_util = 0;
-    int64_t peak_rss = 0;
-    int64_t pid = 0;
-    TreeFacts facts;
-  };
   std::vector<RankWindows> per_rank(static_cast<size_t>(ranks));
   for (int rep = 0; rep < repeats; ++rep) {
     if (stop != nullptr && stop->load(std::memory_order_relaxed)) throw Interrupted();
-    const int port = FreeLocalPort();
-    std::vector<RankProcess> processes(static_cast<size_t>(ranks));
-    std::vector<std::vector<std::string>> envs(static_cast<size_t>(ranks));
-    for (int r = 0; r < ranks; ++r) {
-      workloads::CommandContext rank_context = context;
-      rank_context.rank = r;
-      rank_context.world_size = ranks;
-      RankProcess& p = processes[static_cast<size_t>(r)];
-      p.rank = r;
-      p.cpus = cpus[static_cast<size_t>(r)];
-      for (const std::string& a : config.workload.command.argv) {
-        p.argv.push_back(workloads::ExpandPlaceholders(a, rank_context));
-      }
-      std::vector<std::string>& env = envs[static_cast<size_t>(r)];
-      env = base_env;
-      for (const std::string& e : workloads::PlaceholderEnvironment(rank_context)) {
-        SetEnv(env, e.substr(0, e.find('=')), e.substr(e.find('=') + 1));
-      }
-      SetEnv(env, "FEEDTUNE_REPEAT", std::to_string(rep));
-      for (const std::string& e : RankEnvironment(r, ranks, port)) {
-        SetEnv(env, e.substr(0, e.find('=')), e.substr(e.find('=') + 1));
-      }
-    }
-    RepeatResult result = RunRepeat(std::move(processes), path, envs, config.workload.command.timeout_s, stop);
+    RepeatLaunch launch = PrepareRepeat(config, context, base_env, cpus, rep);
+    const RepeatResult result =
+        RunRepeat(std::move(launch.processes), path, launch.envs, config.workload.command.timeout_s, stop);
     if (!result.failure.empty()) {
       trial.status = "failed";
       trial.error = "repeat " + std::to_string(rep + 1) + " of " + std::to_string(repeats) + ": " + result.failure;
       trial.repeats = rep;
       return trial;
     }
-    for (int r = 0; r < ranks; ++r) {
-      RankWindows& w = per_rank[static_cast<size_t>(r)];
-      const RankProcess& p = result.ranks[static_cast<size_t>(r)];
-      w.reports.push_back(result.reports[static_cast<size_t>(r)]);
-      w.windows_s.push_back(result.windows_s[static_cast<size_t>(r)]);
-      if (p.run.wall_s > 0) w.cpu_util = std::max(w.cpu_util, p.run.cpu_s / p.run.wall_s);
-      w.peak_rss = std::max({w.peak_rss, p.run.max_rss_bytes,
-                             static_cast<int64_t>(result.reports[static_cast<size_t>(r)].peak_rss_bytes.value_or(0))});
-      w.pid = p.pid;
-      if (p.facts.processes >= w.facts.processes) w.facts = p.facts;
-    }
+    AddRepeat(result, per_rank);
   }
 
   // Each rank as a one-loader trial, then the node's aggregate (AggregateRanks).
@@ -434,62 +585,9 @@ results::TrialRecord MeasureCommandRanks(const SweepConfig& config, const worklo
   double worker_rss = kNaN;
   for (int r = 0; r < ranks; ++r) {
     const RankWindows& w = per_rank[static_cast<size_t>(r)];
-    results::TrialRecord t;
-    t.knobs = context.knobs;
-    std::vector<double> rates, idles, p50s, p99s, startups, boundaries, first_batches, busy;
-    for (size_t i = 0; i < w.reports.size(); ++i) {
-      const CommandReport& c = w.reports[i];
-      results::RepeatRecord rep;
-      rep.index = static_cast<int>(i);
-      rep.wall_s = w.windows_s[i];
-      rep.samples_per_s = c.samples_per_s;
-      rep.mb_per_s = c.mb_per_s.value_or(kNaN);
-      rep.gpu_idle_frac = c.gpu_idle_frac.value_or(kNaN);
-      rep.wait_p50_us = c.wait_p50_us.value_or(kNaN);
-      rep.wait_p99_us = c.wait_p99_us.value_or(kNaN);
-      t.repeat_rows.push_back(rep);
-      rates.push_back(c.samples_per_s);
-      if (c.gpu_idle_frac) idles.push_back(*c.gpu_idle_frac);
-      if (c.wait_p50_us) p50s.push_back(*c.wait_p50_us);
-      if (c.wait_p99_us) p99s.push_back(*c.wait_p99_us);
-      if (c.startup_s) startups.push_back(*c.startup_s);
-      if (c.epoch_boundary_ms) boundaries.push_back(*c.epoch_boundary_ms);
-      if (c.time_to_first_batch_s) first_batches.push_back(*c.time_to_first_batch_s);
-      if (c.worker_busy_frac) busy.push_back(*c.worker_busy_frac);
-      if (c.worker_peak_rss_bytes) {
-        worker_rss = std::isfinite(worker_rss) ? std::max(worker_rss, *c.worker_peak_rss_bytes) : *c.worker_peak_rss_bytes;
-      }
-      if (c.batches_per_epoch) t.batches_per_epoch = c.batches_per_epoch;
-    }
-    t.samples_per_s = MedianOr(rates);
-    t.gpu_idle_frac = MedianOr(idles);
-    t.wait_p50_us = MedianOr(p50s);
-    t.wait_p99_us = MedianOr(p99s);
-    t.worker_startup_s = MedianOr(startups);
-    t.epoch_boundary_ms = MedianOr(boundaries);
-    t.time_to_first_batch_s = MedianOr(first_batches);
-    t.worker_busy_frac = MedianOr(busy);
-    t.cpu_util = w.cpu_util;
-    t.peak_rss_bytes = w.peak_rss;
-    t.repeats = static_cast<int>(w.reports.size());
-    t.status = "ok";
-    rank_trials.push_back(t);
-
-    results::RankRecord row;
-    row.rank = r;
-    row.pid = w.pid;
-    row.samples_per_s = t.samples_per_s;
-    row.gpu_idle_frac = t.gpu_idle_frac;
-    row.wait_p50_us = t.wait_p50_us;
-    row.wait_p99_us = t.wait_p99_us;
-    // What /proc said while it ran; a rank too quick for that had its binding.
+    rank_trials.push_back(RankTrial(w, context.knobs, &worker_rss));
     const std::vector<int>& given = cpus[static_cast<size_t>(r)].empty() ? usable : cpus[static_cast<size_t>(r)];
-    row.cpu_mask = w.facts.cpu_mask.empty() ? CpuListText(given) : w.facts.cpu_mask;
-    row.worker_cpu_masks = w.facts.worker_cpu_masks;
-    row.processes = w.facts.processes;
-    row.threads = w.facts.threads;
-    row.shm_bytes = w.facts.shm_bytes;
-    rows.push_back(row);
+    rows.push_back(RankRow(r, w, rank_trials.back(), given));
   }
   results::TrialRecord node = AggregateRanks(context.knobs, rank_trials, std::move(rows));
   // What a command cannot report apart from its windows, as for one command.

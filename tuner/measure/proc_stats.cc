@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -41,6 +42,18 @@ bool ReadStat(const std::string& pid, ProcStat* stat) {
 }
 
 }  // namespace
+
+std::optional<int64_t> ReadPrivateRss(pid_t pid) {
+  const std::string path = pid == 0 ? std::string("/proc/self/statm") : "/proc/" + std::to_string(pid) + "/statm";
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return std::nullopt;
+  long long size = 0, resident = 0, shared = 0;
+  const int read = std::fscanf(f, "%lld %lld %lld", &size, &resident, &shared);
+  std::fclose(f);
+  if (read != 3) return std::nullopt;
+  static const int64_t page = sysconf(_SC_PAGESIZE);
+  return static_cast<int64_t>(resident - shared) * page;
+}
 
 TreeUsage ReadTreeUsage() {
   TreeUsage usage;

@@ -3,7 +3,10 @@
 // times per measurement window.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <optional>
 
 namespace feedtune::tuner {
 
@@ -15,5 +18,11 @@ struct TreeUsage {
 };
 
 TreeUsage ReadTreeUsage();
+
+// One process's private resident memory: /proc/PID/statm's resident less its
+// shared pages (mapped files and shared memory, e.g. the loader's batch slots,
+// which are counted apart and are not the process's own). One small read, a
+// few microseconds; nullopt when the process is gone. `pid` 0 is this process.
+std::optional<int64_t> ReadPrivateRss(pid_t pid);
 
 }  // namespace feedtune::tuner

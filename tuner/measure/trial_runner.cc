@@ -12,6 +12,7 @@
 #include "loader/trace.h"
 #include "tuner/measure/proc_stats.h"
 #include "tuner/measure/stats.h"
+#include "tuner/measure/worker_memory.h"
 #include "workloads/cpu_work.h"
 
 namespace feedtune::tuner {
@@ -59,6 +60,7 @@ class Loop {
     ++steps_;
     if (sync_every_ > 0 && steps_ % sync_every_ == 0) device_.Synchronize();
     at_epoch_end_ = batch->index + 1 == loader_.batches_per_epoch();
+    batches_into_epoch_ = batch->index + 1;
     return {wait, static_cast<int64_t>(batch->sample_indices.size()), batch->payload_bytes, first_of_epoch};
   }
 
@@ -68,6 +70,12 @@ class Loop {
 
   // The last step delivered the last batch of its epoch.
   bool at_epoch_end() const { return at_epoch_end_; }
+  // Epochs delivered so far, with the fraction of the current one (2.5: half
+  // of the third): where a memory sample lies.
+  double epoch_position() const {
+    return static_cast<double>(epoch_) +
+           static_cast<double>(batches_into_epoch_) / static_cast<double>(loader_.batches_per_epoch());
+  }
 
  private:
   loader::DataLoader& loader_;
@@ -80,6 +88,7 @@ class Loop {
   const int32_t pid_, tid_;
   int64_t epoch_ = 0;
   int64_t steps_ = 0;
+  int64_t batches_into_epoch_ = 0;
   bool at_epoch_end_ = false;
 };
 
@@ -105,6 +114,173 @@ void FinishTrace(loader::TraceBuffer& buffer, loader::DeviceTraceRecorder& recor
   capture->max_events = buffer.max_events();
   capture->recorded = true;
 }
+
+// What the windows of a trial add up to, from one repeat to the next.
+struct WindowTotals {
+  std::vector<double> rates, mbps, idles, p50s, p99s;
+  double copy_s = 0, cpu_util = 0, wall_s = 0;
+  int64_t peak_rss = 0;
+  std::vector<double> boundary_ms;  // per epoch boundary: its wait beyond the window's median
+  // Kept across windows, so that after the first window a batch's record
+  // costs no allocation (a window of tiny batches has ~10^5 of them).
+  std::vector<double> waits_us;
+  std::vector<size_t> boundaries;  // steps whose wait crossed an epoch boundary
+};
+
+// One window's count of what went through it.
+struct WindowCount {
+  int64_t samples = 0, bytes = 0;
+};
+
+// The trial once its loader exists: the warm-up, the windows, and the
+// figures. Holds references to what MeasurePlanned owns; lives inside it.
+class TrialSession {
+ public:
+  struct Parts {
+    const SweepConfig& config;
+    device::Device& device;
+    const loader::Dataset& dataset;
+    RankSync* sync;  // null: one loader
+    const TrialPlan& plan;
+  };
+
+  TrialSession(const Parts& parts, loader::DataLoader& data_loader, Loop& loop,
+               loader::DeviceTraceRecorder* recorder, results::TrialRecord& trial, std::string& warning)
+      : p_(parts), loader_(data_loader), loop_(loop), recorder_(recorder), trial_(trial), warning_(warning),
+        memory_(trial.knobs.num_workers, data_loader.options().worker_mode == loader::WorkerMode::kThread) {}
+
+  // `warmup_batches`, then, for whole-epoch windows, on to the end of the
+  // epoch (the windows start at an epoch boundary).
+  void WarmUp() {
+    loop_.Begin();
+    for (int i = 0; i < p_.config.sweep.warmup_batches; ++i) {
+      Step();
+      if (i == 0) trial_.time_to_first_batch_s = loader_.stats().time_to_first_batch_s;
+    }
+    if (p_.plan.window_epochs > 0 && p_.config.sweep.warmup_batches > 0) {
+      while (!loop_.at_epoch_end()) Step();
+    }
+    p_.device.Synchronize();
+    busy_before_ = loader_.stats().worker_busy_s;
+  }
+
+  // Window `r`: the steps, then its figures into the totals and the record.
+  void MeasureWindow(int r) {
+    totals_.waits_us.clear();
+    totals_.boundaries.clear();
+    // E.g. a cold cache: the dataset evicts its files before each window.
+    if (std::string note = p_.dataset.BeforeRepeat(); !note.empty() && warning_.empty()) warning_ = note;
+    const TreeUsage usage_before = ReadTreeUsage();
+    memory_.Sample(loader_.worker_pids(), loop_.epoch_position());  // outside the window's time
+    const bool trace = r == 0 && recorder_ != nullptr;
+    if (trace) StartTrace(*p_.plan.trace, *loader_.trace(), *recorder_, p_.device);
+    if (p_.sync != nullptr) p_.sync->WindowStart();
+    p_.device.BeginWindow();
+    const auto window_start = Clock::now();
+    const WindowCount count = RunWindowSteps(window_start);
+    const device::DeviceWindow window = p_.device.EndWindow();
+    if (trace) FinishTrace(*loader_.trace(), *recorder_, p_.device, p_.plan.trace);
+    const double wall = Seconds(Clock::now() - window_start);
+    const TreeUsage usage_after = ReadTreeUsage();
+    if (p_.sync != nullptr) p_.sync->WindowEnd();
+    AddWindow(r, count, wall, window);
+    totals_.cpu_util = std::max(totals_.cpu_util, (usage_after.cpu_s - usage_before.cpu_s) / wall);
+    totals_.peak_rss = std::max(totals_.peak_rss, usage_after.rss_bytes);
+  }
+
+  // The trial's figures: medians over the windows, the loader's counters and
+  // the workers' memory.
+  void Finish(int repeats) {
+    const Summary s = Summarize(totals_.rates);
+    for (size_t i = 0; i < s.outliers.size(); ++i) trial_.repeat_rows[i].outlier = s.outliers[i];
+    trial_.samples_per_s = s.median;
+    trial_.cv = s.cv;
+    trial_.ci_low = s.ci_low;
+    trial_.ci_high = s.ci_high;
+    trial_.mb_per_s = Median(totals_.mbps);
+    trial_.gpu_idle_frac = Median(totals_.idles);
+    trial_.wait_p50_us = Median(totals_.p50s);
+    trial_.wait_p99_us = Median(totals_.p99s);
+    trial_.copy_s = totals_.copy_s;
+    trial_.cpu_util = totals_.cpu_util;
+    trial_.peak_rss_bytes = totals_.peak_rss;
+    trial_.repeats = repeats;
+    trial_.epoch_boundary_ms = totals_.boundary_ms.empty() ? std::numeric_limits<double>::quiet_NaN()
+                                                           : Median(totals_.boundary_ms);
+    const auto& stats = loader_.stats();
+    if (trial_.time_to_first_batch_s == 0) trial_.time_to_first_batch_s = stats.time_to_first_batch_s;
+    const int workers = trial_.knobs.num_workers;
+    if (workers > 0 && totals_.wall_s > 0) {
+      trial_.worker_busy_frac = (stats.worker_busy_s - busy_before_) / (workers * totals_.wall_s);
+    }
+    trial_.worker_startup_s = stats.worker_starts > 0 ? stats.worker_startup_s / stats.worker_starts
+                                                      : stats.worker_startup_s;
+    memory_.Fill(&trial_);
+  }
+
+ private:
+  // A step outside the windows; a rank tells the others it is not done.
+  void Step() {
+    loop_.Step();
+    if (p_.sync != nullptr) p_.sync->AfterStep(false);
+  }
+
+  // The window's steps, until its epochs are done or its time is up (or, for
+  // a rank, until the ranks agree to stop).
+  WindowCount RunWindowSteps(Clock::time_point window_start) {
+    const auto window_end = window_start + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(p_.config.sweep.measure_seconds));
+    WindowCount count;
+    int epochs = 0;
+    while (true) {
+      const auto facts = loop_.Step();
+      if (facts.first_of_epoch) totals_.boundaries.push_back(totals_.waits_us.size());
+      totals_.waits_us.push_back(facts.wait_s * 1e6);
+      count.samples += facts.samples;
+      count.bytes += facts.bytes;
+      // After the step, outside its wait: new workers at an epoch's start,
+      // the last figure of workers that stop at its end.
+      if (memory_.Due(facts.first_of_epoch || loop_.at_epoch_end())) {
+        memory_.Sample(loader_.worker_pids(), loop_.epoch_position());
+      }
+      bool done = p_.plan.window_epochs > 0 ? loop_.at_epoch_end() && ++epochs >= p_.plan.window_epochs
+                                            : Clock::now() >= window_end;
+      if (p_.sync != nullptr) done = p_.sync->AfterStep(done);
+      if (done) return count;
+    }
+  }
+
+  // Window `r`'s repeat row, and its figures into the totals.
+  void AddWindow(int r, const WindowCount& count, double wall, const device::DeviceWindow& window) {
+    results::RepeatRecord rep;
+    rep.index = r;
+    rep.wall_s = wall;
+    rep.samples_per_s = static_cast<double>(count.samples) / wall;
+    rep.mb_per_s = static_cast<double>(count.bytes) / wall / 1e6;
+    rep.gpu_idle_frac = window.idle_frac();
+    rep.wait_p50_us = Percentile(totals_.waits_us, 50);
+    rep.wait_p99_us = Percentile(totals_.waits_us, 99);
+    for (size_t b : totals_.boundaries) totals_.boundary_ms.push_back((totals_.waits_us[b] - rep.wait_p50_us) / 1e3);
+    trial_.repeat_rows.push_back(rep);
+    totals_.rates.push_back(rep.samples_per_s);
+    totals_.mbps.push_back(rep.mb_per_s);
+    totals_.idles.push_back(rep.gpu_idle_frac);
+    totals_.p50s.push_back(rep.wait_p50_us);
+    totals_.p99s.push_back(rep.wait_p99_us);
+    totals_.copy_s += window.copy_s;
+    totals_.wall_s += wall;
+  }
+
+  const Parts p_;
+  loader::DataLoader& loader_;
+  Loop& loop_;
+  loader::DeviceTraceRecorder* const recorder_;  // null: no trace
+  results::TrialRecord& trial_;
+  std::string& warning_;
+  WindowTotals totals_;
+  WorkerMemorySampler memory_;
+  double busy_before_ = 0;  // the workers' busy time before the first window
+};
 
 }  // namespace
 
@@ -141,107 +317,11 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
       ~SinkReset() { device.set_trace_sink(nullptr); }
     } sink_reset{device_};
     Loop loop(data_loader, device_, knobs, config_.device.sync_every_steps, stop_, recorder ? &*recorder : nullptr);
-    loop.Begin();
-    for (int i = 0; i < config_.sweep.warmup_batches; ++i) {
-      loop.Step();
-      if (sync_ != nullptr) sync_->AfterStep(false);
-      if (i == 0) trial.time_to_first_batch_s = data_loader.stats().time_to_first_batch_s;
-    }
-    // Whole-epoch windows start at an epoch boundary: the warm-up runs on to
-    // the end of its epoch.
-    if (plan.window_epochs > 0 && config_.sweep.warmup_batches > 0) {
-      while (!loop.at_epoch_end()) {
-        loop.Step();
-        if (sync_ != nullptr) sync_->AfterStep(false);
-      }
-    }
-    device_.Synchronize();
-    const double busy_before = data_loader.stats().worker_busy_s;
-    double window_wall_s = 0;
-
-    std::vector<double> rates, mbps, idles, p50s, p99s;
-    double copy_s = 0, cpu_util = 0;
-    int64_t peak_rss = 0;
-    std::vector<double> boundary_ms;  // per epoch boundary: its wait beyond the window's median
-    // Kept across windows, so that after the first window a batch's record
-    // costs no allocation (a window of tiny batches has ~10^5 of them).
-    std::vector<double> waits_us;
-    std::vector<size_t> boundaries;  // steps whose wait crossed an epoch boundary
-    for (int r = 0; r < repeats; ++r) {
-      waits_us.clear();
-      boundaries.clear();
-      int64_t samples = 0, bytes = 0;
-      // E.g. a cold cache: the dataset evicts its files before each window.
-      if (std::string note = dataset_->BeforeRepeat(); !note.empty() && last_warning_.empty()) last_warning_ = note;
-      const TreeUsage usage_before = ReadTreeUsage();
-      if (r == 0 && recorder) StartTrace(*plan.trace, *data_loader.trace(), *recorder, device_);
-      if (sync_ != nullptr) sync_->WindowStart();
-      device_.BeginWindow();
-      const auto window_start = Clock::now();
-      const auto window_end = window_start + std::chrono::duration_cast<Clock::duration>(
-                                                 std::chrono::duration<double>(config_.sweep.measure_seconds));
-      int epochs = 0;
-      while (true) {
-        const auto facts = loop.Step();
-        if (facts.first_of_epoch) boundaries.push_back(waits_us.size());
-        waits_us.push_back(facts.wait_s * 1e6);
-        samples += facts.samples;
-        bytes += facts.bytes;
-        bool done = plan.window_epochs > 0 ? loop.at_epoch_end() && ++epochs >= plan.window_epochs
-                                           : Clock::now() >= window_end;
-        if (sync_ != nullptr) done = sync_->AfterStep(done);
-        if (done) break;
-      }
-      const device::DeviceWindow window = device_.EndWindow();
-      if (r == 0 && recorder) FinishTrace(*data_loader.trace(), *recorder, device_, plan.trace);
-      const double wall = Seconds(Clock::now() - window_start);
-      window_wall_s += wall;
-      const TreeUsage usage_after = ReadTreeUsage();
-      if (sync_ != nullptr) sync_->WindowEnd();
-
-      results::RepeatRecord rep;
-      rep.index = r;
-      rep.wall_s = wall;
-      rep.samples_per_s = static_cast<double>(samples) / wall;
-      rep.mb_per_s = static_cast<double>(bytes) / wall / 1e6;
-      rep.gpu_idle_frac = window.idle_frac();
-      rep.wait_p50_us = Percentile(waits_us, 50);
-      rep.wait_p99_us = Percentile(waits_us, 99);
-      for (size_t b : boundaries) boundary_ms.push_back((waits_us[b] - rep.wait_p50_us) / 1e3);
-      trial.repeat_rows.push_back(rep);
-      rates.push_back(rep.samples_per_s);
-      mbps.push_back(rep.mb_per_s);
-      idles.push_back(rep.gpu_idle_frac);
-      p50s.push_back(rep.wait_p50_us);
-      p99s.push_back(rep.wait_p99_us);
-      copy_s += window.copy_s;
-      cpu_util = std::max(cpu_util, (usage_after.cpu_s - usage_before.cpu_s) / wall);
-      peak_rss = std::max(peak_rss, usage_after.rss_bytes);
-    }
-
-    const Summary s = Summarize(rates);
-    for (size_t i = 0; i < s.outliers.size(); ++i) trial.repeat_rows[i].outlier = s.outliers[i];
-    trial.samples_per_s = s.median;
-    trial.cv = s.cv;
-    trial.ci_low = s.ci_low;
-    trial.ci_high = s.ci_high;
-    trial.mb_per_s = Median(mbps);
-    trial.gpu_idle_frac = Median(idles);
-    trial.wait_p50_us = Median(p50s);
-    trial.wait_p99_us = Median(p99s);
-    trial.copy_s = copy_s;
-    trial.cpu_util = cpu_util;
-    trial.peak_rss_bytes = peak_rss;
-    trial.repeats = repeats;
-    trial.epoch_boundary_ms =
-        boundary_ms.empty() ? std::numeric_limits<double>::quiet_NaN() : Median(boundary_ms);
-    const auto& stats = data_loader.stats();
-    if (trial.time_to_first_batch_s == 0) trial.time_to_first_batch_s = stats.time_to_first_batch_s;
-    if (knobs.num_workers > 0 && window_wall_s > 0) {
-      trial.worker_busy_frac = (stats.worker_busy_s - busy_before) / (knobs.num_workers * window_wall_s);
-    }
-    trial.worker_startup_s = stats.worker_starts > 0 ? stats.worker_startup_s / stats.worker_starts
-                                                     : stats.worker_startup_s;
+    TrialSession session({config_, device_, *dataset_, sync_, plan}, data_loader, loop,
+                         recorder ? &*recorder : nullptr, trial, last_warning_);
+    session.WarmUp();
+    for (int r = 0; r < repeats; ++r) session.MeasureWindow(r);
+    session.Finish(repeats);
     trial.status = "ok";
   } catch (const Interrupted&) {
     throw;

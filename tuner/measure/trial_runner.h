@@ -13,6 +13,10 @@
 // change inside a window, the wait for the new epoch's first batch (worker
 // restart, pipeline refill) minus the window's median wait; the trial reports
 // the median over its boundaries, NaN when its windows crossed none.
+//
+// The workers' memory (TrialRecord::worker_rss_*): each worker process's
+// private RSS sampled through the windows, between steps, with its growth per
+// epoch (tuner/measure/worker_memory.h).
 // One thread uses a TrialRunner.
 #pragma once
 

@@ -112,6 +112,13 @@ void Budget::Observe(const results::TrialRecord& t) {
     reported_rss_ = std::llround(t.worker_rss_bytes);
     reported_rss_trial_ = t.id;
   }
+  if (t.knobs.num_workers > 0 && std::isfinite(t.worker_rss_growth_bytes_per_epoch)) {
+    const double all_workers = t.worker_rss_growth_bytes_per_epoch * t.knobs.num_workers;
+    if (all_workers > growth_per_epoch_.value_or(0)) {
+      growth_per_epoch_ = all_workers;
+      growth_trial_ = t.id;
+    }
+  }
   if (t.peak_rss_bytes <= 0) return;
   if (t.knobs.num_workers == 0) {
     if (!baseline_rss_) {
@@ -163,17 +170,34 @@ SafeLimit Budget::SafeLimitFor(const loader::Knobs& knobs, int limit) const {
     return out;
   }
   out.worker_rss_bytes = worker_rss_bytes();
+  if (const int64_t growth = GrowthBytes(knobs); growth > 0) {
+    const int epochs = knobs.persistent_workers ? options_.job_epochs : 1;
+    out.growth_bytes = growth;
+    out.basis += "; + " + MiB(growth) + " of worker growth over " + std::to_string(epochs) +
+                 (epochs == 1 ? " epoch" : " epochs") + " (trial " + std::to_string(growth_trial_) + ": " +
+                 MiB(std::llround(*growth_per_epoch_)) + " per epoch, all workers; " +
+                 (knobs.persistent_workers ? "sweep.budget.job_epochs" : "workers not persistent") + ")";
+  }
   out.workers = SafeMaxWorkers(knobs, limit);
   return out;
 }
 
-Prediction Budget::Predict(const loader::Knobs& k) const {
+int64_t Budget::GrowthBytes(const loader::Knobs& knobs) const {
+  if (!growth_per_epoch_ || *growth_per_epoch_ <= 0) return 0;
+  const int epochs = knobs.persistent_workers ? options_.job_epochs : 1;
+  return std::llround(*growth_per_epoch_ * epochs);
+}
+
+Prediction Budget::Predict(const loader::Knobs& k) const { return PredictWith(k, 0); }
+
+Prediction Budget::PredictWith(const loader::Knobs& k, int64_t growth_bytes) const {
   Prediction p;
   const int64_t batch = facts_.batch_bytes > 0 ? facts_.batch_bytes : batch_bytes_learnt_;
   const int64_t n = k.num_workers;
   const int64_t slots = n > 0 ? static_cast<int64_t>(k.prefetch_factor) * n + 1 : 1;
   const int64_t slot_bytes = slots * batch;
-  p.mem_bytes = n * worker_rss_bytes() + slot_bytes + (k.pin_memory ? slot_bytes : 0);
+  // Growth is the workers': none without them.
+  p.mem_bytes = n * worker_rss_bytes() + slot_bytes + (k.pin_memory ? slot_bytes : 0) + (n > 0 ? growth_bytes : 0);
   p.shm_bytes = n > 0 ? slot_bytes : 0;
   p.fds = facts_.fds_open + kFdsPerTrial + n * kFdsPerWorker;
 
@@ -183,7 +207,8 @@ Prediction Budget::Predict(const loader::Knobs& k) const {
     p.ok = false;
     p.reason = "memory budget: needs about " + MiB(p.mem_bytes) + " (" + std::to_string(n) + " workers x " +
                MiB(worker_rss_bytes()) + " + " + std::to_string(slots) + " slots x " + MiB(batch) +
-               (k.pin_memory ? " x 2 with the pinned pool" : "") + "), over " +
+               (k.pin_memory ? " x 2 with the pinned pool" : "") +
+               (n > 0 && growth_bytes > 0 ? " + " + MiB(growth_bytes) + " of worker growth" : "") + "), over " +
                Fraction(options_.memory_fraction) + " x " + MiB(facts_.mem_available_bytes) +
                " available (sweep.budget.memory_fraction)";
   } else if (facts_.shm_free_bytes > 0 && static_cast<double>(p.shm_bytes) > shm_budget) {
@@ -211,7 +236,7 @@ int Budget::SafeMaxWorkers(const loader::Knobs& knobs, int limit) const {
   while (lo < hi) {
     const int mid = lo + (hi - lo + 1) / 2;
     k.num_workers = mid;
-    if (Predict(k).ok) {
+    if (PredictWith(k, GrowthBytes(k)).ok) {
       lo = mid;
     } else {
       hi = mid - 1;

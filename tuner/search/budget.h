@@ -21,6 +21,16 @@
 // worker RSS a command measured (TrialRecord::worker_rss_bytes) is used; until
 // one is reported, the prediction falls back on the tree figure above to gate
 // trials, but the safe limit has no number (SafeLimitFor).
+// The safe limit (SafeMaxWorkers, SafeLimitFor) adds the workers' growth: G
+// x E, where G is the largest growth per epoch of all a trial's workers
+// together seen (TrialRecord::worker_rss_growth_bytes_per_epoch x n, from
+// trials with workers whose growth was measured), and E the epochs ahead:
+// sweep.budget.job_epochs with persistent workers, 1 without (a worker then
+// lives one epoch, and its memory goes with it). G is per epoch for all the
+// workers, not per worker, because what grows is per sample read (a leak, a
+// cache): n workers share an epoch's samples, so more workers grow each less
+// and all together alike. Trials are not gated on growth: one runs a few
+// seconds, not a job's epochs.
 // B is the configured slot size when known, else learnt from a trial's MB/s
 // over samples/s. A trial fits when memory <= memory_fraction x available and
 // /dev/shm <= shm_fraction x free space and descriptors <= RLIMIT_NOFILE.
@@ -77,6 +87,7 @@ struct SafeLimit {
   std::string basis;                    // e.g. "measured worker RSS of trial 4 (212 MiB)"
   std::optional<int64_t> basis_trial;   // the trial whose memory it rests on
   std::optional<int64_t> worker_rss_bytes;
+  std::optional<int64_t> growth_bytes;  // the workers' growth over the job it adds (G x E)
 };
 
 struct Prediction {
@@ -111,8 +122,14 @@ class Budget {
 
   const BudgetFacts& facts() const { return facts_; }
   int64_t worker_rss_bytes() const;
+  // G x E above for these knobs: what the workers grow by over a job; 0 when
+  // no trial measured growth (or none grew).
+  int64_t GrowthBytes(const loader::Knobs& knobs) const;
 
  private:
+  // Predict, with `growth_bytes` of worker growth on top of the memory.
+  Prediction PredictWith(const loader::Knobs& knobs, int64_t growth_bytes) const;
+
   const BudgetFacts facts_;
   const BudgetOptions options_;
   const WorkerMemory source_;
@@ -124,6 +141,8 @@ class Budget {
   int64_t worker_rss_trial_ = 0;
   std::optional<int64_t> reported_rss_;  // kReported: largest worker RSS a command measured
   int64_t reported_rss_trial_ = 0;
+  std::optional<double> growth_per_epoch_;  // G: all the workers' growth per epoch, the largest seen
+  int64_t growth_trial_ = 0;
 };
 
 // A TrialMeasurer that asks the budget before each trial: a trial that does

@@ -1,0 +1,112 @@
+// The workers' memory over a trial (tuner/measure/worker_memory.h): the
+// sampler's line through a series, and real trials of the synthetic dataset
+// whose workers keep workload.leak_bytes_per_sample of every read: a leak is
+// flagged (results/memory_growth.h), a flat worker is not. Epoch-based windows,
+// so what is measured does not depend on how fast the box runs.
+#include "tuner/measure/worker_memory.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loader/device/device.h"
+#include "results/memory_growth.h"
+#include "tuner/config/config.h"
+#include "tuner/measure/trial_runner.h"
+#include "workloads/synthetic_dataset.h"
+
+namespace feedtune::tuner {
+namespace {
+
+constexpr double kMiB = 1 << 20;
+
+// This process (no workers) grows by 32 MiB, written, between samples a
+// whole epoch apart: the line's slope is the growth, per epoch.
+TEST(WorkerMemorySampler, TheGrowthIsTheSlopePerEpoch) {
+  WorkerMemorySampler sampler(/*num_workers=*/0, /*thread_workers=*/false);
+  std::vector<std::unique_ptr<char[]>> kept;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    if (epoch > 0) {
+      kept.push_back(std::make_unique<char[]>(32 << 20));
+      std::memset(kept.back().get(), 1, 32 << 20);
+    }
+    sampler.Sample({}, epoch);
+  }
+  results::TrialRecord t;
+  sampler.Fill(&t);
+  EXPECT_EQ(t.worker_rss_samples, 3);
+  EXPECT_EQ(t.worker_rss_epochs, 2);
+  EXPECT_TRUE(t.worker_rss_in_consumer);
+  EXPECT_NEAR(t.worker_rss_growth_bytes_per_epoch, 32 * kMiB, 4 * kMiB);
+  EXPECT_NEAR(t.worker_rss_peak_bytes - t.worker_rss_start_bytes, 64 * kMiB, 8 * kMiB);
+}
+
+TEST(WorkerMemorySampler, NoSampleLeavesTheFiguresUnmeasured) {
+  WorkerMemorySampler sampler(2, false);
+  sampler.Sample({}, 0.5);  // worker processes stopped: nothing to read
+  results::TrialRecord t;
+  sampler.Fill(&t);
+  EXPECT_TRUE(std::isnan(t.worker_rss_growth_bytes_per_epoch));
+  EXPECT_TRUE(std::isnan(t.worker_rss_peak_bytes));
+  EXPECT_EQ(t.worker_rss_samples, 0);
+}
+
+// One persistent worker process over a warm-up epoch and two one-epoch
+// windows of 16 tiny samples, each read keeping `leak` bytes.
+results::TrialRecord LeakTrial(int64_t leak) {
+  SweepConfig config;
+  config.name = "leak";
+  config.workload.synthetic.samples = 16;
+  config.workload.synthetic.sample_bytes = 64;
+  config.workload.synthetic.cpu_us_per_sample = 0;
+  config.workload.synthetic.leak_bytes_per_sample = leak;
+  config.loader.knobs.batch_size = 4;
+  config.device.backend = device::BackendChoice::kHostSim;
+  config.device.step_us = 0;
+  config.sweep.warmup_batches = 1;
+  std::string note;
+  const std::unique_ptr<device::Device> device = device::CreateDevice(config.device, &note);
+  const auto dataset = std::make_shared<workloads::SyntheticDataset>(config.workload.synthetic);
+  TrialRunner runner(config, *device, dataset, nullptr);
+  loader::Knobs knobs = config.loader.knobs;
+  knobs.num_workers = 1;
+  knobs.persistent_workers = true;
+  TrialPlan plan;
+  plan.repeats = 2;
+  plan.window_epochs = 1;
+  return runner.MeasurePlanned(knobs, plan);
+}
+
+TEST(WorkerMemoryTrial, ALeakingWorkerIsFlaggedWithItsGrowth) {
+  // 16 samples x 6 MiB: 96 MiB per epoch for the one worker.
+  const results::TrialRecord t = LeakTrial(6 << 20);
+  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  EXPECT_FALSE(t.worker_rss_in_consumer);
+  EXPECT_GE(t.worker_rss_samples, 4);  // each window's start and its epoch's two edges
+  EXPECT_GE(t.worker_rss_epochs, 1.0);
+  EXPECT_NEAR(t.worker_rss_growth_bytes_per_epoch, 96 * kMiB, 24 * kMiB);
+  EXPECT_GT(t.worker_rss_peak_bytes, t.worker_rss_start_bytes + 96 * kMiB);
+  ASSERT_TRUE(results::GrowthFlagged(t));
+  const std::string text = results::GrowthText(t);
+  EXPECT_EQ(text.find("memory grows "), 0u) << text;
+  EXPECT_NE(text.find(" MiB per epoch per worker: a cache or a leak; persistent_workers: false frees it at each epoch"),
+            std::string::npos)
+      << text;
+}
+
+TEST(WorkerMemoryTrial, AFlatWorkerIsNotFlagged) {
+  const results::TrialRecord t = LeakTrial(0);
+  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  EXPECT_GE(t.worker_rss_samples, 4);
+  EXPECT_GT(t.worker_rss_peak_bytes, 0);
+  ASSERT_TRUE(std::isfinite(t.worker_rss_growth_bytes_per_epoch));
+  EXPECT_LT(std::abs(t.worker_rss_growth_bytes_per_epoch), 16 * kMiB);
+  EXPECT_FALSE(results::GrowthFlagged(t));
+}
+
+}  // namespace
+}  // namespace feedtune::tuner
