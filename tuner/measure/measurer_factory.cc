@@ -1,5 +1,10 @@
 #include "tuner/measure/measurer_factory.h"
 
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "tuner/measure/command_measurer.h"
 #include "workloads/cpu_work.h"
 #include "workloads/files_dataset.h"
@@ -29,6 +34,22 @@ auto OpenFormat(const SweepConfig& config, Open open) -> decltype(open()) {
   } catch (const workloads::DatasetCorrupt& e) {
     throw WorkloadError(config.source + ": workload.path: " + e.what());
   }
+}
+
+// A format kind (npy, hdf5, lmdb, tfrecord, tar): its dataset built with this
+// machine's CPU calibration, described as "KIND: what was opened", followed
+// by the traps `feedtune inspect` finds (`warnings`, may be empty).
+template <typename Dataset, typename Make>
+void OpenFormatKind(const SweepConfig& config, OpenedWorkload* opened, Make make,
+                    std::function<std::vector<std::string>(const Dataset&)> warnings = nullptr) {
+  const workloads::CpuCalibration calibration = workloads::Calibrate();
+  const std::shared_ptr<Dataset> dataset = OpenFormat(config, [&] { return make(calibration); });
+  opened->calibration_json = calibration.ToJson();
+  opened->description = std::string(workloads::WorkloadKindName(config.workload.kind)) + ": " + dataset->Describe();
+  if (warnings) {
+    for (const std::string& warning : warnings(*dataset)) opened->description += "\nwarning: " + warning;
+  }
+  opened->dataset = dataset;
 }
 
 }  // namespace
@@ -78,63 +99,39 @@ OpenedWorkload OpenWorkload(const SweepConfig& config) {
       opened.dataset = std::move(dataset);
       break;
     }
-    case workloads::WorkloadKind::kNpy: {
-      const workloads::CpuCalibration calibration = workloads::Calibrate();
-      const auto dataset = OpenFormat(config, [&] {
+    case workloads::WorkloadKind::kNpy:
+      OpenFormatKind<workloads::NpyDataset>(config, &opened, [&](const workloads::CpuCalibration& calibration) {
         return std::make_shared<workloads::NpyDataset>(w.files, w.synthetic, calibration);
       });
-      opened.calibration_json = calibration.ToJson();
-      opened.description = "npy: " + dataset->Describe();
-      opened.dataset = dataset;
       break;
-    }
-    case workloads::WorkloadKind::kHdf5: {
-      const workloads::CpuCalibration calibration = workloads::Calibrate();
-      const auto dataset = OpenFormat(config, [&] {
-        return std::make_shared<workloads::Hdf5Dataset>(w.files, w.format, w.synthetic, calibration);
-      });
-      opened.calibration_json = calibration.ToJson();
-      opened.description = "hdf5: " + dataset->Describe();
-      // The traps `feedtune inspect` finds, said before the first trial.
-      for (const std::string& warning : workloads::Hdf5Warnings(dataset->images(), w.format.hdf5_chunk_cache_mb)) {
-        opened.description += "\nwarning: " + warning;
-      }
-      opened.dataset = dataset;
+    case workloads::WorkloadKind::kHdf5:
+      OpenFormatKind<workloads::Hdf5Dataset>(
+          config, &opened,
+          [&](const workloads::CpuCalibration& calibration) {
+            return std::make_shared<workloads::Hdf5Dataset>(w.files, w.format, w.synthetic, calibration);
+          },
+          [&](const workloads::Hdf5Dataset& d) {
+            return workloads::Hdf5Warnings(d.images(), w.format.hdf5_chunk_cache_mb);
+          });
       break;
-    }
-    case workloads::WorkloadKind::kLmdb: {
-      const workloads::CpuCalibration calibration = workloads::Calibrate();
-      const auto dataset = OpenFormat(config, [&] {
-        return std::make_shared<workloads::LmdbDataset>(w.files, w.format, w.synthetic, calibration);
-      });
-      opened.calibration_json = calibration.ToJson();
-      opened.description = "lmdb: " + dataset->Describe();
-      for (const std::string& warning : workloads::LmdbWarnings(dataset->info(), w.format.lmdb_readahead)) {
-        opened.description += "\nwarning: " + warning;
-      }
-      opened.dataset = dataset;
+    case workloads::WorkloadKind::kLmdb:
+      OpenFormatKind<workloads::LmdbDataset>(
+          config, &opened,
+          [&](const workloads::CpuCalibration& calibration) {
+            return std::make_shared<workloads::LmdbDataset>(w.files, w.format, w.synthetic, calibration);
+          },
+          [&](const workloads::LmdbDataset& d) { return workloads::LmdbWarnings(d.info(), w.format.lmdb_readahead); });
       break;
-    }
-    case workloads::WorkloadKind::kTfRecord: {
-      const workloads::CpuCalibration calibration = workloads::Calibrate();
-      const auto dataset = OpenFormat(config, [&] {
+    case workloads::WorkloadKind::kTfRecord:
+      OpenFormatKind<workloads::TfRecordDataset>(config, &opened, [&](const workloads::CpuCalibration& calibration) {
         return std::make_shared<workloads::TfRecordDataset>(w.files, w.format, w.synthetic, calibration);
       });
-      opened.calibration_json = calibration.ToJson();
-      opened.description = "tfrecord: " + dataset->Describe();
-      opened.dataset = dataset;
       break;
-    }
-    case workloads::WorkloadKind::kTar: {
-      const workloads::CpuCalibration calibration = workloads::Calibrate();
-      const auto dataset = OpenFormat(config, [&] {
+    case workloads::WorkloadKind::kTar:
+      OpenFormatKind<workloads::TarDataset>(config, &opened, [&](const workloads::CpuCalibration& calibration) {
         return std::make_shared<workloads::TarDataset>(w.files, w.format, w.synthetic, calibration);
       });
-      opened.calibration_json = calibration.ToJson();
-      opened.description = "tar: " + dataset->Describe();
-      opened.dataset = dataset;
       break;
-    }
     case workloads::WorkloadKind::kCommand: {
       const std::string& argv0 = w.command.argv.empty() ? std::string() : w.command.argv[0];
       if (ResolveCommand(argv0).empty()) {
