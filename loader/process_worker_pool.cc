@@ -276,7 +276,9 @@ class ProcessWorkerPool final : public WorkerPool {
     // One buffer, one write: the worker wakes once per task.
     outbuf_.resize(sizeof header + task.indices.size_bytes());
     std::memcpy(outbuf_.data(), &header, sizeof header);
-    std::memcpy(outbuf_.data() + sizeof header, task.indices.data(), task.indices.size_bytes());
+    if (!task.indices.empty()) {  // a stream task has none (and memcpy must not get a null source)
+      std::memcpy(outbuf_.data() + sizeof header, task.indices.data(), task.indices.size_bytes());
+    }
     bool alive = false;
     {
       std::lock_guard lock(mu_);
