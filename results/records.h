@@ -6,11 +6,28 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "loader/options.h"
 
 namespace feedtune::results {
+
+// How a trial (or one rank of a node trial) ended. Each has one string form,
+// TrialStatusName(): what the store's trials.status / trial_ranks.status
+// columns hold and what the JSON report prints (docs/json-report.md).
+enum class TrialStatus { kOk, kFailed, kSkipped };  // "ok" | "failed" | "skipped" (over a budget)
+
+// How a run stands or ended; RunStatusName() is the runs.status column's and
+// the reports' string.
+enum class RunStatus { kRunning, kDone, kInterrupted, kFailed };  // "running" | "done" | "interrupted" | "failed"
+
+std::string TrialStatusName(TrialStatus status);
+std::string RunStatusName(RunStatus status);
+// The string forms back; throw std::invalid_argument naming the unknown
+// string and the known ones (a file written by a newer feedtune, or damaged).
+TrialStatus ParseTrialStatus(std::string_view text);
+RunStatus ParseRunStatus(std::string_view text);
 
 // One GPU as the device layer reports it. results never queries CUDA itself:
 // the device layer fills these and hands them to SetGpus() (fingerprint.h).
@@ -97,7 +114,7 @@ struct RepeatRecord {
 struct RankRecord {
   int rank = 0;
   int64_t pid = 0;
-  std::string status = "ok";  // ok | failed
+  TrialStatus status = TrialStatus::kOk;  // kOk | kFailed
   std::optional<std::string> error;
   double samples_per_s = 0;   // median over the windows
   double gpu_idle_frac = 0;
@@ -129,7 +146,7 @@ struct TrialRecord {
   int64_t run_id = 0;
   std::string phase;        // baseline | pin_memory | num_workers | non_blocking | prefetch_factor | persistent_workers
   loader::Knobs knobs;
-  std::string status = "ok";  // ok | failed | skipped
+  TrialStatus status = TrialStatus::kOk;
   std::optional<std::string> error;
   double samples_per_s = 0;   // median over repeats
   double ci_low = 0;          // 95% interval of the median's estimate
@@ -204,7 +221,7 @@ struct RunRecord {
   std::string version;
   std::string started_at;   // ISO 8601 UTC
   std::string ended_at;     // empty while running
-  std::string status = "running";  // running | done | interrupted | failed
+  RunStatus status = RunStatus::kRunning;
   std::optional<int> knee_workers;
   std::optional<double> knee_samples_per_s;
   std::optional<int64_t> best_trial_id;

@@ -95,7 +95,7 @@ Json TrialJson(const TrialRecord& t) {
   Json j = Json{{"id", t.id},
               {"phase", t.phase},
               {"config", ConfigJson(t.knobs)},
-              {"status", t.status},
+              {"status", TrialStatusName(t.status)},
               {"samples_per_s", Number(t.samples_per_s)},
               {"ci", Json::array({Number(t.ci_low), Number(t.ci_high)})},
               {"mb_per_s", Number(t.mb_per_s)},
@@ -252,7 +252,7 @@ const TrialRecord* BaselineTrial(const RunView& view) {
   // one that died) has not, but its first baseline-phase trial is unambiguous.
   if (const TrialRecord* trial = FindTrial(view, view.run.baseline_trial_id)) return trial;
   for (const TrialRecord& trial : view.trials) {
-    if (trial.phase == "baseline" && trial.status == "ok") return &trial;
+    if (trial.phase == "baseline" && trial.status == TrialStatus::kOk) return &trial;
   }
   return nullptr;
 }
@@ -271,7 +271,7 @@ std::optional<double> RunSpeedup(const RunView& view) {
 const TrialRecord* TrialAtWorkers(const RunView& view, int num_workers) {
   const TrialRecord* found = nullptr;
   for (const TrialRecord& t : view.trials) {
-    if (t.status != "ok" || t.knobs.num_workers != num_workers) continue;
+    if (t.status != TrialStatus::kOk || t.knobs.num_workers != num_workers) continue;
     if (t.phase != "num_workers" && t.phase != "baseline") continue;
     if (found == nullptr || t.samples_per_s > found->samples_per_s) found = &t;
   }
@@ -355,7 +355,7 @@ std::string RenderJson(const RunView& view) {
   for (const TrialRecord& trial : view.trials) trials.push_back(TrialJson(trial));
 
   Json out{{"run_id", run.id},
-                 {"status", run.status},
+                 {"status", RunStatusName(run.status)},
                  {"workload", run.workload_name},
                  {"workload_hash", run.workload_hash},
                  {"backend", run.backend},
@@ -398,7 +398,7 @@ std::string RunHeaderText(const RunView& view) {
   std::string text;
   text += "run:      " + std::to_string(run.id) + "\n";
   text += "workload: " + run.workload_name + " (hash " + run.workload_hash + ")\n";
-  text += "status:   " + run.status + "\n";
+  text += "status:   " + RunStatusName(run.status) + "\n";
   text += "backend:  " + run.backend + "\n";
   if (view.machine) {
     const Fingerprint& m = *view.machine;
@@ -418,7 +418,7 @@ std::string RunHeaderText(const RunView& view) {
 // it failed or what the tuner decided from it.
 std::string TrialNote(const RunRecord& run, const TrialRecord& t, const TrialRecord* baseline,
                       const TrialRecord* best) {
-  const bool ok = t.status == "ok";
+  const bool ok = t.status == TrialStatus::kOk;
   std::vector<std::string> marks;
   if (&t == baseline) marks.emplace_back("baseline");
   if (&t == best) marks.emplace_back("*best*");
@@ -427,7 +427,7 @@ std::string TrialNote(const RunRecord& run, const TrialRecord& t, const TrialRec
     marks.push_back("knee (" + std::to_string(*run.knee_workers) +
                     (*run.knee_workers == 1 ? " worker)" : " workers)"));
   }
-  std::string note = t.status;
+  std::string note = TrialStatusName(t.status);
   for (const std::string& mark : marks) note += "  " + mark;
   if (!ok) {
     const std::string reason = t.error ? *t.error : t.decision;
@@ -442,7 +442,7 @@ std::string TrialNote(const RunRecord& run, const TrialRecord& t, const TrialRec
 // number that looks measured.
 std::vector<std::string> TrialRow(const RunRecord& run, const TrialRecord& t, const TrialRecord* baseline,
                                   const TrialRecord* best) {
-  const bool ok = t.status == "ok";
+  const bool ok = t.status == TrialStatus::kOk;
   const auto measured = [ok](double value, int decimals) {
     return ok ? Fixed(value, decimals) : std::string("-");
   };

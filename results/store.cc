@@ -710,7 +710,7 @@ RunRecord ReadRun(const Statement& row) {
   run.version = row.Text(6);
   run.started_at = row.Text(7);
   run.ended_at = row.Text(8);
-  run.status = row.Text(9);
+  run.status = ParseRunStatus(row.Text(9));
   run.knee_workers = row.Optional<int>(10);
   run.knee_samples_per_s = row.Optional<double>(11);
   run.best_trial_id = row.Optional<int64_t>(12);
@@ -1008,7 +1008,7 @@ int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::
     const loader::Knobs& k = trial.knobs;
     insert
         .BindAll(run_id, t.phase, k.batch_size, k.num_workers, k.pin_memory, k.non_blocking,
-                 k.prefetch_factor, k.persistent_workers, t.status, t.error, t.samples_per_s,
+                 k.prefetch_factor, k.persistent_workers, TrialStatusName(t.status), t.error, t.samples_per_s,
                  t.ci_low, t.ci_high, t.mb_per_s, t.gpu_idle_frac, t.copy_s, t.wait_p50_us,
                  t.wait_p99_us, t.worker_startup_s, t.cpu_util, t.peak_rss_bytes, t.repeats,
                  t.decision, t.time_to_first_batch_s, t.epoch_boundary_ms, t.cv,
@@ -1049,8 +1049,8 @@ void Store::InsertNode(int64_t trial_id, const NodeFigures& node, const std::str
                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   for (const RankRecord& r : node.rank_rows) {
     insert
-        .BindAll(trial_id, r.rank, r.pid, r.status, r.error, r.samples_per_s, r.gpu_idle_frac, r.wait_p50_us,
-                 r.wait_p99_us, r.cpu_mask, r.worker_cpu_masks, r.processes, r.threads, r.shm_bytes)
+        .BindAll(trial_id, r.rank, r.pid, TrialStatusName(r.status), r.error, r.samples_per_s, r.gpu_idle_frac,
+                 r.wait_p50_us, r.wait_p99_us, r.cpu_mask, r.worker_cpu_masks, r.processes, r.threads, r.shm_bytes)
         .Run();
     insert.Reset();
   }
@@ -1088,7 +1088,7 @@ void Store::LoadNodes(int64_t run_id, std::vector<TrialRecord>& trials,
     RankRecord r;
     r.rank = ranks.Int32(1);
     r.pid = ranks.Int(2);
-    r.status = ranks.Text(3);
+    r.status = ParseTrialStatus(ranks.Text(3));
     r.error = ranks.Optional<std::string>(4);
     r.samples_per_s = ranks.Double(5);
     r.gpu_idle_frac = ranks.Double(6);
@@ -1114,7 +1114,7 @@ void Store::FinishRun(const RunRecord& run) {
   Statement update(db_.get(), path_, "record run end", sql.c_str());
   // An empty calibration keeps what BeginRun stored rather than erasing it.
   update
-      .BindAll(NullIfEmpty(run.ended_at), run.status, run.knee_workers, run.knee_samples_per_s,
+      .BindAll(NullIfEmpty(run.ended_at), RunStatusName(run.status), run.knee_workers, run.knee_samples_per_s,
                run.best_trial_id, run.baseline_trial_id, run.knee_kneedle_workers,
                run.safe_max_workers, run.speedup, run.speedup_ci_low, run.speedup_ci_high,
                NullIfEmpty(run.calibration_json), run.id)
@@ -1154,7 +1154,7 @@ MergeStats Store::MergeFrom(const Store& source) {
       find.BindAll(run.uid);
       if (find.Step()) {
         const int64_t existing = find.Int(0);
-        if (find.Text(1) != "running" || run.status == "running") {
+        if (ParseRunStatus(find.Text(1)) != RunStatus::kRunning || run.status == RunStatus::kRunning) {
           ++stats.runs_skipped;
           continue;
         }
@@ -1183,7 +1183,7 @@ MergeStats Store::MergeFrom(const Store& source) {
     Statement insert(db_.get(), path_, operation, sql.c_str());
     insert
         .BindAll(machine->second, run.workload_name, run.workload_hash, run.config_yaml, run.backend,
-                 run.version, run.started_at, NullIfEmpty(run.ended_at), run.status,
+                 run.version, run.started_at, NullIfEmpty(run.ended_at), RunStatusName(run.status),
                  run.knee_workers, run.knee_samples_per_s, run.knee_kneedle_workers,
                  run.safe_max_workers, run.speedup, run.speedup_ci_low, run.speedup_ci_high,
                  run.calibration_json, run.uid, run.host.name, run.host.hostname,
@@ -1266,7 +1266,7 @@ std::vector<TrialRecord> Store::LoadTrials(int64_t run_id) const {
     t.knobs.non_blocking = select.Bool(6);
     t.knobs.prefetch_factor = select.Int32(7);
     t.knobs.persistent_workers = select.Bool(8);
-    t.status = select.Text(9);
+    t.status = ParseTrialStatus(select.Text(9));
     t.error = select.Optional<std::string>(10);
     t.samples_per_s = select.Double(11);
     t.ci_low = select.Double(12);

@@ -181,7 +181,9 @@ TEST_F(StartMethodCli, ATunePyIsDiagnosedWithItsOwnStep) {
   const nlohmann::json verdict = nlohmann::json::parse(r.out);
   bool step_seen = false;
   for (const auto& stage : verdict["stages"]) {
-    if (stage["stage"] != "fetch") EXPECT_TRUE(stage["measured"].get<bool>()) << stage.dump();
+    if (stage["stage"] != "fetch") {
+      EXPECT_TRUE(stage["measured"].get<bool>()) << stage.dump();
+    }
     if (stage["stage"] == "step") {
       step_seen = true;
       // 16 samples per 6 ms step: 2667/s at most; a loaded box only slows it.

@@ -74,7 +74,7 @@ TEST_F(MigrationTest, ReadOnlyReadsV1WithoutChangingIt) {
     const auto run = store.LoadRun(std::nullopt);
     ASSERT_TRUE(run.has_value());
     EXPECT_EQ(run->id, 1);
-    EXPECT_EQ(run->status, "done");
+    EXPECT_EQ(run->status, results::RunStatus::kDone);
     EXPECT_EQ(run->workload_name, "tiny-v1");
     EXPECT_FALSE(run->speedup.has_value());
     EXPECT_FALSE(run->knee_kneedle_workers.has_value());
@@ -146,7 +146,7 @@ TEST_F(MigrationTest, OpenUpgradesV1InPlaceKeepingEveryRow) {
   trial.cv = 0.02;
   trial.time_to_first_batch_s = 0.5;
   const int64_t trial_id = store.AddTrial(next.id, trial);
-  next.status = "done";
+  next.status = results::RunStatus::kDone;
   next.speedup = 2.5;
   next.safe_max_workers = 12;
   next.calibration_json.clear();  // keeps what BeginRun stored

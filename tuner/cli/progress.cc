@@ -111,10 +111,10 @@ void Progress::Trial(const results::TrialRecord& t, const SearchProgress& progre
   if (mode_ == ProgressMode::kQuiet) return;
   Clear();
   std::string figures;
-  if (t.status == "ok") {
+  if (t.status == results::TrialStatus::kOk) {
     figures = Format("%9.1f samples/s [%.1f, %.1f]  ", t.samples_per_s, t.ci_low, t.ci_high) + IdleText(t.gpu_idle_frac);
   } else {
-    figures = t.status;
+    figures = results::TrialStatusName(t.status);
   }
   const auto left = left_s(progress);
   std::fprintf(out_, "[%2d] %-18s %s  %s  %s  (%s%s%s)\n", progress.trials_done, t.phase.c_str(),
@@ -137,7 +137,7 @@ std::string TrialEventJson(const results::TrialRecord& t, const SearchProgress& 
                         {"id", t.id},
                         {"phase", t.phase},
                         {"config", KnobsJson(t.knobs)},
-                        {"status", t.status},
+                        {"status", results::TrialStatusName(t.status)},
                         {"error", t.error ? nlohmann::json(*t.error) : nlohmann::json(nullptr)},
                         {"samples_per_s", t.samples_per_s},
                         {"ci", {t.ci_low, t.ci_high}},
@@ -165,7 +165,7 @@ std::string DoneEventJson(const SearchOutcome& outcome, const results::RunRecord
   };
   return nlohmann::json{{"event", "done"},
                         {"run_id", run.id},
-                        {"status", run.status},
+                        {"status", results::RunStatusName(run.status)},
                         {"trials", outcome.trials.size()},
                         {"baseline", trial_json(outcome.baseline)},
                         {"best", trial_json(outcome.best)},

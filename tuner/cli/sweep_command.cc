@@ -320,7 +320,7 @@ void LoadConfigOrRun(const SweepArgs& a, SweepSession& s) {
   const auto found = s.store->LoadRun(a.resume_id);
   if (!found) throw SweepStop{kExitUsage, "no run " + std::to_string(a.resume_id) + " in " + a.db_path};
   s.run = *found;
-  if (s.run.status == "done") {
+  if (s.run.status == results::RunStatus::kDone) {
     throw SweepStop{kExitUsage, "run " + std::to_string(s.run.id) + " is done; nothing to resume"};
   }
   try {
@@ -536,7 +536,7 @@ tuner::SearchOutcome Search(const SweepArgs& a, SweepSession& s, tuner::Budget& 
     return outcome;
   } catch (const tuner::Interrupted&) {
     progress.Clear();
-    s.run.status = "interrupted";
+    s.run.status = results::RunStatus::kInterrupted;
     s.run.ended_at = NowIso8601();
     s.store->FinishRun(s.run);
     output.Event(tuner::InterruptedEventJson(s.run.id, kept));
@@ -555,7 +555,7 @@ tuner::SearchOutcome Search(const SweepArgs& a, SweepSession& s, tuner::Budget& 
 void FinishRun(const tuner::SearchOutcome& outcome, const tuner::Budget& budget, SweepSession& s) {
   results::RunRecord& run = s.run;
   run.ended_at = NowIso8601();
-  run.status = outcome.best ? "done" : "failed";
+  run.status = outcome.best ? results::RunStatus::kDone : results::RunStatus::kFailed;
   if (outcome.baseline) run.baseline_trial_id = outcome.trials[*outcome.baseline].id;
   std::optional<tuner::SafeLimit> safe;
   if (outcome.best) {
@@ -707,7 +707,7 @@ nlohmann::json TrialJson(const results::TrialRecord& t, const std::string& backe
                         {"persistent_workers", t.knobs.persistent_workers},
                         {"cpu_binding", loader::CpuBindingName(t.knobs.cpu_binding)},
                         {"worker_threads", t.knobs.worker_threads}}},
-                      {"status", t.status},
+                      {"status", results::TrialStatusName(t.status)},
                       {"error", t.error ? nlohmann::json(*t.error) : nlohmann::json(nullptr)},
                       {"samples_per_s", Number(t.samples_per_s)},
                       {"ci", {Number(t.ci_low), Number(t.ci_high)}},
@@ -831,7 +831,7 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
     return kExitInterrupted;
   }
   if (!runner.last_warning().empty()) std::cerr << "feedtune: warning: " << runner.last_warning() << "\n";
-  if (trace_file && t.status == "ok") {
+  if (trace_file && t.status == results::TrialStatus::kOk) {
     std::string error;
     if (!WriteTraceFile(*trace_file, trace_path, trace, session->config.name, t.knobs,
                         session->device->description(), &error)) {
@@ -843,10 +843,10 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
   }
   if (vm->count("json")) {
     std::cout << TrialJson(t, session->device->backend_name()).dump() << "\n";
-  } else if (t.status == "ok") {
+  } else if (t.status == results::TrialStatus::kOk) {
     PrintTrialText(t, session->device->backend_name());
   }
-  if (t.status != "ok") {
+  if (t.status != results::TrialStatus::kOk) {
     std::cerr << "feedtune: trial failed: " << t.error.value_or("unknown error") << "\n";
     return kExitFailure;
   }

@@ -103,7 +103,7 @@ BudgetFacts BudgetFactsFromJson(const std::string& json) {
 }
 
 void Budget::Observe(const results::TrialRecord& t) {
-  if (t.status != "ok") return;
+  if (t.status != results::TrialStatus::kOk) return;
   if (batch_bytes_learnt_ == 0 && t.samples_per_s > 0 && t.mb_per_s > 0) {
     batch_bytes_learnt_ = std::llround(t.mb_per_s * 1e6 / t.samples_per_s * t.knobs.batch_size);
   }
@@ -251,7 +251,7 @@ results::TrialRecord BudgetGate::MeasurePlanned(const loader::Knobs& knobs, cons
   if (last_.ok) return inner_.MeasurePlanned(knobs, plan);
   results::TrialRecord t;
   t.knobs = knobs;
-  t.status = "skipped";
+  t.status = results::TrialStatus::kSkipped;
   t.error = last_.reason;
   return t;
 }
