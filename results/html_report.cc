@@ -366,15 +366,6 @@ std::string IdleText(double frac) {
   return std::isfinite(frac) ? "GPU idle " + Fixed(frac * 100, 1) + "%" : std::string("GPU idle not measured");
 }
 
-// What the safe limit rests on, from the run's calibration JSON ("" for runs
-// before it was recorded).
-std::string SafeLimitBasis(const RunRecord& run) {
-  if (run.calibration_json.empty()) return {};
-  const auto j = nlohmann::json::parse(run.calibration_json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("safe_limit") || !j["safe_limit"].is_object()) return {};
-  const auto& basis = j["safe_limit"]["basis"];
-  return basis.is_string() ? basis.get<std::string>() : std::string();
-}
 
 std::string Card(std::string_view key, std::string_view value, std::string_view sub) {
   return "<div class=\"card\"><div class=\"k\">" + EscapeHtml(key) + "</div><div class=\"v\">" +

@@ -267,8 +267,7 @@ TEST(RenderTest, UnmeasuredFiguresAndTheSafeLimitsBasis) {
   }
   view.trials[1].worker_rss_bytes = 200.0 * (1 << 20);
   view.run.safe_max_workers = 12;
-  view.run.calibration_json =
-      R"j({"safe_limit": {"workers": 12, "basis": "measured worker RSS of trial 2 (200 MiB)", "trial": 2}})j";
+  view.run.facts.safe_limit = SafeLimit{12, "measured worker RSS of trial 2 (200 MiB)", 2, std::nullopt, std::nullopt};
   json out = json::parse(RenderJson(view));
   EXPECT_TRUE(out["best"]["gpu_idle_frac"].is_null());
   EXPECT_TRUE(out["trials"][0]["mb_per_s"].is_null());
@@ -291,8 +290,7 @@ TEST(RenderTest, UnmeasuredFiguresAndTheSafeLimitsBasis) {
   EXPECT_EQ(html.find("nan"), std::string::npos);
 
   view.run.safe_max_workers.reset();
-  view.run.calibration_json =
-      R"({"safe_limit": {"workers": null, "basis": "unknown: the command reported no worker memory"}})";
+  view.run.facts.safe_limit = SafeLimit{std::nullopt, "unknown: the command reported no worker memory", {}, {}, {}};
   out = json::parse(RenderJson(view));
   EXPECT_TRUE(out["safe_max_workers"].is_null());
   EXPECT_EQ(out["safe_max_workers_basis"], "unknown: the command reported no worker memory");
@@ -301,7 +299,7 @@ TEST(RenderTest, UnmeasuredFiguresAndTheSafeLimitsBasis) {
   html = RenderHtml(view);
   EXPECT_NE(html.find("unknown: the command reported no worker memory"), std::string::npos);
 
-  view.run.calibration_json.clear();  // a run from before the basis was kept
+  view.run.facts.safe_limit.reset();  // a run from before the basis was kept
   EXPECT_TRUE(json::parse(RenderJson(view))["safe_max_workers_basis"].is_null());
   EXPECT_EQ(RenderTable(view).find("safe max:"), std::string::npos);
 }

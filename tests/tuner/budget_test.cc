@@ -243,13 +243,6 @@ TEST(Budget, GateSkipsWithoutMeasuring) {
   EXPECT_FALSE(gate.last_prediction().ok);
 }
 
-TEST(Budget, FactsRoundTripThroughJson) {
-  const BudgetFacts f = Facts();
-  EXPECT_EQ(BudgetFactsFromJson(BudgetFactsJson(f)), f);
-  EXPECT_THROW(BudgetFactsFromJson("{}"), std::runtime_error);
-  EXPECT_THROW(BudgetFactsFromJson("not json"), std::runtime_error);
-}
-
 TEST(Budget, LiveFactsAreRead) {
   const BudgetFacts f = ReadBudgetFacts(0, 2, 1234);
   EXPECT_GT(f.mem_available_bytes, 0);

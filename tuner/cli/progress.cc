@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "results/memory_growth.h"
+#include "results/report.h"
 #include "results/units.h"
 
 namespace feedtune::tuner {
@@ -36,19 +37,6 @@ std::string IdleText(double frac) {
   return std::isfinite(frac) ? Format("GPU idle %5.1f%%", frac * 100.0) : std::string("GPU idle not measured");
 }
 
-// The safe limit's record in the run's calibration JSON (tuner/cli/sweep_command.cc).
-nlohmann::json SafeLimitJson(const results::RunRecord& run) {
-  if (run.calibration_json.empty()) return nullptr;
-  const auto j = nlohmann::json::parse(run.calibration_json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("safe_limit") || !j["safe_limit"].is_object()) return nullptr;
-  return j["safe_limit"];
-}
-
-std::string SafeBasis(const results::RunRecord& run) {
-  const nlohmann::json safe = SafeLimitJson(run);
-  if (safe.is_null() || !safe.contains("basis") || !safe["basis"].is_string()) return {};
-  return safe["basis"].get<std::string>();
-}
 
 }  // namespace
 
@@ -173,7 +161,7 @@ std::string DoneEventJson(const SearchOutcome& outcome, const results::RunRecord
                         {"knee_workers", Optional(outcome.knee_workers)},
                         {"knee_kneedle_workers", Optional(outcome.kneedle_workers)},
                         {"safe_max_workers", Optional(run.safe_max_workers)},
-                        {"safe_limit", SafeLimitJson(run)},
+                        {"safe_limit", nlohmann::json::parse(results::SafeLimitJson(run.facts.safe_limit))},
                         {"speedup", Optional(outcome.speedup)},
                         {"speedup_ci", outcome.speedup_ci_low ? nlohmann::json({*outcome.speedup_ci_low,
                                                                                 *outcome.speedup_ci_high})
@@ -214,7 +202,7 @@ std::string SummaryText(const SearchOutcome& outcome, const results::RunRecord& 
     out += Format("fastest:   %-36s %9.1f samples/s  (within noise or knee_tolerance of the best)\n",
                   KnobsShort(fastest.knobs).c_str(), fastest.samples_per_s);
   }
-  const std::string basis = SafeBasis(run);
+  const std::string basis = results::SafeLimitBasis(run);
   if (run.safe_max_workers) {
     out += Format("safe:      num_workers <= %d within the memory, /dev/shm and open-file budgets%s\n",
                   *run.safe_max_workers, basis.empty() ? "" : ("; per worker: " + basis).c_str());
