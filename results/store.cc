@@ -384,6 +384,15 @@ std::string RunFactColumnNames() {
   return names;
 }
 
+// runs.calibration_json without the keys run_facts took over in v14: what
+// the migration leaves there, and what a read-only open of an older file
+// reads, so a merge from it does not carry them twice.
+std::string JsonWithoutRunFactsSql() {
+  return "(CASE WHEN json_valid(calibration_json) AND json_type(calibration_json) = 'object' THEN "
+         "json_remove(calibration_json, '$.budget_facts', '$.max_workers', '$.seed', '$.safe_limit') "
+         "ELSE calibration_json END)";
+}
+
 // The same facts read out of runs.calibration_json of a file before v14.
 // Text that is no JSON object reads as no facts.
 std::string RunFactsFromJsonSql() {
@@ -658,9 +667,8 @@ void MoveRunFactsOutOfJson(sqlite3* db, const std::string& path) {
   const std::string fill = "INSERT INTO run_facts (run_id, " + RunFactColumnNames() + ") SELECT id, " +
                            RunFactsFromJsonSql() + " FROM runs";
   Exec(db, path, "upgrade schema to version 14: run facts", fill.c_str());
-  Exec(db, path, "upgrade schema to version 14: run facts",
-       "UPDATE runs SET calibration_json = json_remove(calibration_json, '$.budget_facts', '$.max_workers', "
-       "'$.seed', '$.safe_limit') WHERE json_valid(calibration_json) AND json_type(calibration_json) = 'object'");
+  const std::string strip = "UPDATE runs SET calibration_json = " + JsonWithoutRunFactsSql();
+  Exec(db, path, "upgrade schema to version 14: run facts", strip.c_str());
 }
 
 // Brings the schema up to kSchemaVersion and marks the file as feedtune's.
@@ -806,8 +814,9 @@ std::string MachineColumns(int version) {
 }
 std::string RunFactsSelect(int version);
 std::string RunColumns(int version) {
-  return std::string(kRunColumns) + ", " +
-         (version >= 2 ? kRunColumnsV2 : kRunColumnsV1Stand_in) + ", " +
+  std::string v2 = kRunColumnsV2;
+  if (version < kRunFactsVersion) v2.replace(v2.find("calibration_json"), 16, JsonWithoutRunFactsSql());
+  return std::string(kRunColumns) + ", " + (version >= 2 ? v2 : kRunColumnsV1Stand_in) + ", " +
          (version >= 7 ? kRunColumnsV7 : kRunColumnsV6Stand_in) + ", " +
          (version >= kStartMethodVersion ? kRunColumnsV12 : kRunColumnsV11Stand_in) + ", " +
          RunFactsSelect(version);

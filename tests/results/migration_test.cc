@@ -296,6 +296,9 @@ TEST_F(MigrationTest, AV13FileMovesTheRunFactsOutOfTheJsonIntoTypedColumns) {
     ASSERT_TRUE(run.has_value());
     ExpectV13Facts(run->facts);
     report_before = CalibrationJson(*run);
+    // Read as the migration will leave it: the typed facts out of the JSON.
+    EXPECT_EQ(run->calibration_json.find("budget_facts"), std::string::npos) << run->calibration_json;
+    EXPECT_NE(run->calibration_json.find("fork_us"), std::string::npos) << run->calibration_json;
     EXPECT_FALSE(reader.LoadRuns().empty());
   }
   Store store = Store::Open(copy_);
