@@ -169,7 +169,7 @@ void BM_TrialOverhead(benchmark::State& state) {
   std::vector<double> overheads, trial_rates, bare_rates;
   for (auto _ : state) {
     const results::TrialRecord trial = runner.Measure(config.loader.knobs);
-    if (trial.status != "ok") {
+    if (trial.status != results::TrialStatus::kOk) {
       state.SkipWithError(("trial failed: " + trial.error.value_or("?")).c_str());
       break;
     }

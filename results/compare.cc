@@ -338,7 +338,7 @@ std::string RenderCompareTable(const std::vector<CompareRow>& rows) {
       for (const CompareRow* row : spread->rows) {
         const Fingerprint& m = row->machine;
         std::string run = std::to_string(row->run_id);
-        if (row->status != "done") run += " (" + row->status + ")";
+        if (row->status != RunStatus::kDone) run += " (" + RunStatusName(row->status) + ")";
         cells.push_back({row->host.name, row->machine_hash, CpuText(m), GpuText(m),
                          CountText(row->ranks, "rank", "ranks"), KneeText(*row),
                          row->best_config ? CompactKnobs(*row->best_config) : "-",
@@ -397,7 +397,7 @@ std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
           {"run", Json{{"db", row->db_path},
                        {"id", row->run_id},
                        {"uid", row->run_uid},
-                       {"status", row->status},
+                       {"status", RunStatusName(row->status)},
                        {"runs_seen", row->runs_seen}}}});
     }
     Json classes = Json::array();
@@ -543,7 +543,7 @@ std::string HostTableRow(const CompareRow& row) {
          // The file's name keeps the row narrow; the full path is its tooltip.
          "<td title=\"" + EscapeHtml(row.db_path) + "\">" +
          EscapeHtml(std::filesystem::path(row.db_path).filename().string() + " #" + std::to_string(row.run_id) +
-                    (row.status == "done" ? "" : " (" + row.status + ")")) +
+                    (row.status == RunStatus::kDone ? "" : " (" + RunStatusName(row.status) + ")")) +
          "</td></tr>\n";
 }
 

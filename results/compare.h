@@ -27,7 +27,7 @@ struct CompareRow {
   std::string db_path;  // the file the run was read from
   int64_t run_id = 0;   // its id in that file
   std::string run_uid;
-  std::string status;
+  RunStatus status = RunStatus::kRunning;  // the run's
   std::string backend;
   std::string date;     // when the run ended, else when it started (ISO 8601 UTC)
   std::optional<int> knee_workers;  // per rank in a node run: the knobs are per rank

@@ -76,7 +76,7 @@ std::vector<std::string> Provenance(const RunView& view, const TrialRecord& best
     machine = host + " (" + view.machine->Hash() + ")";
   }
   lines.push_back("the best DataLoader settings of feedtune run " + std::to_string(run.id) + " (" +
-                  run.status + ", " + (run.ended_at.empty() ? run.started_at : run.ended_at) + ")");
+                  RunStatusName(run.status) + ", " + (run.ended_at.empty() ? run.started_at : run.ended_at) + ")");
   lines.push_back("workload " + run.workload_name + " (hash " + run.workload_hash + ") on " + machine +
                   ", backend " + run.backend);
   std::string figures = "measured " + Fixed(best.samples_per_s, 1) + " samples/s, GPU idle " +
@@ -269,7 +269,7 @@ std::string SourceComment(const ExportSource& source) {
 std::string RenderExport(const RunView& view, ExportFormat format, const ExportSource* source) {
   const TrialRecord* best = BestTrial(view);
   if (best == nullptr || !std::isfinite(best->samples_per_s)) {
-    throw ExportError("run " + std::to_string(view.run.id) + " (" + view.run.status +
+    throw ExportError("run " + std::to_string(view.run.id) + " (" + RunStatusName(view.run.status) +
                       ") has no best setting to export; let a sweep finish, or pick a finished run "
                       "with --run N (see `feedtune report`)");
   }

@@ -333,7 +333,7 @@ Curve WorkersCurve(const RunView& view, bool idle) {
   for (const TrialRecord& t : view.trials) {
     if (t.phase != "num_workers") continue;
     if (first == nullptr) first = &t;
-    if (t.status != "ok") {
+    if (t.status != TrialStatus::kOk) {
       curve.failed_workers.push_back(t.knobs.num_workers);
       continue;
     }
@@ -344,7 +344,7 @@ Curve WorkersCurve(const RunView& view, bool idle) {
     start.num_workers = 0;
     for (const TrialRecord& t : view.trials) {
       if (&t == first) break;
-      if (t.status == "ok" && t.knobs == start) {
+      if (t.status == TrialStatus::kOk && t.knobs == start) {
         curve.points.insert(curve.points.begin(), {&t, 0, 0, NAN, NAN});
         break;
       }
@@ -366,15 +366,6 @@ std::string IdleText(double frac) {
   return std::isfinite(frac) ? "GPU idle " + Fixed(frac * 100, 1) + "%" : std::string("GPU idle not measured");
 }
 
-// What the safe limit rests on, from the run's calibration JSON ("" for runs
-// before it was recorded).
-std::string SafeLimitBasis(const RunRecord& run) {
-  if (run.calibration_json.empty()) return {};
-  const auto j = nlohmann::json::parse(run.calibration_json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("safe_limit") || !j["safe_limit"].is_object()) return {};
-  const auto& basis = j["safe_limit"]["basis"];
-  return basis.is_string() ? basis.get<std::string>() : std::string();
-}
 
 std::string Card(std::string_view key, std::string_view value, std::string_view sub) {
   return "<div class=\"card\"><div class=\"k\">" + EscapeHtml(key) + "</div><div class=\"v\">" +
@@ -444,7 +435,7 @@ std::string TrialTable(const RunView& view, const TrialRecord* baseline, const T
   if (around) html += "<th>binding</th><th class=\"n\">threads</th>";
   html += "<th>status / decision</th></tr></thead>\n<tbody>\n";
   for (const TrialRecord& t : view.trials) {
-    const bool ok = t.status == "ok";
+    const bool ok = t.status == TrialStatus::kOk;
     const bool knee = run.knee_workers && ok && t.phase == "num_workers" &&
                       t.knobs.num_workers == *run.knee_workers;
     std::string css = ok ? "" : "failed";
@@ -476,7 +467,7 @@ std::string TrialTable(const RunView& view, const TrialRecord* baseline, const T
     if (&t == baseline) note += "<span class=\"badge baseline\">baseline</span>";
     if (knee) note += "<span class=\"badge knee\">knee</span>";
     if (&t == best) note += "<span class=\"badge best\">best</span>";
-    note += EscapeHtml(t.status);
+    note += EscapeHtml(TrialStatusName(t.status));
     const std::string reason = ok ? t.decision : (t.error ? *t.error : t.decision);
     if (!reason.empty()) note += (ok ? "; " : ": ") + EscapeHtml(reason);
     html += "<td class=\"note\">" + note + "</td></tr>\n";
@@ -510,7 +501,8 @@ std::string RenderHtml(const RunView& view) {
   std::string body;
   body += "<h1>" + EscapeHtml(run.workload_name) + " on " + EscapeHtml(machine_name) + "</h1>\n";
   body += "<p class=\"meta\">feedtune run " + std::to_string(run.id) + " &#183; status " +
-          EscapeHtml(run.status) + " &#183; backend " + EscapeHtml(run.backend) + " &#183; workload hash " +
+          EscapeHtml(RunStatusName(run.status)) + " &#183; backend " + EscapeHtml(run.backend) +
+          " &#183; workload hash " +
           EscapeHtml(run.workload_hash) + " &#183; started " + EscapeHtml(run.started_at) +
           (run.ended_at.empty() ? "" : ", ended " + EscapeHtml(run.ended_at)) + "</p>\n";
 

@@ -8,7 +8,7 @@
 namespace feedtune::results {
 
 bool GrowthFlagged(const TrialRecord& t) {
-  return t.status == "ok" && std::isfinite(t.worker_rss_growth_bytes_per_epoch) &&
+  return t.status == TrialStatus::kOk && std::isfinite(t.worker_rss_growth_bytes_per_epoch) &&
          std::isfinite(t.worker_rss_epochs) && t.worker_rss_epochs >= kGrowthFlagMinEpochs &&
          t.worker_rss_growth_bytes_per_epoch >= kGrowthFlagBytesPerEpoch;
 }

@@ -31,7 +31,7 @@ std::string NodeFiguresJson(const NodeFigures& node) {
   for (const RankRecord& r : node.rank_rows) {
     ranks.push_back({{"rank", r.rank},
                      {"pid", r.pid},
-                     {"status", r.status},
+                     {"status", TrialStatusName(r.status)},
                      {"error", r.error ? Json(*r.error) : Json(nullptr)},
                      {"samples_per_s", Number(r.samples_per_s)},
                      {"gpu_idle_frac", Number(r.gpu_idle_frac)},
@@ -109,7 +109,7 @@ std::vector<FormulaRow> NodeFormulas(const std::vector<TrialRecord>& trials, int
   for (FormulaRow& row : rows) {
     const loader::Knobs formula = best ? FormulaKnobs(best->knobs, row.workers) : loader::Knobs{};
     for (const TrialRecord& t : trials) {
-      if (t.status != "ok" || !t.node || t.knobs.num_workers != row.workers) continue;
+      if (t.status != TrialStatus::kOk || !t.node || t.knobs.num_workers != row.workers) continue;
       const bool at_best = best != nullptr && SameSetting(t.knobs, formula);
       // A trial at the best's other settings wins over any other; among equals, the fastest.
       if (!row.samples_per_s || (at_best && !row.at_best_settings) ||

@@ -6,11 +6,28 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "loader/options.h"
 
 namespace feedtune::results {
+
+// How a trial (or one rank of a node trial) ended. Each has one string form,
+// TrialStatusName(): what the store's trials.status / trial_ranks.status
+// columns hold and what the JSON report prints (docs/json-report.md).
+enum class TrialStatus { kOk, kFailed, kSkipped };  // "ok" | "failed" | "skipped" (over a budget)
+
+// How a run stands or ended; RunStatusName() is the runs.status column's and
+// the reports' string.
+enum class RunStatus { kRunning, kDone, kInterrupted, kFailed };  // "running" | "done" | "interrupted" | "failed"
+
+std::string TrialStatusName(TrialStatus status);
+std::string RunStatusName(RunStatus status);
+// The string forms back; throw std::invalid_argument naming the unknown
+// string and the known ones (a file written by a newer feedtune, or damaged).
+TrialStatus ParseTrialStatus(std::string_view text);
+RunStatus ParseRunStatus(std::string_view text);
 
 // One GPU as the device layer reports it. results never queries CUDA itself:
 // the device layer fills these and hands them to SetGpus() (fingerprint.h).
@@ -97,7 +114,7 @@ struct RepeatRecord {
 struct RankRecord {
   int rank = 0;
   int64_t pid = 0;
-  std::string status = "ok";  // ok | failed
+  TrialStatus status = TrialStatus::kOk;  // kOk | kFailed
   std::optional<std::string> error;
   double samples_per_s = 0;   // median over the windows
   double gpu_idle_frac = 0;
@@ -129,7 +146,7 @@ struct TrialRecord {
   int64_t run_id = 0;
   std::string phase;        // baseline | pin_memory | num_workers | non_blocking | prefetch_factor | persistent_workers
   loader::Knobs knobs;
-  std::string status = "ok";  // ok | failed | skipped
+  TrialStatus status = TrialStatus::kOk;
   std::optional<std::string> error;
   double samples_per_s = 0;   // median over repeats
   double ci_low = 0;          // 95% interval of the median's estimate
@@ -194,6 +211,64 @@ struct PythonFacts {
   bool operator==(const PythonFacts&) const = default;
 };
 
+// The machine's limits a sweep read at its start (tuner/search/budget.h
+// predicts each trial's memory, /dev/shm and descriptors from them); stored
+// with the run so --resume predicts as the first run did.
+struct BudgetFacts {
+  int64_t mem_available_bytes = 0;  // MemAvailable, capped by the cgroup limit; 0 = unknown
+  int64_t shm_free_bytes = 0;       // free space of /dev/shm; 0 = unknown
+  int64_t nofile_limit = 0;         // RLIMIT_NOFILE soft limit; 0 = unknown
+  int64_t fds_open = 0;             // descriptors this process holds now
+  double usable_cpus = 0;           // affinity, capped by cgroup cpu.max; 0 = unknown
+  int64_t batch_bytes = 0;          // slot size (batch_size x max sample bytes); 0 = learn it
+  // A streaming dataset's shuffle buffer per worker (shuffle_buffer x the
+  // largest sample); 0 = none. A worker holds at least this much.
+  int64_t stream_buffer_bytes = 0;
+
+  bool operator==(const BudgetFacts&) const = default;
+};
+
+// The most workers the budgets allow at the best setting, and what that rests on.
+struct SafeLimit {
+  std::optional<int> workers;           // none when nothing supports a number
+  std::string basis;                    // e.g. "measured worker RSS of trial 4 (212 MiB)"
+  std::optional<int64_t> basis_trial;   // the trial whose memory it rests on
+  std::optional<int64_t> worker_rss_bytes;
+  std::optional<int64_t> growth_bytes;  // the workers' growth over the job it adds (G x E)
+
+  bool operator==(const SafeLimit&) const = default;
+};
+
+// The stored run a `sweep --seed-from` started from (tuner/search/seed.h).
+struct SeedFacts {
+  std::string db_path;    // the file it came from
+  int64_t run_id = 0;     // the run in that file
+  std::string run_uid;
+  std::string run_host;
+  std::string run_class;  // its machine hash
+  std::string match;      // "host" | "class" | "neighbour"
+  std::string why;
+  std::string source;     // "run 7 of box-a"
+  int knee_workers = 1;
+  // Its best setting: batch_size, num_workers, pin_memory, non_blocking,
+  // prefetch_factor and persistent_workers are kept (the rest are defaults).
+  loader::Knobs best;
+
+  bool operator==(const SeedFacts&) const = default;
+};
+
+// What a sweep knew about its run beside the trials, as typed fields (schema
+// v14, the run_facts table; before it, keys of runs.calibration_json). Unset:
+// the run did not record it (a diagnose run, a run before the fact was kept).
+struct RunFacts {
+  std::optional<BudgetFacts> budget;  // at the start
+  std::optional<int> max_workers;     // the resolved cap on num_workers
+  std::optional<SeedFacts> seed;      // --seed-from's run (--resume re-seeds from it)
+  std::optional<SafeLimit> safe_limit;  // at the end, with a best setting
+
+  bool operator==(const RunFacts&) const = default;
+};
+
 struct RunRecord {
   int64_t id = 0;
   int64_t machine_id = 0;
@@ -204,7 +279,7 @@ struct RunRecord {
   std::string version;
   std::string started_at;   // ISO 8601 UTC
   std::string ended_at;     // empty while running
-  std::string status = "running";  // running | done | interrupted | failed
+  RunStatus status = RunStatus::kRunning;
   std::optional<int> knee_workers;
   std::optional<double> knee_samples_per_s;
   std::optional<int64_t> best_trial_id;
@@ -215,7 +290,11 @@ struct RunRecord {
   std::optional<double> speedup;            // best over baseline samples/s
   std::optional<double> speedup_ci_low;     // 95% interval of the speedup
   std::optional<double> speedup_ci_high;
-  std::string calibration_json;             // the tuner's calibration figures, a JSON object ("" = none)
+  // The facts still kept as one JSON object ("" = none): the workload's CPU
+  // calibration ("cpu"), the preflight warnings, the phases' decisions and
+  // the trace excerpts ("timelines"). The typed ones are `facts`.
+  std::string calibration_json;
+  RunFacts facts;  // schema v14 (filled from calibration_json for older files)
   // Identifies the run across files, so `feedtune merge` adds a run once. The
   // store assigns it at BeginRun when empty; runs from schema v1 files get
   // "v1:<machine hash>:<started_at>:<id>".

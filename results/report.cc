@@ -95,7 +95,7 @@ Json TrialJson(const TrialRecord& t) {
   Json j = Json{{"id", t.id},
               {"phase", t.phase},
               {"config", ConfigJson(t.knobs)},
-              {"status", t.status},
+              {"status", TrialStatusName(t.status)},
               {"samples_per_s", Number(t.samples_per_s)},
               {"ci", Json::array({Number(t.ci_low), Number(t.ci_high)})},
               {"mb_per_s", Number(t.mb_per_s)},
@@ -123,19 +123,61 @@ Json TrialJson(const TrialRecord& t) {
   return j;
 }
 
-// The safe limit's record in the run's calibration JSON: {"workers", "basis",
-// "trial", "worker_rss_bytes"}, or null (runs before it was recorded).
-Json SafeLimitJson(const RunRecord& run) {
-  if (run.calibration_json.empty()) return nullptr;
-  const Json j = Json::parse(run.calibration_json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("safe_limit") || !j["safe_limit"].is_object()) return nullptr;
-  return j["safe_limit"];
+Json OrNull(const auto& v) { return v ? Json(*v) : Json(nullptr); }
+
+Json SafeLimitObject(const std::optional<SafeLimit>& safe) {
+  if (!safe) return nullptr;
+  return Json{{"workers", OrNull(safe->workers)},
+              {"basis", safe->basis},
+              {"trial", OrNull(safe->basis_trial)},
+              {"worker_rss_bytes", OrNull(safe->worker_rss_bytes)},
+              {"growth_bytes", OrNull(safe->growth_bytes)}};
 }
 
-std::string SafeLimitBasis(const RunRecord& run) {
-  const Json safe = SafeLimitJson(run);
-  if (safe.is_null() || !safe.contains("basis") || !safe["basis"].is_string()) return {};
-  return safe["basis"].get<std::string>();
+Json BudgetFactsObject(const BudgetFacts& f) {
+  return Json{{"mem_available_bytes", f.mem_available_bytes}, {"shm_free_bytes", f.shm_free_bytes},
+              {"nofile_limit", f.nofile_limit},               {"fds_open", f.fds_open},
+              {"usable_cpus", f.usable_cpus},                 {"batch_bytes", f.batch_bytes},
+              {"stream_buffer_bytes", f.stream_buffer_bytes}};
+}
+
+Json SeedObject(const SeedFacts& seed) {
+  const loader::Knobs& k = seed.best;
+  return Json{{"db", seed.db_path},
+              {"run", seed.run_id},
+              {"run_uid", seed.run_uid},
+              {"run_host", seed.run_host},
+              {"run_class", seed.run_class},
+              {"match", seed.match},
+              {"why", seed.why},
+              {"source", seed.source},
+              {"knee_workers", seed.knee_workers},
+              {"best",
+               {{"batch_size", k.batch_size},
+                {"num_workers", k.num_workers},
+                {"pin_memory", k.pin_memory},
+                {"non_blocking", k.non_blocking},
+                {"prefetch_factor", k.prefetch_factor},
+                {"persistent_workers", k.persistent_workers}}}};
+}
+
+// The "calibration" object (CalibrationJson), its keys sorted as the one
+// object was stored before v14. Text that does not parse is passed on as a
+// string rather than dropped.
+Json CalibrationObject(const RunRecord& run) {
+  const RunFacts& facts = run.facts;
+  nlohmann::json j = nullptr;
+  if (!run.calibration_json.empty()) {
+    j = nlohmann::json::parse(run.calibration_json, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return run.calibration_json;
+  }
+  if (facts == RunFacts{}) return Json::parse(j.dump());
+  if (!j.is_object()) j = nlohmann::json::object();
+  if (facts.budget) j["budget_facts"] = nlohmann::json::parse(BudgetFactsObject(*facts.budget).dump());
+  if (facts.max_workers) j["max_workers"] = *facts.max_workers;
+  if (facts.seed) j["seed"] = nlohmann::json::parse(SeedObject(*facts.seed).dump());
+  if (facts.safe_limit) j["safe_limit"] = nlohmann::json::parse(SafeLimitObject(facts.safe_limit).dump());
+  return Json::parse(j.dump());
 }
 
 // "GPU idle 25.5%", or "GPU idle not measured".
@@ -252,7 +294,7 @@ const TrialRecord* BaselineTrial(const RunView& view) {
   // one that died) has not, but its first baseline-phase trial is unambiguous.
   if (const TrialRecord* trial = FindTrial(view, view.run.baseline_trial_id)) return trial;
   for (const TrialRecord& trial : view.trials) {
-    if (trial.phase == "baseline" && trial.status == "ok") return &trial;
+    if (trial.phase == "baseline" && trial.status == TrialStatus::kOk) return &trial;
   }
   return nullptr;
 }
@@ -271,7 +313,7 @@ std::optional<double> RunSpeedup(const RunView& view) {
 const TrialRecord* TrialAtWorkers(const RunView& view, int num_workers) {
   const TrialRecord* found = nullptr;
   for (const TrialRecord& t : view.trials) {
-    if (t.status != "ok" || t.knobs.num_workers != num_workers) continue;
+    if (t.status != TrialStatus::kOk || t.knobs.num_workers != num_workers) continue;
     if (t.phase != "num_workers" && t.phase != "baseline") continue;
     if (found == nullptr || t.samples_per_s > found->samples_per_s) found = &t;
   }
@@ -344,18 +386,12 @@ std::string RenderJson(const RunView& view) {
   if (run.speedup_ci_low && run.speedup_ci_high) {
     speedup_ci = Json::array({Number(*run.speedup_ci_low), Number(*run.speedup_ci_high)});
   }
-  // The tuner's calibration is its own JSON object; text that does not parse
-  // is passed on as a string rather than dropped.
-  Json calibration = nullptr;
-  if (!run.calibration_json.empty()) {
-    calibration = Json::parse(run.calibration_json, nullptr, /*allow_exceptions=*/false);
-    if (calibration.is_discarded()) calibration = run.calibration_json;
-  }
+  const Json calibration = CalibrationObject(run);
   Json trials = Json::array();
   for (const TrialRecord& trial : view.trials) trials.push_back(TrialJson(trial));
 
   Json out{{"run_id", run.id},
-                 {"status", run.status},
+                 {"status", RunStatusName(run.status)},
                  {"workload", run.workload_name},
                  {"workload_hash", run.workload_hash},
                  {"backend", run.backend},
@@ -398,7 +434,7 @@ std::string RunHeaderText(const RunView& view) {
   std::string text;
   text += "run:      " + std::to_string(run.id) + "\n";
   text += "workload: " + run.workload_name + " (hash " + run.workload_hash + ")\n";
-  text += "status:   " + run.status + "\n";
+  text += "status:   " + RunStatusName(run.status) + "\n";
   text += "backend:  " + run.backend + "\n";
   if (view.machine) {
     const Fingerprint& m = *view.machine;
@@ -418,7 +454,7 @@ std::string RunHeaderText(const RunView& view) {
 // it failed or what the tuner decided from it.
 std::string TrialNote(const RunRecord& run, const TrialRecord& t, const TrialRecord* baseline,
                       const TrialRecord* best) {
-  const bool ok = t.status == "ok";
+  const bool ok = t.status == TrialStatus::kOk;
   std::vector<std::string> marks;
   if (&t == baseline) marks.emplace_back("baseline");
   if (&t == best) marks.emplace_back("*best*");
@@ -427,7 +463,7 @@ std::string TrialNote(const RunRecord& run, const TrialRecord& t, const TrialRec
     marks.push_back("knee (" + std::to_string(*run.knee_workers) +
                     (*run.knee_workers == 1 ? " worker)" : " workers)"));
   }
-  std::string note = t.status;
+  std::string note = TrialStatusName(t.status);
   for (const std::string& mark : marks) note += "  " + mark;
   if (!ok) {
     const std::string reason = t.error ? *t.error : t.decision;
@@ -442,7 +478,7 @@ std::string TrialNote(const RunRecord& run, const TrialRecord& t, const TrialRec
 // number that looks measured.
 std::vector<std::string> TrialRow(const RunRecord& run, const TrialRecord& t, const TrialRecord* baseline,
                                   const TrialRecord* best) {
-  const bool ok = t.status == "ok";
+  const bool ok = t.status == TrialStatus::kOk;
   const auto measured = [ok](double value, int decimals) {
     return ok ? Fixed(value, decimals) : std::string("-");
   };
@@ -594,6 +630,16 @@ std::string ObservedText(const RunView& view) {
                      {"knobs", false},
                      {"job", false}},
                     rows);
+}
+
+std::string CalibrationJson(const RunRecord& run) { return CalibrationObject(run).dump(); }
+
+std::string SafeLimitJson(const std::optional<SafeLimit>& safe) { return SafeLimitObject(safe).dump(); }
+
+std::string SeedJson(const SeedFacts& seed) { return SeedObject(seed).dump(); }
+
+std::string SafeLimitBasis(const RunRecord& run) {
+  return run.facts.safe_limit ? run.facts.safe_limit->basis : std::string();
 }
 
 }  // namespace feedtune::results

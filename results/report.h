@@ -44,6 +44,19 @@ bool VariesAroundLoader(const RunView& view);
 
 std::string RenderTable(const RunView& view);
 std::string RenderJson(const RunView& view);  // pretty-printed, ends with a newline
+
+// The run's "calibration" object as the JSON report prints it: the keys of
+// calibration_json with the typed facts (RunFacts) under the keys they had
+// there before schema v14 ("budget_facts", "max_workers", "seed",
+// "safe_limit"), so scripts read the same object; "null" when it has none.
+std::string CalibrationJson(const RunRecord& run);
+// A safe limit as the reports print it: {"workers", "basis", "trial",
+// "worker_rss_bytes", "growth_bytes"}, or "null" (a run before it was kept).
+std::string SafeLimitJson(const std::optional<SafeLimit>& safe);
+// A --seed-from seed as the reports and the sweep's seed event print it.
+std::string SeedJson(const SeedFacts& seed);
+// What the safe limit rests on ("" without one).
+std::string SafeLimitBasis(const RunRecord& run);
 // One self-contained HTML page (inline CSS and SVG, no script, no network):
 // samples/s and GPU idle against num_workers, the trial table, the machine and
 // the effective config.

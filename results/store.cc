@@ -288,7 +288,125 @@ ALTER TABLE trials ADD COLUMN worker_rss_epochs REAL;
 ALTER TABLE trials ADD COLUMN worker_rss_samples INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE trials ADD COLUMN worker_rss_in_consumer INTEGER NOT NULL DEFAULT 0 CHECK (worker_rss_in_consumer IN (0, 1));
 )sql",
+    // 13 -> 14: the run's facts as typed columns (results/records.h RunFacts),
+    // out of runs.calibration_json, where they were keys beside unrelated
+    // figures. A table of its own rather than columns on runs: the facts are
+    // groups (budget, seed, safe limit) that a run has or has not, one row per
+    // run with a has_ flag per group keeps that visible, and runs stays the
+    // run's identity and outcome. Migrate() fills it from the old JSON
+    // (kRunFactColumns) and takes those keys out of calibration_json.
+    R"sql(
+CREATE TABLE run_facts (
+  run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+  has_budget INTEGER NOT NULL CHECK (has_budget IN (0, 1)),
+  budget_mem_available_bytes INTEGER,
+  budget_shm_free_bytes INTEGER,
+  budget_nofile_limit INTEGER,
+  budget_fds_open INTEGER,
+  budget_usable_cpus REAL,
+  budget_batch_bytes INTEGER,
+  budget_stream_buffer_bytes INTEGER,
+  max_workers INTEGER,
+  has_seed INTEGER NOT NULL CHECK (has_seed IN (0, 1)),
+  seed_db TEXT,
+  seed_run INTEGER,
+  seed_run_uid TEXT,
+  seed_run_host TEXT,
+  seed_run_class TEXT,
+  seed_match TEXT,
+  seed_why TEXT,
+  seed_source TEXT,
+  seed_knee_workers INTEGER,
+  seed_batch_size INTEGER,
+  seed_num_workers INTEGER,
+  seed_pin_memory INTEGER,
+  seed_non_blocking INTEGER,
+  seed_prefetch_factor INTEGER,
+  seed_persistent_workers INTEGER,
+  has_safe_limit INTEGER NOT NULL CHECK (has_safe_limit IN (0, 1)),
+  safe_workers INTEGER,
+  safe_basis TEXT,
+  safe_trial INTEGER,
+  safe_worker_rss_bytes INTEGER,
+  safe_growth_bytes INTEGER
+);
+)sql",
 };
+
+constexpr int kRunFactsVersion = 14;
+
+// Each column of run_facts (in the order ReadRunFacts reads them) and the
+// path in runs.calibration_json the fact had before schema v14. A has_
+// column is whether that object was there. The migration fills the table from
+// these paths; a read-only open of an older file reads them in place.
+struct RunFactColumn {
+  const char* column;
+  const char* json_path;
+};
+constexpr RunFactColumn kRunFactColumns[] = {
+    {"has_budget", "$.budget_facts"},
+    {"budget_mem_available_bytes", "$.budget_facts.mem_available_bytes"},
+    {"budget_shm_free_bytes", "$.budget_facts.shm_free_bytes"},
+    {"budget_nofile_limit", "$.budget_facts.nofile_limit"},
+    {"budget_fds_open", "$.budget_facts.fds_open"},
+    {"budget_usable_cpus", "$.budget_facts.usable_cpus"},
+    {"budget_batch_bytes", "$.budget_facts.batch_bytes"},
+    {"budget_stream_buffer_bytes", "$.budget_facts.stream_buffer_bytes"},
+    {"max_workers", "$.max_workers"},
+    {"has_seed", "$.seed"},
+    {"seed_db", "$.seed.db"},
+    {"seed_run", "$.seed.run"},
+    {"seed_run_uid", "$.seed.run_uid"},
+    {"seed_run_host", "$.seed.run_host"},
+    {"seed_run_class", "$.seed.run_class"},
+    {"seed_match", "$.seed.match"},
+    {"seed_why", "$.seed.why"},
+    {"seed_source", "$.seed.source"},
+    {"seed_knee_workers", "$.seed.knee_workers"},
+    {"seed_batch_size", "$.seed.best.batch_size"},
+    {"seed_num_workers", "$.seed.best.num_workers"},
+    {"seed_pin_memory", "$.seed.best.pin_memory"},
+    {"seed_non_blocking", "$.seed.best.non_blocking"},
+    {"seed_prefetch_factor", "$.seed.best.prefetch_factor"},
+    {"seed_persistent_workers", "$.seed.best.persistent_workers"},
+    {"has_safe_limit", "$.safe_limit"},
+    {"safe_workers", "$.safe_limit.workers"},
+    {"safe_basis", "$.safe_limit.basis"},
+    {"safe_trial", "$.safe_limit.trial"},
+    {"safe_worker_rss_bytes", "$.safe_limit.worker_rss_bytes"},
+    {"safe_growth_bytes", "$.safe_limit.growth_bytes"},
+};
+
+// The run_facts columns, "has_budget, budget_mem_available_bytes, ...".
+std::string RunFactColumnNames() {
+  std::string names;
+  for (const RunFactColumn& c : kRunFactColumns) names += std::string(names.empty() ? "" : ", ") + c.column;
+  return names;
+}
+
+// runs.calibration_json without the keys run_facts took over in v14: what
+// the migration leaves there, and what a read-only open of an older file
+// reads, so a merge from it does not carry them twice.
+std::string JsonWithoutRunFactsSql() {
+  return "(CASE WHEN json_valid(calibration_json) AND json_type(calibration_json) = 'object' THEN "
+         "json_remove(calibration_json, '$.budget_facts', '$.max_workers', '$.seed', '$.safe_limit') "
+         "ELSE calibration_json END)";
+}
+
+// The same facts read out of runs.calibration_json of a file before v14.
+// Text that is no JSON object reads as no facts.
+std::string RunFactsFromJsonSql() {
+  const std::string json = "(CASE WHEN json_valid(calibration_json) THEN calibration_json END)";
+  std::string exprs;
+  for (const RunFactColumn& c : kRunFactColumns) {
+    const std::string path = std::string("'") + c.json_path + "'";
+    const bool flag = std::string_view(c.column).starts_with("has_");
+    exprs += std::string(exprs.empty() ? "" : ", ") +
+             (flag ? "COALESCE(json_type(" + json + ", " + path + ") = 'object', 0)"
+                   : "json_extract(" + json + ", " + path + ")");
+  }
+  return exprs;
+}
 
 // ISO 8601 UTC, the form RunRecord documents for its timestamps.
 constexpr const char* kNowSql = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')";
@@ -543,6 +661,16 @@ void CheckHeader(const std::string& path) {
   }
 }
 
+// Schema v14: the run facts the runs' calibration_json held, into run_facts,
+// and out of the JSON, so they have one place (the rest stays there).
+void MoveRunFactsOutOfJson(sqlite3* db, const std::string& path) {
+  const std::string fill = "INSERT INTO run_facts (run_id, " + RunFactColumnNames() + ") SELECT id, " +
+                           RunFactsFromJsonSql() + " FROM runs";
+  Exec(db, path, "upgrade schema to version 14: run facts", fill.c_str());
+  const std::string strip = "UPDATE runs SET calibration_json = " + JsonWithoutRunFactsSql();
+  Exec(db, path, "upgrade schema to version 14: run facts", strip.c_str());
+}
+
 // Brings the schema up to kSchemaVersion and marks the file as feedtune's.
 void Migrate(sqlite3* db, const std::string& path) {
   Transaction transaction(db, path, "upgrade schema");
@@ -551,6 +679,7 @@ void Migrate(sqlite3* db, const std::string& path) {
   for (int v = version; v < Store::kSchemaVersion; ++v) {
     Exec(db, path, "upgrade schema to version " + std::to_string(v + 1),
          kMigrations[static_cast<size_t>(v)]);
+    if (v + 1 == kRunFactsVersion) MoveRunFactsOutOfJson(db, path);
   }
   // PRAGMAs take no bound parameters; these are compile-time constants.
   Exec(db, path, "mark file",
@@ -683,11 +812,27 @@ std::string MachineColumns(int version) {
   return std::string(kMachineColumns) + ", " +
          (version >= 2 ? kMachineColumnsV2 : kMachineColumnsV1Stand_in);
 }
+std::string RunFactsSelect(int version);
 std::string RunColumns(int version) {
-  return std::string(kRunColumns) + ", " +
-         (version >= 2 ? kRunColumnsV2 : kRunColumnsV1Stand_in) + ", " +
+  std::string v2 = kRunColumnsV2;
+  if (version < kRunFactsVersion) v2.replace(v2.find("calibration_json"), 16, JsonWithoutRunFactsSql());
+  return std::string(kRunColumns) + ", " + (version >= 2 ? v2 : kRunColumnsV1Stand_in) + ", " +
          (version >= 7 ? kRunColumnsV7 : kRunColumnsV6Stand_in) + ", " +
-         (version >= kStartMethodVersion ? kRunColumnsV12 : kRunColumnsV11Stand_in);
+         (version >= kStartMethodVersion ? kRunColumnsV12 : kRunColumnsV11Stand_in) + ", " +
+         RunFactsSelect(version);
+}
+// The run facts' columns in a file of `version`: run_facts' from v14, the
+// old JSON's keys from v2 (which added calibration_json), none before.
+std::string RunFactsSelect(int version) {
+  if (version >= kRunFactsVersion) return RunFactColumnNames();
+  if (version >= 2) return RunFactsFromJsonSql();
+  std::string nulls = "NULL";
+  for (size_t i = 1; i < std::size(kRunFactColumns); ++i) nulls += ", NULL";
+  return nulls;
+}
+// What RunColumns() selects from: the runs and, from v14, their facts.
+std::string RunsTable(int version) {
+  return version >= kRunFactsVersion ? "runs LEFT JOIN run_facts ON run_facts.run_id = runs.id" : "runs";
 }
 std::string TrialColumns(int version) {
   return std::string(kTrialColumns) + ", " + (version >= 2 ? kTrialColumnsV2 : kTrialColumnsV1Stand_in) +
@@ -697,6 +842,65 @@ std::string TrialColumns(int version) {
          (version >= kTrialKnobsVersion ? kTrialColumnsKnobs : kTrialColumnsKnobsStand_in) + ", " +
          (version >= kStartMethodVersion ? kTrialColumnsV12 : kTrialColumnsV11Stand_in) + ", " +
          (version >= kWorkerMemoryVersion ? kTrialColumnsV13 : kTrialColumnsV12Stand_in);
+}
+
+// The one reader of a run's facts: kRunFactColumns' columns from `first` on
+// (NULL where a run has no row, or an old JSON lacked the key).
+RunFacts ReadRunFacts(const Statement& row, int first) {
+  int c = first;
+  const auto i64 = [&row, &c]() { return row.Optional<int64_t>(c++).value_or(0); };
+  const auto text = [&row, &c]() { return row.Optional<std::string>(c++).value_or(""); };
+  const auto flag = [&row, &c]() { return row.Optional<int>(c++).value_or(0) != 0; };
+  RunFacts facts;
+  if (flag()) {
+    facts.budget.emplace();
+    BudgetFacts& b = *facts.budget;
+    b.mem_available_bytes = i64();
+    b.shm_free_bytes = i64();
+    b.nofile_limit = i64();
+    b.fds_open = i64();
+    b.usable_cpus = row.Optional<double>(c++).value_or(0);
+    b.batch_bytes = i64();
+    b.stream_buffer_bytes = i64();  // absent before issue 23
+  }
+  c = first + 8;
+  facts.max_workers = row.Optional<int>(c++);
+  if (flag()) {
+    facts.seed.emplace();
+    SeedFacts& seed = *facts.seed;
+    seed.db_path = text();
+    seed.run_id = i64();
+    seed.run_uid = text();
+    seed.run_host = text();
+    seed.run_class = text();
+    seed.match = text();
+    seed.why = text();
+    seed.source = text();
+    seed.knee_workers = row.Optional<int>(c++).value_or(1);
+    loader::Knobs& k = seed.best;
+    k.batch_size = row.Optional<int>(c++).value_or(k.batch_size);
+    k.num_workers = row.Optional<int>(c++).value_or(k.num_workers);
+    k.pin_memory = flag();
+    k.non_blocking = flag();
+    k.prefetch_factor = row.Optional<int>(c++).value_or(k.prefetch_factor);
+    k.persistent_workers = flag();
+  }
+  c = first + 25;
+  if (flag()) {
+    SafeLimit& safe = facts.safe_limit.emplace();
+    safe.workers = row.Optional<int>(c++);
+    safe.basis = text();
+    safe.basis_trial = row.Optional<int64_t>(c++);
+    safe.worker_rss_bytes = row.Optional<int64_t>(c++);
+    safe.growth_bytes = row.Optional<int64_t>(c++);
+  }
+  return facts;
+}
+
+// A member of a group the run may lack, for binding: NULL without the group.
+template <typename Group, typename T>
+std::optional<T> Field(const std::optional<Group>& group, T Group::*member) {
+  return group ? std::optional<T>((*group).*member) : std::nullopt;
 }
 
 RunRecord ReadRun(const Statement& row) {
@@ -710,7 +914,7 @@ RunRecord ReadRun(const Statement& row) {
   run.version = row.Text(6);
   run.started_at = row.Text(7);
   run.ended_at = row.Text(8);
-  run.status = row.Text(9);
+  run.status = ParseRunStatus(row.Text(9));
   run.knee_workers = row.Optional<int>(10);
   run.knee_samples_per_s = row.Optional<double>(11);
   run.best_trial_id = row.Optional<int64_t>(12);
@@ -726,6 +930,7 @@ RunRecord ReadRun(const Statement& row) {
   run.host.hostname = row.Text(22);
   run.host.machine_id = row.Text(23);
   run.python = {row.Text(24), row.Text(25), row.Text(26)};
+  run.facts = ReadRunFacts(row, 27);
   return run;
 }
 
@@ -985,6 +1190,7 @@ int64_t Store::BeginRun(const RunRecord& run) {
                run.python.default_start_method)
       .Run();
   const int64_t id = sqlite3_last_insert_rowid(db_.get());
+  WriteRunFacts(id, run.facts, "record run start");
   transaction.Commit();
   return id;
 }
@@ -1008,7 +1214,7 @@ int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::
     const loader::Knobs& k = trial.knobs;
     insert
         .BindAll(run_id, t.phase, k.batch_size, k.num_workers, k.pin_memory, k.non_blocking,
-                 k.prefetch_factor, k.persistent_workers, t.status, t.error, t.samples_per_s,
+                 k.prefetch_factor, k.persistent_workers, TrialStatusName(t.status), t.error, t.samples_per_s,
                  t.ci_low, t.ci_high, t.mb_per_s, t.gpu_idle_frac, t.copy_s, t.wait_p50_us,
                  t.wait_p99_us, t.worker_startup_s, t.cpu_util, t.peak_rss_bytes, t.repeats,
                  t.decision, t.time_to_first_batch_s, t.epoch_boundary_ms, t.cv,
@@ -1049,8 +1255,8 @@ void Store::InsertNode(int64_t trial_id, const NodeFigures& node, const std::str
                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   for (const RankRecord& r : node.rank_rows) {
     insert
-        .BindAll(trial_id, r.rank, r.pid, r.status, r.error, r.samples_per_s, r.gpu_idle_frac, r.wait_p50_us,
-                 r.wait_p99_us, r.cpu_mask, r.worker_cpu_masks, r.processes, r.threads, r.shm_bytes)
+        .BindAll(trial_id, r.rank, r.pid, TrialStatusName(r.status), r.error, r.samples_per_s, r.gpu_idle_frac,
+                 r.wait_p50_us, r.wait_p99_us, r.cpu_mask, r.worker_cpu_masks, r.processes, r.threads, r.shm_bytes)
         .Run();
     insert.Reset();
   }
@@ -1088,7 +1294,7 @@ void Store::LoadNodes(int64_t run_id, std::vector<TrialRecord>& trials,
     RankRecord r;
     r.rank = ranks.Int32(1);
     r.pid = ranks.Int(2);
-    r.status = ranks.Text(3);
+    r.status = ParseTrialStatus(ranks.Text(3));
     r.error = ranks.Optional<std::string>(4);
     r.samples_per_s = ranks.Double(5);
     r.gpu_idle_frac = ranks.Double(6);
@@ -1114,7 +1320,7 @@ void Store::FinishRun(const RunRecord& run) {
   Statement update(db_.get(), path_, "record run end", sql.c_str());
   // An empty calibration keeps what BeginRun stored rather than erasing it.
   update
-      .BindAll(NullIfEmpty(run.ended_at), run.status, run.knee_workers, run.knee_samples_per_s,
+      .BindAll(NullIfEmpty(run.ended_at), RunStatusName(run.status), run.knee_workers, run.knee_samples_per_s,
                run.best_trial_id, run.baseline_trial_id, run.knee_kneedle_workers,
                run.safe_max_workers, run.speedup, run.speedup_ci_low, run.speedup_ci_high,
                NullIfEmpty(run.calibration_json), run.id)
@@ -1122,7 +1328,34 @@ void Store::FinishRun(const RunRecord& run) {
   if (sqlite3_changes(db_.get()) == 0) {
     throw StoreError(path_ + ": record run end: no run " + std::to_string(run.id) + " in the file");
   }
+  WriteRunFacts(run.id, run.facts, "record run end");
   transaction.Commit();
+}
+
+void Store::WriteRunFacts(int64_t run_id, const RunFacts& facts, const std::string& operation) {
+  std::string sql = "INSERT OR REPLACE INTO run_facts (run_id, " + RunFactColumnNames() + ") VALUES (?";
+  for (size_t i = 0; i < std::size(kRunFactColumns); ++i) sql += ", ?";
+  sql += ")";
+  const std::optional<BudgetFacts>& b = facts.budget;
+  const std::optional<SeedFacts>& seed = facts.seed;
+  const std::optional<loader::Knobs> best = seed ? std::optional(seed->best) : std::nullopt;
+  const std::optional<SafeLimit>& safe = facts.safe_limit;
+  using K = loader::Knobs;
+  Statement insert(db_.get(), path_, operation, sql.c_str());
+  insert
+      .BindAll(run_id, b.has_value(), Field(b, &BudgetFacts::mem_available_bytes),
+               Field(b, &BudgetFacts::shm_free_bytes), Field(b, &BudgetFacts::nofile_limit),
+               Field(b, &BudgetFacts::fds_open), Field(b, &BudgetFacts::usable_cpus),
+               Field(b, &BudgetFacts::batch_bytes), Field(b, &BudgetFacts::stream_buffer_bytes), facts.max_workers,
+               seed.has_value(), Field(seed, &SeedFacts::db_path), Field(seed, &SeedFacts::run_id),
+               Field(seed, &SeedFacts::run_uid), Field(seed, &SeedFacts::run_host),
+               Field(seed, &SeedFacts::run_class), Field(seed, &SeedFacts::match), Field(seed, &SeedFacts::why),
+               Field(seed, &SeedFacts::source), Field(seed, &SeedFacts::knee_workers), Field(best, &K::batch_size),
+               Field(best, &K::num_workers), Field(best, &K::pin_memory), Field(best, &K::non_blocking),
+               Field(best, &K::prefetch_factor), Field(best, &K::persistent_workers), safe.has_value(),
+               Field(safe, &SafeLimit::workers), Field(safe, &SafeLimit::basis), Field(safe, &SafeLimit::basis_trial),
+               Field(safe, &SafeLimit::worker_rss_bytes), Field(safe, &SafeLimit::growth_bytes))
+      .Run();
 }
 
 MergeStats Store::MergeFrom(const Store& source) {
@@ -1154,7 +1387,7 @@ MergeStats Store::MergeFrom(const Store& source) {
       find.BindAll(run.uid);
       if (find.Step()) {
         const int64_t existing = find.Int(0);
-        if (find.Text(1) != "running" || run.status == "running") {
+        if (ParseRunStatus(find.Text(1)) != RunStatus::kRunning || run.status == RunStatus::kRunning) {
           ++stats.runs_skipped;
           continue;
         }
@@ -1183,7 +1416,7 @@ MergeStats Store::MergeFrom(const Store& source) {
     Statement insert(db_.get(), path_, operation, sql.c_str());
     insert
         .BindAll(machine->second, run.workload_name, run.workload_hash, run.config_yaml, run.backend,
-                 run.version, run.started_at, NullIfEmpty(run.ended_at), run.status,
+                 run.version, run.started_at, NullIfEmpty(run.ended_at), RunStatusName(run.status),
                  run.knee_workers, run.knee_samples_per_s, run.knee_kneedle_workers,
                  run.safe_max_workers, run.speedup, run.speedup_ci_low, run.speedup_ci_high,
                  run.calibration_json, run.uid, run.host.name, run.host.hostname,
@@ -1191,6 +1424,7 @@ MergeStats Store::MergeFrom(const Store& source) {
                  run.python.default_start_method)
         .Run();
     const int64_t run_id = sqlite3_last_insert_rowid(db_.get());
+    WriteRunFacts(run_id, run.facts, operation);
     ++(replacing ? stats.runs_updated : stats.runs_added);
 
     std::map<int64_t, int64_t> trial_ids;
@@ -1232,7 +1466,7 @@ MergeStats Store::MergeFrom(const Store& source) {
 }
 
 std::optional<RunRecord> Store::LoadRun(std::optional<int64_t> id) const {
-  const std::string sql = "SELECT " + RunColumns(schema_version_) + " FROM runs" +
+  const std::string sql = "SELECT " + RunColumns(schema_version_) + " FROM " + RunsTable(schema_version_) +
                           (id.has_value() ? " WHERE id = ?" : " ORDER BY id DESC LIMIT 1");
   Statement select(db_.get(), path_, "load run", sql.c_str());
   if (id.has_value()) select.BindAll(*id);
@@ -1241,7 +1475,8 @@ std::optional<RunRecord> Store::LoadRun(std::optional<int64_t> id) const {
 }
 
 std::vector<RunRecord> Store::LoadRuns() const {
-  const std::string sql = "SELECT " + RunColumns(schema_version_) + " FROM runs ORDER BY id";
+  const std::string sql = "SELECT " + RunColumns(schema_version_) + " FROM " + RunsTable(schema_version_) +
+                          " ORDER BY id";
   Statement select(db_.get(), path_, "load runs", sql.c_str());
   std::vector<RunRecord> runs;
   while (select.Step()) runs.push_back(ReadRun(select));
@@ -1266,7 +1501,7 @@ std::vector<TrialRecord> Store::LoadTrials(int64_t run_id) const {
     t.knobs.non_blocking = select.Bool(6);
     t.knobs.prefetch_factor = select.Int32(7);
     t.knobs.persistent_workers = select.Bool(8);
-    t.status = select.Text(9);
+    t.status = ParseTrialStatus(select.Text(9));
     t.error = select.Optional<std::string>(10);
     t.samples_per_s = select.Double(11);
     t.ci_low = select.Double(12);

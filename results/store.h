@@ -48,7 +48,7 @@ struct MergeStats {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 13;
+  static constexpr int kSchemaVersion = 14;
   static constexpr int32_t kApplicationId = 0x46656564;  // "Feed"
 
   // Opens (creating when missing, with its parent folder) the results file.
@@ -119,6 +119,8 @@ class Store {
                  const std::map<int64_t, size_t>& index_by_id) const;
   int64_t InsertTrial(int64_t run_id, const TrialRecord& trial, const std::string& operation);
   void InsertVerdict(int64_t run_id, const Verdict& verdict, const std::string& operation);
+  // The one writer of a run's facts (schema v14's run_facts row), in the caller's transaction.
+  void WriteRunFacts(int64_t run_id, const RunFacts& facts, const std::string& operation);
   void InsertObserved(int64_t machine_id, const ObservedRecord& observed, const std::string& operation);
   // The id of the machine with this fingerprint's hash, inserting it when new.
   int64_t FindOrInsertMachine(const Fingerprint& fingerprint, const std::string& operation);

@@ -134,8 +134,8 @@ sweep: {ranks: 2, max_workers: 2, prefetch_factors: [2], repeats: 1, warmup_batc
   const auto trials = store.LoadTrials(runs[0].id);
   bool baseline_ok = false, skipped = false;
   for (const auto& t : trials) {
-    if (t.phase == "baseline") baseline_ok = t.status == "ok";
-    if (t.status == "skipped") {
+    if (t.phase == "baseline") baseline_ok = t.status == feedtune::results::TrialStatus::kOk;
+    if (t.status == feedtune::results::TrialStatus::kSkipped) {
       skipped = true;
       EXPECT_GE(t.knobs.num_workers, 1) << t.decision;
       EXPECT_NE(t.error.value_or("").find("/dev/shm"), std::string::npos) << t.error.value_or("");

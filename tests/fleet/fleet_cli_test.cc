@@ -173,8 +173,8 @@ TEST_F(FleetCli, SweepSeededFromAFleetFileNamesItsNeighbourAndStoresIt) {
   const auto store = feedtune::results::Store::OpenReadOnly((dir_ / "b.db").string());
   const auto run = store.LoadRun(1);
   ASSERT_TRUE(run.has_value());
-  const auto seed = feedtune::tuner::SeedFromRunJson(run->calibration_json);
-  ASSERT_TRUE(seed.has_value()) << run->calibration_json;
+  ASSERT_TRUE(run->facts.seed.has_value()) << run->calibration_json;
+  const auto seed = std::optional(feedtune::tuner::SeedFromFacts(*run->facts.seed));
   EXPECT_EQ(seed->db_path, fleet);
   EXPECT_EQ(seed->run_id, 1);
   EXPECT_EQ(seed->run_host, "box-a");

@@ -271,7 +271,7 @@ TEST_P(WorkerFault, TrialFailsWithItsCauseAndTheSweepGoesOn) {
   }
   const double elapsed = Seconds(std::chrono::steady_clock::now() - start).count();
   killer.reset();
-  run.status = "done";
+  run.status = results::RunStatus::kDone;
   run.ended_at = "2026-01-01T00:00:00Z";
   store.FinishRun(run);
 

@@ -168,7 +168,7 @@ TEST_F(TwoMachinesTest, CompareShowsRanksAndThePerRankKnee) {
       if (workers == 2) run.best_trial_id = id;
     }
     run.baseline_trial_id = baseline;
-    run.status = "done";
+    run.status = results::RunStatus::kDone;
     run.ended_at = "2024-05-04T10:05:00Z";
     run.knee_workers = 2;
     store.FinishRun(run);
@@ -294,7 +294,7 @@ TEST_F(TwoMachinesTest, ARunCopiedWhileRunningIsReplacedOnceFinished) {
   {
     Store b = Store::Open(b_path_);
     const int64_t best = b.AddTrial(running.id, testing::Trial("num_workers", {.num_workers = 2}, 300, 0.1));
-    running.status = "done";
+    running.status = results::RunStatus::kDone;
     running.best_trial_id = best;
     b.FinishRun(running);
   }
@@ -305,7 +305,7 @@ TEST_F(TwoMachinesTest, ARunCopiedWhileRunningIsReplacedOnceFinished) {
   EXPECT_EQ(stats.runs_skipped, 1);
   EXPECT_EQ(Count(fleet, "runs"), 2);
   const RunView late = LoadRunView(out, std::nullopt);
-  EXPECT_EQ(late.run.status, "done");
+  EXPECT_EQ(late.run.status, results::RunStatus::kDone);
   EXPECT_EQ(late.trials.size(), 2u);
   ASSERT_NE(BestTrial(late), nullptr);
   EXPECT_EQ(BestTrial(late)->samples_per_s, 300);

@@ -38,7 +38,7 @@ RunView SweepView(Store* store) {
 RunView NoWorkersView() {
   RunView view;
   view.run.id = 2;
-  view.run.status = "done";
+  view.run.status = results::RunStatus::kDone;
   view.run.workload_name = "in-memory";
   view.run.backend = "cuda";
   TrialRecord best = testing::Trial("baseline", {.batch_size = 128,
@@ -207,7 +207,7 @@ TEST(ExportTest, NodeRunGivesTheLaunchAndEachRanksBinding) {
 TEST(ExportTest, RunWithoutBestIsAClearError) {
   RunView view;
   view.run.id = 5;
-  view.run.status = "running";
+  view.run.status = results::RunStatus::kRunning;
   try {
     RenderExport(view, ExportFormat::kTorch);
     FAIL() << "expected ExportError";

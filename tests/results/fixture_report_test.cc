@@ -216,7 +216,7 @@ TEST(HtmlReportTest, FailedWorkersAndEscapingOnAV2Run) {
 TEST(HtmlReportTest, EmptyRunStillRenders) {
   RunView view;
   view.run.id = 4;
-  view.run.status = "running";
+  view.run.status = results::RunStatus::kRunning;
   const std::string html = RenderHtml(view);
   EXPECT_NE(html.find("no trials recorded"), std::string::npos);
   EXPECT_NE(html.find("no num_workers trial measured"), std::string::npos);

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "results/report.h"
 #include "results/store.h"
 
 namespace feedtune::results {
@@ -74,7 +75,7 @@ TEST_F(MigrationTest, ReadOnlyReadsV1WithoutChangingIt) {
     const auto run = store.LoadRun(std::nullopt);
     ASSERT_TRUE(run.has_value());
     EXPECT_EQ(run->id, 1);
-    EXPECT_EQ(run->status, "done");
+    EXPECT_EQ(run->status, results::RunStatus::kDone);
     EXPECT_EQ(run->workload_name, "tiny-v1");
     EXPECT_FALSE(run->speedup.has_value());
     EXPECT_FALSE(run->knee_kneedle_workers.has_value());
@@ -146,7 +147,7 @@ TEST_F(MigrationTest, OpenUpgradesV1InPlaceKeepingEveryRow) {
   trial.cv = 0.02;
   trial.time_to_first_batch_s = 0.5;
   const int64_t trial_id = store.AddTrial(next.id, trial);
-  next.status = "done";
+  next.status = results::RunStatus::kDone;
   next.speedup = 2.5;
   next.safe_max_workers = 12;
   next.calibration_json.clear();  // keeps what BeginRun stored
@@ -220,6 +221,7 @@ TEST_F(MigrationTest, AV12FileReadsAndUpgradesToTheWorkerMemoryColumns) {
           "ALTER TABLE trials DROP COLUMN worker_rss_epochs; "
           "ALTER TABLE trials DROP COLUMN worker_rss_samples; "
           "ALTER TABLE trials DROP COLUMN worker_rss_in_consumer; "
+          "DROP TABLE run_facts; "
           "PRAGMA user_version = 12;");
   {
     Store reader = Store::OpenReadOnly(copy_);
@@ -247,6 +249,76 @@ TEST_F(MigrationTest, AV12FileReadsAndUpgradesToTheWorkerMemoryColumns) {
   ASSERT_EQ(trials.back().id, id);
   EXPECT_EQ(trials.back().worker_rss_growth_bytes_per_epoch, 120.0 * (1 << 20));
   EXPECT_EQ(trials.back().worker_rss_samples, 12);
+}
+
+// A v13 file: the run's facts are keys of runs.calibration_json, beside the
+// workload's CPU calibration (as sweep_command.cc wrote them before v14).
+constexpr const char* kV13RunJson =
+    R"j({"budget_facts":{"batch_bytes":1048576,"fds_open":12,"mem_available_bytes":8000000000,)j"
+    R"j("nofile_limit":1024,"shm_free_bytes":4000000000,"usable_cpus":2.0},"cpu":{"fork_us":900},)j"
+    R"j("max_workers":8,"phases":[{"kept":true,"phase":"baseline","why":"first"}],)j"
+    R"j("safe_limit":{"basis":"measured worker RSS of trial 2 (200 MiB)","growth_bytes":null,"trial":2,)j"
+    R"j("worker_rss_bytes":209715200,"workers":12},"seed":{"best":{"batch_size":32,"non_blocking":true,)j"
+    R"j("num_workers":4,"persistent_workers":false,"pin_memory":true,"prefetch_factor":4},"db":"fleet.db",)j"
+    R"j("knee_workers":4,"match":"class","run":7,"run_class":"1f0c","run_host":"box-a","run_uid":"u7",)j"
+    R"j("source":"run 7 of box-a","why":"the latest run of its class"}})j";
+
+void ExpectV13Facts(const RunFacts& facts) {
+  ASSERT_TRUE(facts.budget.has_value());
+  EXPECT_EQ(facts.budget->mem_available_bytes, 8000000000);
+  EXPECT_EQ(facts.budget->usable_cpus, 2.0);
+  EXPECT_EQ(facts.budget->stream_buffer_bytes, 0);  // absent before issue 23
+  EXPECT_EQ(facts.max_workers, 8);
+  ASSERT_TRUE(facts.seed.has_value());
+  EXPECT_EQ(facts.seed->db_path, "fleet.db");
+  EXPECT_EQ(facts.seed->run_id, 7);
+  EXPECT_EQ(facts.seed->knee_workers, 4);
+  EXPECT_TRUE(facts.seed->best.pin_memory);
+  EXPECT_TRUE(facts.seed->best.non_blocking);
+  EXPECT_EQ(facts.seed->best.num_workers, 4);
+  EXPECT_EQ(facts.seed->best.prefetch_factor, 4);
+  ASSERT_TRUE(facts.safe_limit.has_value());
+  EXPECT_EQ(facts.safe_limit->workers, 12);
+  EXPECT_EQ(facts.safe_limit->basis_trial, 2);
+  EXPECT_EQ(facts.safe_limit->worker_rss_bytes, 209715200);
+  EXPECT_FALSE(facts.safe_limit->growth_bytes.has_value());
+}
+
+TEST_F(MigrationTest, AV13FileMovesTheRunFactsOutOfTheJsonIntoTypedColumns) {
+  { Store store = Store::Open(copy_); }
+  RawExec(copy_, std::string("UPDATE runs SET calibration_json = '") + kV13RunJson +
+                     "' WHERE id = 1; DROP TABLE run_facts; PRAGMA user_version = 13;");
+  std::string report_before;
+  {
+    Store reader = Store::OpenReadOnly(copy_);
+    EXPECT_EQ(reader.schema_version(), 13);
+    const auto run = reader.LoadRun(1);
+    ASSERT_TRUE(run.has_value());
+    ExpectV13Facts(run->facts);
+    report_before = CalibrationJson(*run);
+    // Read as the migration will leave it: the typed facts out of the JSON.
+    EXPECT_EQ(run->calibration_json.find("budget_facts"), std::string::npos) << run->calibration_json;
+    EXPECT_NE(run->calibration_json.find("fork_us"), std::string::npos) << run->calibration_json;
+    EXPECT_FALSE(reader.LoadRuns().empty());
+  }
+  Store store = Store::Open(copy_);
+  EXPECT_EQ(RawInt(copy_, "PRAGMA user_version"), Store::kSchemaVersion);
+  EXPECT_EQ(RawInt(copy_, "SELECT count(*) FROM run_facts"), RawInt(copy_, "SELECT count(*) FROM runs"));
+  // The typed facts left the JSON; what is not typed yet stays there.
+  EXPECT_EQ(RawInt(copy_, "SELECT json_type(calibration_json, '$.seed') IS NULL FROM runs WHERE id = 1"), 1);
+  EXPECT_EQ(RawInt(copy_, "SELECT json_extract(calibration_json, '$.cpu.fork_us') FROM runs WHERE id = 1"), 900);
+  auto run = store.LoadRun(1);
+  ASSERT_TRUE(run.has_value());
+  ExpectV13Facts(run->facts);
+  // The JSON report's "calibration" object reads as before the migration.
+  EXPECT_EQ(CalibrationJson(*run), report_before);
+  // Written back through the one writer, read back through the one reader.
+  run->facts.max_workers = 6;
+  run->facts.seed.reset();
+  store.FinishRun(*run);
+  const auto again = store.LoadRun(1);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->facts, run->facts);
 }
 
 TEST_F(MigrationTest, ForeignApplicationIdIsRefusedAndUntouched) {

@@ -64,7 +64,7 @@ RunView ExampleView() {
   view.run.version = "0.1.0";
   view.run.started_at = "2024-05-01T10:00:00Z";
   view.run.ended_at = "2024-05-01T10:05:00Z";
-  view.run.status = "done";
+  view.run.status = results::RunStatus::kDone;
   view.run.knee_workers = 8;
   view.run.knee_samples_per_s = 6311.0;
   view.run.baseline_trial_id = 1;
@@ -84,7 +84,7 @@ RunView ExampleView() {
   view.trials[0].decision = "";
   view.trials.push_back(Trial(2, "num_workers", 8, 6311.0, 0.05));
   TrialRecord failed = Trial(3, "num_workers", 16, std::nan(""), 0);
-  failed.status = "failed";
+  failed.status = results::TrialStatus::kFailed;
   failed.error = "worker 5 (pid 4242) killed by SIGKILL\nout of memory?";
   view.trials.push_back(failed);
   TrialRecord best = Trial(4, "persistent_workers", 8, 6420.5, 0.03);
@@ -267,8 +267,7 @@ TEST(RenderTest, UnmeasuredFiguresAndTheSafeLimitsBasis) {
   }
   view.trials[1].worker_rss_bytes = 200.0 * (1 << 20);
   view.run.safe_max_workers = 12;
-  view.run.calibration_json =
-      R"j({"safe_limit": {"workers": 12, "basis": "measured worker RSS of trial 2 (200 MiB)", "trial": 2}})j";
+  view.run.facts.safe_limit = SafeLimit{12, "measured worker RSS of trial 2 (200 MiB)", 2, std::nullopt, std::nullopt};
   json out = json::parse(RenderJson(view));
   EXPECT_TRUE(out["best"]["gpu_idle_frac"].is_null());
   EXPECT_TRUE(out["trials"][0]["mb_per_s"].is_null());
@@ -291,8 +290,7 @@ TEST(RenderTest, UnmeasuredFiguresAndTheSafeLimitsBasis) {
   EXPECT_EQ(html.find("nan"), std::string::npos);
 
   view.run.safe_max_workers.reset();
-  view.run.calibration_json =
-      R"({"safe_limit": {"workers": null, "basis": "unknown: the command reported no worker memory"}})";
+  view.run.facts.safe_limit = SafeLimit{std::nullopt, "unknown: the command reported no worker memory", {}, {}, {}};
   out = json::parse(RenderJson(view));
   EXPECT_TRUE(out["safe_max_workers"].is_null());
   EXPECT_EQ(out["safe_max_workers_basis"], "unknown: the command reported no worker memory");
@@ -301,7 +299,7 @@ TEST(RenderTest, UnmeasuredFiguresAndTheSafeLimitsBasis) {
   html = RenderHtml(view);
   EXPECT_NE(html.find("unknown: the command reported no worker memory"), std::string::npos);
 
-  view.run.calibration_json.clear();  // a run from before the basis was kept
+  view.run.facts.safe_limit.reset();  // a run from before the basis was kept
   EXPECT_TRUE(json::parse(RenderJson(view))["safe_max_workers_basis"].is_null());
   EXPECT_EQ(RenderTable(view).find("safe max:"), std::string::npos);
 }
@@ -309,7 +307,7 @@ TEST(RenderTest, UnmeasuredFiguresAndTheSafeLimitsBasis) {
 TEST(RenderJsonTest, RunWithoutResultsHasNulls) {
   RunView view;
   view.run.id = 7;
-  view.run.status = "running";
+  view.run.status = results::RunStatus::kRunning;
   const json out = json::parse(RenderJson(view));
   EXPECT_TRUE(out["machine"].is_null());
   EXPECT_TRUE(out["baseline"].is_null());
@@ -351,7 +349,7 @@ TEST(RenderJsonTest, GpuObjectWhenMachineHasOne) {
 
 TEST(RenderJsonTest, BaselineFallsBackToBaselinePhaseWhileRunning) {
   RunView view = ExampleView();
-  view.run.status = "running";
+  view.run.status = results::RunStatus::kRunning;
   view.run.baseline_trial_id.reset();
   view.run.best_trial_id.reset();
   const json out = json::parse(RenderJson(view));
@@ -515,7 +513,7 @@ TEST(RenderHtmlTest, NodeRunShowsRanksAndFormulas) {
 TEST(RenderTableTest, EmptyRun) {
   RunView view;
   view.run.id = 9;
-  view.run.status = "running";
+  view.run.status = results::RunStatus::kRunning;
   const std::string text = RenderTable(view);
   EXPECT_NE(text.find("no trials recorded"), std::string::npos) << text;
 }

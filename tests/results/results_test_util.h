@@ -153,7 +153,7 @@ inline RunRecord WriteSweep(Store& store, const Fingerprint& machine, const std:
   store.AddTrial(run.id, Trial("num_workers", with(8, false, false, 2, false), 5300 * scale, 0.04,
                                "no gain beyond noise"));
   TrialRecord failed = Trial("num_workers", with(16, false, false, 2, false), NAN, NAN, "");
-  failed.status = "failed";
+  failed.status = results::TrialStatus::kFailed;
   failed.error = "worker 9 (pid 4242) killed by SIGKILL";
   failed.repeat_rows.clear();
   store.AddTrial(run.id, failed);
@@ -163,7 +163,7 @@ inline RunRecord WriteSweep(Store& store, const Fingerprint& machine, const std:
                                "not kept"));
   store.AddTrial(run.id, Trial("persistent_workers", with(4, true, true, 2, true), 5580 * scale, 0.02,
                                "not kept"));
-  run.status = "done";
+  run.status = results::RunStatus::kDone;
   run.ended_at = started_at.substr(0, 14) + "05:00Z";  // five minutes later
   run.knee_workers = 4;
   run.knee_samples_per_s = 5200 * scale;
@@ -208,7 +208,7 @@ inline RunRecord WriteHostRun(Store& store, const Fingerprint& machine, const Ho
   top.ci_low = ci_low;
   top.ci_high = ci_high;
   run.best_trial_id = store.AddTrial(run.id, top);
-  run.status = "done";
+  run.status = results::RunStatus::kDone;
   run.ended_at = started_at.substr(0, 14) + "05:00Z";
   run.knee_workers = knee;
   run.knee_samples_per_s = best * 0.95;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -122,7 +123,7 @@ TrialRecord TestTrial() {
              .non_blocking = true,
              .prefetch_factor = 4,
              .persistent_workers = true};
-  t.status = "ok";
+  t.status = results::TrialStatus::kOk;
   t.samples_per_s = 6420.5;
   t.ci_low = 6300.25;
   t.ci_high = 6500.75;
@@ -258,7 +259,7 @@ TEST_F(StoreTest, RunTrialsAndRepeatsRoundTripEveryField) {
   const int64_t run_id = store.BeginRun(run_in);
 
   const RunRecord running = *store.LoadRun(run_id);
-  EXPECT_EQ(running.status, "running");
+  EXPECT_EQ(running.status, results::RunStatus::kRunning);
   EXPECT_EQ(running.ended_at, "");
   EXPECT_FALSE(running.knee_workers.has_value());
   EXPECT_FALSE(running.best_trial_id.has_value());
@@ -275,14 +276,14 @@ TEST_F(StoreTest, RunTrialsAndRepeatsRoundTripEveryField) {
   TrialRecord failed;
   failed.phase = "num_workers";
   failed.knobs.num_workers = 16;
-  failed.status = "failed";
+  failed.status = results::TrialStatus::kFailed;
   failed.error = "worker 3 (pid 1234) killed by SIGKILL; check memory";
   failed.samples_per_s = std::nan("");
   const int64_t failed_id = store.AddTrial(run_id, failed);
 
   RunRecord finish = run_in;
   finish.id = run_id;
-  finish.status = "done";
+  finish.status = results::RunStatus::kDone;
   finish.ended_at = "2024-05-01T10:05:00Z";
   finish.knee_workers = 8;
   finish.knee_samples_per_s = 6311.0;
@@ -307,7 +308,7 @@ TEST_F(StoreTest, RunTrialsAndRepeatsRoundTripEveryField) {
   EXPECT_EQ(run->version, run_in.version);
   EXPECT_EQ(run->started_at, run_in.started_at);
   EXPECT_EQ(run->ended_at, "2024-05-01T10:05:00Z");
-  EXPECT_EQ(run->status, "done");
+  EXPECT_EQ(run->status, results::RunStatus::kDone);
   EXPECT_EQ(run->knee_workers, 8);
   EXPECT_EQ(run->knee_samples_per_s, 6311.0);
   EXPECT_EQ(run->best_trial_id, trial_id);
@@ -374,7 +375,7 @@ TEST_F(StoreTest, RunTrialsAndRepeatsRoundTripEveryField) {
   }
   EXPECT_TRUE(trials[0].repeat_rows.empty());
 
-  EXPECT_EQ(trials[2].status, "failed");
+  EXPECT_EQ(trials[2].status, results::TrialStatus::kFailed);
   EXPECT_EQ(trials[2].error, failed.error);
   EXPECT_EQ(trials[2].knobs.num_workers, 16);
   EXPECT_TRUE(std::isnan(trials[2].samples_per_s));  // NaN is stored as NULL
@@ -414,7 +415,7 @@ TEST_F(StoreTest, WritesThatBreakConstraintsFailWithPathAndRollBack) {
   Store store = Store::Open(path);
   const int64_t run_id = store.BeginRun(TestRun(store.UpsertMachine(TestMachine())));
   TrialRecord bad = TestTrial();
-  bad.status = "exploded";
+  bad.status = static_cast<TrialStatus>(99);  // no enumerator: its name is "unknown", which the CHECK refuses
   try {
     store.AddTrial(run_id, bad);
     FAIL() << "expected StoreError";
@@ -434,6 +435,31 @@ TEST_F(StoreTest, WritesThatBreakConstraintsFailWithPathAndRollBack) {
   RunRecord missing = TestRun(1);
   missing.id = run_id + 100;
   EXPECT_THROW(store.FinishRun(missing), StoreError);
+}
+
+TEST(TrialStatusTest, EachStatusHasOneStringFormAndParsesBack) {
+  for (TrialStatus s : {TrialStatus::kOk, TrialStatus::kFailed, TrialStatus::kSkipped}) {
+    EXPECT_EQ(ParseTrialStatus(TrialStatusName(s)), s);
+  }
+  for (RunStatus s : {RunStatus::kRunning, RunStatus::kDone, RunStatus::kInterrupted, RunStatus::kFailed}) {
+    EXPECT_EQ(ParseRunStatus(RunStatusName(s)), s);
+  }
+  // The strings the store's columns and the JSON report hold (docs/json-report.md).
+  EXPECT_EQ(TrialStatusName(TrialStatus::kSkipped), "skipped");
+  EXPECT_EQ(RunStatusName(RunStatus::kInterrupted), "interrupted");
+}
+
+TEST(TrialStatusTest, UnknownStringsAreRefusedNamingTheKnownOnes) {
+  try {
+    ParseTrialStatus("OK");
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("unknown trial status 'OK'"), std::string::npos) << message;
+    EXPECT_NE(message.find("ok, failed, skipped"), std::string::npos) << message;
+  }
+  EXPECT_THROW(ParseRunStatus("ok"), std::invalid_argument);
+  EXPECT_THROW(ParseRunStatus(""), std::invalid_argument);
 }
 
 TEST_F(StoreTest, MovedStoreKeepsWorking) {

@@ -66,7 +66,7 @@ TEST(Budget, BeforeAnyWorkerTrialAWorkerIsAssumedToOwnTheBaselineRss) {
   EXPECT_EQ(b.worker_rss_bytes(), 50 * kMiB);
   // Failed and skipped trials teach nothing.
   TrialRecord failed = Trial(1, 4000 * kMiB);
-  failed.status = "failed";
+  failed.status = results::TrialStatus::kFailed;
   b.Observe(failed);
   EXPECT_EQ(b.worker_rss_bytes(), 50 * kMiB);
 }
@@ -233,21 +233,14 @@ TEST(Budget, GateSkipsWithoutMeasuring) {
   f.nofile_limit = 40;
   Budget b(f, BudgetOptions{});
   BudgetGate gate(b, inner);
-  EXPECT_EQ(gate.Measure(Workers(2)).status, "ok");
+  EXPECT_EQ(gate.Measure(Workers(2)).status, results::TrialStatus::kOk);
   EXPECT_EQ(inner.calls, 1);
   const TrialRecord t = gate.MeasurePlanned(Workers(8), {});
   EXPECT_EQ(inner.calls, 1);
-  EXPECT_EQ(t.status, "skipped");
+  EXPECT_EQ(t.status, results::TrialStatus::kSkipped);
   ASSERT_TRUE(t.error.has_value());
   EXPECT_NE(t.error->find("open-file limit of 40"), std::string::npos);
   EXPECT_FALSE(gate.last_prediction().ok);
-}
-
-TEST(Budget, FactsRoundTripThroughJson) {
-  const BudgetFacts f = Facts();
-  EXPECT_EQ(BudgetFactsFromJson(BudgetFactsJson(f)), f);
-  EXPECT_THROW(BudgetFactsFromJson("{}"), std::runtime_error);
-  EXPECT_THROW(BudgetFactsFromJson("not json"), std::runtime_error);
 }
 
 TEST(Budget, LiveFactsAreRead) {

@@ -29,7 +29,7 @@ using results::TrialRecord;
 
 TrialRecord Trial(double rate, int workers = 0, double busy = results::kNaN, double cpu_util = 0) {
   TrialRecord t;
-  t.status = "ok";
+  t.status = results::TrialStatus::kOk;
   t.knobs.num_workers = workers;
   t.samples_per_s = rate;
   t.ci_low = rate * 0.98;

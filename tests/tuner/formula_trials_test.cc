@@ -13,7 +13,7 @@ namespace {
 
 results::TrialRecord NodeTrial(int workers, double samples_per_s) {
   results::TrialRecord t;
-  t.status = "ok";
+  t.status = results::TrialStatus::kOk;
   t.phase = "num_workers";
   t.knobs.num_workers = workers;
   t.knobs.pin_memory = true;
@@ -135,7 +135,7 @@ TEST(FormulaTrials, APickMeasuredAtOtherSettingsIsMeasuredAtTheBests) {
 TEST(FormulaTrials, NothingWithoutNodeTrialsOrABest) {
   SearchOutcome single;
   results::TrialRecord t;
-  t.status = "ok";
+  t.status = results::TrialStatus::kOk;
   t.knobs.num_workers = 2;
   t.samples_per_s = 10;
   single.trials.push_back(t);

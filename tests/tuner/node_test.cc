@@ -300,7 +300,7 @@ TEST(NodeStore, NodeFiguresAndRanksRoundTrip) {
   EXPECT_EQ(n.rank_rows[1].pid, 1001);
   EXPECT_EQ(n.rank_rows[1].cpu_mask, "1");
   EXPECT_DOUBLE_EQ(n.rank_rows[1].samples_per_s, 90);
-  EXPECT_EQ(n.rank_rows[0].status, "ok");
+  EXPECT_EQ(n.rank_rows[0].status, results::TrialStatus::kOk);
   std::remove(path.c_str());
 }
 

@@ -51,8 +51,8 @@ TEST(NodeTrial, WaitBoundRanksAddUp) {
   const loader::Knobs knobs = WaitBound(1).loader.knobs;
   const auto single = one.Measure(knobs, {});
   const auto node = two.Measure(knobs, {});
-  ASSERT_EQ(single.status, "ok") << single.error.value_or("");
-  ASSERT_EQ(node.status, "ok") << node.error.value_or("");
+  ASSERT_EQ(single.status, results::TrialStatus::kOk) << single.error.value_or("");
+  ASSERT_EQ(node.status, results::TrialStatus::kOk) << node.error.value_or("");
   ASSERT_TRUE(node.node.has_value());
   ASSERT_EQ(node.node->rank_rows.size(), 2u);
   const double ratio = node.samples_per_s / single.samples_per_s;
@@ -61,7 +61,7 @@ TEST(NodeTrial, WaitBoundRanksAddUp) {
   // Each rank reads half of each epoch: its batches per epoch are halved.
   EXPECT_EQ(node.batches_per_epoch.value_or(0), 2048 / 2);
   for (const auto& row : node.node->rank_rows) {
-    EXPECT_EQ(row.status, "ok");
+    EXPECT_EQ(row.status, results::TrialStatus::kOk);
     EXPECT_GT(row.pid, 0);
     EXPECT_FALSE(row.cpu_mask.empty());
     EXPECT_GE(row.processes, 1);  // the rank (its fork server too, in process mode)
@@ -85,8 +85,8 @@ TEST(NodeTrial, PerStepBarrierMakesTheSlowRankSetTheNodesRate) {
 
   const auto paced = barrier.Measure(knobs, {});
   const auto free = free_running.Measure(knobs, {});
-  ASSERT_EQ(paced.status, "ok") << paced.error.value_or("");
-  ASSERT_EQ(free.status, "ok") << free.error.value_or("");
+  ASSERT_EQ(paced.status, results::TrialStatus::kOk) << paced.error.value_or("");
+  ASSERT_EQ(free.status, results::TrialStatus::kOk) << free.error.value_or("");
   const auto& p = paced.node->rank_rows;
   const auto& f = free.node->rank_rows;
   EXPECT_LT(p[0].samples_per_s / p[1].samples_per_s, 1.15) << p[0].samples_per_s << " " << p[1].samples_per_s;
@@ -110,13 +110,13 @@ TEST(NodeTrial, ADeadRankFailsTheTrialWithItsPidAndCauseAndHangsNobody) {
   const auto trial = ranks.Measure(config.loader.knobs, {});
   killer.join();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));  // not the window's 3 s
-  EXPECT_EQ(trial.status, "failed");
+  EXPECT_EQ(trial.status, results::TrialStatus::kFailed);
   const std::string expected = "rank 1 \\(pid " + std::to_string(victim) +
                                "\\) died during the trial: killed by SIGKILL; the node's later trials cannot run";
   EXPECT_TRUE(std::regex_search(trial.error.value_or(""), std::regex(expected))) << trial.error.value_or("");
   // Later trials fail at once with the same reason.
   const auto later = ranks.Measure(config.loader.knobs, {});
-  EXPECT_EQ(later.status, "failed");
+  EXPECT_EQ(later.status, results::TrialStatus::kFailed);
   EXPECT_EQ(later.error, trial.error);
   // Rank 0 is alive until the set ends it.
   EXPECT_EQ(kill(ranks.pids()[0], 0), 0);
@@ -180,7 +180,7 @@ TEST(NodeTrial, SplitBindingGivesEachRankAndItsWorkersADisjointShare) {
 
   std::vector<std::map<pid_t, std::string>> seen;
   const auto split = measure_watching(loader::CpuBinding::kSplit, &seen);
-  ASSERT_EQ(split.status, "ok") << split.error.value_or("");
+  ASSERT_EQ(split.status, results::TrialStatus::kOk) << split.error.value_or("");
   EXPECT_EQ(split.knobs.cpu_binding, loader::CpuBinding::kSplit);
   std::set<int> covered;
   for (int r = 0; r < 2; ++r) {
@@ -202,7 +202,7 @@ TEST(NodeTrial, SplitBindingGivesEachRankAndItsWorkersADisjointShare) {
   EXPECT_EQ(covered, all);
 
   const auto none = measure_watching(loader::CpuBinding::kNone, &seen);
-  ASSERT_EQ(none.status, "ok") << none.error.value_or("");
+  ASSERT_EQ(none.status, results::TrialStatus::kOk) << none.error.value_or("");
   for (int r = 0; r < 2; ++r) {
     const auto& row = none.node->rank_rows[static_cast<size_t>(r)];
     EXPECT_EQ(CpuSet(row.cpu_mask), all) << "rank " << r << ": " << row.cpu_mask;
@@ -294,7 +294,7 @@ TEST(NodeTrial, CpuBoundRanksKneeNoHigherThanTheSingleLoaders) {
   if (*node.knee_workers > *single.knee_workers) {
     double at_single_knee = 0;
     for (const auto& t : node.trials) {
-      if ((t.phase == "num_workers" || t.phase == "baseline") && t.status == "ok" &&
+      if ((t.phase == "num_workers" || t.phase == "baseline") && t.status == results::TrialStatus::kOk &&
           t.knobs.num_workers == *single.knee_workers) {
         at_single_knee = std::max(at_single_knee, t.samples_per_s);
       }
@@ -319,8 +319,8 @@ TEST(NodeTrial, WorkerThreadsPhaseMeasuresOneThread) {
   const auto four = set->Measure(knobs, {});
   knobs.worker_threads = 1;
   const auto one = set->Measure(knobs, {});
-  ASSERT_EQ(four.status, "ok") << four.error.value_or("");
-  ASSERT_EQ(one.status, "ok") << one.error.value_or("");
+  ASSERT_EQ(four.status, results::TrialStatus::kOk) << four.error.value_or("");
+  ASSERT_EQ(one.status, results::TrialStatus::kOk) << one.error.value_or("");
   EXPECT_EQ(one.knobs.worker_threads, 1);
   EXPECT_EQ(four.knobs.worker_threads, 0);
   // The search's phase, from 4 threads: 1 is measured.
@@ -329,7 +329,7 @@ TEST(NodeTrial, WorkerThreadsPhaseMeasuresOneThread) {
   for (const auto& t : outcome.trials) {
     if (t.phase == "worker_threads") {
       EXPECT_NE(t.knobs.worker_threads, 0);
-      if (t.knobs.worker_threads == 1 && t.status == "ok") measured_one = true;
+      if (t.knobs.worker_threads == 1 && t.status == results::TrialStatus::kOk) measured_one = true;
     }
   }
   EXPECT_TRUE(measured_one);

@@ -32,7 +32,7 @@ class ScriptedMeasurer final : public TrialMeasurer {
     t.knobs = knobs;
     const double v = curve_(knobs, plan, index_++);
     if (v < 0) {
-      t.status = "failed";
+      t.status = results::TrialStatus::kFailed;
       t.error = "worker 0 (pid 1) was killed by signal 9 (SIGKILL) while loading batch 0";
       return t;
     }
@@ -185,7 +185,7 @@ TEST(Search, GainWithinNoiseIsNotKept) {
   EXPECT_TRUE(IsGain(cand, cur, 0.05));
   cand.samples_per_s = 1040;  // below the threshold
   EXPECT_FALSE(IsGain(cand, cur, 0.05));
-  cand.status = "skipped";
+  cand.status = results::TrialStatus::kSkipped;
   cand.samples_per_s = 5000;
   EXPECT_FALSE(IsGain(cand, cur, 0.05));
 }
@@ -298,7 +298,7 @@ TEST(Search, FailingTrialStopsTheDoublingAndIsRecorded) {
   EXPECT_EQ(r.outcome.knee_workers, 2);
   bool found = false;
   for (const auto& t : r.outcome.trials) {
-    if (t.status == "failed") {
+    if (t.status == results::TrialStatus::kFailed) {
       found = true;
       EXPECT_EQ(t.knobs.num_workers, 4);
       EXPECT_EQ(t.decision, "failed: worker 0 (pid 1) was killed by signal 9 (SIGKILL) while loading batch 0");
@@ -350,14 +350,14 @@ TEST(Search, BudgetSkipStopsTheDoublingAndIsRecorded) {
   facts.batch_bytes = 1 << 20;
   Budget budget(facts, BudgetOptions{});
   TrialRecord base;
-  base.status = "ok";
+  base.status = results::TrialStatus::kOk;
   base.peak_rss_bytes = 64 << 20;  // a worker may come to own all of it
   budget.Observe(base);
   BudgetGate gate(budget, inner);
   const SearchRun r = RunOn(gate);
   const TrialRecord* skipped = nullptr;
   for (const auto& t : r.outcome.trials) {
-    if (t.status == "skipped") {
+    if (t.status == results::TrialStatus::kSkipped) {
       skipped = &t;
       break;
     }
@@ -370,7 +370,7 @@ TEST(Search, BudgetSkipStopsTheDoublingAndIsRecorded) {
   EXPECT_EQ(r.outcome.knee_workers, 8);
   EXPECT_NE(Phase(r, "num_workers")->why.find("stopped at 16 workers: over a budget"), std::string::npos);
   for (const auto& t : r.outcome.trials) {
-    if (t.status == "ok") {
+    if (t.status == results::TrialStatus::kOk) {
       EXPECT_LT(t.knobs.num_workers, 16);
     }
   }
@@ -563,7 +563,8 @@ double NoisyCurve(const loader::Knobs& k, const TrialPlan&, int index) {
 std::vector<std::string> Decisions(const SearchOutcome& o) {
   std::vector<std::string> v;
   for (const auto& t : o.trials) {
-    v.push_back(t.phase + " " + std::to_string(t.knobs.num_workers) + " " + t.status + ": " + t.decision);
+    v.push_back(t.phase + " " + std::to_string(t.knobs.num_workers) + " " + results::TrialStatusName(t.status) + ": " +
+                t.decision);
   }
   for (const auto& p : o.phases) v.push_back(p.phase + (p.kept ? " kept: " : " not kept: ") + p.why);
   return v;

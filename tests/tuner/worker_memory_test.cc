@@ -84,7 +84,7 @@ results::TrialRecord LeakTrial(int64_t leak) {
 TEST(WorkerMemoryTrial, ALeakingWorkerIsFlaggedWithItsGrowth) {
   // 16 samples x 6 MiB: 96 MiB per epoch for the one worker.
   const results::TrialRecord t = LeakTrial(6 << 20);
-  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   EXPECT_FALSE(t.worker_rss_in_consumer);
   EXPECT_GE(t.worker_rss_samples, 4);  // each window's start and its epoch's two edges
   EXPECT_GE(t.worker_rss_epochs, 1.0);
@@ -100,7 +100,7 @@ TEST(WorkerMemoryTrial, ALeakingWorkerIsFlaggedWithItsGrowth) {
 
 TEST(WorkerMemoryTrial, AFlatWorkerIsNotFlagged) {
   const results::TrialRecord t = LeakTrial(0);
-  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   EXPECT_GE(t.worker_rss_samples, 4);
   EXPECT_GT(t.worker_rss_peak_bytes, 0);
   ASSERT_TRUE(std::isfinite(t.worker_rss_growth_bytes_per_epoch));

@@ -50,7 +50,7 @@ TEST(CommandMeasurer, ReadsTheLastJsonLineOfEachRepeat) {
       "\"worker_busy_frac\": 0.'$((4 + FEEDTUNE_REPEAT))', \"worker_peak_rss_bytes\": '$((2000000 + FEEDTUNE_REPEAT))', "
       "\"epoch_boundary_ms\": -1.5, \"extra\": \"ignored\"}'",
       3);
-  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   EXPECT_EQ(t.samples_per_s, 110);  // median of 100, 110, 120
   EXPECT_LE(t.ci_low, 110);
   EXPECT_GE(t.ci_high, 110);
@@ -77,7 +77,7 @@ TEST(CommandMeasurer, ReadsTheLastJsonLineOfEachRepeat) {
 TEST(CommandMeasurer, FiguresNotReportedAreNotMeasured) {
   CommandMeasurer measurer(ShellConfig("echo '{\"samples_per_s\": 100}'", 2), nullptr);
   const results::TrialRecord t = measurer.Measure({});
-  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   EXPECT_EQ(t.samples_per_s, 100);
   for (const auto& [name, value] : std::vector<std::pair<const char*, double>>{
            {"mb_per_s", t.mb_per_s},
@@ -114,7 +114,7 @@ TEST(CommandMeasurer, FollowsThePlansRepeats) {
   plan.repeats = 5;
   plan.window_epochs = 1;  // the command's own business
   const results::TrialRecord t = measurer.MeasurePlanned({}, plan);
-  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   EXPECT_EQ(t.repeats, 5);
   EXPECT_EQ(t.samples_per_s, 3);  // median of 1..5
   EXPECT_GT(t.cv, 0);
@@ -135,7 +135,7 @@ TEST(CommandMeasurer, SubstitutesKnobsIntoArgvAndExportsThem) {
       "[ \"$FEEDTUNE_REPEAT\" = 0 ] || { echo \"got $1 $2 $3\" >&2; exit 9; }; "
       "echo '{\"samples_per_s\": 1}'",
       1, 30, knobs);
-  EXPECT_EQ(t.status, "ok") << t.error.value_or("");
+  EXPECT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
 }
 
 // The worker_threads knob (the search's phase) reaches a command started per
@@ -148,11 +148,11 @@ TEST(CommandMeasurer, WorkerThreadsBecomeTheIntraOpThreadEnvironment) {
       "[ \"$OMP_NUM_THREADS\" = 3 ] && [ \"$MKL_NUM_THREADS\" = 3 ] || { echo \"got $OMP_NUM_THREADS\" >&2; exit 9; }; "
       "echo '{\"samples_per_s\": 1}'",
       1, 30, knobs);
-  EXPECT_EQ(set.status, "ok") << set.error.value_or("");
+  EXPECT_EQ(set.status, results::TrialStatus::kOk) << set.error.value_or("");
   ::unsetenv("OMP_NUM_THREADS");
   const results::TrialRecord unset = MeasureShell(
       "[ -z \"$OMP_NUM_THREADS\" ] || exit 9; echo '{\"samples_per_s\": 1}'", 1, 30, loader::Knobs{});
-  EXPECT_EQ(unset.status, "ok") << unset.error.value_or("");
+  EXPECT_EQ(unset.status, results::TrialStatus::kOk) << unset.error.value_or("");
 }
 
 TEST(CommandArgs, Placeholders) {
@@ -168,7 +168,7 @@ TEST(CommandArgs, Placeholders) {
 TEST(CommandMeasurer, NonZeroExitFailsWithTheStderrTail) {
   const results::TrialRecord t =
       MeasureShell("for i in $(seq 1 30); do echo \"line $i\" >&2; done; echo 'ValueError: bad' >&2; exit 3");
-  ASSERT_EQ(t.status, "failed");
+  ASSERT_EQ(t.status, results::TrialStatus::kFailed);
   const std::string& e = *t.error;
   EXPECT_EQ(e.rfind("repeat 1 of 1: the command exited with code 3\n  command: /bin/sh -c ", 0), 0u) << e;
   EXPECT_NE(e.find("\n  stderr (last lines):\nline 20\nline 21\n"), std::string::npos) << e;
@@ -179,14 +179,14 @@ TEST(CommandMeasurer, NonZeroExitFailsWithTheStderrTail) {
 TEST(CommandMeasurer, AFailedRepeatFailsTheTrial) {
   const results::TrialRecord t =
       MeasureShell("[ \"$FEEDTUNE_REPEAT\" = 1 ] && exit 4; echo '{\"samples_per_s\": 5}'", 3);
-  ASSERT_EQ(t.status, "failed");
+  ASSERT_EQ(t.status, results::TrialStatus::kFailed);
   EXPECT_EQ(t.error->rfind("repeat 2 of 3: the command exited with code 4", 0), 0u) << *t.error;
   EXPECT_NE(t.error->find("stderr: (empty)"), std::string::npos) << *t.error;
 }
 
 TEST(CommandMeasurer, DeathBySignal) {
   const results::TrialRecord t = MeasureShell("kill -SEGV $$");
-  ASSERT_EQ(t.status, "failed");
+  ASSERT_EQ(t.status, results::TrialStatus::kFailed);
   EXPECT_EQ(t.error->rfind("repeat 1 of 1: the command was killed by signal 11 (SIGSEGV)", 0), 0u) << *t.error;
 }
 
@@ -197,7 +197,7 @@ TEST(CommandMeasurer, TimeoutKillsTheWholeGroup) {
   const results::TrialRecord t =
       MeasureShell("sleep 30 & echo $! > " + pid_file + "; echo 'still going' >&2; sleep 30", 1, 0.5);
   EXPECT_LT(Seconds(Clock::now() - start), 5.0);
-  ASSERT_EQ(t.status, "failed");
+  ASSERT_EQ(t.status, results::TrialStatus::kFailed);
   EXPECT_EQ(t.error->rfind("repeat 1 of 1: the command timed out after 0.5 s (workload.timeout_s) and was killed", 0),
             0u)
       << *t.error;
@@ -225,7 +225,7 @@ TEST(CommandMeasurer, TimeoutKillsTheWholeGroup) {
 
 TEST(CommandMeasurer, BadOrMissingJson) {
   results::TrialRecord t = MeasureShell("echo 'done: 123 samples/s'");
-  ASSERT_EQ(t.status, "failed");
+  ASSERT_EQ(t.status, results::TrialStatus::kFailed);
   EXPECT_EQ(t.error->rfind("repeat 1 of 1: the command's last stdout line is not a JSON object: 'done: 123 "
                            "samples/s'; expected a JSON line such as {\"samples_per_s\": 1234.5} last",
                            0),
@@ -256,7 +256,7 @@ TEST(CommandMeasurer, CommandNotFound) {
   config.workload.command.argv = {"/nonexistent/feedtune-probe"};
   CommandMeasurer measurer(config, nullptr);
   const results::TrialRecord t = measurer.Measure({});
-  ASSERT_EQ(t.status, "failed");
+  ASSERT_EQ(t.status, results::TrialStatus::kFailed);
   EXPECT_EQ(t.error->rfind("repeat 1 of 1: the command could not be started: '/nonexistent/feedtune-probe' not "
                            "found or not executable",
                            0),
@@ -272,7 +272,7 @@ TEST(CommandMeasurer, LeftoversDoNotHoldTheTrial) {
   const auto start = Clock::now();
   const results::TrialRecord t = MeasureShell("sleep 30 & echo '{\"samples_per_s\": 7}'");
   EXPECT_LT(Seconds(Clock::now() - start), 8.0);
-  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   EXPECT_EQ(t.samples_per_s, 7);
 }
 

@@ -69,7 +69,7 @@ TEST_F(CommandRanks, EachRankGetsItsEnvironmentAndTheNodeAddsTheirSamplesOverThe
   loader::Knobs knobs;
   knobs.num_workers = 3;
   const results::TrialRecord t = measurer.Measure(knobs);
-  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   EXPECT_DOUBLE_EQ(t.samples_per_s, 250);
   ASSERT_TRUE(t.node.has_value());
   EXPECT_EQ(t.node->ranks, 2);
@@ -102,7 +102,7 @@ TEST_F(CommandRanks, AFailingRankFailsTheTrialNamingItAndTheOthersAreStopped) {
       nullptr);
   const results::TrialRecord t = measurer.Measure({});
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  EXPECT_EQ(t.status, "failed");
+  EXPECT_EQ(t.status, results::TrialStatus::kFailed);
   const std::string error = t.error.value_or("");
   EXPECT_NE(error.find("repeat 1 of 1: rank 1 (pid "), std::string::npos) << error;
   EXPECT_NE(error.find("the command exited with code 3; the other ranks were stopped"), std::string::npos) << error;
@@ -116,7 +116,7 @@ TEST_F(CommandRanks, AHangingRankTimesOutNamedAndTheTrialEnds) {
   const auto start = Clock::now();
   const results::TrialRecord t = measurer.Measure({});
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 10);
-  EXPECT_EQ(t.status, "failed");
+  EXPECT_EQ(t.status, results::TrialStatus::kFailed);
   const std::string error = t.error.value_or("");
   EXPECT_NE(error.find("rank 1 (pid "), std::string::npos) << error;
   EXPECT_NE(error.find("timed out after 1 s (workload.timeout_s) and was killed (ranks still running: 1;"),
@@ -127,7 +127,7 @@ TEST_F(CommandRanks, AHangingRankTimesOutNamedAndTheTrialEnds) {
 TEST_F(CommandRanks, ALineOfAnotherRankIsAnError) {
   CommandMeasurer measurer(Config("echo '{\"samples_per_s\": 1, \"rank\": 0}'", 2), nullptr);
   const results::TrialRecord t = measurer.Measure({});
-  EXPECT_EQ(t.status, "failed");
+  EXPECT_EQ(t.status, results::TrialStatus::kFailed);
   EXPECT_NE(t.error.value_or("").find("rank 1 (pid "), std::string::npos) << t.error.value_or("");
   EXPECT_NE(t.error.value_or("").find("its result line says rank 0, not 1"), std::string::npos) << t.error.value_or("");
 }
@@ -143,7 +143,7 @@ TEST_F(CommandRanks, SplitBindsEachRankBeforeItRuns) {
   loader::Knobs knobs;
   knobs.cpu_binding = loader::CpuBinding::kSplit;
   const results::TrialRecord t = measurer.Measure(knobs);
-  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   for (int r = 0; r < 2; ++r) {
     const std::vector<int> share = node::SplitShare(usable, r, 2);
     const std::string text = Read("cpus-" + std::to_string(r));

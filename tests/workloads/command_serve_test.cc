@@ -115,7 +115,7 @@ TEST_F(CommandServe, OneProcessServesEveryTrial) {
   EXPECT_EQ(measurer.server_pid(), -1);  // started lazily, at the first trial
   for (int workers : {1, 2, 4}) {
     const results::TrialRecord t = measurer.Measure(Knobs(workers));
-    ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+    ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
     EXPECT_EQ(t.repeats, 2);
     ASSERT_EQ(t.repeat_rows.size(), 2u);
     EXPECT_EQ(t.repeat_rows[0].samples_per_s, 100.0 * workers);
@@ -141,7 +141,7 @@ TEST_F(CommandServe, OneProcessServesEveryTrial) {
   plan.repeats = 3;
   plan.window_epochs = 1;
   const results::TrialRecord t = measurer.MeasurePlanned(Knobs(1), plan);
-  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   EXPECT_EQ(t.repeats, 3);
   EXPECT_EQ(t.samples_per_s, 101);  // median of 100, 101, 102
   EXPECT_EQ(t.epoch_boundary_ms, 2.5);
@@ -151,7 +151,7 @@ TEST_F(CommandServe, OneProcessServesEveryTrial) {
 TEST_F(CommandServe, UserPrintsAreIgnored) {
   CommandMeasurer measurer(Config(), nullptr);
   const results::TrialRecord t = measurer.Measure(Knobs(3, kNoisy));
-  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   EXPECT_EQ(t.samples_per_s, 300.5);
 }
 
@@ -187,12 +187,12 @@ TEST_F(CommandServe, AFaultFailsOneTrialAndTheNextStartsANewProcess) {
     SCOPED_TRACE(c.fault);
     fs::remove(log_);
     CommandMeasurer measurer(Config(), nullptr);
-    ASSERT_EQ(measurer.Measure(Knobs(1)).status, "ok");
+    ASSERT_EQ(measurer.Measure(Knobs(1)).status, results::TrialStatus::kOk);
     const auto first = Starts();
     ASSERT_EQ(first.size(), 1u);
 
     const results::TrialRecord bad = measurer.Measure(Knobs(2, c.fault));
-    ASSERT_EQ(bad.status, "failed");
+    ASSERT_EQ(bad.status, results::TrialStatus::kFailed);
     const std::string& e = *bad.error;
     EXPECT_EQ(e.rfind(c.cause, 0), 0u) << e;
     EXPECT_NE(e.find("\n  command: python3 " + kFakeServer), std::string::npos) << e;
@@ -202,7 +202,7 @@ TEST_F(CommandServe, AFaultFailsOneTrialAndTheNextStartsANewProcess) {
     EXPECT_TRUE(GoneSoon(first[0].second)) << "the server's child survived";
 
     const results::TrialRecord next = measurer.Measure(Knobs(4));
-    ASSERT_EQ(next.status, "ok") << next.error.value_or("");
+    ASSERT_EQ(next.status, results::TrialStatus::kOk) << next.error.value_or("");
     EXPECT_EQ(next.samples_per_s, 400.5);
     EXPECT_EQ(Starts().size(), 2u);
     EXPECT_EQ(measurer.servers_started(), 2);
@@ -215,12 +215,12 @@ TEST_F(CommandServe, AFaultFailsOneTrialAndTheNextStartsANewProcess) {
 TEST_F(CommandServe, AHangTimesOutAndKillsTheGroup) {
   CommandMeasurer measurer(Config(/*timeout_s=*/3.0), nullptr);
   const results::TrialRecord first = measurer.Measure(Knobs(1));
-  ASSERT_EQ(first.status, "ok") << first.error.value_or("");
+  ASSERT_EQ(first.status, results::TrialStatus::kOk) << first.error.value_or("");
   const pid_t server = Starts().at(0).first, child = Starts().at(0).second;
   const auto start = Clock::now();
   const results::TrialRecord t = measurer.Measure(Knobs(2, kHang));
   EXPECT_LT(Seconds(Clock::now() - start), 6.0);
-  ASSERT_EQ(t.status, "failed");
+  ASSERT_EQ(t.status, results::TrialStatus::kFailed);
   EXPECT_EQ(t.error->rfind("trial 2 timed out after 3 s (workload.timeout_s) with 1 of 2 windows done; the "
                            "serving command was killed",
                            0),
@@ -230,23 +230,23 @@ TEST_F(CommandServe, AHangTimesOutAndKillsTheGroup) {
   EXPECT_TRUE(GoneSoon(server));
   EXPECT_TRUE(GoneSoon(child));
   const results::TrialRecord next = measurer.Measure(Knobs(1));
-  EXPECT_EQ(next.status, "ok") << next.error.value_or("");
+  EXPECT_EQ(next.status, results::TrialStatus::kOk) << next.error.value_or("");
   EXPECT_EQ(Starts().size(), 2u);
 }
 
 TEST_F(CommandServe, ItsOwnErrorFailsTheTrialAndKeepsTheProcess) {
   CommandMeasurer measurer(Config(), nullptr);
-  ASSERT_EQ(measurer.Measure(Knobs(1)).status, "ok");
+  ASSERT_EQ(measurer.Measure(Knobs(1)).status, results::TrialStatus::kOk);
   const pid_t server = measurer.server_pid();
   const results::TrialRecord t = measurer.Measure(Knobs(1, kError));
-  ASSERT_EQ(t.status, "failed");
+  ASSERT_EQ(t.status, results::TrialStatus::kFailed);
   EXPECT_EQ(t.error->rfind("the serving command reported an error in trial 2 after 0 of 2 windows: ValueError: "
                            "no such thing",
                            0),
             0u)
       << *t.error;
   EXPECT_EQ(measurer.server_pid(), server);
-  EXPECT_EQ(measurer.Measure(Knobs(1)).status, "ok");
+  EXPECT_EQ(measurer.Measure(Knobs(1)).status, results::TrialStatus::kOk);
   EXPECT_EQ(Starts().size(), 1u);
 }
 
@@ -255,7 +255,7 @@ TEST_F(CommandServe, CommandNotFound) {
   config.workload.command.argv = {"/nonexistent/feedtune-server"};
   CommandMeasurer measurer(config, nullptr);
   const results::TrialRecord t = measurer.Measure(Knobs(1));
-  ASSERT_EQ(t.status, "failed");
+  ASSERT_EQ(t.status, results::TrialStatus::kFailed);
   EXPECT_EQ(t.error->rfind("the serving command could not be started: '/nonexistent/feedtune-server' not found or "
                            "not executable",
                            0),
@@ -275,7 +275,7 @@ TEST_F(CommandServe, Environment) {
       "sh", "{measure_seconds}"};
   CommandMeasurer measurer(config, nullptr);
   const results::TrialRecord t = measurer.Measure(Knobs(1));
-  EXPECT_EQ(t.status, "ok") << t.error.value_or("");
+  EXPECT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   EXPECT_EQ(t.samples_per_s, 5.5);
 }
 
@@ -283,7 +283,7 @@ TEST_F(CommandServe, DestroyingTheMeasurerKillsTheGroup) {
   pid_t server = 0, child = 0;
   {
     CommandMeasurer measurer(Config(), nullptr);
-    ASSERT_EQ(measurer.Measure(Knobs(1)).status, "ok");
+    ASSERT_EQ(measurer.Measure(Knobs(1)).status, results::TrialStatus::kOk);
     server = Starts().at(0).first;
     child = Starts().at(0).second;
     ASSERT_TRUE(Running(server));
@@ -296,7 +296,7 @@ TEST_F(CommandServe, DestroyingTheMeasurerKillsTheGroup) {
 TEST_F(CommandServe, StopFlagInterruptsATrial) {
   std::atomic<bool> stop{false};
   CommandMeasurer measurer(Config(), &stop);
-  ASSERT_EQ(measurer.Measure(Knobs(1)).status, "ok");
+  ASSERT_EQ(measurer.Measure(Knobs(1)).status, results::TrialStatus::kOk);
   const pid_t server = Starts().at(0).first, child = Starts().at(0).second;
   std::thread raiser([&] {
     std::this_thread::sleep_for(300ms);

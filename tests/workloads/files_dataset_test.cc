@@ -389,7 +389,7 @@ TEST_F(FilesDatasetTest, OpenWorkloadForFiles) {
   const auto measurer = tuner::MakeMeasurer(config, opened, *device, nullptr);
   config.loader.knobs.num_workers = 2;
   const results::TrialRecord trial = measurer->Measure(config.loader.knobs);
-  ASSERT_EQ(trial.status, "ok") << trial.error.value_or("");
+  ASSERT_EQ(trial.status, results::TrialStatus::kOk) << trial.error.value_or("");
   EXPECT_GT(trial.samples_per_s, 0);
   EXPECT_GT(trial.mb_per_s, 0);
   EXPECT_NE(measurer->last_warning().find("cache cold"), std::string::npos) << measurer->last_warning();

@@ -87,7 +87,7 @@ TEST_F(ProbeRanks, TwoRanksOverGlooReportDisjointEqualSharesAndTheNodeAddsThemUp
   loader::Knobs knobs = config.loader.knobs;
   knobs.num_workers = 1;
   const results::TrialRecord t = measurer.Measure(knobs);
-  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   ASSERT_TRUE(t.node.has_value());
   ASSERT_EQ(t.node->rank_rows.size(), 2u);
 
@@ -126,7 +126,7 @@ TEST_F(ProbeRanks, ARankThatExitsFailsTheTrialNamingItsRankAndStatus) {
   const auto start = std::chrono::steady_clock::now();
   const results::TrialRecord t = measurer.Measure(config.loader.knobs);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_EQ(t.status, "failed");
+  EXPECT_EQ(t.status, results::TrialStatus::kFailed);
   const std::string error = t.error.value_or("");
   EXPECT_NE(error.find("rank 1 (pid "), std::string::npos) << error;
   EXPECT_NE(error.find("the command exited with code 3; the other ranks were stopped"), std::string::npos) << error;

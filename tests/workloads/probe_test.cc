@@ -99,7 +99,7 @@ class ProbeTest : public testing::Test {
       loader::Knobs knobs = config.loader.knobs;
       knobs.num_workers = w;
       const results::TrialRecord t = measurer.Measure(knobs);
-      EXPECT_EQ(t.status, "ok") << t.error.value_or("");
+      EXPECT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
       rates.push_back(t.samples_per_s);
       *curve += std::to_string(w) + " workers: " + std::to_string(static_cast<int>(t.samples_per_s)) + "/s; ";
     }
@@ -218,7 +218,7 @@ TEST_F(UserDatasetTest, FactoryFunctionAndClassWithArguments) {
   results::TrialRecord t = Run({"--dataset", "mypkg.data:make_pairs", "--dataset-args", R"({"n": 512, "size": 1024})",
                                 "--pythonpath", dir_.string()},
                                2);
-  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   EXPECT_GT(t.samples_per_s, 0);
   EXPECT_GT(t.mb_per_s, 0);
   EXPECT_GT(t.gpu_idle_frac, 0);  // a 1 ms step against a fast loader: the "device" waits sometimes
@@ -229,10 +229,10 @@ TEST_F(UserDatasetTest, FactoryFunctionAndClassWithArguments) {
   // The class itself, positional arguments, no workers; an iterable dataset,
   // which has no len(): its epoch length stays unknown.
   t = Run({"--dataset", "mypkg.data:Pairs", "--dataset-args", "[256, 64]", "--pythonpath", dir_.string()}, 0);
-  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   EXPECT_EQ(t.batches_per_epoch, 256 / 16);
   t = Run({"--dataset", "mypkg.data:Stream", "--dataset-args", "[100000]", "--pythonpath", dir_.string()}, 2);
-  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   EXPECT_FALSE(t.batches_per_epoch.has_value());
 }
 
@@ -256,7 +256,7 @@ TEST_F(UserDatasetTest, WorkerFiguresFromKnownCosts) {
   // No model step: the consumer takes each batch at once, so the two workers
   // never rest (bar the epoch ends).
   results::TrialRecord t = measure(2, 0);
-  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   const double rss_with_allocation = t.worker_rss_bytes;
   EXPECT_GT(t.worker_busy_frac, 0.75) << "2 workers fed a consumer that never waits";
   EXPECT_LE(t.worker_busy_frac, 1.0);
@@ -270,7 +270,7 @@ TEST_F(UserDatasetTest, WorkerFiguresFromKnownCosts) {
   // allocate nothing: what they inherit from the probe is the same, so the
   // difference is the 64 MiB each wrote above.
   t = measure(2, 32000, 0);
-  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   EXPECT_GT(t.worker_busy_frac, 0.3);
   EXPECT_LT(t.worker_busy_frac, 0.75);
   EXPECT_GT(t.worker_rss_bytes, 0);
@@ -280,7 +280,7 @@ TEST_F(UserDatasetTest, WorkerFiguresFromKnownCosts) {
 
   // Without workers there is nothing of theirs to measure.
   t = measure(0, 0);
-  ASSERT_EQ(t.status, "ok") << t.error.value_or("");
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   EXPECT_TRUE(std::isnan(t.worker_busy_frac));
   EXPECT_TRUE(std::isnan(t.worker_rss_bytes));
   EXPECT_TRUE(std::isnan(t.worker_startup_s));
@@ -293,13 +293,13 @@ TEST_F(UserDatasetTest, FailuresCarryTheCause) {
                                 R"({"n": 512, "size": 64, "broken_at": 3})", "--pythonpath", dir_.string(),
                                 "--shuffle", "false"},
                                2);
-  ASSERT_EQ(t.status, "failed");
+  ASSERT_EQ(t.status, results::TrialStatus::kFailed);
   EXPECT_NE(t.error->find("the command exited with code 1"), std::string::npos) << *t.error;
   EXPECT_NE(t.error->find("ValueError: bad sample 3"), std::string::npos) << *t.error;
 
   // A dataset that cannot be imported: a usage error of the probe (exit 2).
   t = Run({"--dataset", "nosuchpkg.data:make", "--pythonpath", dir_.string()}, 0);
-  ASSERT_EQ(t.status, "failed");
+  ASSERT_EQ(t.status, results::TrialStatus::kFailed);
   EXPECT_NE(t.error->find("the command exited with code 2"), std::string::npos) << *t.error;
   EXPECT_NE(t.error->find("feedtune_probe: --dataset: cannot import 'nosuchpkg.data'"), std::string::npos)
       << *t.error;
@@ -365,7 +365,7 @@ TEST_F(UserDatasetTest, ServeBuildsTheDatasetOncePerSweep) {
   loader::Knobs knobs = config.loader.knobs;
   knobs.num_workers = 1;
   results::TrialRecord t = measurer.Measure(knobs);
-  ASSERT_EQ(t.status, "failed");
+  ASSERT_EQ(t.status, results::TrialStatus::kFailed);
   EXPECT_NE(t.error->find("the serving command reported an error in trial 1 after 0 of 1 window: ValueError"),
             std::string::npos)
       << *t.error;
@@ -373,7 +373,7 @@ TEST_F(UserDatasetTest, ServeBuildsTheDatasetOncePerSweep) {
   const pid_t server = measurer.server_pid();
   EXPECT_GT(server, 0);
   t = measurer.Measure(knobs);
-  EXPECT_EQ(t.status, "failed");
+  EXPECT_EQ(t.status, results::TrialStatus::kFailed);
   EXPECT_EQ(measurer.server_pid(), server);
   EXPECT_EQ(measurer.servers_started(), 1);
 }

@@ -14,6 +14,8 @@
 #include "tuner/cli/progress.h"
 
 namespace feedtune::cli {
+
+using results::TrialStatus;
 namespace {
 
 constexpr const char* kDiagnoseUsage = R"(Usage: feedtune diagnose CONFIG [--set key=value ...] [--format table|json] [--db FILE]
@@ -123,10 +125,11 @@ int RunDiagnose(const Args& args, const std::atomic<bool>& stop) {
         results::TrialRecord stored = trial;
         stored.phase = "diagnose-" + stage;
         const int64_t id = store.AddTrial(run.id, stored);
-        if (stage == "prep" && trial.status == "ok") run.best_trial_id = id;  // the real workload at the setting
+        // The real workload at the setting.
+        if (stage == "prep" && trial.status == TrialStatus::kOk) run.best_trial_id = id;
       }
       run.ended_at = NowIso8601();
-      run.status = verdict.bottleneck.empty() ? "failed" : "done";
+      run.status = verdict.bottleneck.empty() ? results::RunStatus::kFailed : results::RunStatus::kDone;
       store.FinishRun(run);
       store.SaveVerdict(run.id, verdict);
       std::cerr << "feedtune diagnose: stored as run " << run.id << " in " << db_path << "\n";

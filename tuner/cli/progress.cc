@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "results/memory_growth.h"
+#include "results/report.h"
 #include "results/units.h"
 
 namespace feedtune::tuner {
@@ -36,19 +37,6 @@ std::string IdleText(double frac) {
   return std::isfinite(frac) ? Format("GPU idle %5.1f%%", frac * 100.0) : std::string("GPU idle not measured");
 }
 
-// The safe limit's record in the run's calibration JSON (tuner/cli/sweep_command.cc).
-nlohmann::json SafeLimitJson(const results::RunRecord& run) {
-  if (run.calibration_json.empty()) return nullptr;
-  const auto j = nlohmann::json::parse(run.calibration_json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("safe_limit") || !j["safe_limit"].is_object()) return nullptr;
-  return j["safe_limit"];
-}
-
-std::string SafeBasis(const results::RunRecord& run) {
-  const nlohmann::json safe = SafeLimitJson(run);
-  if (safe.is_null() || !safe.contains("basis") || !safe["basis"].is_string()) return {};
-  return safe["basis"].get<std::string>();
-}
 
 }  // namespace
 
@@ -111,10 +99,10 @@ void Progress::Trial(const results::TrialRecord& t, const SearchProgress& progre
   if (mode_ == ProgressMode::kQuiet) return;
   Clear();
   std::string figures;
-  if (t.status == "ok") {
+  if (t.status == results::TrialStatus::kOk) {
     figures = Format("%9.1f samples/s [%.1f, %.1f]  ", t.samples_per_s, t.ci_low, t.ci_high) + IdleText(t.gpu_idle_frac);
   } else {
-    figures = t.status;
+    figures = results::TrialStatusName(t.status);
   }
   const auto left = left_s(progress);
   std::fprintf(out_, "[%2d] %-18s %s  %s  %s  (%s%s%s)\n", progress.trials_done, t.phase.c_str(),
@@ -137,7 +125,7 @@ std::string TrialEventJson(const results::TrialRecord& t, const SearchProgress& 
                         {"id", t.id},
                         {"phase", t.phase},
                         {"config", KnobsJson(t.knobs)},
-                        {"status", t.status},
+                        {"status", results::TrialStatusName(t.status)},
                         {"error", t.error ? nlohmann::json(*t.error) : nlohmann::json(nullptr)},
                         {"samples_per_s", t.samples_per_s},
                         {"ci", {t.ci_low, t.ci_high}},
@@ -165,7 +153,7 @@ std::string DoneEventJson(const SearchOutcome& outcome, const results::RunRecord
   };
   return nlohmann::json{{"event", "done"},
                         {"run_id", run.id},
-                        {"status", run.status},
+                        {"status", results::RunStatusName(run.status)},
                         {"trials", outcome.trials.size()},
                         {"baseline", trial_json(outcome.baseline)},
                         {"best", trial_json(outcome.best)},
@@ -173,7 +161,7 @@ std::string DoneEventJson(const SearchOutcome& outcome, const results::RunRecord
                         {"knee_workers", Optional(outcome.knee_workers)},
                         {"knee_kneedle_workers", Optional(outcome.kneedle_workers)},
                         {"safe_max_workers", Optional(run.safe_max_workers)},
-                        {"safe_limit", SafeLimitJson(run)},
+                        {"safe_limit", nlohmann::json::parse(results::SafeLimitJson(run.facts.safe_limit))},
                         {"speedup", Optional(outcome.speedup)},
                         {"speedup_ci", outcome.speedup_ci_low ? nlohmann::json({*outcome.speedup_ci_low,
                                                                                 *outcome.speedup_ci_high})
@@ -214,7 +202,7 @@ std::string SummaryText(const SearchOutcome& outcome, const results::RunRecord& 
     out += Format("fastest:   %-36s %9.1f samples/s  (within noise or knee_tolerance of the best)\n",
                   KnobsShort(fastest.knobs).c_str(), fastest.samples_per_s);
   }
-  const std::string basis = SafeBasis(run);
+  const std::string basis = results::SafeLimitBasis(run);
   if (run.safe_max_workers) {
     out += Format("safe:      num_workers <= %d within the memory, /dev/shm and open-file budgets%s\n",
                   *run.safe_max_workers, basis.empty() ? "" : ("; per worker: " + basis).c_str());

@@ -11,6 +11,7 @@
 #include "results/fleet.h"
 #include "results/memory_growth.h"
 #include "results/node_report.h"
+#include "results/report.h"
 #include "results/store.h"
 #include "results/units.h"
 #include "tuner/search/budget.h"
@@ -102,24 +103,20 @@ std::string Fixed(double value, int decimals) {
 // NaN (not measured) as null.
 nlohmann::json Number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
-// What the run stores beside its trials (runs.calibration_json), one object:
-// "cpu" the workload's CPU calibration, "budget_facts" (so --resume predicts
-// as the first run did), "max_workers" the resolved cap, "preflight" the
-// warnings said before the first trial, "seed" (--resume re-seeds from it),
-// and at the end "phases", each phase's decision, and "safe_limit".
-struct RunFacts {
+// What the run still stores as one JSON object (runs.calibration_json):
+// "cpu" the workload's CPU calibration, "preflight" the warnings said before
+// the first trial, and at the end "phases", each phase's decision. The typed
+// facts (budget facts, max_workers, seed, safe limit) are the run record's
+// `facts` (results::RunFacts).
+struct RunJsonFacts {
   std::string cpu_calibration;  // at the start: the workload's (JSON), or empty
-  const tuner::BudgetFacts* budget = nullptr;
-  int max_workers = 0;
   std::vector<std::string> preflight;
-  const tuner::SweepSeed* seed = nullptr;
   const tuner::SearchOutcome* outcome = nullptr;  // at the end
-  const tuner::SafeLimit* safe = nullptr;         // at the end
 };
 
 // The run's object with `facts` written over `existing` (the object as stored
 // so far, or empty): built as data, whatever was stored before is kept.
-std::string RunJson(const std::string& existing, const RunFacts& facts) {
+std::string RunJson(const std::string& existing, const RunJsonFacts& facts) {
   nlohmann::json j = nlohmann::json::object();
   if (!existing.empty()) {
     const auto parsed = nlohmann::json::parse(existing, nullptr, /*allow_exceptions=*/false);
@@ -129,10 +126,7 @@ std::string RunJson(const std::string& existing, const RunFacts& facts) {
     const auto cpu = nlohmann::json::parse(facts.cpu_calibration, nullptr, /*allow_exceptions=*/false);
     if (!cpu.is_discarded()) j["cpu"] = cpu;
   }
-  if (facts.budget != nullptr) j["budget_facts"] = nlohmann::json::parse(tuner::BudgetFactsJson(*facts.budget));
-  j["max_workers"] = facts.max_workers;
   if (!facts.preflight.empty()) j["preflight"] = facts.preflight;
-  if (facts.seed != nullptr) j["seed"] = nlohmann::json::parse(tuner::SeedJson(*facts.seed));
   if (facts.outcome != nullptr) {
     nlohmann::json phases = nlohmann::json::array();
     for (const auto& p : facts.outcome->phases) {
@@ -140,24 +134,7 @@ std::string RunJson(const std::string& existing, const RunFacts& facts) {
     }
     j["phases"] = phases;
   }
-  if (const tuner::SafeLimit* safe = facts.safe) {
-    // What the safe limit rests on; the report and the summary print it.
-    const auto or_null = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
-    j["safe_limit"] = {{"workers", or_null(safe->workers)},
-                       {"basis", safe->basis},
-                       {"trial", or_null(safe->basis_trial)},
-                       {"worker_rss_bytes", or_null(safe->worker_rss_bytes)},
-                       {"growth_bytes", or_null(safe->growth_bytes)}};
-  }
   return j.dump();
-}
-
-// The budget facts a run stored at its start (RunJson), so a resume predicts alike.
-std::optional<tuner::BudgetFacts> StoredBudgetFacts(const std::string& run_json) {
-  if (run_json.empty()) return std::nullopt;
-  const auto j = nlohmann::json::parse(run_json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("budget_facts")) return std::nullopt;
-  return tuner::BudgetFactsFromJson(j["budget_facts"].dump());
 }
 
 constexpr const char* kSweepUsage = R"(Usage: feedtune sweep CONFIG [options]
@@ -320,7 +297,7 @@ void LoadConfigOrRun(const SweepArgs& a, SweepSession& s) {
   const auto found = s.store->LoadRun(a.resume_id);
   if (!found) throw SweepStop{kExitUsage, "no run " + std::to_string(a.resume_id) + " in " + a.db_path};
   s.run = *found;
-  if (s.run.status == "done") {
+  if (s.run.status == results::RunStatus::kDone) {
     throw SweepStop{kExitUsage, "run " + std::to_string(s.run.id) + " is done; nothing to resume"};
   }
   try {
@@ -329,7 +306,7 @@ void LoadConfigOrRun(const SweepArgs& a, SweepSession& s) {
     throw SweepStop{kExitFailure, std::string("cannot resume: ") + e.what()};
   }
   s.stored = s.store->LoadTrials(s.run.id);
-  s.facts = StoredBudgetFacts(s.run.calibration_json);
+  s.facts = s.run.facts.budget;  // so a resume predicts as the first run did
 }
 
 // A Python command's preflight (tuner/measure/python_preflight.h), before any
@@ -402,7 +379,7 @@ void BuildSetup(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progre
   s.measurer = tuner::MakeMeasurer(s.config, s.workload, *s.device, &stop);
   // The seed: found in --seed-from's file for this machine, or on resume the one stored with the run.
   if (a.resuming) {
-    s.seed = tuner::SeedFromRunJson(s.run.calibration_json);
+    if (s.run.facts.seed) s.seed = tuner::SeedFromFacts(*s.run.facts.seed);
   } else if (s.seed_store) {
     s.seed = tuner::FindSeed(*s.seed_store, a.seed_from, s.config.name, s.machine, results::HostOf(s.machine),
                              /*match_name=*/!a.label.empty());
@@ -436,12 +413,13 @@ void BeginRun(const SweepArgs& a, SweepSession& s) {
   run.version = kVersion;
   run.started_at = NowIso8601();
   if (s.python) run.python = s.python->facts;
-  RunFacts facts;
+  run.facts.budget = s.facts;
+  run.facts.max_workers = s.max_workers;
+  // Stored with the run: --resume re-seeds from it.
+  if (s.seed) run.facts.seed = tuner::SeedFactsOf(*s.seed);
+  RunJsonFacts facts;
   facts.cpu_calibration = s.workload.calibration_json;
-  facts.budget = &*s.facts;
-  facts.max_workers = s.max_workers;
   facts.preflight = s.preflight;
-  facts.seed = s.seed ? &*s.seed : nullptr;  // stored with the run: --resume re-seeds from it
   run.calibration_json = RunJson(run.calibration_json, facts);
   run.id = s.store->BeginRun(run);
 }
@@ -466,7 +444,7 @@ void AnnounceRun(const SweepArgs& a, const SweepSession& s, tuner::Progress& pro
   if (s.seed) {
     output.Event(nlohmann::json{{"event", "seed"},
                                 {"text", tuner::SeedText(*s.seed)},
-                                {"seed", nlohmann::json::parse(tuner::SeedJson(*s.seed))}}
+                                {"seed", nlohmann::json::parse(results::SeedJson(tuner::SeedFactsOf(*s.seed)))}}
                      .dump());
   }
 }
@@ -536,7 +514,7 @@ tuner::SearchOutcome Search(const SweepArgs& a, SweepSession& s, tuner::Budget& 
     return outcome;
   } catch (const tuner::Interrupted&) {
     progress.Clear();
-    s.run.status = "interrupted";
+    s.run.status = results::RunStatus::kInterrupted;
     s.run.ended_at = NowIso8601();
     s.store->FinishRun(s.run);
     output.Event(tuner::InterruptedEventJson(s.run.id, kept));
@@ -555,7 +533,7 @@ tuner::SearchOutcome Search(const SweepArgs& a, SweepSession& s, tuner::Budget& 
 void FinishRun(const tuner::SearchOutcome& outcome, const tuner::Budget& budget, SweepSession& s) {
   results::RunRecord& run = s.run;
   run.ended_at = NowIso8601();
-  run.status = outcome.best ? "done" : "failed";
+  run.status = outcome.best ? results::RunStatus::kDone : results::RunStatus::kFailed;
   if (outcome.baseline) run.baseline_trial_id = outcome.trials[*outcome.baseline].id;
   std::optional<tuner::SafeLimit> safe;
   if (outcome.best) {
@@ -572,11 +550,11 @@ void FinishRun(const tuner::SearchOutcome& outcome, const tuner::Budget& budget,
   run.speedup = outcome.speedup;
   run.speedup_ci_low = outcome.speedup_ci_low;
   run.speedup_ci_high = outcome.speedup_ci_high;
-  RunFacts facts;
-  facts.budget = &*s.facts;
-  facts.max_workers = s.max_workers;
+  run.facts.budget = s.facts;
+  run.facts.max_workers = s.max_workers;
+  run.facts.safe_limit = safe;  // what the safe limit rests on; the report and the summary print it
+  RunJsonFacts facts;
   facts.outcome = &outcome;
-  facts.safe = safe ? &*safe : nullptr;
   run.calibration_json = RunJson(run.calibration_json, facts);
   s.store->FinishRun(run);
 }
@@ -707,7 +685,7 @@ nlohmann::json TrialJson(const results::TrialRecord& t, const std::string& backe
                         {"persistent_workers", t.knobs.persistent_workers},
                         {"cpu_binding", loader::CpuBindingName(t.knobs.cpu_binding)},
                         {"worker_threads", t.knobs.worker_threads}}},
-                      {"status", t.status},
+                      {"status", results::TrialStatusName(t.status)},
                       {"error", t.error ? nlohmann::json(*t.error) : nlohmann::json(nullptr)},
                       {"samples_per_s", Number(t.samples_per_s)},
                       {"ci", {Number(t.ci_low), Number(t.ci_high)}},
@@ -831,7 +809,7 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
     return kExitInterrupted;
   }
   if (!runner.last_warning().empty()) std::cerr << "feedtune: warning: " << runner.last_warning() << "\n";
-  if (trace_file && t.status == "ok") {
+  if (trace_file && t.status == results::TrialStatus::kOk) {
     std::string error;
     if (!WriteTraceFile(*trace_file, trace_path, trace, session->config.name, t.knobs,
                         session->device->description(), &error)) {
@@ -843,10 +821,10 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
   }
   if (vm->count("json")) {
     std::cout << TrialJson(t, session->device->backend_name()).dump() << "\n";
-  } else if (t.status == "ok") {
+  } else if (t.status == results::TrialStatus::kOk) {
     PrintTrialText(t, session->device->backend_name());
   }
-  if (t.status != "ok") {
+  if (t.status != results::TrialStatus::kOk) {
     std::cerr << "feedtune: trial failed: " << t.error.value_or("unknown error") << "\n";
     return kExitFailure;
   }

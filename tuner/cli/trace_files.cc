@@ -72,7 +72,7 @@ SweepTimelines TraceBaselineAndBest(SweepTraceFiles& files, tuner::TrialMeasurer
     plan.trace = &capture;
     const results::TrialRecord trial = measurer.MeasurePlanned(knobs, plan);
     std::string error;
-    if (trial.status != "ok") {
+    if (trial.status != results::TrialStatus::kOk) {
       note("warning: --trace " + path + ": the traced " + which + " trial failed: " + trial.error.value_or("?"));
       return std::string();
     }

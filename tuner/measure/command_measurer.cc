@@ -352,7 +352,7 @@ results::TrialRecord CommandMeasurer::MeasurePlanned(const loader::Knobs& knobs,
                           "\n  command: " + JoinArgv(argv);
       const std::string tail = LastLines(run.stderr_tail);
       error += tail.empty() ? "\n  stderr: (empty)" : "\n  stderr (last lines):\n" + tail;
-      trial.status = "failed";
+      trial.status = results::TrialStatus::kFailed;
       trial.error = error;
       trial.repeats = r;
       return trial;
@@ -379,7 +379,7 @@ results::TrialRecord CommandMeasurer::MeasureServed(const loader::Knobs& knobs, 
     std::string error = why + "\n  command: " + JoinArgv(argv);
     const std::string tail = LastLines(stderr_tail);
     error += tail.empty() ? "\n  stderr: (empty)" : "\n  stderr (last lines):\n" + tail;
-    trial.status = "failed";
+    trial.status = results::TrialStatus::kFailed;
     trial.error = error;
     trial.repeats = 0;
     return trial;
@@ -497,7 +497,7 @@ void CommandMeasurer::Aggregate(const std::vector<Window>& windows, double cpu_u
   trial.peak_rss_bytes = peak_rss;
   trial.cv = s.cv;
   trial.repeats = static_cast<int>(windows.size());
-  trial.status = "ok";
+  trial.status = results::TrialStatus::kOk;
   // Said once per sweep: every progress line shows it too ("GPU idle not measured").
   if (idle_missing && !idle_warned_) {
     idle_warned_ = true;

@@ -495,7 +495,7 @@ results::TrialRecord RankTrial(const RankWindows& w, const loader::Knobs& knobs,
   t.cpu_util = w.cpu_util;
   t.peak_rss_bytes = w.peak_rss;
   t.repeats = static_cast<int>(w.reports.size());
-  t.status = "ok";
+  t.status = results::TrialStatus::kOk;
   return t;
 }
 
@@ -556,7 +556,7 @@ results::TrialRecord MeasureCommandRanks(const SweepConfig& config, const worklo
   const std::string& argv0 = config.workload.command.argv.empty() ? std::string() : config.workload.command.argv[0];
   const std::string path = ResolveCommand(argv0);
   if (path.empty()) {
-    trial.status = "failed";
+    trial.status = results::TrialStatus::kFailed;
     trial.error = "'" + argv0 + "' not found" + (argv0.find('/') == std::string::npos ? " in PATH" : " or not executable");
     return trial;
   }
@@ -571,7 +571,7 @@ results::TrialRecord MeasureCommandRanks(const SweepConfig& config, const worklo
     const RepeatResult result =
         RunRepeat(std::move(launch.processes), path, launch.envs, config.workload.command.timeout_s, stop);
     if (!result.failure.empty()) {
-      trial.status = "failed";
+      trial.status = results::TrialStatus::kFailed;
       trial.error = "repeat " + std::to_string(rep + 1) + " of " + std::to_string(repeats) + ": " + result.failure;
       trial.repeats = rep;
       return trial;

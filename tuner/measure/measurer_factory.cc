@@ -52,6 +52,28 @@ void OpenFormatKind(const SweepConfig& config, OpenedWorkload* opened, Make make
   opened->dataset = dataset;
 }
 
+// A command workload: its argv[0] checked, and what it runs, said (its
+// measurer starts the processes, tuner/measure/command_measurer.h).
+void DescribeCommand(const SweepConfig& config, OpenedWorkload* opened) {
+  const workloads::WorkloadOptions& w = config.workload;
+  const std::string& argv0 = w.command.argv.empty() ? std::string() : w.command.argv[0];
+  if (ResolveCommand(argv0).empty()) {
+    throw WorkloadError(config.source + ": workload.argv[0]: '" + argv0 + "' " +
+                        (argv0.find('/') == std::string::npos ? "not found in PATH"
+                                                              : "not found or not executable"));
+  }
+  opened->description = "command: " + argv0 + " with " + std::to_string(w.command.argv.size() - 1) +
+                        (w.command.protocol == workloads::CommandProtocol::kServe
+                             ? " arguments, one serving process per sweep (protocol serve, per-trial timeout "
+                             : " arguments, one run per repeat (protocol run, timeout ") +
+                        std::to_string(static_cast<int64_t>(w.command.timeout_s)) +
+                        " s)";
+  if (const int ranks = node::ResolveRanks(config); ranks > 1) {
+    opened->description = std::to_string(ranks) + " ranks (sweep.ranks), each a process of the " +
+                          opened->description + ", with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT";
+  }
+}
+
 }  // namespace
 
 OpenedWorkload OpenWorkload(const SweepConfig& config) {
@@ -132,25 +154,9 @@ OpenedWorkload OpenWorkload(const SweepConfig& config) {
         return std::make_shared<workloads::TarDataset>(w.files, w.format, w.synthetic, calibration);
       });
       break;
-    case workloads::WorkloadKind::kCommand: {
-      const std::string& argv0 = w.command.argv.empty() ? std::string() : w.command.argv[0];
-      if (ResolveCommand(argv0).empty()) {
-        throw WorkloadError(config.source + ": workload.argv[0]: '" + argv0 + "' " +
-                            (argv0.find('/') == std::string::npos ? "not found in PATH"
-                                                                  : "not found or not executable"));
-      }
-      opened.description = "command: " + argv0 + " with " + std::to_string(w.command.argv.size() - 1) +
-                           (w.command.protocol == workloads::CommandProtocol::kServe
-                                ? " arguments, one serving process per sweep (protocol serve, per-trial timeout "
-                                : " arguments, one run per repeat (protocol run, timeout ") +
-                           std::to_string(static_cast<int64_t>(w.command.timeout_s)) +
-                           " s)";
-      if (const int ranks = node::ResolveRanks(config); ranks > 1) {
-        opened.description = std::to_string(ranks) + " ranks (sweep.ranks), each a process of the " +
-                             opened.description + ", with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT";
-      }
+    case workloads::WorkloadKind::kCommand:
+      DescribeCommand(config, &opened);
       return opened;
-    }
   }
   // Wrapped before the fork server copies it, so its workers see the switch.
   opened.stages = std::make_shared<StageDataset>(opened.dataset);

@@ -31,6 +31,8 @@
 #include "tuner/measure/stats.h"
 
 namespace feedtune::tuner::node {
+
+using results::TrialStatus;
 namespace {
 
 // A whole line to a socket; MSG_NOSIGNAL: a dead peer is an error, not SIGPIPE.
@@ -209,7 +211,7 @@ void OnRankSignal(int) { rank_stop.store(true); }
           trial = runner.MeasurePlanned(knobs, plan);
         } else {
           trial.knobs = knobs;
-          trial.status = "failed";
+          trial.status = TrialStatus::kFailed;
           trial.error = bind_error;
         }
       } catch (const Interrupted&) {
@@ -219,7 +221,7 @@ void OnRankSignal(int) { rank_stop.store(true); }
         continue;
       }
       // Wakes the ranks waiting for this one (the first to break is the cause).
-      if (trial.status != "ok") barrier.Break(rank);
+      if (trial.status != TrialStatus::kOk) barrier.Break(rank);
       results::RankRecord facts;
       facts.pid = getpid();
       facts.cpu_mask = sync.facts().cpu_mask.empty() ? CpuListOfProcess(getpid()) : sync.facts().cpu_mask;
@@ -466,7 +468,7 @@ results::TrialRecord AggregateRanks(const loader::Knobs& knobs, const std::vecto
   figures.rank_spread = fastest > 0 ? (fastest - figures.slowest_rank_samples_per_s) / fastest : 0;
   figures.rank_rows = std::move(rows);
   node.node = std::move(figures);
-  node.status = "ok";
+  node.status = TrialStatus::kOk;
   return node;
 }
 
@@ -606,7 +608,7 @@ void RankSet::WaitReady() {
 results::TrialRecord RankSet::Measure(const loader::Knobs& knobs, const TrialPlan& plan) {
   results::TrialRecord failed;
   failed.knobs = knobs;
-  failed.status = "failed";
+  failed.status = TrialStatus::kFailed;
   last_warning_.clear();
   try {
     WaitReady();
@@ -645,14 +647,14 @@ results::TrialRecord RankSet::Measure(const loader::Knobs& knobs, const TrialPla
     try {
       ParseRecord(lines[i], &trials[i], &rows[i]);
     } catch (const std::exception& e) {
-      trials[i].status = "failed";
+      trials[i].status = TrialStatus::kFailed;
       trials[i].error = e.what();
     }
     rows[i].rank = static_cast<int>(i);
     if (j.is_object() && j.contains("warning") && last_warning_.empty()) {
       last_warning_ = "rank " + std::to_string(i) + ": " + j["warning"].get<std::string>();
     }
-    if (trials[i].status != "ok" && first_error.empty()) {
+    if (trials[i].status != TrialStatus::kOk && first_error.empty()) {
       first_error = "rank " + std::to_string(i) + ": " + trials[i].error.value_or("failed");
     }
   }
@@ -664,7 +666,8 @@ results::TrialRecord RankSet::Measure(const loader::Knobs& knobs, const TrialPla
   }
   // The root cause: the rank that broke the barrier, not those it woke.
   const int by = barrier_->broken_by();
-  if (barrier_->broken() && by >= 0 && static_cast<size_t>(by) < trials.size() && trials[by].status != "ok") {
+  if (barrier_->broken() && by >= 0 && static_cast<size_t>(by) < trials.size() &&
+      trials[by].status != TrialStatus::kOk) {
     failed.error = "rank " + std::to_string(by) + ": " + trials[by].error.value_or("failed");
     return failed;
   }

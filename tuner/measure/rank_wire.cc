@@ -65,7 +65,7 @@ std::string RecordLine(const results::TrialRecord& t, const results::RankRecord&
                     {"gpu_idle_frac", Num(rep.gpu_idle_frac)}, {"wait_p50_us", Num(rep.wait_p50_us)},
                     {"wait_p99_us", Num(rep.wait_p99_us)}, {"wall_s", Num(rep.wall_s)}});
   }
-  return json{{"status", t.status},
+  return json{{"status", results::TrialStatusName(t.status)},
               {"error", t.error ? json(*t.error) : json(nullptr)},
               {"samples_per_s", Num(t.samples_per_s)},
               {"mb_per_s", Num(t.mb_per_s)},
@@ -95,7 +95,7 @@ std::string RecordLine(const results::TrialRecord& t, const results::RankRecord&
 void ParseRecord(const std::string& line, results::TrialRecord* t, results::RankRecord* r) {
   try {
     const json j = Parse(line);
-    t->status = j.at("status");
+    t->status = results::ParseTrialStatus(j.at("status").get<std::string>());
     if (!j.at("error").is_null()) t->error = j.at("error").get<std::string>();
     t->samples_per_s = Num(j, "samples_per_s");
     t->mb_per_s = Num(j, "mb_per_s");

@@ -15,6 +15,8 @@
 
 namespace feedtune::tuner {
 
+using results::TrialStatus;
+
 using results::kNaN;
 using results::DecimalBytes;
 using results::ShortNumber;
@@ -74,7 +76,7 @@ TrialRecord MeasureDeviceLoop(const SweepConfig& config, device::Device& device,
   trial.gpu_idle_frac = Median(idles);
   trial.worker_busy_frac = kNaN;
   trial.repeats = config.sweep.repeats;
-  trial.status = "ok";
+  trial.status = TrialStatus::kOk;
   return trial;
 }
 
@@ -137,7 +139,8 @@ StageTrials RunNativeStages(const DiagnoseSetup& setup, const loader::Knobs& kno
   stages->SetCachePolicy(StageDataset::CachePolicy::kKeepWarm);
   out.trials["prep"] = runner.MeasurePlanned(knobs, {"diagnose-prep", 0, 0});
   const TrialRecord& prep = out.trials["prep"];
-  out.sample_bytes = prep.status == "ok" && prep.samples_per_s > 0 ? prep.mb_per_s * 1e6 / prep.samples_per_s : kNaN;
+  out.sample_bytes =
+      prep.status == TrialStatus::kOk && prep.samples_per_s > 0 ? prep.mb_per_s * 1e6 / prep.samples_per_s : kNaN;
   if (!(out.sample_bytes > 0)) out.sample_bytes = static_cast<double>(setup.workload->dataset->max_sample_bytes());
   if (file_backed && setup.workload->dataset->size() > 0) {
     int64_t total = 0;

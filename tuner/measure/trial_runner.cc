@@ -322,13 +322,13 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
     session.WarmUp();
     for (int r = 0; r < repeats; ++r) session.MeasureWindow(r);
     session.Finish(repeats);
-    trial.status = "ok";
+    trial.status = results::TrialStatus::kOk;
   } catch (const Interrupted&) {
     throw;
   } catch (const std::exception& e) {
     // A wait cut short by SIGINT/SIGTERM is the interruption, not a failure.
     if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) throw Interrupted();
-    trial.status = "failed";
+    trial.status = results::TrialStatus::kFailed;
     trial.error = e.what();
   }
   return trial;

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "results/units.h"
@@ -74,36 +73,8 @@ BudgetFacts ReadBudgetFacts(int64_t cgroup_mem_limit_bytes, double usable_cpus, 
   return f;
 }
 
-std::string BudgetFactsJson(const BudgetFacts& f) {
-  return nlohmann::json{{"mem_available_bytes", f.mem_available_bytes},
-                        {"shm_free_bytes", f.shm_free_bytes},
-                        {"nofile_limit", f.nofile_limit},
-                        {"fds_open", f.fds_open},
-                        {"usable_cpus", f.usable_cpus},
-                        {"batch_bytes", f.batch_bytes},
-                        {"stream_buffer_bytes", f.stream_buffer_bytes}}
-      .dump();
-}
-
-BudgetFacts BudgetFactsFromJson(const std::string& json) {
-  try {
-    const auto j = nlohmann::json::parse(json);
-    BudgetFacts f;
-    f.mem_available_bytes = j.at("mem_available_bytes").get<int64_t>();
-    f.shm_free_bytes = j.at("shm_free_bytes").get<int64_t>();
-    f.nofile_limit = j.at("nofile_limit").get<int64_t>();
-    f.fds_open = j.at("fds_open").get<int64_t>();
-    f.usable_cpus = j.at("usable_cpus").get<double>();
-    f.batch_bytes = j.at("batch_bytes").get<int64_t>();
-    f.stream_buffer_bytes = j.value("stream_buffer_bytes", int64_t{0});  // absent before issue 23
-    return f;
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(std::string("unreadable budget facts: ") + e.what());
-  }
-}
-
 void Budget::Observe(const results::TrialRecord& t) {
-  if (t.status != "ok") return;
+  if (t.status != results::TrialStatus::kOk) return;
   if (batch_bytes_learnt_ == 0 && t.samples_per_s > 0 && t.mb_per_s > 0) {
     batch_bytes_learnt_ = std::llround(t.mb_per_s * 1e6 / t.samples_per_s * t.knobs.batch_size);
   }
@@ -251,7 +222,7 @@ results::TrialRecord BudgetGate::MeasurePlanned(const loader::Knobs& knobs, cons
   if (last_.ok) return inner_.MeasurePlanned(knobs, plan);
   results::TrialRecord t;
   t.knobs = knobs;
-  t.status = "skipped";
+  t.status = results::TrialStatus::kSkipped;
   t.error = last_.reason;
   return t;
 }

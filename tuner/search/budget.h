@@ -51,29 +51,14 @@
 
 namespace feedtune::tuner {
 
-// The machine's limits, read once when the sweep starts.
-struct BudgetFacts {
-  int64_t mem_available_bytes = 0;  // MemAvailable, capped by the cgroup limit; 0 = unknown
-  int64_t shm_free_bytes = 0;       // free space of /dev/shm; 0 = unknown
-  int64_t nofile_limit = 0;         // RLIMIT_NOFILE soft limit; 0 = unknown
-  int64_t fds_open = 0;             // descriptors this process holds now
-  double usable_cpus = 0;           // affinity, capped by cgroup cpu.max; 0 = unknown
-  int64_t batch_bytes = 0;          // slot size (batch_size x max sample bytes); 0 = learn it
-  // A streaming dataset's shuffle buffer per worker (shuffle_buffer x the
-  // largest sample); 0 = none. A worker holds at least this much.
-  int64_t stream_buffer_bytes = 0;
-
-  bool operator==(const BudgetFacts&) const = default;
-};
+// The machine's limits, read once when the sweep starts (a run's fact, stored
+// with it so --resume predicts as the first run did: results/records.h).
+using BudgetFacts = results::BudgetFacts;
 
 // Reads the live facts. `cgroup_mem_limit_bytes` and `usable_cpus` come from the
 // machine fingerprint (0 = none/unknown); `batch_bytes` may be 0.
 BudgetFacts ReadBudgetFacts(int64_t cgroup_mem_limit_bytes, double usable_cpus, int64_t batch_bytes);
 
-// The facts as a JSON object and back (stored with the run for --resume).
-std::string BudgetFactsJson(const BudgetFacts& facts);
-// Throws std::runtime_error when `json` has no readable budget facts.
-BudgetFacts BudgetFactsFromJson(const std::string& json);
 
 // Where the per-worker memory comes from.
 enum class WorkerMemory {
@@ -81,14 +66,8 @@ enum class WorkerMemory {
   kReported,     // command workloads: the worker RSS the command measured
 };
 
-// The most workers the budgets allow, and what that rests on.
-struct SafeLimit {
-  std::optional<int> workers;           // none when nothing supports a number
-  std::string basis;                    // e.g. "measured worker RSS of trial 4 (212 MiB)"
-  std::optional<int64_t> basis_trial;   // the trial whose memory it rests on
-  std::optional<int64_t> worker_rss_bytes;
-  std::optional<int64_t> growth_bytes;  // the workers' growth over the job it adds (G x E)
-};
+// The most workers the budgets allow, and what that rests on (results/records.h).
+using SafeLimit = results::SafeLimit;
 
 struct Prediction {
   bool ok = true;

@@ -39,9 +39,9 @@ std::vector<size_t> MeasureFormulaSettings(SearchOutcome& outcome, int usable_cp
     results::TrialRecord trial = measurer.MeasurePlanned(knobs, plan);
     trial.phase = plan.phase;
     trial.knobs = knobs;
-    if (trial.status == "failed") {
+    if (trial.status == results::TrialStatus::kFailed) {
       trial.decision = "failed: " + trial.error.value_or("unknown error");
-    } else if (trial.status == "skipped") {
+    } else if (trial.status == results::TrialStatus::kSkipped) {
       trial.decision = "skipped: " + trial.error.value_or("over a budget");
     } else {
       trial.decision = "measured for the formulas row (" + picks[i].second + "); not a search step";

@@ -9,6 +9,8 @@
 #include "tuner/measure/stats.h"
 
 namespace feedtune::tuner {
+
+using results::TrialStatus;
 namespace {
 
 using results::TrialRecord;
@@ -78,7 +80,7 @@ class Search {
     stage_ = Stage::kBaseline;
     const size_t base = Measure("baseline", current_);
     outcome_.baseline = base;
-    if (trials()[base].status != "ok") {
+    if (trials()[base].status != TrialStatus::kOk) {
       Decide(base, "the baseline did not run; nothing to compare against");
       AddPhase("baseline", false, trials()[base].decision);
       return Finish();
@@ -192,8 +194,8 @@ class Search {
   // Writes the decision and hands the trial on. Every trial passes here once.
   void Decide(size_t index, std::string decision) {
     TrialRecord& t = trials()[index];
-    if (t.status == "failed") decision = "failed: " + t.error.value_or("unknown error");
-    if (t.status == "skipped") decision = "skipped: " + t.error.value_or("over a budget");
+    if (t.status == TrialStatus::kFailed) decision = "failed: " + t.error.value_or("unknown error");
+    if (t.status == TrialStatus::kSkipped) decision = "skipped: " + t.error.value_or("over a budget");
     t.decision = std::move(decision);
     if (events_.on_trial) events_.on_trial(t, Progress());
   }
@@ -209,7 +211,7 @@ class Search {
     change(knobs);
     const size_t index = Measure(phase, knobs);
     const TrialRecord& t = trials()[index];
-    if (t.status != "ok") {
+    if (t.status != TrialStatus::kOk) {
       Decide(index, "");
       AddPhase(phase, false, t.decision);
       return;
@@ -265,12 +267,12 @@ class Search {
       knobs.num_workers = workers;
       const size_t index = Measure("num_workers", knobs);
       const TrialRecord& t = trials()[index];
-      if (t.status == "skipped") {
+      if (t.status == TrialStatus::kSkipped) {
         Decide(index, "");
         stop = "stopped at " + WorkersText(workers) + ": over a budget";
         break;
       }
-      if (t.status != "ok") {
+      if (t.status != TrialStatus::kOk) {
         Decide(index, "");
         stop = "stopped at " + WorkersText(workers) + ": the trial failed";
         break;
@@ -444,7 +446,7 @@ class Search {
       loader::Knobs knobs = current_;
       knobs.num_workers = mid;
       const size_t index = Measure("num_workers", knobs);
-      if (trials()[index].status != "ok") {
+      if (trials()[index].status != TrialStatus::kOk) {
         Decide(index, "");
         return;
       }
@@ -503,8 +505,9 @@ class Search {
       loader::Knobs knobs = current_;
       knobs.num_workers = workers;
       const size_t index = Measure("num_workers", knobs, seeded_plan_);
-      if (trials()[index].status != "ok") {
-        *why = WorkersText(workers) + (trials()[index].status == "skipped" ? ": over a budget" : ": the trial failed");
+      if (trials()[index].status != TrialStatus::kOk) {
+        const bool skipped = trials()[index].status == TrialStatus::kSkipped;
+        *why = WorkersText(workers) + (skipped ? ": over a budget" : ": the trial failed");
         Decide(index, "");
         return std::nullopt;
       }
@@ -592,7 +595,7 @@ class Search {
     const size_t seeded = current_index_;
     const size_t index = Measure("seed", plain, seeded_plan_);
     const TrialRecord& t = trials()[index];
-    if (t.status != "ok") {
+    if (t.status != TrialStatus::kOk) {
       Decide(index, "");
       AddPhase("seed", true, "kept the seed's " + what + " unconfirmed: the knee without them did not run");
       return;
@@ -630,7 +633,7 @@ class Search {
       ++prefetch_done_;
       tried += (tried.empty() ? "" : ", ") + std::to_string(pf);
       const TrialRecord& t = trials()[index];
-      if (t.status != "ok") {
+      if (t.status != TrialStatus::kOk) {
         Decide(index, "");
         continue;
       }
@@ -709,7 +712,7 @@ class Search {
     const size_t off = Measure("persistent_workers", current_, plan);
     ++persistent_done_;
     const TrialRecord& t_off = trials()[off];
-    if (t_off.status != "ok") {
+    if (t_off.status != TrialStatus::kOk) {
       Decide(off, "");
       AddPhase("persistent_workers", false, trials()[off].decision);
       return;
@@ -721,7 +724,7 @@ class Search {
     const size_t on = Measure("persistent_workers", knobs, plan);
     ++persistent_done_;
     const TrialRecord& t_on = trials()[on];
-    if (t_on.status != "ok") {
+    if (t_on.status != TrialStatus::kOk) {
       Decide(on, "");
       AddPhase("persistent_workers", false, trials()[on].decision);
       return;
@@ -758,12 +761,12 @@ class Search {
     std::string why;
     bool kept = false;
     for (const auto& [workers, curve_index] : workers_curve_) {
-      if (workers <= current_.num_workers || trials()[curve_index].status != "ok") continue;
+      if (workers <= current_.num_workers || trials()[curve_index].status != TrialStatus::kOk) continue;
       loader::Knobs knobs = current_;
       knobs.num_workers = workers;
       const size_t index = Measure(phase, knobs, plan);
       const TrialRecord& t = trials()[index];
-      if (t.status != "ok") {
+      if (t.status != TrialStatus::kOk) {
         Decide(index, "");
         why = t.decision;
         break;
@@ -815,7 +818,7 @@ class Search {
       const size_t index = Measure(phase, knobs);
       tried += (tried.empty() ? "" : ", ") + name(value);
       const TrialRecord& t = trials()[index];
-      if (t.status != "ok") {
+      if (t.status != TrialStatus::kOk) {
         Decide(index, "");
         continue;
       }
@@ -908,7 +911,7 @@ class Search {
     start_method_done_ = 0;
     const size_t reference = Measure(phase, current_, plan);
     ++start_method_done_;
-    if (trials()[reference].status != "ok") {
+    if (trials()[reference].status != TrialStatus::kOk) {
       Decide(reference, "");
       AddPhase(phase, false, trials()[reference].decision);
       return;
@@ -922,7 +925,7 @@ class Search {
       const size_t index = Measure(phase, knobs, plan);
       ++start_method_done_;
       const TrialRecord& t = trials()[index];
-      if (t.status != "ok") {
+      if (t.status != TrialStatus::kOk) {
         Decide(index, "");
         costs += "; " + std::string(loader::StartMethodName(method)) + ": failed";
         continue;
@@ -1032,7 +1035,7 @@ class Search {
     }
     const size_t index = Measure("combined", knobs, plan);
     const TrialRecord& t = trials()[index];
-    if (t.status != "ok") {
+    if (t.status != TrialStatus::kOk) {
       Decide(index, "");
       AddPhase("combined", false, trials()[index].decision);
       return;
@@ -1068,14 +1071,14 @@ class Search {
     for (int pair = 1; pair <= repeats(); ++pair) {
       const size_t ia = Measure("final_check", a, plan);
       ++final_done_;
-      if (trials()[ia].status != "ok") {
+      if (trials()[ia].status != TrialStatus::kOk) {
         Decide(ia, "");
         break;
       }
       Decide(ia, "pair " + std::to_string(pair) + ": baseline");
       const size_t ib = Measure("final_check", b, plan);
       ++final_done_;
-      if (trials()[ib].status != "ok") {
+      if (trials()[ib].status != TrialStatus::kOk) {
         Decide(ib, "");
         break;
       }
@@ -1102,7 +1105,7 @@ class Search {
   SearchOutcome Finish() {
     for (size_t i = 0; i < trials().size(); ++i) {
       const TrialRecord& t = trials()[i];
-      if (t.status == "ok" && t.phase != "final_check" &&
+      if (t.status == TrialStatus::kOk && t.phase != "final_check" &&
           (!outcome_.fastest || t.samples_per_s > trials()[*outcome_.fastest].samples_per_s)) {
         outcome_.fastest = i;
       }
@@ -1145,7 +1148,7 @@ class Search {
 }  // namespace
 
 bool IsGain(const TrialRecord& candidate, const TrialRecord& current, double gain_threshold) {
-  if (candidate.status != "ok" || current.status != "ok") return false;
+  if (candidate.status != TrialStatus::kOk || current.status != TrialStatus::kOk) return false;
   if (candidate.samples_per_s <= current.samples_per_s * (1.0 + gain_threshold)) return false;
   const bool have_intervals = candidate.repeats >= 2 && current.repeats >= 2;
   return !have_intervals || candidate.ci_low > current.ci_high;
@@ -1154,13 +1157,14 @@ bool IsGain(const TrialRecord& candidate, const TrialRecord& current, double gai
 std::optional<size_t> KneeIndex(const std::vector<std::pair<int, const TrialRecord*>>& curve, double tolerance) {
   double best = -1;
   for (const auto& [w, t] : curve) {
-    if (t->status == "ok") best = std::max(best, t->samples_per_s);
+    if (t->status == TrialStatus::kOk) best = std::max(best, t->samples_per_s);
   }
   if (best < 0) return std::nullopt;
   std::optional<size_t> knee;
   for (size_t i = 0; i < curve.size(); ++i) {
     const auto& [w, t] = curve[i];
-    if (t->status == "ok" && t->samples_per_s >= best * (1.0 - tolerance) && (!knee || w < curve[*knee].first)) {
+    if (t->status == TrialStatus::kOk && t->samples_per_s >= best * (1.0 - tolerance) &&
+        (!knee || w < curve[*knee].first)) {
       knee = i;
     }
   }

@@ -1,6 +1,5 @@
 #include "tuner/search/seed.h"
 
-#include <nlohmann/json.hpp>
 
 #include "results/fleet.h"
 #include "results/store.h"
@@ -36,52 +35,14 @@ std::string SeedText(const SweepSeed& seed) {
          ", its best " + loader::KnobsShort(seed.search.best);
 }
 
-std::string SeedJson(const SweepSeed& seed) {
-  const loader::Knobs& k = seed.search.best;
-  const nlohmann::json j = {{"db", seed.db_path},
-                            {"run", seed.run_id},
-                            {"run_uid", seed.run_uid},
-                            {"run_host", seed.run_host},
-                            {"run_class", seed.run_class},
-                            {"match", seed.match},
-                            {"why", seed.why},
-                            {"source", seed.search.source},
-                            {"knee_workers", seed.search.knee_workers},
-                            {"best",
-                             {{"batch_size", k.batch_size},
-                              {"num_workers", k.num_workers},
-                              {"pin_memory", k.pin_memory},
-                              {"non_blocking", k.non_blocking},
-                              {"prefetch_factor", k.prefetch_factor},
-                              {"persistent_workers", k.persistent_workers}}}};
-  return j.dump();
+results::SeedFacts SeedFactsOf(const SweepSeed& seed) {
+  return {seed.db_path, seed.run_id, seed.run_uid,           seed.run_host,           seed.run_class,
+          seed.match,   seed.why,    seed.search.source, seed.search.knee_workers, seed.search.best};
 }
 
-std::optional<SweepSeed> SeedFromRunJson(const std::string& calibration_json) {
-  const auto j = nlohmann::json::parse(calibration_json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("seed") || !j["seed"].is_object()) return std::nullopt;
-  const nlohmann::json& s = j["seed"];
-  SweepSeed seed;
-  seed.db_path = s.value("db", "");
-  seed.run_id = s.value("run", int64_t{0});
-  seed.run_uid = s.value("run_uid", "");
-  seed.run_host = s.value("run_host", "");
-  seed.run_class = s.value("run_class", "");
-  seed.match = s.value("match", "");
-  seed.why = s.value("why", "");
-  seed.search.source = s.value("source", "");
-  seed.search.knee_workers = s.value("knee_workers", 1);
-  if (s.contains("best") && s["best"].is_object()) {
-    const nlohmann::json& b = s["best"];
-    loader::Knobs& k = seed.search.best;
-    k.batch_size = b.value("batch_size", k.batch_size);
-    k.num_workers = b.value("num_workers", k.num_workers);
-    k.pin_memory = b.value("pin_memory", k.pin_memory);
-    k.non_blocking = b.value("non_blocking", k.non_blocking);
-    k.prefetch_factor = b.value("prefetch_factor", k.prefetch_factor);
-    k.persistent_workers = b.value("persistent_workers", k.persistent_workers);
-  }
-  return seed;
+SweepSeed SeedFromFacts(const results::SeedFacts& f) {
+  return {{f.knee_workers, f.best, f.source}, f.db_path, f.run_id, f.run_uid, f.run_host, f.run_class, f.match,
+          f.why};
 }
 
 }  // namespace feedtune::tuner

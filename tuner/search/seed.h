@@ -1,7 +1,7 @@
 // `sweep --seed-from FILE` (docs/fleets.md): the stored run of the nearest
 // machine that seeds a sweep, chosen as `export --machine this` chooses
 // (results/fleet.h NearestStoredRun: this host, else its class, else the
-// nearest class), and kept with the new run (runs.calibration_json "seed"),
+// nearest class), and kept with the new run (results::RunFacts::seed),
 // so `sweep --resume` re-seeds from what was stored, not from the file again.
 #pragma once
 
@@ -40,9 +40,8 @@ std::optional<SweepSeed> FindSeed(const results::Store& store, const std::string
 // "seeded from fleet.db (class match): the latest run of its class ... ; its knee 4 workers, its best nw=4 pin=0 ...".
 std::string SeedText(const SweepSeed& seed);
 
-// The seed as a JSON object (stored under "seed" in runs.calibration_json), and back.
-std::string SeedJson(const SweepSeed& seed);
-// From a run's calibration_json: its "seed" object; nullopt when it has none (an unseeded run).
-std::optional<SweepSeed> SeedFromRunJson(const std::string& calibration_json);
+// The seed as the run's fact (results::RunFacts::seed, stored with the run), and back.
+results::SeedFacts SeedFactsOf(const SweepSeed& seed);
+SweepSeed SeedFromFacts(const results::SeedFacts& facts);
 
 }  // namespace feedtune::tuner

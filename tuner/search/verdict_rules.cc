@@ -9,6 +9,8 @@
 #include "results/units.h"
 
 namespace feedtune::tuner {
+
+using results::TrialStatus;
 namespace {
 
 using results::kNaN;
@@ -113,7 +115,7 @@ std::string Advice(const results::Verdict& v, const StageTrials& in) {
                        (in.knobs.non_blocking ? "true" : "false") + ")";
     const auto copy = in.trials.find("copy"), step = in.trials.find("step");
     if (in.copy_other_pinning && copy != in.trials.end() && step != in.trials.end() &&
-        in.copy_other_pinning->status == "ok") {
+        in.copy_other_pinning->status == TrialStatus::kOk) {
       const double other = Additive(*in.copy_other_pinning, step->second).rate;
       const double pinned = in.knobs.pin_memory ? rate : other, pageable = in.knobs.pin_memory ? other : rate;
       line += "; measured here: pinned " +
@@ -154,7 +156,7 @@ results::Verdict ComputeVerdict(const StageTrials& in) {
   v.knobs = in.knobs;
   const auto trial = [&](const std::string& stage) -> const TrialRecord* {
     const auto it = in.trials.find(stage);
-    return it != in.trials.end() && it->second.status == "ok" && it->second.samples_per_s > 0 ? &it->second
+    return it != in.trials.end() && it->second.status == TrialStatus::kOk && it->second.samples_per_s > 0 ? &it->second
                                                                                               : nullptr;
   };
   const TrialRecord* previous = nullptr;  // the last measured trial before this stage

@@ -1,0 +1,53 @@
+// The one string form of each status (records.h) and its parse.
+#include "results/records.h"
+
+#include <array>
+#include <stdexcept>
+#include <utility>
+
+namespace feedtune::results {
+namespace {
+
+template <typename Enum, size_t N>
+using NameTable = std::array<std::pair<Enum, std::string_view>, N>;
+
+constexpr NameTable<TrialStatus, 3> kTrialStatusNames{{
+    {TrialStatus::kOk, "ok"},
+    {TrialStatus::kFailed, "failed"},
+    {TrialStatus::kSkipped, "skipped"},
+}};
+
+constexpr NameTable<RunStatus, 4> kRunStatusNames{{
+    {RunStatus::kRunning, "running"},
+    {RunStatus::kDone, "done"},
+    {RunStatus::kInterrupted, "interrupted"},
+    {RunStatus::kFailed, "failed"},
+}};
+
+template <typename Enum, size_t N>
+std::string NameOf(const NameTable<Enum, N>& table, Enum value) {
+  for (const auto& [e, name] : table) {
+    if (e == value) return std::string(name);
+  }
+  return "unknown";  // unreachable: every enumerator has a row
+}
+
+template <typename Enum, size_t N>
+Enum Parse(const NameTable<Enum, N>& table, std::string_view text, const char* what) {
+  std::string known;
+  for (const auto& [e, name] : table) {
+    if (name == text) return e;
+    known += (known.empty() ? "" : ", ") + std::string(name);
+  }
+  throw std::invalid_argument("unknown " + std::string(what) + " status '" + std::string(text) +
+                              "' (known: " + known + "); was the file written by a newer feedtune?");
+}
+
+}  // namespace
+
+std::string TrialStatusName(TrialStatus status) { return NameOf(kTrialStatusNames, status); }
+std::string RunStatusName(RunStatus status) { return NameOf(kRunStatusNames, status); }
+TrialStatus ParseTrialStatus(std::string_view text) { return Parse(kTrialStatusNames, text, "trial"); }
+RunStatus ParseRunStatus(std::string_view text) { return Parse(kRunStatusNames, text, "run"); }
+
+}  // namespace feedtune::results
