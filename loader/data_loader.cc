@@ -93,7 +93,8 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const LoaderOptio
     }
   }
   if (streaming_) {
-    batches_per_epoch_ = StreamEpochBatches(0);
+    int idle_workers = 0;
+    batches_per_epoch_ = StreamEpochBatches(0, &idle_workers);
     if (num_workers_ == 0) inline_stream_ = std::make_unique<WorkerStream>(*dataset_);
   }
   reorder_.resize(static_cast<size_t>(arena_.num_slots()));
@@ -182,11 +183,7 @@ void DataLoader::StartEpoch(int64_t epoch) {
   dataset_->SetEpoch(epoch);
   if (streaming_) {
     ++stream_pass_;
-    batches_per_epoch_ = StreamEpochBatches(epoch);
-    stats_.idle_stream_workers = 0;
-    for (int w = 0; w < std::max(num_workers_, 1); ++w) {
-      stats_.idle_stream_workers += ShardsOf(dataset_->num_shards(), ShareOf(epoch, w)).empty() ? 1 : 0;
-    }
+    batches_per_epoch_ = StreamEpochBatches(epoch, &stats_.idle_stream_workers);
     worker_active_.assign(static_cast<size_t>(num_workers_), 1);
     next_worker_ = 0;
   } else {
@@ -283,10 +280,13 @@ StreamShare DataLoader::ShareOf(int64_t epoch, int worker) const {
   return share;
 }
 
-int64_t DataLoader::StreamEpochBatches(int64_t epoch) const {
+int64_t DataLoader::StreamEpochBatches(int64_t epoch, int* idle_workers) const {
   int64_t batches = 0;
+  *idle_workers = 0;
   for (int w = 0; w < std::max(num_workers_, 1); ++w) {
-    batches += StreamBatches(*dataset_, ShareOf(epoch, w), options_.knobs.batch_size);
+    const std::vector<int64_t> shards = ShardsOf(dataset_->num_shards(), ShareOf(epoch, w));
+    *idle_workers += shards.empty() ? 1 : 0;
+    batches += StreamBatches(*dataset_, shards, options_.knobs.batch_size, options_.drop_last);
   }
   return batches;
 }

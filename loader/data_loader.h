@@ -141,7 +141,8 @@ class DataLoader {
   BatchView SlotView(const BatchDone& done, std::span<const int64_t> indices);
   // Streaming datasets.
   StreamShare ShareOf(int64_t epoch, int worker) const;
-  int64_t StreamEpochBatches(int64_t epoch) const;
+  // The epoch's batches over all workers; *idle_workers gets those with no shard.
+  int64_t StreamEpochBatches(int64_t epoch, int* idle_workers) const;
   int NextActiveWorker();
   void DispatchStreamed(int64_t limit);
   std::optional<BatchView> NextStreamed();

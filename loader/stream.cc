@@ -30,19 +30,10 @@ std::vector<int64_t> ShardsOf(int64_t num_shards, const StreamShare& share) {
   return shards;
 }
 
-int64_t StreamBatches(const Dataset& dataset, const StreamShare& share, int batch_size) {
+int64_t StreamBatches(const Dataset& dataset, const std::vector<int64_t>& shards, int batch_size, bool drop_last) {
   int64_t samples = 0;
-  for (const int64_t shard : ShardsOf(dataset.num_shards(), share)) samples += dataset.shard_samples(shard);
-  return share.drop_last ? samples / batch_size : (samples + batch_size - 1) / batch_size;
-}
-
-int64_t IdleReaders(int64_t num_shards, int ranks, int workers) {
-  int64_t idle = 0;
-  for (int64_t r = 0; r < ranks; ++r) {
-    const int64_t rank_shards = r < num_shards ? (num_shards - r + ranks - 1) / ranks : 0;
-    idle += std::max<int64_t>(0, workers - rank_shards);
-  }
-  return idle;
+  for (const int64_t shard : shards) samples += dataset.shard_samples(shard);
+  return drop_last ? samples / batch_size : (samples + batch_size - 1) / batch_size;
 }
 
 SampleStream::SampleStream(const Dataset& dataset, const StreamShare& share)

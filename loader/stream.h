@@ -50,12 +50,9 @@ struct StreamShare {
 // for a rank or worker out of range.
 std::vector<int64_t> ShardsOf(int64_t num_shards, const StreamShare& share);
 
-// The batches `share` yields: its shards' samples cut into batches of
-// `batch_size` (the short last one dropped when share.drop_last).
-int64_t StreamBatches(const Dataset& dataset, const StreamShare& share, int batch_size);
-
-// How many of `workers` x `ranks` readers get no shard at all.
-int64_t IdleReaders(int64_t num_shards, int ranks, int workers);
+// The batches a reader of `shards` (ShardsOf) yields: their samples cut into
+// batches of `batch_size`, the short last one dropped when `drop_last`.
+int64_t StreamBatches(const Dataset& dataset, const std::vector<int64_t>& shards, int batch_size, bool drop_last);
 
 class SampleStream {
  public:

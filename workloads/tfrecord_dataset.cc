@@ -59,8 +59,8 @@ std::string Mismatch(const std::vector<TfRecordEntry>& entries, int fd, int64_t 
   if (end != static_cast<uint64_t>(file_bytes)) {
     return "its records end at byte " + std::to_string(end) + ", the file has " + std::to_string(file_bytes);
   }
+  if (entries.empty()) return {};
   for (const size_t i : {size_t{0}, entries.size() - 1}) {
-    if (entries.empty()) break;
     uint64_t length = 0;
     int error = 0;
     if (PreadFull(fd, std::as_writable_bytes(std::span(&length, 1)), entries[i].offset, &error) != sizeof length ||

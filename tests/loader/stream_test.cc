@@ -168,13 +168,6 @@ TEST(ShardsOf, RejectsAShareOutOfRange) {
   EXPECT_THROW(ShardsOf(4, share), std::invalid_argument);
 }
 
-TEST(IdleReaders, CountsReadersWithoutAShard) {
-  EXPECT_EQ(IdleReaders(8, 1, 16), 8);
-  EXPECT_EQ(IdleReaders(8, 1, 8), 0);
-  EXPECT_EQ(IdleReaders(8, 2, 4), 0);
-  EXPECT_EQ(IdleReaders(3, 2, 2), 1);  // rank 0 gets 2 shards, rank 1 gets 1
-}
-
 TEST(SampleStream, ShuffleBufferChangesTheOrderNeverTheContent) {
   const ShardedDataset dataset(Even(4, 50));
   StreamShare share;
