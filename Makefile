@@ -33,7 +33,8 @@ check: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
 
 # Under sanitizers (separate build folders): the whole suite with ASan+UBSan,
-# the loader and tuner suites with TSan.
+# the loader and tuner suites with TSan, without the perf label (knees and
+# ratios mean nothing at TSan's 5-15x slowdown).
 test-asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DFEEDTUNE_SANITIZE=address,undefined -DFEEDTUNE_WITH_CUDA=OFF -DFEEDTUNE_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build-asan -j $(JOBS)
@@ -42,7 +43,7 @@ test-asan: deps
 test-tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DFEEDTUNE_SANITIZE=thread -DFEEDTUNE_WITH_CUDA=OFF -DFEEDTUNE_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build-tsan -j $(JOBS)
-	cd build-tsan && ctest --output-on-failure -j 1 -L 'loader|tuner'
+	cd build-tsan && ctest --output-on-failure -j 1 -L 'loader|tuner' -LE perf
 
 # libFuzzer targets (clang, ASan+UBSan, build-fuzz), FUZZ_SECONDS each on their seed corpora.
 FUZZ_SECONDS ?= 60

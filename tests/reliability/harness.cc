@@ -217,6 +217,7 @@ sweep:
   repeats: 2
   warmup_batches: 2
   measure_seconds: 0.2
+  diagnose: false
 )";
 }
 

@@ -102,7 +102,8 @@ class Child {
 
 // A sweep config of about ten trials of a fraction of a second each on the
 // host-sim device: CPU-bound, so workers help and the search goes through every
-// phase. `samples` and `sample_bytes` size the batch slots and the epoch.
+// phase; no stage trials after it (sweep.diagnose: false; they have their own
+// tests). `samples` and `sample_bytes` size the batch slots and the epoch.
 std::string TinySweepConfig(const std::string& name, int samples = 256, int sample_bytes = 4096);
 
 // Runs feedtune to completion.

@@ -24,6 +24,21 @@ namespace {
 
 constexpr double kMiB = 1 << 20;
 
+// ThreadSanitizer maps several bytes of shadow for each byte a test writes
+// (4-5x seen here), so under it only the lower bounds of a growth hold.
+// AddressSanitizer's shadow (one byte per eight) fits in the upper bounds.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kTsanShadow = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kTsanShadow = true;
+#else
+constexpr bool kTsanShadow = false;
+#endif
+#else
+constexpr bool kTsanShadow = false;
+#endif
+
 // This process (no workers) grows by 32 MiB, written, between samples a
 // whole epoch apart: the line's slope is the growth, per epoch.
 TEST(WorkerMemorySampler, TheGrowthIsTheSlopePerEpoch) {
@@ -45,9 +60,11 @@ TEST(WorkerMemorySampler, TheGrowthIsTheSlopePerEpoch) {
   // (one byte per eight written) and some slack, so the check holds in the
   // plain build and under ASan alike.
   EXPECT_GE(t.worker_rss_growth_bytes_per_epoch, 31 * kMiB);
-  EXPECT_LE(t.worker_rss_growth_bytes_per_epoch, 32 * kMiB * 9 / 8 + 3 * kMiB);
   EXPECT_GE(t.worker_rss_peak_bytes - t.worker_rss_start_bytes, 62 * kMiB);
-  EXPECT_LE(t.worker_rss_peak_bytes - t.worker_rss_start_bytes, 64 * kMiB * 9 / 8 + 6 * kMiB);
+  if (!kTsanShadow) {
+    EXPECT_LE(t.worker_rss_growth_bytes_per_epoch, 32 * kMiB * 9 / 8 + 3 * kMiB);
+    EXPECT_LE(t.worker_rss_peak_bytes - t.worker_rss_start_bytes, 64 * kMiB * 9 / 8 + 6 * kMiB);
+  }
 }
 
 TEST(WorkerMemorySampler, NoSampleLeavesTheFiguresUnmeasured) {
@@ -93,7 +110,10 @@ TEST(WorkerMemoryTrial, ALeakingWorkerIsFlaggedWithItsGrowth) {
   EXPECT_FALSE(t.worker_rss_in_consumer);
   EXPECT_GE(t.worker_rss_samples, 4);  // each window's start and its epoch's two edges
   EXPECT_GE(t.worker_rss_epochs, 1.0);
-  EXPECT_NEAR(t.worker_rss_growth_bytes_per_epoch, 96 * kMiB, 24 * kMiB);
+  EXPECT_GE(t.worker_rss_growth_bytes_per_epoch, 72 * kMiB);
+  if (!kTsanShadow) {
+    EXPECT_LE(t.worker_rss_growth_bytes_per_epoch, 120 * kMiB);
+  }
   EXPECT_GT(t.worker_rss_peak_bytes, t.worker_rss_start_bytes + 96 * kMiB);
   ASSERT_TRUE(results::GrowthFlagged(t));
   const std::string text = results::GrowthText(t);

@@ -330,7 +330,8 @@ TEST_F(UserDatasetTest, ServeBuildsTheDatasetOncePerSweep) {
                                 "  prefetch_factors: [2]\n"
                                 "  repeats: 2\n"
                                 "  warmup_batches: 2\n"
-                                "  measure_seconds: 0.2\n";
+                                "  measure_seconds: 0.2\n"
+                                "  diagnose: false\n";
   const std::string db = (dir_ / "r.db").string();
   const std::string out = (dir_ / "out").string(), err = (dir_ / "err").string();
   const std::string command = std::string(FEEDTUNE_BINARY) + " sweep " + config_path + " --db " + db + " --json >" +
