@@ -158,6 +158,12 @@ std::vector<std::string> ResolveShardPaths(const std::string& path, const std::v
   return paths;
 }
 
+std::vector<std::string> ShardExtensions(WorkloadKind kind) {
+  if (kind == WorkloadKind::kTfRecord) return {".tfrecord", ".tfrec"};
+  if (kind == WorkloadKind::kTar) return {".tar"};
+  return {};
+}
+
 std::unique_ptr<loader::ShardReader> ReadSamplesInOrder(const loader::Dataset& dataset, int64_t first, int64_t count) {
   class Reader final : public loader::ShardReader {
    public:

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "loader/dataset.h"
+#include "workloads/options.h"
 
 namespace feedtune::workloads {
 
@@ -66,6 +67,10 @@ std::string FormatMegabytes(double bytes);
 // names end in one of `extensions` (".tfrecord", ...; index files never).
 // Throws DatasetNotFound naming `path` when it names none.
 std::vector<std::string> ResolveShardPaths(const std::string& path, const std::vector<std::string>& extensions);
+
+// The endings of a directory's shard files for `kind`: tfrecord .tfrecord
+// and .tfrec, tar .tar (none for the other kinds).
+std::vector<std::string> ShardExtensions(WorkloadKind kind);
 
 // A shard of a sharded format read front to back: samples first..first+count-1
 // of `dataset` through its Read(), in order (the offsets grow, so the

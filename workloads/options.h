@@ -95,11 +95,12 @@ inline constexpr int64_t kDefaultResize = 224;
 
 struct FilesOptions {
   std::string path;                     // a directory (made by `feedtune gen-data`, or your files);
-                                        // for npy and hdf5 the file, for lmdb the environment
+                                        // for npy and hdf5 the file, for lmdb the environment;
+                                        // for tfrecord and tar a file, directory or glob of shards
   FilesLayout layout = FilesLayout::kShards;
   FilesIo io = FilesIo::kPread;
   CacheMode cache = CacheMode::kWarm;   // kCold: evict from the page cache before each repeat
-  FilesDecode decode = FilesDecode::kNone;  // kJpeg: layout files only
+  FilesDecode decode = FilesDecode::kNone;  // kJpeg: files (layout files only), tfrecord, tar
   CropMode crop = CropMode::kRandom;        // decode jpeg only
   int64_t resize = kDefaultResize;          // decode jpeg only: the sample is resize x resize x 3 bytes
 };

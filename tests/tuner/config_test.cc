@@ -72,6 +72,9 @@ static void ExpectSameConfig(const SweepConfig& a, const SweepConfig& b) {
   EXPECT_EQ(sa.size.max, sb.size.max);
   EXPECT_EQ(sa.fault, sb.fault);
   EXPECT_EQ(a.workload.files.path, b.workload.files.path);
+  EXPECT_EQ(a.workload.files.decode, b.workload.files.decode);
+  EXPECT_EQ(a.workload.files.crop, b.workload.files.crop);
+  EXPECT_EQ(a.workload.files.resize, b.workload.files.resize);
   EXPECT_EQ(a.workload.files.layout, b.workload.files.layout);
   EXPECT_EQ(a.workload.files.io, b.workload.files.io);
   EXPECT_EQ(a.workload.files.cache, b.workload.files.cache);
@@ -743,7 +746,40 @@ TEST(ConfigTest, FilesDecodeJpegKeys) {
             "x.yaml:5:11: workload.resize: applies only with workload.decode: jpeg (the sample is the file's bytes "
             "otherwise); add decode: jpeg, or remove it");
   EXPECT_EQ(ErrorOf("workload:\n  kind: npy\n  path: a.npy\n  crop: random\n"),
-            "x.yaml:4:9: workload.crop: unknown key for workload.kind npy (it is for files)");
+            "x.yaml:4:9: workload.crop: unknown key for workload.kind npy (it is for files, tfrecord and tar)");
+}
+
+// decode: jpeg for the sharded formats: a record (or its feature), a tar
+// sample's JPEG member; crop and resize with it, errors without it.
+TEST(ConfigTest, ShardedDecodeJpegKeys) {
+  for (const std::string kind : {"tfrecord", "tar"}) {
+    const SweepConfig jpeg = ParseConfig("workload:\n  kind: " + kind +
+                                             "\n  path: shards\n  decode: jpeg\n  crop: center\n  resize: 96\n",
+                                         "x.yaml");
+    EXPECT_EQ(jpeg.workload.files.decode, feedtune::workloads::FilesDecode::kJpeg) << kind;
+    EXPECT_EQ(jpeg.workload.files.crop, feedtune::workloads::CropMode::kCenter) << kind;
+    EXPECT_EQ(jpeg.workload.files.resize, 96) << kind;
+    const std::string yaml = ToYaml(jpeg);
+    EXPECT_NE(yaml.find("  decode: jpeg\n  crop: center\n  resize: 96\n"), std::string::npos) << yaml;
+    ExpectSameConfig(ParseConfig(yaml, "rt.yaml"), jpeg);
+    const SweepConfig plain = ParseConfig("workload: {kind: " + kind + ", path: shards}\n", "x.yaml");
+    EXPECT_EQ(ToYaml(plain).find("decode"), std::string::npos) << kind;
+    EXPECT_NE(WorkloadHash(plain), WorkloadHash(jpeg)) << kind;
+    // A config that does not name decode hashes as before the key applied to the kind.
+    EXPECT_EQ(WorkloadHash(plain),
+              WorkloadHash(ParseConfig("workload: {kind: " + kind + ", path: shards, decode: none}\n", "x.yaml")));
+  }
+  EXPECT_EQ(ParseConfig("workload: {kind: tfrecord, path: s, feature: image, decode: jpeg}\n", "x.yaml")
+                .workload.format.feature,
+            "image");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: tfrecord\n  path: d\n  resize: 128\n"),
+            "x.yaml:4:11: workload.resize: applies only with workload.decode: jpeg (the sample is the record's bytes "
+            "otherwise); add decode: jpeg, or remove it");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: tar\n  path: d\n  crop: random\n"),
+            "x.yaml:4:9: workload.crop: applies only with workload.decode: jpeg (the sample is its members' bytes "
+            "otherwise); add decode: jpeg, or remove it");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: hdf5\n  path: a.h5\n  decode: jpeg\n"),
+            "x.yaml:4:11: workload.decode: unknown key for workload.kind hdf5 (it is for files, tfrecord and tar)");
 }
 
 TEST_F(ConfigFileTest, DecodeJpegNeedsJpegsInTheDirectory) {

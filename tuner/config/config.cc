@@ -142,6 +142,39 @@ const char* EnumName(int value) {
   return kName(static_cast<Enum>(value));
 }
 
+// Which workload kinds a key applies to (a mask of 1 << WorkloadKind).
+using KindMask = unsigned;
+constexpr KindMask KindBit(WorkloadKind kind) { return 1u << static_cast<unsigned>(kind); }
+constexpr KindMask kAllKinds = ~0u;
+constexpr KindMask kSyntheticOnly = KindBit(WorkloadKind::kSynthetic);
+constexpr KindMask kFilesOnly = KindBit(WorkloadKind::kFiles);
+constexpr KindMask kCommandOnly = KindBit(WorkloadKind::kCommand);
+constexpr KindMask kNpyOnly = KindBit(WorkloadKind::kNpy);
+constexpr KindMask kHdf5Only = KindBit(WorkloadKind::kHdf5);
+constexpr KindMask kLmdbOnly = KindBit(WorkloadKind::kLmdb);
+constexpr KindMask kTfRecordOnly = KindBit(WorkloadKind::kTfRecord);
+constexpr KindMask kSharded = kTfRecordOnly | KindBit(WorkloadKind::kTar);  // shard files: random or stream
+// The kinds that read data from a path on this machine: files and the formats.
+constexpr KindMask kOnDisk = kFilesOnly | kNpyOnly | kHdf5Only | kLmdbOnly | kSharded;
+constexpr KindMask kDatasets = kSyntheticOnly | kOnDisk;  // native datasets: the per-sample cost keys
+// The kinds whose samples can be JPEGs to decode (workload.decode: jpeg).
+constexpr KindMask kJpegDecoding = kFilesOnly | kSharded;
+
+// "a", "a and b", "a, b and c": the kinds of `mask`.
+std::string KindNames(KindMask mask) {
+  std::vector<std::string_view> names;
+  for (int k = 0; k <= static_cast<int>(workloads::kLastWorkloadKind); ++k) {
+    if ((mask & KindBit(static_cast<WorkloadKind>(k))) != 0) {
+      names.emplace_back(workloads::WorkloadKindName(static_cast<WorkloadKind>(k)));
+    }
+  }
+  std::string kinds;
+  for (size_t n = 0; n < names.size(); ++n) {
+    kinds += std::string(n == 0 ? "" : n + 1 == names.size() ? " and " : ", ") + std::string(names[n]);
+  }
+  return kinds;
+}
+
 struct IntKey {  // integer in [lo, hi]
   int64_t lo;
   int64_t hi;
@@ -226,22 +259,6 @@ using KeyType = std::variant<IntKey, AutoIntKey, SeedKey, RealKey, BoolKey, Enum
 // Part of WorkloadHash? kIfSet: only when it differs from its default, so a key
 // added later leaves the hashes of existing workloads as they were.
 enum class Hashed { kNo, kYes, kIfSet };
-
-// Which workload kinds a key applies to (a mask of 1 << WorkloadKind).
-using KindMask = unsigned;
-constexpr KindMask KindBit(WorkloadKind kind) { return 1u << static_cast<unsigned>(kind); }
-constexpr KindMask kAllKinds = ~0u;
-constexpr KindMask kSyntheticOnly = KindBit(WorkloadKind::kSynthetic);
-constexpr KindMask kFilesOnly = KindBit(WorkloadKind::kFiles);
-constexpr KindMask kCommandOnly = KindBit(WorkloadKind::kCommand);
-constexpr KindMask kNpyOnly = KindBit(WorkloadKind::kNpy);
-constexpr KindMask kHdf5Only = KindBit(WorkloadKind::kHdf5);
-constexpr KindMask kLmdbOnly = KindBit(WorkloadKind::kLmdb);
-constexpr KindMask kTfRecordOnly = KindBit(WorkloadKind::kTfRecord);
-constexpr KindMask kSharded = kTfRecordOnly | KindBit(WorkloadKind::kTar);  // shard files: random or stream
-// The kinds that read data from a path on this machine: files and the formats.
-constexpr KindMask kOnDisk = kFilesOnly | kNpyOnly | kHdf5Only | kLmdbOnly | kSharded;
-constexpr KindMask kDatasets = kSyntheticOnly | kOnDisk;  // native datasets: the per-sample cost keys
 
 struct Key {
   std::string_view path;  // dotted, in DESIGN.md §4 order
@@ -361,18 +378,19 @@ constexpr Key kKeys[] = {
          static_cast<int>(workloads::CacheMode::kCold) + 1,
          &EnumName<workloads::CacheMode, &workloads::CacheModeName>),
      kOnDisk},
-    // files: each file decoded as a JPEG, cropped and resized (layout files).
-    // kIfSet: files workloads written before these keys keep their hashes.
+    // files (layout files), tfrecord and tar: each sample a JPEG, decoded,
+    // cropped and resized (workloads/jpeg_samples.h). kIfSet: workloads
+    // written before these keys keep their hashes.
     {"workload.decode", Hashed::kIfSet,
      Enum<kWorkload, kFiles, &Files::decode>(
          static_cast<int>(workloads::FilesDecode::kJpeg) + 1,
          &EnumName<workloads::FilesDecode, &workloads::FilesDecodeName>),
-     kFilesOnly},
+     kJpegDecoding},
     {"workload.crop", Hashed::kIfSet,
      Enum<kWorkload, kFiles, &Files::crop>(static_cast<int>(workloads::CropMode::kCenter) + 1,
                                            &EnumName<workloads::CropMode, &workloads::CropModeName>),
-     kFilesOnly},
-    {"workload.resize", Hashed::kIfSet, Int<kWorkload, kFiles, &Files::resize>(1, 4096), kFilesOnly},
+     kJpegDecoding},
+    {"workload.resize", Hashed::kIfSet, Int<kWorkload, kFiles, &Files::resize>(1, 4096), kJpegDecoding},
     // hdf5: which datasets in the file, and HDF5's chunk cache per open dataset
     // (per worker process), which decides how often a compressed chunk is inflated.
     {"workload.dataset", Hashed::kYes, String<kWorkload, kFormat, &Format::dataset>(), kHdf5Only},
@@ -1221,18 +1239,8 @@ class Parser {
     for (const Key& key : kKeys) {
       const auto it = given_.find(std::string(key.path));
       if (it == given_.end() || Applies(key, kind)) continue;
-      std::vector<std::string_view> names;
-      for (int k = 0; k <= static_cast<int>(workloads::kLastWorkloadKind); ++k) {
-        if (Applies(key, static_cast<WorkloadKind>(k))) {
-          names.emplace_back(workloads::WorkloadKindName(static_cast<WorkloadKind>(k)));
-        }
-      }
-      std::string kinds;  // "a and b", "a, b and c"
-      for (size_t n = 0; n < names.size(); ++n) {
-        kinds += std::string(n == 0 ? "" : n + 1 == names.size() ? " and " : ", ") + std::string(names[n]);
-      }
       Fail(it->second, key.path,
-           "unknown key for workload.kind " + kind_name + " (it is for " + kinds + ")");
+           "unknown key for workload.kind " + kind_name + " (it is for " + KindNames(key.kinds) + ")");
     }
     if (kind == WorkloadKind::kFiles && config.workload.files.path.empty()) {
       FailAtFirstGiven({"workload.kind"},
@@ -1245,11 +1253,14 @@ class Parser {
                        "expected layout: files when workload.decode is jpeg (one JPEG file per sample), got " +
                            std::string(workloads::FilesLayoutName(config.workload.files.layout)));
     }
-    if (kind == WorkloadKind::kFiles && config.workload.files.decode == workloads::FilesDecode::kNone) {
+    if ((kJpegDecoding & KindBit(kind)) != 0 && config.workload.files.decode == workloads::FilesDecode::kNone) {
+      const char* stored = kind == WorkloadKind::kFiles      ? "the file's bytes"
+                           : kind == WorkloadKind::kTfRecord ? "the record's bytes"
+                                                             : "its members' bytes";
       for (const char* path : {"workload.crop", "workload.resize"}) {
         if (const auto it = given_.find(path); it != given_.end()) {
-          Fail(it->second, path, "applies only with workload.decode: jpeg (the sample is the file's bytes "
-                                 "otherwise); add decode: jpeg, or remove it");
+          Fail(it->second, path, std::string("applies only with workload.decode: jpeg (the sample is ") + stored +
+                                     " otherwise); add decode: jpeg, or remove it");
         }
       }
     }
