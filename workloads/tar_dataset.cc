@@ -34,7 +34,7 @@ TarDataset::TarDataset(const FilesOptions& files, const FormatOptions& format, c
                        const CpuCalibration& calibration)
     : files_(files), format_(format), cost_(cost, calibration) {
   if (files.decode == FilesDecode::kJpeg) jpeg_ = std::make_unique<const JpegSamples>(files, cost.seed);
-  for (const std::string& path : ResolveShardPaths(files.path, ShardExtensions(WorkloadKind::kTar))) {
+  for (const std::string& path : ResolveShardPaths(files, ShardExtensions(WorkloadKind::kTar))) {
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd.valid()) throw DatasetNotFound(path + ": cannot open: " + ErrnoText(errno));
     struct stat info {};
@@ -172,7 +172,7 @@ std::string TarDataset::Describe() const {
   for (const auto& info : infos_) bytes += info.file_bytes;
   std::string fields;
   for (const auto& f : infos_.front().fields) fields += (fields.empty() ? "" : ", ") + f;
-  std::string text = files_.path + ": " + std::to_string(infos_.size()) + " tar shard(s), " +
+  std::string text = PathText(files_) + ": " + std::to_string(infos_.size()) + " tar shard(s), " +
                      std::to_string(size()) + " samples of fields " + fields + ", " +
                      FormatMegabytes(static_cast<double>(bytes)) +
                      (jpeg_ ? ", the JPEG member of each" + jpeg_->Describe() : std::string()) + ", access " +

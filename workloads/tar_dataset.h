@@ -1,7 +1,8 @@
 // TarDataset: WebDataset tar shards (workload.kind: tar; workloads/tar_format.h
 // for the format and what a sample is).
 //
-//   path     a .tar file, a glob or a directory (its *.tar files), in name order
+//   path     a .tar file, a glob or a directory (its *.tar files), in name
+//            order; or a list of those (FilesOptions::path_list), in list order
 //   access   random: a map-style dataset over the samples of every shard,
 //            numbered through the shards, read with one pread per field from
 //            a member index built once at open (header reads only);

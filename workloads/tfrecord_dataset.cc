@@ -154,7 +154,7 @@ TfRecordDataset::TfRecordDataset(const FilesOptions& files, const FormatOptions&
     : files_(files), format_(format), cost_(cost, calibration) {
   if (files.decode == FilesDecode::kJpeg) jpeg_ = std::make_unique<const JpegSamples>(files, cost.seed);
   const std::string cache_dir = TfRecordIndexCacheDir(format.index_cache);
-  for (const std::string& path : ResolveShardPaths(files.path, ShardExtensions(WorkloadKind::kTfRecord))) {
+  for (const std::string& path : ResolveShardPaths(files, ShardExtensions(WorkloadKind::kTfRecord))) {
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd.valid()) throw DatasetNotFound(path + ": cannot open: " + ErrnoText(errno));
     struct stat info {};
@@ -177,7 +177,7 @@ TfRecordDataset::TfRecordDataset(const FilesOptions& files, const FormatOptions&
     infos_.push_back(std::move(shard_info));
   }
   if (records_ == 0) {
-    throw DatasetCorrupt(files.path + ": no records in " + std::to_string(shards_.size()) + " file(s)");
+    throw DatasetCorrupt(PathText(files) + ": no records in " + std::to_string(shards_.size()) + " file(s)");
   }
   // An extracted feature is at most its record's size: the slot bound holds.
   max_record_bytes_ = std::max<int64_t>(max_record_bytes_, 1);
@@ -264,7 +264,7 @@ std::string TfRecordDataset::BeforeRepeat() const {
 std::string TfRecordDataset::Describe() const {
   int64_t bytes = 0;
   for (const auto& info : infos_) bytes += info.file_bytes;
-  std::string text = files_.path + ": " + std::to_string(infos_.size()) + " TFRecord file(s), " +
+  std::string text = PathText(files_) + ": " + std::to_string(infos_.size()) + " TFRecord file(s), " +
                      std::to_string(records_) + " records, " + FormatMegabytes(static_cast<double>(bytes)) + ", " +
                      (format_.feature.empty() ? std::string("whole records")
                                               : "feature '" + format_.feature + "' of each tf.train.Example") +

@@ -2,7 +2,8 @@
 // read natively (workloads/tfrecord_format.h for the framing and the index).
 //
 //   path      a file, a glob ("data/train-*.tfrecord") or a directory (its
-//             *.tfrecord and *.tfrec files), in name order
+//             *.tfrecord and *.tfrec files), in name order; or a list of
+//             those (FilesOptions::path_list), read in list order
 //   feature   empty: the sample is the record's data; NAME: the first value
 //             of bytes feature NAME of the record's tf.train.Example
 //             (parsed by libprotobuf)

@@ -444,6 +444,48 @@ TEST_F(ShardJpeg, TarSampleWithoutJpegNamesKeyAndMembers) {
                             "KEY.jpg members (`feedtune gen-data --layout tar --jpeg` does), or drop decode: jpeg");
 }
 
+// workload.path as a list: exactly those shards, in list order (a glob's own
+// matches sorted), and an entry that names none is named.
+TEST_F(ShardFormats, PathListReadsThoseShardsInListOrder) {
+  WriteTars(12, 4);  // 3 samples a shard
+  const auto shard = [&](int s) { return GenDataShardPath(dir_.string(), s, 4, ".tar"); };
+  files_.path.clear();
+  files_.path_list = {shard(3), (dir_ / "data-0000[01]-of-00004.tar").string()};
+  for (const ShardAccess access : {ShardAccess::kRandom, ShardAccess::kStream}) {
+    format_.access = access;
+    auto dataset = std::make_shared<TarDataset>(files_, format_, NoCost(), CpuCalibration{});
+    ASSERT_EQ(dataset->shards().size(), 3u);
+    EXPECT_EQ(dataset->shards()[0].path, shard(3));
+    EXPECT_EQ(dataset->shards()[1].path, shard(0));
+    EXPECT_EQ(dataset->shards()[2].path, shard(1));
+    ASSERT_EQ(dataset->size(), 9);
+    const auto samples = ReadAll(dataset, 2);
+    for (int64_t i = 0; i < 9; ++i) {
+      const int64_t written = i < 3 ? 9 + i : i - 3;  // shard 3's samples first
+      const auto want = TarSampleBytes(written);
+      ASSERT_GE(samples[static_cast<size_t>(i)].size(), want.size());
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), samples[static_cast<size_t>(i)].begin())) << "sample " << i;
+    }
+  }
+  const std::string missing = (dir_ / "other-*.tar").string();
+  files_.path_list = {shard(0), missing};
+  EXPECT_EQ(OpenError<TarDataset>(), "entry [1] of the list, " + missing + ": the pattern matches no file");
+  files_.path_list = {shard(0), (dir_ / "*.tar").string()};
+  EXPECT_EQ(OpenError<TarDataset>(), "entry [1] of the list, \"" + (dir_ / "*.tar").string() + "\", names " +
+                                         shard(0) + ", which entry [0], \"" + shard(0) +
+                                         "\", names too; list each shard once (a shard is read once an epoch)");
+  WriteTfRecords(6, 2);
+  files_.path_list = {GenDataShardPath(dir_.string(), 1, 2, ".tfrecord"),
+                      GenDataShardPath(dir_.string(), 0, 2, ".tfrecord")};
+  format_.feature = "data";
+  const TfRecordDataset tfrecords(files_, format_, NoCost(), CpuCalibration{});
+  ASSERT_EQ(tfrecords.size(), 6);
+  std::vector<std::byte> out(static_cast<size_t>(tfrecords.max_sample_bytes()));
+  ASSERT_EQ(tfrecords.Read(0, out), kBytes);
+  const auto want = Content(3);  // the second shard's first record
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), out.begin()));
+}
+
 // Archives Python's tarfile writes: pax headers for long names, GNU long
 // names (seeds of the tar fuzzer).
 TEST(TarScanner, ReadsPaxAndGnuLongNames) {
