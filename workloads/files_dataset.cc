@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <new>
 #include <system_error>
 
 #include "workloads/crc32c.h"
@@ -95,9 +94,8 @@ FilesDataset::FilesDataset(const FilesOptions& options, const SyntheticOptions& 
   if (decode_jpeg && options_.layout != FilesLayout::kFiles) {
     throw DatasetNotFound(dir + ": decode: jpeg reads one JPEG file per sample; set layout: files");
   }
-  if (decode_jpeg && (options_.resize < 1 || options_.resize > 4096)) {
-    throw DatasetNotFound("workload.resize: expected an integer in [1, 4096], got " + std::to_string(options_.resize));
-  }
+  // Made first: it checks resize, and maps the page the epoch is shared in.
+  if (decode_jpeg) jpeg_ = std::make_unique<JpegSamples>(options_, cost_.seed());
   if (options_.layout == FilesLayout::kShards) {
     index_ = ReadShardIndex(dir);
     for (const std::string& path : index_.shard_paths) {
@@ -158,29 +156,15 @@ FilesDataset::FilesDataset(const FilesOptions& options, const SyntheticOptions& 
     for (int fd : shard_fds_) ::close(fd);
     throw DatasetNotFound(dir + ": every sample is empty (0 bytes)");
   }
-  if (decode_jpeg) {
-    max_bytes_ = options_.resize * options_.resize * 3;  // the decoded sample
-    static_assert(std::atomic<int64_t>::is_always_lock_free, "the shared epoch must be lock-free across processes");
-    void* page = ::mmap(nullptr, sizeof(std::atomic<int64_t>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
-                        0);
-    if (page == MAP_FAILED) {
-      const int error = errno;
-      for (int fd : shard_fds_) ::close(fd);
-      throw std::system_error(error, std::generic_category(), "mapping the shared epoch page");
-    }
-    epoch_ = new (page) std::atomic<int64_t>(0);
-  }
+  if (jpeg_) max_bytes_ = jpeg_->sample_bytes();  // the decoded sample
 }
 
 FilesDataset::~FilesDataset() {
   for (int fd : shard_fds_) ::close(fd);
-  if (epoch_ != nullptr) ::munmap(epoch_, sizeof(std::atomic<int64_t>));
 }
 
 void FilesDataset::SetEpoch(int64_t epoch) const {
-  // Release: a worker that gets a task of this epoch (through a socket or a
-  // queue, dispatched after this store) reads this epoch or later.
-  if (epoch_ != nullptr) epoch_->store(epoch, std::memory_order_release);
+  if (jpeg_) jpeg_->SetEpoch(epoch);
 }
 
 int FilesDataset::file_count() const {
@@ -192,10 +176,8 @@ std::string FilesDataset::Describe() const {
                      std::to_string(file_count()) + (options_.layout == FilesLayout::kShards ? " shards" : " files") +
                      ", read with " + FilesIoName(options_.io) + ", cache " + CacheModeName(options_.cache);
   if (options_.cache == CacheMode::kCold) text += " (evicted with posix_fadvise DONTNEED before each repeat)";
-  if (options_.decode == FilesDecode::kJpeg) {
-    const std::string side = std::to_string(options_.resize);
-    text += std::string(", decoded as JPEG (libjpeg-turbo), crop ") + CropModeName(options_.crop) + ", resized to " +
-            side + "x" + side + " RGB (" + std::to_string(max_bytes_) + " bytes per sample)";
+  if (jpeg_) {
+    text += jpeg_->Describe();
     if (skipped_files_ > 0) text += "; " + std::to_string(skipped_files_) + " files not named .jpg/.jpeg skipped";
   }
   return text;
@@ -302,11 +284,6 @@ void FilesDataset::DecodeJpegFile(int64_t index, std::span<std::byte> out) const
   const size_t expected = static_cast<size_t>(sizes_[static_cast<size_t>(index)]);
   Fd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (file.fd < 0) FailRecord(index, "cannot open: " + Errno(errno));
-  JpegDecodeOptions decode;
-  decode.crop = options_.crop;
-  decode.resize = static_cast<int>(options_.resize);
-  decode.seed = cost_.seed();
-  decode.epoch = epoch_->load(std::memory_order_acquire);
   struct stat st {};
   if (::fstat(file.fd, &st) != 0) FailRecord(index, "cannot stat: " + Errno(errno));
   const size_t size = static_cast<size_t>(st.st_size);
@@ -315,13 +292,13 @@ void FilesDataset::DecodeJpegFile(int64_t index, std::span<std::byte> out) const
     if (options_.io == FilesIo::kMmap) {
       Mapping map(file.fd, 0, size);
       if (!map.ok()) FailRecord(index, "mmap failed: " + Errno(map.error()));
-      DecodeCropResize(std::span<const std::byte>(map.data(), size), index, decode, out);
+      jpeg_->Decode(std::span<const std::byte>(map.data(), size), index, out);
     } else {
       std::vector<std::byte> jpeg(std::max(size, expected));
       int error = 0;
       const size_t got = PreadFull(file.fd, jpeg, 0, &error);
       if (error != 0) FailRecord(index, "read failed at byte offset " + std::to_string(got) + ": " + Errno(error));
-      DecodeCropResize(std::span<const std::byte>(jpeg.data(), got), index, decode, out);
+      jpeg_->Decode(std::span<const std::byte>(jpeg.data(), got), index, out);
     }
   } catch (const JpegError& e) {
     FailRecord(index, e.what());
@@ -333,7 +310,7 @@ int64_t FilesDataset::Read(int64_t index, std::span<std::byte> out) const {
     throw std::out_of_range("sample index " + std::to_string(index) + " outside [0, " + std::to_string(size()) + ")");
   }
   cost_.BeforeRead(index);
-  if (options_.decode == FilesDecode::kJpeg) {
+  if (jpeg_) {
     DecodeJpegFile(index, out);
     cost_.AfterRead(index, out.first(static_cast<size_t>(max_bytes_)));
     return max_bytes_;

@@ -17,13 +17,10 @@
 //
 // decode jpeg (layout files only): only the JPEG files under DIR (.jpg, .jpeg,
 // .jpe, any case) are samples; each is read whole (pread, or mapped for io
-// mmap) and decoded, cropped and resized by workloads/jpeg_image.h, and the
-// resize x resize x 3 RGB bytes are the sample. The crop is drawn from
-// (workload seed, epoch, index), so it differs every epoch as torchvision's
-// does and is the same for the same three: the loader's SetEpoch stores the
-// epoch in one MAP_SHARED page mapped at construction, before any worker
-// forks, which every worker reads. A JPEG that does not decode fails the read
-// with the file named.
+// mmap) and decoded, cropped and resized by workloads/jpeg_samples.h, and the
+// resize x resize x 3 RGB bytes are the sample, its crop drawn from (workload
+// seed, epoch, index). A JPEG that does not decode fails the read with the
+// file named.
 //
 // After the bytes are in, cpu_us_per_sample of CPU work is spent over them
 // (decode stand-in, workloads/cpu_work.h), scaled by the jitter factor; the
@@ -39,8 +36,8 @@
 // or process; BeforeRepeat() is called by the consumer process only.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,6 +45,7 @@
 #include "loader/dataset.h"
 #include "workloads/cpu_work.h"
 #include "workloads/fault.h"
+#include "workloads/jpeg_samples.h"
 #include "workloads/options.h"
 #include "workloads/sample_cost.h"
 #include "workloads/shard_format.h"
@@ -98,9 +96,9 @@ class FilesDataset final : public loader::Dataset {
   int64_t max_bytes_ = 0;
   int64_t total_bytes_ = 0;
   int64_t skipped_files_ = 0;
-  // decode jpeg: the epoch the crops are drawn for, in a MAP_SHARED page that
-  // forked workers share (the one thing that changes after construction).
-  std::atomic<int64_t>* epoch_ = nullptr;
+  // decode jpeg: the decoder, with the epoch the crops are drawn for in a
+  // MAP_SHARED page that forked workers share.
+  std::unique_ptr<JpegSamples> jpeg_;
 };
 
 }  // namespace feedtune::workloads

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "workloads/shard_format.h"
 
@@ -155,6 +156,37 @@ std::vector<std::string> ResolveShardPaths(const std::string& path, const std::v
     paths.push_back(path);
   }
   std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+std::vector<std::string> ShardExtensions(WorkloadKind kind) {
+  if (kind == WorkloadKind::kTfRecord) return {".tfrecord", ".tfrec"};
+  if (kind == WorkloadKind::kTar) return {".tar"};
+  return {};
+}
+
+std::vector<std::string> ResolveShardPaths(const FilesOptions& files, const std::vector<std::string>& extensions) {
+  if (files.path_list.empty()) return ResolveShardPaths(files.path, extensions);
+  std::vector<std::string> paths;
+  std::map<std::string, size_t> named_by;  // a file, normalized -> the entry that named it
+  for (size_t i = 0; i < files.path_list.size(); ++i) {
+    const std::string entry = "entry [" + std::to_string(i) + "] of the list";
+    std::vector<std::string> found;
+    try {
+      found = ResolveShardPaths(files.path_list[i], extensions);
+    } catch (const DatasetNotFound& e) {
+      throw DatasetNotFound(entry + ", " + e.what());
+    }
+    for (std::string& path : found) {
+      const std::string key = std::filesystem::absolute(path).lexically_normal().string();
+      if (const auto [it, added] = named_by.emplace(key, i); !added) {
+        throw DatasetNotFound(entry + ", \"" + files.path_list[i] + "\", names " + path + ", which entry [" +
+                              std::to_string(it->second) + "], \"" + files.path_list[it->second] +
+                              "\", names too; list each shard once (a shard is read once an epoch)");
+      }
+      paths.push_back(std::move(path));
+    }
+  }
   return paths;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "loader/dataset.h"
+#include "workloads/options.h"
 
 namespace feedtune::workloads {
 
@@ -66,6 +67,16 @@ std::string FormatMegabytes(double bytes);
 // names end in one of `extensions` (".tfrecord", ...; index files never).
 // Throws DatasetNotFound naming `path` when it names none.
 std::vector<std::string> ResolveShardPaths(const std::string& path, const std::vector<std::string>& extensions);
+
+// The endings of a directory's shard files for `kind`: tfrecord .tfrecord
+// and .tfrec, tar .tar (none for the other kinds).
+std::vector<std::string> ShardExtensions(WorkloadKind kind);
+
+// The shard files of a tfrecord or tar workload: those of files.path, or of
+// each entry of files.path_list in list order (each entry's own sorted).
+// Throws DatasetNotFound naming the entry ("entry [1] of the list, ...") that
+// names none, or a file that two entries name (a shard is read once an epoch).
+std::vector<std::string> ResolveShardPaths(const FilesOptions& files, const std::vector<std::string>& extensions);
 
 // A shard of a sharded format read front to back: samples first..first+count-1
 // of `dataset` through its Read(), in order (the offsets grow, so the

@@ -2,6 +2,13 @@
 
 namespace feedtune::workloads {
 
+std::string PathText(const FilesOptions& files) {
+  if (files.path_list.empty()) return files.path;
+  std::string text = "[";
+  for (const std::string& entry : files.path_list) text += (text.size() > 1 ? ", " : "") + entry;
+  return text + "]";
+}
+
 const char* WorkloadKindName(WorkloadKind kind) {
   switch (kind) {
     case WorkloadKind::kSynthetic: return "synthetic";

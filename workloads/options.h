@@ -95,13 +95,18 @@ inline constexpr int64_t kDefaultResize = 224;
 
 struct FilesOptions {
   std::string path;                     // a directory (made by `feedtune gen-data`, or your files);
-                                        // for npy and hdf5 the file, for lmdb the environment
+                                        // for npy and hdf5 the file, for lmdb the environment;
+                                        // for tfrecord and tar a file, directory or glob of shards
   FilesLayout layout = FilesLayout::kShards;
   FilesIo io = FilesIo::kPread;
   CacheMode cache = CacheMode::kWarm;   // kCold: evict from the page cache before each repeat
-  FilesDecode decode = FilesDecode::kNone;  // kJpeg: layout files only
+  FilesDecode decode = FilesDecode::kNone;  // kJpeg: files (layout files only), tfrecord, tar
   CropMode crop = CropMode::kRandom;        // decode jpeg only
   int64_t resize = kDefaultResize;          // decode jpeg only: the sample is resize x resize x 3 bytes
+  // tfrecord and tar: the shards as a list (workload.path given as a YAML
+  // list), each entry a file, directory or glob, read in list order; path is
+  // then empty. Empty: path names them.
+  std::vector<std::string> path_list = {};
 };
 
 // HDF5's own default chunk cache per open dataset: 1 MiB (H5Pset_chunk_cache).
@@ -142,6 +147,9 @@ struct WorkloadOptions {
   CommandOptions command;
   FormatOptions format;
 };
+
+// workload.path for messages: path, or path_list's entries as "[a, b, c]".
+std::string PathText(const FilesOptions& files);
 
 const char* WorkloadKindName(WorkloadKind kind);
 const char* SizeDistName(SizeDist dist);

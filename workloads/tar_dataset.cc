@@ -12,6 +12,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "workloads/jpeg_image.h"
 #include "workloads/shard_format.h"
 
 namespace feedtune::workloads {
@@ -32,7 +33,8 @@ std::vector<TarMember> ScanTarFile(const std::string& path, int fd, int64_t file
 TarDataset::TarDataset(const FilesOptions& files, const FormatOptions& format, const SyntheticOptions& cost,
                        const CpuCalibration& calibration)
     : files_(files), format_(format), cost_(cost, calibration) {
-  for (const std::string& path : ResolveShardPaths(files.path, {".tar"})) {
+  if (files.decode == FilesDecode::kJpeg) jpeg_ = std::make_unique<const JpegSamples>(files, cost.seed);
+  for (const std::string& path : ResolveShardPaths(files, ShardExtensions(WorkloadKind::kTar))) {
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd.valid()) throw DatasetNotFound(path + ": cannot open: " + ErrnoText(errno));
     struct stat info {};
@@ -54,8 +56,22 @@ TarDataset::TarDataset(const FilesOptions& files, const FormatOptions& format, c
     }
     firsts_.push_back(static_cast<int64_t>(samples_.size()));
     for (const TarSample& s : samples) {
-      Sample sample{static_cast<uint32_t>(fds_.size()), {}};
-      for (const auto& f : s.fields) sample.fields.push_back({f.data_offset, f.size});
+      Sample sample{static_cast<uint32_t>(fds_.size()), -1, {}};
+      for (const auto& f : s.fields) {
+        if (jpeg_ && sample.jpeg_field < 0 && HasJpegExtension(f.name)) {
+          sample.jpeg_field = static_cast<int32_t>(sample.fields.size());
+        }
+        sample.fields.push_back({f.data_offset, f.size});
+      }
+      if (jpeg_ && sample.jpeg_field < 0) {
+        std::string names;
+        for (size_t m = 0; m < s.fields.size() && m < 8; ++m) names += (m == 0 ? "" : ", ") + s.fields[m].name;
+        if (s.fields.size() > 8) names += ", ... (" + std::to_string(s.fields.size()) + " in all)";
+        throw DatasetNotFound(path + ": sample '" + s.key + "' has no JPEG member (decode: jpeg reads the one named " +
+                              "KEY.jpg or KEY.jpeg, any case); its members: " + names +
+                              "; write the images as KEY.jpg members (`feedtune gen-data --layout tar --jpeg` "
+                              "does), or drop decode: jpeg");
+      }
       max_sample_bytes_ = std::max(max_sample_bytes_, static_cast<int64_t>(s.bytes()));
       samples_.push_back(std::move(sample));
     }
@@ -70,11 +86,54 @@ int64_t TarDataset::num_shards() const {
 
 int64_t TarDataset::shard_samples(int64_t shard) const { return infos_[static_cast<size_t>(shard)].samples; }
 
+void TarDataset::SetEpoch(int64_t epoch) const {
+  if (jpeg_) jpeg_->SetEpoch(epoch);
+}
+
+int64_t TarDataset::DecodeJpegMember(int64_t index, std::span<std::byte> out) const {
+  const Sample& sample = samples_[static_cast<size_t>(index)];
+  const Extent& field = sample.fields[static_cast<size_t>(sample.jpeg_field)];
+  const std::string& path = infos_[sample.shard].path;
+  thread_local std::vector<std::byte> jpeg;
+  jpeg.resize(field.bytes);
+  int error = 0;
+  if (PreadFull(fds_[sample.shard].get(), jpeg, field.offset, &error) != field.bytes) {
+    throw DatasetCorrupt(path + ": sample " + std::to_string(index) + ": the member at byte " +
+                         std::to_string(field.offset) + " is cut short (" +
+                         (error != 0 ? ErrnoText(error) : std::string("the file shrank since it was opened")) + ")");
+  }
+  try {
+    return jpeg_->Decode(jpeg, index, out);
+  } catch (const JpegError& e) {
+    // The member's name is not kept per sample (millions of them); the error
+    // path finds it again by a scan of the shard's headers.
+    std::string name;
+    try {
+      struct stat info {};
+      if (::fstat(fds_[sample.shard].get(), &info) == 0) {
+        for (const TarMember& m : ScanTarFile(path, fds_[sample.shard].get(), info.st_size)) {
+          if (m.data_offset == field.offset) name = m.name;
+        }
+      }
+    } catch (const std::exception&) {  // the decode error is the one to report
+    }
+    throw DatasetCorrupt(path + ": sample " + std::to_string(index) + ", member " +
+                         (name.empty() ? std::string("at byte ") + std::to_string(field.offset)
+                                       : "'" + name + "' at byte " + std::to_string(field.offset)) +
+                         ": decode: jpeg: " + e.what());
+  }
+}
+
 int64_t TarDataset::Read(int64_t index, std::span<std::byte> out) const {
   if (index < 0 || index >= size()) {
     throw std::out_of_range("sample index " + std::to_string(index) + " outside [0, " + std::to_string(size()) + ")");
   }
   cost_.BeforeRead(index);
+  if (jpeg_) {
+    const int64_t bytes = DecodeJpegMember(index, out);
+    cost_.AfterRead(index, out.first(static_cast<size_t>(bytes)));
+    return bytes;
+  }
   const Sample& sample = samples_[static_cast<size_t>(index)];
   uint64_t at = 0;
   for (const Extent& field : sample.fields) {
@@ -113,19 +172,22 @@ std::string TarDataset::Describe() const {
   for (const auto& info : infos_) bytes += info.file_bytes;
   std::string fields;
   for (const auto& f : infos_.front().fields) fields += (fields.empty() ? "" : ", ") + f;
-  std::string text = files_.path + ": " + std::to_string(infos_.size()) + " tar shard(s), " +
+  std::string text = PathText(files_) + ": " + std::to_string(infos_.size()) + " tar shard(s), " +
                      std::to_string(size()) + " samples of fields " + fields + ", " +
-                     FormatMegabytes(static_cast<double>(bytes)) + ", access " + ShardAccessName(format_.access);
+                     FormatMegabytes(static_cast<double>(bytes)) +
+                     (jpeg_ ? ", the JPEG member of each" + jpeg_->Describe() : std::string()) + ", access " +
+                     ShardAccessName(format_.access);
   if (format_.access == ShardAccess::kStream) {
     text += " (shuffle buffer " + std::to_string(format_.shuffle_buffer) + " samples per worker)";
   }
   return text + ", cache " + CacheModeName(files_.cache);
 }
 
-TarWriter::TarWriter(std::string dir, int64_t samples, int shards)
+TarWriter::TarWriter(std::string dir, int64_t samples, int shards, std::string payload_extension)
     : dir_(std::move(dir)),
       samples_(samples),
-      shards_(std::clamp<int>(shards, 1, static_cast<int>(std::max<int64_t>(samples, 1)))) {
+      shards_(std::clamp<int>(shards, 1, static_cast<int>(std::max<int64_t>(samples, 1)))),
+      payload_extension_(std::move(payload_extension)) {
   std::error_code error;
   std::filesystem::create_directories(dir_, error);
   if (error) throw std::runtime_error(dir_ + ": cannot create: " + error.message());
@@ -143,7 +205,7 @@ void TarWriter::Add(std::span<const std::byte> payload) {
   char key[32];
   std::snprintf(key, sizeof key, "%09lld", static_cast<long long>(added_));
   const std::string cls = ClassText(added_);
-  AppendTarMember(std::string(key) + ".bin", payload, &buffer_);
+  AppendTarMember(std::string(key) + "." + payload_extension_, payload, &buffer_);
   AppendTarMember(std::string(key) + ".cls", std::as_bytes(std::span(cls.data(), cls.size())), &buffer_);
   ++added_;
   if (buffer_.size() >= (size_t{8} << 20)) Flush(false);  // written in 8 MiB pieces, not held whole

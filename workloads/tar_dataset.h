@@ -1,11 +1,19 @@
 // TarDataset: WebDataset tar shards (workload.kind: tar; workloads/tar_format.h
 // for the format and what a sample is).
 //
-//   path     a .tar file, a glob or a directory (its *.tar files), in name order
+//   path     a .tar file, a glob or a directory (its *.tar files), in name
+//            order; or a list of those (FilesOptions::path_list), in list order
 //   access   random: a map-style dataset over the samples of every shard,
 //            numbered through the shards, read with one pread per field from
 //            a member index built once at open (header reads only);
 //            stream: an IterableDataset whose shards are the files
+//   decode   jpeg: the sample is its JPEG member (the first named .jpg,
+//            .jpeg or .jpe, any case) decoded, cropped and resized
+//            (workloads/jpeg_samples.h), in Read, which both accesses go
+//            through; the other members are not read. A sample without one
+//            fails the open, naming the file, the key and its members; a
+//            JPEG that does not decode fails its read, naming the file, the
+//            sample and the member
 //
 // Errors name the file and the byte offset: DatasetNotFound (nothing there),
 // DatasetCorrupt (a bad header, a member cut short, a shard with no sample).
@@ -21,6 +29,7 @@
 
 #include "loader/dataset.h"
 #include "workloads/format_io.h"
+#include "workloads/jpeg_samples.h"
 #include "workloads/options.h"
 #include "workloads/sample_cost.h"
 #include "workloads/tar_format.h"
@@ -43,10 +52,11 @@ class TarDataset final : public loader::Dataset {
              const CpuCalibration& calibration);
 
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
-  int64_t max_sample_bytes() const override { return max_sample_bytes_; }
+  int64_t max_sample_bytes() const override { return jpeg_ ? jpeg_->sample_bytes() : max_sample_bytes_; }
   void InitWorker(int /*worker_id*/) const override { cost_.InitWorker(); }
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
   std::string BeforeRepeat() const override;
+  void SetEpoch(int64_t epoch) const override;
   int64_t num_shards() const override;
   int64_t shard_samples(int64_t shard) const override;
   std::unique_ptr<loader::ShardReader> OpenShard(int64_t shard) const override;
@@ -63,12 +73,16 @@ class TarDataset final : public loader::Dataset {
   };
   struct Sample {
     uint32_t shard = 0;
+    int32_t jpeg_field = -1;  // decode: jpeg: which of `fields` is the JPEG
     std::vector<Extent> fields;
   };
+
+  int64_t DecodeJpegMember(int64_t index, std::span<std::byte> out) const;
 
   const FilesOptions files_;
   const FormatOptions format_;
   const SampleCost cost_;
+  std::unique_ptr<const JpegSamples> jpeg_;  // decode: jpeg
   std::vector<UniqueFd> fds_;      // one per shard
   std::vector<TarShardInfo> infos_;
   std::vector<int64_t> firsts_;    // each shard's first sample
@@ -82,11 +96,12 @@ std::vector<TarMember> ScanTarFile(const std::string& path, int fd, int64_t file
 
 // Writes `feedtune gen-data --layout tar`: `shards` files
 // DIR/data-SSSSS-of-NNNNN.tar, samples dealt in runs as for tfrecord; sample
-// i is the members KEY.bin (the payload) and KEY.cls (i % 1000 in decimal),
-// KEY its number in nine digits.
+// i is the members KEY.EXT (the payload; EXT is `payload_extension`, "bin",
+// or "jpg" for JPEG payloads) and KEY.cls (i % 1000 in decimal), KEY its
+// number in nine digits.
 class TarWriter {
  public:
-  TarWriter(std::string dir, int64_t samples, int shards);
+  TarWriter(std::string dir, int64_t samples, int shards, std::string payload_extension = "bin");
   void Add(std::span<const std::byte> payload);
   void Finish();
   int64_t bytes_written() const { return bytes_written_; }
@@ -99,6 +114,7 @@ class TarWriter {
   const std::string dir_;
   const int64_t samples_;
   const int shards_;
+  const std::string payload_extension_;
   int64_t added_ = 0;
   int shard_ = -1;
   std::vector<std::byte> buffer_;

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "workloads/jpeg_image.h"
 #include "workloads/shard_format.h"
 
 namespace feedtune::workloads {
@@ -151,8 +152,9 @@ std::vector<TfRecordEntry> TfRecordIndexFor(const std::string& path, int fd, int
 TfRecordDataset::TfRecordDataset(const FilesOptions& files, const FormatOptions& format, const SyntheticOptions& cost,
                                  const CpuCalibration& calibration)
     : files_(files), format_(format), cost_(cost, calibration) {
+  if (files.decode == FilesDecode::kJpeg) jpeg_ = std::make_unique<const JpegSamples>(files, cost.seed);
   const std::string cache_dir = TfRecordIndexCacheDir(format.index_cache);
-  for (const std::string& path : ResolveShardPaths(files.path, {".tfrecord", ".tfrec"})) {
+  for (const std::string& path : ResolveShardPaths(files, ShardExtensions(WorkloadKind::kTfRecord))) {
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd.valid()) throw DatasetNotFound(path + ": cannot open: " + ErrnoText(errno));
     struct stat info {};
@@ -174,7 +176,9 @@ TfRecordDataset::TfRecordDataset(const FilesOptions& files, const FormatOptions&
     shards_.push_back(std::move(shard));
     infos_.push_back(std::move(shard_info));
   }
-  if (records_ == 0) throw DatasetCorrupt(files.path + ": no records in " + std::to_string(shards_.size()) + " file(s)");
+  if (records_ == 0) {
+    throw DatasetCorrupt(PathText(files) + ": no records in " + std::to_string(shards_.size()) + " file(s)");
+  }
   // An extracted feature is at most its record's size: the slot bound holds.
   max_record_bytes_ = std::max<int64_t>(max_record_bytes_, 1);
 }
@@ -193,14 +197,29 @@ int64_t TfRecordDataset::SampleOf(int64_t shard, int64_t record, std::span<const
   const std::string& path = infos_[static_cast<size_t>(shard)].path;
   const auto& entry = s.entries[static_cast<size_t>(record)];
   const auto data = CheckTfRecord(framed, path, record, entry.offset);
-  if (format_.feature.empty()) {
-    std::memcpy(out.data(), data.data(), data.size());
-    return static_cast<int64_t>(data.size());
+  const auto where = [&] {
+    return path + ": record " + std::to_string(record) + " at byte " + std::to_string(entry.offset);
+  };
+  std::string value;  // the feature's bytes
+  std::span<const std::byte> sample = data;
+  if (!format_.feature.empty()) {
+    value = ExampleBytesFeature(data, format_.feature, where());
+    sample = std::as_bytes(std::span(value.data(), value.size()));
   }
-  const std::string value = ExampleBytesFeature(
-      data, format_.feature, path + ": record " + std::to_string(record) + " at byte " + std::to_string(entry.offset));
-  std::memcpy(out.data(), value.data(), value.size());
-  return static_cast<int64_t>(value.size());
+  if (jpeg_) {
+    try {
+      return jpeg_->Decode(sample, s.first + record, out);
+    } catch (const JpegError& e) {
+      throw DatasetCorrupt(where() + (format_.feature.empty() ? "" : ", feature '" + format_.feature + "'") +
+                           ": decode: jpeg: " + e.what());
+    }
+  }
+  std::memcpy(out.data(), sample.data(), sample.size());
+  return static_cast<int64_t>(sample.size());
+}
+
+void TfRecordDataset::SetEpoch(int64_t epoch) const {
+  if (jpeg_) jpeg_->SetEpoch(epoch);
 }
 
 int64_t TfRecordDataset::Read(int64_t index, std::span<std::byte> out) const {
@@ -245,11 +264,11 @@ std::string TfRecordDataset::BeforeRepeat() const {
 std::string TfRecordDataset::Describe() const {
   int64_t bytes = 0;
   for (const auto& info : infos_) bytes += info.file_bytes;
-  std::string text = files_.path + ": " + std::to_string(infos_.size()) + " TFRecord file(s), " +
+  std::string text = PathText(files_) + ": " + std::to_string(infos_.size()) + " TFRecord file(s), " +
                      std::to_string(records_) + " records, " + FormatMegabytes(static_cast<double>(bytes)) + ", " +
                      (format_.feature.empty() ? std::string("whole records")
                                               : "feature '" + format_.feature + "' of each tf.train.Example") +
-                     ", access " + ShardAccessName(format_.access);
+                     (jpeg_ ? jpeg_->Describe() : std::string()) + ", access " + ShardAccessName(format_.access);
   if (format_.access == ShardAccess::kStream) {
     text += " (shuffle buffer " + std::to_string(format_.shuffle_buffer) + " samples per worker)";
   }

@@ -2,13 +2,18 @@
 // read natively (workloads/tfrecord_format.h for the framing and the index).
 //
 //   path      a file, a glob ("data/train-*.tfrecord") or a directory (its
-//             *.tfrecord and *.tfrec files), in name order
+//             *.tfrecord and *.tfrec files), in name order; or a list of
+//             those (FilesOptions::path_list), read in list order
 //   feature   empty: the sample is the record's data; NAME: the first value
 //             of bytes feature NAME of the record's tf.train.Example
 //             (parsed by libprotobuf)
 //   access    random: a map-style dataset over the records of every shard,
 //             numbered through the shards, one pread per sample;
 //             stream: an IterableDataset whose shards are the files
+//   decode    jpeg: the record's data (or the feature) is a JPEG, decoded,
+//             cropped and resized to the sample (workloads/jpeg_samples.h),
+//             in Read, which both accesses go through; one that does not
+//             decode is named by file, record and byte offset
 //
 // The constructor finds or builds each file's index (one scan of the file's
 // record headers) and checks every entry tiles the file; a read checks both
@@ -27,6 +32,7 @@
 
 #include "loader/dataset.h"
 #include "workloads/format_io.h"
+#include "workloads/jpeg_samples.h"
 #include "workloads/options.h"
 #include "workloads/sample_cost.h"
 #include "workloads/tfrecord_format.h"
@@ -49,10 +55,11 @@ class TfRecordDataset final : public loader::Dataset {
                   const CpuCalibration& calibration);
 
   int64_t size() const override { return records_; }
-  int64_t max_sample_bytes() const override { return max_record_bytes_; }
+  int64_t max_sample_bytes() const override { return jpeg_ ? jpeg_->sample_bytes() : max_record_bytes_; }
   void InitWorker(int /*worker_id*/) const override { cost_.InitWorker(); }
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
   std::string BeforeRepeat() const override;
+  void SetEpoch(int64_t epoch) const override;
   int64_t num_shards() const override;
   int64_t shard_samples(int64_t shard) const override;
   std::unique_ptr<loader::ShardReader> OpenShard(int64_t shard) const override;
@@ -63,7 +70,8 @@ class TfRecordDataset final : public loader::Dataset {
   std::string Describe() const;
 
   // The sample of record `record` of shard `shard`, whose framed bytes are
-  // `framed`, into `out` (checks the CRCs, extracts the feature).
+  // `framed`, into `out` (checks the CRCs, extracts the feature, decodes the
+  // JPEG).
   int64_t SampleOf(int64_t shard, int64_t record, std::span<const std::byte> framed, std::span<std::byte> out) const;
 
  private:
@@ -76,6 +84,7 @@ class TfRecordDataset final : public loader::Dataset {
   const FilesOptions files_;
   const FormatOptions format_;
   const SampleCost cost_;
+  std::unique_ptr<const JpegSamples> jpeg_;  // decode: jpeg
   std::vector<Shard> shards_;
   std::vector<TfRecordShardInfo> infos_;
   std::vector<int64_t> firsts_;  // each shard's first sample

@@ -72,6 +72,10 @@ static void ExpectSameConfig(const SweepConfig& a, const SweepConfig& b) {
   EXPECT_EQ(sa.size.max, sb.size.max);
   EXPECT_EQ(sa.fault, sb.fault);
   EXPECT_EQ(a.workload.files.path, b.workload.files.path);
+  EXPECT_EQ(a.workload.files.path_list, b.workload.files.path_list);
+  EXPECT_EQ(a.workload.files.decode, b.workload.files.decode);
+  EXPECT_EQ(a.workload.files.crop, b.workload.files.crop);
+  EXPECT_EQ(a.workload.files.resize, b.workload.files.resize);
   EXPECT_EQ(a.workload.files.layout, b.workload.files.layout);
   EXPECT_EQ(a.workload.files.io, b.workload.files.io);
   EXPECT_EQ(a.workload.files.cache, b.workload.files.cache);
@@ -743,7 +747,110 @@ TEST(ConfigTest, FilesDecodeJpegKeys) {
             "x.yaml:5:11: workload.resize: applies only with workload.decode: jpeg (the sample is the file's bytes "
             "otherwise); add decode: jpeg, or remove it");
   EXPECT_EQ(ErrorOf("workload:\n  kind: npy\n  path: a.npy\n  crop: random\n"),
-            "x.yaml:4:9: workload.crop: unknown key for workload.kind npy (it is for files)");
+            "x.yaml:4:9: workload.crop: unknown key for workload.kind npy (it is for files, tfrecord and tar)");
+}
+
+// decode: jpeg for the sharded formats: a record (or its feature), a tar
+// sample's JPEG member; crop and resize with it, errors without it.
+TEST(ConfigTest, ShardedDecodeJpegKeys) {
+  for (const std::string kind : {"tfrecord", "tar"}) {
+    const SweepConfig jpeg = ParseConfig("workload:\n  kind: " + kind +
+                                             "\n  path: shards\n  decode: jpeg\n  crop: center\n  resize: 96\n",
+                                         "x.yaml");
+    EXPECT_EQ(jpeg.workload.files.decode, feedtune::workloads::FilesDecode::kJpeg) << kind;
+    EXPECT_EQ(jpeg.workload.files.crop, feedtune::workloads::CropMode::kCenter) << kind;
+    EXPECT_EQ(jpeg.workload.files.resize, 96) << kind;
+    const std::string yaml = ToYaml(jpeg);
+    EXPECT_NE(yaml.find("  decode: jpeg\n  crop: center\n  resize: 96\n"), std::string::npos) << yaml;
+    ExpectSameConfig(ParseConfig(yaml, "rt.yaml"), jpeg);
+    const SweepConfig plain = ParseConfig("workload: {kind: " + kind + ", path: shards}\n", "x.yaml");
+    EXPECT_EQ(ToYaml(plain).find("decode"), std::string::npos) << kind;
+    EXPECT_NE(WorkloadHash(plain), WorkloadHash(jpeg)) << kind;
+    // A config that does not name decode hashes as before the key applied to the kind.
+    EXPECT_EQ(WorkloadHash(plain),
+              WorkloadHash(ParseConfig("workload: {kind: " + kind + ", path: shards, decode: none}\n", "x.yaml")));
+  }
+  EXPECT_EQ(ParseConfig("workload: {kind: tfrecord, path: s, feature: image, decode: jpeg}\n", "x.yaml")
+                .workload.format.feature,
+            "image");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: tfrecord\n  path: d\n  resize: 128\n"),
+            "x.yaml:4:11: workload.resize: applies only with workload.decode: jpeg (the sample is the record's bytes "
+            "otherwise); add decode: jpeg, or remove it");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: tar\n  path: d\n  crop: random\n"),
+            "x.yaml:4:9: workload.crop: applies only with workload.decode: jpeg (the sample is its members' bytes "
+            "otherwise); add decode: jpeg, or remove it");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: hdf5\n  path: a.h5\n  decode: jpeg\n"),
+            "x.yaml:4:11: workload.decode: unknown key for workload.kind hdf5 (it is for files, tfrecord and tar)");
+}
+
+// workload.path as a list of shards (tfrecord and tar): parsed in order,
+// written back as a list, and an error for the other kinds.
+TEST(ConfigTest, PathListOfShards) {
+  const SweepConfig tar = ParseConfig(
+      "workload:\n  kind: tar\n  path:\n    - /data/b.tar\n    - \"/data/a-*.tar\"\n    - /data/more\n", "x.yaml");
+  EXPECT_EQ(tar.workload.files.path, "");
+  EXPECT_EQ(tar.workload.files.path_list,
+            (std::vector<std::string>{"/data/b.tar", "/data/a-*.tar", "/data/more"}));
+  const std::string yaml = ToYaml(tar);
+  EXPECT_NE(yaml.find("  path: [/data/b.tar, /data/a-*.tar, /data/more]\n"), std::string::npos) << yaml;
+  ExpectSameConfig(ParseConfig(yaml, "rt.yaml"), tar);
+  EXPECT_EQ(WorkloadHash(tar), WorkloadHash(ParseConfig("workload: {kind: tar, path: /elsewhere}\n", "x.yaml")));
+  const SweepConfig tfrecord = ParseConfig("workload: {kind: tfrecord, path: [x.tfrecord]}\n", "x.yaml");
+  EXPECT_EQ(tfrecord.workload.files.path_list, std::vector<std::string>{"x.tfrecord"});
+
+  // A string after a list (--set) replaces it, and a list a string.
+  SweepConfig changed = tar;
+  ApplyOverride(changed, "workload.path=/data/all");
+  EXPECT_EQ(changed.workload.files.path, "/data/all");
+  EXPECT_TRUE(changed.workload.files.path_list.empty());
+  ApplyOverride(changed, "workload.path=[p.tar, q.tar]");
+  EXPECT_EQ(changed.workload.files.path, "");
+  EXPECT_EQ(changed.workload.files.path_list, (std::vector<std::string>{"p.tar", "q.tar"}));
+
+  EXPECT_EQ(ErrorOf("workload:\n  kind: hdf5\n  path: [a.h5, b.h5]\n"),
+            "x.yaml:3:9: workload.path: expected one string when workload.kind is hdf5, got a list (a list of "
+            "shards is for workload.kind tfrecord and tar); give the HDF5 file as one string");
+  EXPECT_EQ(ErrorOf("workload:\n  path:\n    - a\n  kind: files\n"),
+            "x.yaml:3:5: workload.path: expected one string when workload.kind is files, got a list (a list of "
+            "shards is for workload.kind tfrecord and tar); give the dataset's directory as one string");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: tar\n  path:\n    - a.tar\n    - {x: 1}\n"),
+            "x.yaml:5:7: workload.path[1]: expected a non-empty string (a shard file, directory or glob), got a "
+            "mapping");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: tar\n  path: []\n"),
+            "x.yaml:3:9: workload.path: expected a non-empty string; for tfrecord and tar also a non-empty list of "
+            "them (shard files, directories or globs, read in list order), got an empty list");
+  SweepConfig h5 = ParseConfig("workload: {kind: hdf5, path: a.h5}\n", "x.yaml");
+  EXPECT_EQ(OverrideErrorOf(h5, "workload.path=[a.h5]"),
+            "--set workload.path=[a.h5]: workload.path: expected one string when workload.kind is hdf5, got a list "
+            "(a list of shards is for workload.kind tfrecord and tar); give the HDF5 file as one string");
+}
+
+// Each entry of the list must name shards on this machine: the one that
+// names none is the error, at its own line.
+TEST_F(ConfigFileTest, PathListEntryThatNamesNothingIsNamed) {
+  std::ofstream(dir_ / "a.tar") << "";
+  std::filesystem::create_directories(dir_ / "empty");
+  const std::string a = (dir_ / "a.tar").string();
+  const std::string glob = (dir_ / "b-*.tar").string();
+  const std::string path = Write("l.yaml", "workload:\n  kind: tar\n  path:\n    - " + a + "\n    - \"" + glob +
+                                               "\"\n");
+  EXPECT_EQ(LoadErrorOf(path), path + ":5:7: workload.path[1]: expected a tar shard, directory or glob, got \"" +
+                                   glob + "\" (the pattern matches no file; make one with `feedtune gen-data "
+                                   "--layout tar --out DIR ...`)");
+  std::ofstream(dir_ / "b-1.tar") << "";
+  EXPECT_EQ(LoadErrorOf(path), "no error");
+  // One string is checked the same way, a glob included.
+  const std::string one = Write("o.yaml", "workload:\n  kind: tar\n  path: \"" + (dir_ / "c-*.tar").string() + "\"\n");
+  EXPECT_EQ(LoadErrorOf(one), one + ":3:9: workload.path: expected a tar shard, directory or glob, got \"" +
+                                  (dir_ / "c-*.tar").string() + "\" (the pattern matches no file; make one with "
+                                  "`feedtune gen-data --layout tar --out DIR ...`)");
+  const std::string empty = (dir_ / "empty").string();
+  const std::string dir_path =
+      Write("d.yaml", "workload:\n  kind: tfrecord\n  path: [" + a + ", " + empty + "]\n");
+  EXPECT_EQ(LoadErrorOf(dir_path),
+            dir_path + ":3:" + std::to_string(12 + a.size()) + ": workload.path[1]: expected a TFRecord file, "
+                       "directory or glob, got \"" + empty + "\" (the directory holds no .tfrecord or .tfrec file; "
+                       "make one with `feedtune gen-data --layout tfrecord --out DIR ...`)");
 }
 
 TEST_F(ConfigFileTest, DecodeJpegNeedsJpegsInTheDirectory) {

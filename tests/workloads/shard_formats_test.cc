@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "loader/data_loader.h"
+#include "workloads/files_dataset.h"
+#include "workloads/jpeg_image.h"
 #include "workloads/shard_format.h"
 #include "workloads/synthetic_dataset.h"
 #include "workloads/tar_dataset.h"
@@ -273,6 +275,215 @@ TEST_F(ShardFormats, TarBadChecksumIsNamed) {
   WriteFile(path, bytes);
   EXPECT_EQ(OpenError<TarDataset>(),
             path + ": byte 1024: a tar header with a bad checksum (not a tar file, or damaged)");
+}
+
+// decode: jpeg on the sharded formats. Small images, so that decoding them
+// all through the loader stays quick.
+constexpr int kImageWidth = 64;
+constexpr int kImageHeight = 48;
+constexpr int64_t kResize = 24;
+
+std::vector<std::byte> Jpeg(int64_t i) {
+  std::vector<uint8_t> rgb(static_cast<size_t>(kImageWidth * kImageHeight * 3));
+  SynthesizeImage(kSeed, i, kImageWidth, kImageHeight, rgb);
+  return EncodeJpeg(rgb, kImageWidth, kImageHeight, 85);
+}
+
+// What DecodeCropResize makes of image i with the options the datasets are given.
+std::vector<std::byte> Decoded(int64_t i, int64_t epoch, CropMode crop = CropMode::kRandom) {
+  JpegDecodeOptions o;
+  o.crop = crop;
+  o.resize = static_cast<int>(kResize);
+  o.seed = kSeed;
+  o.epoch = epoch;
+  std::vector<std::byte> out(static_cast<size_t>(kResize * kResize * 3));
+  DecodeCropResize(Jpeg(i), i, o, out);
+  return out;
+}
+
+SyntheticOptions JpegCost() {
+  SyntheticOptions cost = NoCost();
+  cost.seed = kSeed;
+  return cost;
+}
+
+class ShardJpeg : public ShardFormats {
+ protected:
+  void SetUp() override {
+    ShardFormats::SetUp();
+    files_.decode = FilesDecode::kJpeg;
+    files_.resize = kResize;
+  }
+  // Every sample of `dataset`, read with Read() after SetEpoch(epoch).
+  static std::vector<std::vector<std::byte>> ReadEach(const loader::Dataset& dataset, int64_t epoch) {
+    dataset.SetEpoch(epoch);
+    std::vector<std::vector<std::byte>> samples;
+    std::vector<std::byte> out(static_cast<size_t>(dataset.max_sample_bytes()));
+    for (int64_t i = 0; i < dataset.size(); ++i) {
+      const int64_t n = dataset.Read(i, out);
+      samples.emplace_back(out.begin(), out.begin() + n);
+    }
+    return samples;
+  }
+};
+
+// Records whose bytes are a JPEG (no feature) and gen-data's Examples with
+// the JPEG under "data" (feature: data), map-style and streaming: each sample
+// is what DecodeCropResize and the files dataset make of the same JPEG.
+TEST_F(ShardJpeg, TfRecordRecordsAndFeaturesDecodeAsFilesDo) {
+  constexpr int64_t kSamples = 9;
+  std::vector<std::byte> raw;
+  for (int64_t i = 0; i < kSamples; ++i) AppendTfRecord(Jpeg(i), &raw);
+  fs::create_directories(dir_ / "raw");
+  WriteFile((dir_ / "raw" / "a.tfrecord").string(), raw);
+  TfRecordWriter writer((dir_ / "examples").string(), kSamples, 3);
+  fs::create_directories(dir_ / "jpegs");
+  for (int64_t i = 0; i < kSamples; ++i) {
+    writer.Add(Jpeg(i));
+    WriteFile((dir_ / "jpegs" / ("img" + std::to_string(i) + ".jpg")).string(), Jpeg(i));
+  }
+  writer.Finish();
+
+  FilesOptions files = files_;
+  files.path = (dir_ / "jpegs").string();
+  files.layout = FilesLayout::kFiles;
+  const FilesDataset reference(files, JpegCost(), CpuCalibration{});
+  ASSERT_EQ(reference.size(), kSamples);
+  for (const bool feature : {false, true}) {
+    files_.path = (dir_ / (feature ? "examples" : "raw")).string();
+    format_.feature = feature ? "data" : "";
+    for (const ShardAccess access : {ShardAccess::kRandom, ShardAccess::kStream}) {
+      format_.access = access;
+      auto dataset = std::make_shared<TfRecordDataset>(files_, format_, JpegCost(), CpuCalibration{});
+      ASSERT_EQ(dataset->size(), kSamples);
+      EXPECT_EQ(dataset->max_sample_bytes(), kResize * kResize * 3);
+      EXPECT_NE(dataset->Describe().find("decoded as JPEG"), std::string::npos) << dataset->Describe();
+      const auto streamed = ReadAll(dataset, 2);  // epoch 0, through the loader's workers
+      const auto at_epoch_3 = ReadEach(*dataset, 3);
+      // imgN.jpg sort in sample order: the files dataset's sample i is the same JPEG.
+      const auto from_files = ReadEach(reference, 3);
+      for (int64_t i = 0; i < kSamples; ++i) {
+        const size_t at = static_cast<size_t>(i);
+        EXPECT_EQ(streamed[at], Decoded(i, 0)) << "feature " << feature << ", sample " << i;
+        EXPECT_EQ(at_epoch_3[at], Decoded(i, 3)) << "feature " << feature << ", sample " << i;
+        EXPECT_EQ(at_epoch_3[at], from_files[at]) << "feature " << feature << ", sample " << i;
+      }
+    }
+  }
+}
+
+// gen-data's tar samples with the JPEG as KEY.jpg, map-style and streaming.
+TEST_F(ShardJpeg, TarJpegMemberDecodesMapAndStream) {
+  constexpr int64_t kSamples = 11;
+  TarWriter writer(dir_.string(), kSamples, 3, "jpg");
+  for (int64_t i = 0; i < kSamples; ++i) writer.Add(Jpeg(i));
+  writer.Finish();
+  files_.crop = CropMode::kCenter;
+  for (const ShardAccess access : {ShardAccess::kRandom, ShardAccess::kStream}) {
+    format_.access = access;
+    auto dataset = std::make_shared<TarDataset>(files_, format_, JpegCost(), CpuCalibration{});
+    ASSERT_EQ(dataset->size(), kSamples);
+    EXPECT_EQ(dataset->shards()[0].fields, (std::vector<std::string>{"jpg", "cls"}));
+    EXPECT_EQ(dataset->max_sample_bytes(), kResize * kResize * 3);
+    const auto samples = ReadAll(dataset, 3);
+    for (int64_t i = 0; i < kSamples; ++i) {
+      EXPECT_EQ(samples[static_cast<size_t>(i)], Decoded(i, 0, CropMode::kCenter)) << "sample " << i;
+    }
+  }
+  files_.crop = CropMode::kRandom;
+  const TarDataset random_crops(files_, format_, JpegCost(), CpuCalibration{});
+  const auto at_epoch_2 = ReadEach(random_crops, 2);
+  for (int64_t i = 0; i < kSamples; ++i) EXPECT_EQ(at_epoch_2[static_cast<size_t>(i)], Decoded(i, 2)) << i;
+}
+
+TEST_F(ShardJpeg, TfRecordCorruptJpegIsNamed) {
+  std::vector<std::byte> file;
+  AppendTfRecord(Jpeg(0), &file);
+  const size_t second = file.size();
+  const std::string junk = "not a JPEG at all";
+  AppendTfRecord(std::as_bytes(std::span(junk.data(), junk.size())), &file);
+  const std::string path = (dir_ / "bad.tfrecord").string();
+  WriteFile(path, file);
+  for (const ShardAccess access : {ShardAccess::kRandom, ShardAccess::kStream}) {
+    format_.access = access;
+    const std::string error = OpenError<TfRecordDataset>();
+    EXPECT_TRUE(error.starts_with(path + ": record 1 at byte " + std::to_string(second) +
+                                  ": decode: jpeg: not a JPEG, or its header is damaged: "))
+        << error;
+  }
+  // In a feature: the feature is named too.
+  fs::remove(path);
+  fs::remove(path + ".idx");
+  TfRecordWriter writer(dir_.string(), 2, 1);
+  writer.Add(Jpeg(0));
+  writer.Add(std::as_bytes(std::span(junk.data(), junk.size())));
+  writer.Finish();
+  format_.feature = "data";
+  const std::string error = OpenError<TfRecordDataset>();
+  EXPECT_NE(error.find(First(".tfrecord") + ": record 1 at byte "), std::string::npos) << error;
+  EXPECT_NE(error.find(", feature 'data': decode: jpeg: not a JPEG"), std::string::npos) << error;
+}
+
+TEST_F(ShardJpeg, TarCorruptJpegNamesTheMember) {
+  TarWriter writer(dir_.string(), 3, 1, "jpg");
+  writer.Add(Jpeg(0));
+  const std::string junk = "\xff\xd8 cut";
+  writer.Add(std::as_bytes(std::span(junk.data(), junk.size())));
+  writer.Add(Jpeg(2));
+  writer.Finish();
+  const std::string error = OpenError<TarDataset>();
+  EXPECT_TRUE(error.starts_with(First(".tar") + ": sample 1, member '000000001.jpg' at byte ")) << error;
+  EXPECT_NE(error.find(": decode: jpeg: "), std::string::npos) << error;
+}
+
+TEST_F(ShardJpeg, TarSampleWithoutJpegNamesKeyAndMembers) {
+  WriteTars(2, 1);  // KEY.bin and KEY.cls
+  EXPECT_EQ(OpenError<TarDataset>(),
+            First(".tar") + ": sample '000000000' has no JPEG member (decode: jpeg reads the one named KEY.jpg or "
+                            "KEY.jpeg, any case); its members: 000000000.bin, 000000000.cls; write the images as "
+                            "KEY.jpg members (`feedtune gen-data --layout tar --jpeg` does), or drop decode: jpeg");
+}
+
+// workload.path as a list: exactly those shards, in list order (a glob's own
+// matches sorted), and an entry that names none is named.
+TEST_F(ShardFormats, PathListReadsThoseShardsInListOrder) {
+  WriteTars(12, 4);  // 3 samples a shard
+  const auto shard = [&](int s) { return GenDataShardPath(dir_.string(), s, 4, ".tar"); };
+  files_.path.clear();
+  files_.path_list = {shard(3), (dir_ / "data-0000[01]-of-00004.tar").string()};
+  for (const ShardAccess access : {ShardAccess::kRandom, ShardAccess::kStream}) {
+    format_.access = access;
+    auto dataset = std::make_shared<TarDataset>(files_, format_, NoCost(), CpuCalibration{});
+    ASSERT_EQ(dataset->shards().size(), 3u);
+    EXPECT_EQ(dataset->shards()[0].path, shard(3));
+    EXPECT_EQ(dataset->shards()[1].path, shard(0));
+    EXPECT_EQ(dataset->shards()[2].path, shard(1));
+    ASSERT_EQ(dataset->size(), 9);
+    const auto samples = ReadAll(dataset, 2);
+    for (int64_t i = 0; i < 9; ++i) {
+      const int64_t written = i < 3 ? 9 + i : i - 3;  // shard 3's samples first
+      const auto want = TarSampleBytes(written);
+      ASSERT_GE(samples[static_cast<size_t>(i)].size(), want.size());
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), samples[static_cast<size_t>(i)].begin())) << "sample " << i;
+    }
+  }
+  const std::string missing = (dir_ / "other-*.tar").string();
+  files_.path_list = {shard(0), missing};
+  EXPECT_EQ(OpenError<TarDataset>(), "entry [1] of the list, " + missing + ": the pattern matches no file");
+  files_.path_list = {shard(0), (dir_ / "*.tar").string()};
+  EXPECT_EQ(OpenError<TarDataset>(), "entry [1] of the list, \"" + (dir_ / "*.tar").string() + "\", names " +
+                                         shard(0) + ", which entry [0], \"" + shard(0) +
+                                         "\", names too; list each shard once (a shard is read once an epoch)");
+  WriteTfRecords(6, 2);
+  files_.path_list = {GenDataShardPath(dir_.string(), 1, 2, ".tfrecord"),
+                      GenDataShardPath(dir_.string(), 0, 2, ".tfrecord")};
+  format_.feature = "data";
+  const TfRecordDataset tfrecords(files_, format_, NoCost(), CpuCalibration{});
+  ASSERT_EQ(tfrecords.size(), 6);
+  std::vector<std::byte> out(static_cast<size_t>(tfrecords.max_sample_bytes()));
+  ASSERT_EQ(tfrecords.Read(0, out), kBytes);
+  const auto want = Content(3);  // the second shard's first record
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), out.begin()));
 }
 
 // Archives Python's tarfile writes: pax headers for long names, GNU long

@@ -1,8 +1,9 @@
 // `feedtune gen-data`: writes a dataset for `workload.kind: files` (shards or
 // one file per sample, or JPEG images for decode: jpeg) or for the format
-// kinds (npy, hdf5, lmdb). Sample i holds the synthetic content of (seed, i),
-// so reads can be checked byte for byte (JPEG: image i is the picture of
-// (seed, i), workloads/jpeg_image.h).
+// kinds (npy, hdf5, lmdb, tfrecord and tar; the last two with JPEG samples
+// too, --jpeg). Sample i holds the synthetic content of (seed, i), so reads
+// can be checked byte for byte (JPEG: image i is the picture of (seed, i),
+// workloads/jpeg_image.h).
 #include <fcntl.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "tuner/cli/cli_util.h"
@@ -34,6 +36,7 @@ namespace {
 
 constexpr const char* kGenDataUsage = R"(Usage: feedtune gen-data --out PATH --samples N --sample-bytes B [options]
        feedtune gen-data --out DIR --layout jpeg --samples N [--image-size WxH] [--quality Q]
+       feedtune gen-data --out DIR --layout tfrecord|tar --jpeg --samples N [--image-size WxH] [--quality Q]
 
 Writes a dataset to PATH (which must not exist; a directory may exist empty),
 with a size estimate first (refused when the file system lacks the space) and
@@ -65,6 +68,10 @@ progress on stderr:
   --layout tar      workload.kind tar: --shards WebDataset tar files
                     data-SSSSS-of-NNNNN.tar; sample i is the members %09d.bin
                     (its bytes) and %09d.cls (i % 1000 in decimal)
+  --jpeg            tfrecord, tar: each sample a JPEG image, as --layout jpeg
+                    writes them (--image-size, --quality), for decode: jpeg:
+                    the "data" feature of each record, the member %09d.jpg of
+                    each tar sample (not .bin); --sample-bytes does not apply
 Sample i holds deterministic bytes of (seed, i). The data is synced to disk at
 the end, so `cache: cold` can evict it.
 
@@ -78,7 +85,8 @@ Examples:
   feedtune gen-data --out data/images.lmdb --layout lmdb --samples 20000 --sample-bytes 110000
   feedtune gen-data --out data/tfrecords --layout tfrecord --shards 16 --samples 20000 --sample-bytes 110000
   feedtune gen-data --out data/tars --layout tar --shards 16 --samples 20000 --sample-bytes 110000
-  feedtune gen-data --out data/jpeg --layout jpeg --samples 5000)";
+  feedtune gen-data --out data/jpeg --layout jpeg --samples 5000
+  feedtune gen-data --out data/jpeg-tars --layout tar --jpeg --shards 16 --samples 20000)";
 
 constexpr int64_t kMaxSamples = 100'000'000;
 constexpr int64_t kMaxSampleBytes = int64_t{1} << 30;
@@ -148,7 +156,9 @@ class ShardsSink final : public SampleSink {
 template <typename Writer>
 class ShardFilesSink final : public SampleSink {
  public:
-  ShardFilesSink(const std::string& out, int64_t samples, int shards) : writer_(out, samples, shards) {}
+  template <typename... Extra>
+  ShardFilesSink(const std::string& out, int64_t samples, int shards, Extra&&... extra)
+      : writer_(out, samples, shards, std::forward<Extra>(extra)...) {}
   void Add(std::span<const std::byte> sample) override { writer_.Add(sample); }
   void Finish() override { writer_.Finish(); }
   int64_t bytes_written() const override { return writer_.bytes_written(); }
@@ -290,7 +300,7 @@ struct GenDataRequest {
   int quality = 90;
   uint64_t seed = 0;
   bool quiet = false;
-  bool jpeg = false;
+  bool jpeg = false;           // the samples are JPEG images: --layout jpeg, or --jpeg
   int width = 0, height = 0;  // jpeg only
   int gzip_level = -1;        // hdf5: -1 = no compression
 };
@@ -301,6 +311,7 @@ void AddGenDataOptions(po::options_description& options, GenDataRequest& r) {
       "shards | files | npy | hdf5 | lmdb | jpeg | tfrecord | tar")(
       "samples", po::value(&r.samples)->required(), "how many samples")(
       "sample-bytes", po::value(&r.sample_bytes), "bytes per sample (all layouts but jpeg)")(
+      "jpeg", "tfrecord, tar: each sample a JPEG image (for decode: jpeg)")(
       "image-size", po::value(&r.image_size)->default_value("500x375"), "jpeg: WxH pixels")(
       "quality", po::value(&r.quality)->default_value(90), "jpeg: quality, 1-100")(
       "shard-bytes", po::value(&r.shard_bytes)->default_value(int64_t{128} << 20),
@@ -326,12 +337,18 @@ std::optional<std::string> CheckGenDataRequest(const po::variables_map& vm, GenD
     return "--samples: expected an integer in [1, " + std::to_string(kMaxSamples) + "], got " +
            std::to_string(r.samples);
   }
-  r.jpeg = r.layout_name == "jpeg";
+  const bool shard_files = r.layout_name == "tfrecord" || r.layout_name == "tar";
+  if (vm.count("jpeg") > 0 && !shard_files) {
+    return "--jpeg is for --layout tfrecord and tar" +
+           std::string(r.layout_name == "files" ? " (for one JPEG file per sample, use --layout jpeg)" : "");
+  }
+  r.jpeg = r.layout_name == "jpeg" || vm.count("jpeg") > 0;
   if (r.jpeg && vm.count("sample-bytes") > 0) {
-    return "--sample-bytes is not for --layout jpeg: an image's size follows from --image-size and --quality";
+    return std::string("--sample-bytes is not for ") + (r.layout_name == "jpeg" ? "--layout jpeg" : "--jpeg") +
+           ": an image's size follows from --image-size and --quality";
   }
   if (!r.jpeg && (!vm.at("image-size").defaulted() || !vm.at("quality").defaulted())) {
-    return "--image-size and --quality are for --layout jpeg";
+    return "--image-size and --quality are for --layout jpeg and --jpeg";
   }
   if (!r.jpeg && vm.count("sample-bytes") == 0) return "the option '--sample-bytes' is required but missing";
   const auto size = ParseImageSize(r.image_size);
@@ -351,7 +368,6 @@ std::optional<std::string> CheckGenDataRequest(const po::variables_map& vm, GenD
            std::to_string(r.sample_bytes);
   }
   if (r.shard_bytes < 1) return "--shard-bytes: expected an integer >= 1, got " + std::to_string(r.shard_bytes);
-  const bool shard_files = r.layout_name == "tfrecord" || r.layout_name == "tar";
   if (!shard_files && !vm.at("shards").defaulted()) return "--shards is for --layout tfrecord and tar";
   if (shard_files && (r.shards < 1 || r.shards > r.samples)) {
     return "--shards: expected an integer in [1, --samples], got " + std::to_string(r.shards);
@@ -408,7 +424,7 @@ std::optional<std::string> CheckFreeSpace(const GenDataRequest& r) {
 
 // The writer for the layout; throws when --out cannot be created.
 std::unique_ptr<SampleSink> MakeSink(const GenDataRequest& r) {
-  if (r.jpeg) return std::make_unique<JpegSink>(r.out);
+  if (r.layout_name == "jpeg") return std::make_unique<JpegSink>(r.out);
   if (r.layout_name == "npy") return std::make_unique<NpySink>(r.out, r.samples, r.sample_bytes);
   if (r.layout_name == "hdf5") {
     return std::make_unique<Hdf5Sink>(r.out, r.samples, r.sample_bytes, r.chunk_samples, r.gzip_level);
@@ -417,7 +433,9 @@ std::unique_ptr<SampleSink> MakeSink(const GenDataRequest& r) {
   if (r.layout_name == "tfrecord") {
     return std::make_unique<ShardFilesSink<workloads::TfRecordWriter>>(r.out, r.samples, r.shards);
   }
-  if (r.layout_name == "tar") return std::make_unique<ShardFilesSink<workloads::TarWriter>>(r.out, r.samples, r.shards);
+  if (r.layout_name == "tar") {
+    return std::make_unique<ShardFilesSink<workloads::TarWriter>>(r.out, r.samples, r.shards, r.jpeg ? "jpg" : "bin");
+  }
   return std::make_unique<ShardsSink>(
       r.out, r.layout_name == "files" ? workloads::FilesLayout::kFiles : workloads::FilesLayout::kShards,
       r.shard_bytes);
@@ -426,10 +444,12 @@ std::unique_ptr<SampleSink> MakeSink(const GenDataRequest& r) {
 // The one line on stdout that says what was written.
 void PrintSummary(const GenDataRequest& r, const SampleSink& writer) {
   if (r.jpeg) {
-    std::printf("wrote %lld JPEG images of %dx%d at quality %d (%.1f MB, %.1f KB each on average) to %s\n",
+    std::printf("wrote %lld JPEG images of %dx%d at quality %d (%.1f MB, %.1f KB each on average%s%s) to %s\n",
                 static_cast<long long>(r.samples), r.width, r.height, r.quality,
                 static_cast<double>(writer.bytes_written()) / 1e6,
-                static_cast<double>(writer.bytes_written()) / 1e3 / static_cast<double>(r.samples), r.out.c_str());
+                static_cast<double>(writer.bytes_written()) / 1e3 / static_cast<double>(r.samples),
+                r.layout_name == "jpeg" ? "" : ", layout ", r.layout_name == "jpeg" ? "" : r.layout_name.c_str(),
+                r.out.c_str());
   } else {
     std::printf("wrote %lld samples of %lld bytes (%.1f MB, layout %s) to %s\n", static_cast<long long>(r.samples),
                 static_cast<long long>(r.sample_bytes), static_cast<double>(writer.bytes_written()) / 1e6,

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "workloads/command_args.h"
+#include "workloads/format_io.h"
 #include "workloads/jpeg_image.h"
 #include "workloads/shard_format.h"
 
@@ -142,6 +143,39 @@ const char* EnumName(int value) {
   return kName(static_cast<Enum>(value));
 }
 
+// Which workload kinds a key applies to (a mask of 1 << WorkloadKind).
+using KindMask = unsigned;
+constexpr KindMask KindBit(WorkloadKind kind) { return 1u << static_cast<unsigned>(kind); }
+constexpr KindMask kAllKinds = ~0u;
+constexpr KindMask kSyntheticOnly = KindBit(WorkloadKind::kSynthetic);
+constexpr KindMask kFilesOnly = KindBit(WorkloadKind::kFiles);
+constexpr KindMask kCommandOnly = KindBit(WorkloadKind::kCommand);
+constexpr KindMask kNpyOnly = KindBit(WorkloadKind::kNpy);
+constexpr KindMask kHdf5Only = KindBit(WorkloadKind::kHdf5);
+constexpr KindMask kLmdbOnly = KindBit(WorkloadKind::kLmdb);
+constexpr KindMask kTfRecordOnly = KindBit(WorkloadKind::kTfRecord);
+constexpr KindMask kSharded = kTfRecordOnly | KindBit(WorkloadKind::kTar);  // shard files: random or stream
+// The kinds that read data from a path on this machine: files and the formats.
+constexpr KindMask kOnDisk = kFilesOnly | kNpyOnly | kHdf5Only | kLmdbOnly | kSharded;
+constexpr KindMask kDatasets = kSyntheticOnly | kOnDisk;  // native datasets: the per-sample cost keys
+// The kinds whose samples can be JPEGs to decode (workload.decode: jpeg).
+constexpr KindMask kJpegDecoding = kFilesOnly | kSharded;
+
+// "a", "a and b", "a, b and c": the kinds of `mask`.
+std::string KindNames(KindMask mask) {
+  std::vector<std::string_view> names;
+  for (int k = 0; k <= static_cast<int>(workloads::kLastWorkloadKind); ++k) {
+    if ((mask & KindBit(static_cast<WorkloadKind>(k))) != 0) {
+      names.emplace_back(workloads::WorkloadKindName(static_cast<WorkloadKind>(k)));
+    }
+  }
+  std::string kinds;
+  for (size_t n = 0; n < names.size(); ++n) {
+    kinds += std::string(n == 0 ? "" : n + 1 == names.size() ? " and " : ", ") + std::string(names[n]);
+  }
+  return kinds;
+}
+
 struct IntKey {  // integer in [lo, hi]
   int64_t lo;
   int64_t hi;
@@ -196,6 +230,16 @@ struct OptionalStringKey {  // null (stored as "") or a non-empty string without
   const std::string& (*get)(const SweepConfig&);
   void (*set)(SweepConfig&, std::string);
 };
+// workload.path: a non-empty string without control characters (as
+// StringKey); for the kinds of `list_kinds` also a non-empty list of them
+// (shards, read in list order). A string clears the list, a list the string.
+struct PathKey {
+  KindMask list_kinds;
+  const std::string& (*get)(const SweepConfig&);
+  void (*set)(SweepConfig&, std::string);
+  const std::vector<std::string>& (*get_list)(const SweepConfig&);
+  void (*set_list)(SweepConfig&, std::vector<std::string>);
+};
 struct StringListKey {  // non-empty list of strings, the first non-empty (a command line)
   const std::vector<std::string>& (*get)(const SweepConfig&);
   void (*set)(SweepConfig&, std::vector<std::string>);
@@ -220,28 +264,12 @@ struct StartMethodsKey {
 };
 
 using KeyType = std::variant<IntKey, AutoIntKey, SeedKey, RealKey, BoolKey, EnumKey, LabelKey,
-                             IntListKey, StringKey, OptionalStringKey, StringListKey, SizeKey, FaultKey,
+                             IntListKey, StringKey, OptionalStringKey, PathKey, StringListKey, SizeKey, FaultKey,
                              StartMethodsKey>;
 
 // Part of WorkloadHash? kIfSet: only when it differs from its default, so a key
 // added later leaves the hashes of existing workloads as they were.
 enum class Hashed { kNo, kYes, kIfSet };
-
-// Which workload kinds a key applies to (a mask of 1 << WorkloadKind).
-using KindMask = unsigned;
-constexpr KindMask KindBit(WorkloadKind kind) { return 1u << static_cast<unsigned>(kind); }
-constexpr KindMask kAllKinds = ~0u;
-constexpr KindMask kSyntheticOnly = KindBit(WorkloadKind::kSynthetic);
-constexpr KindMask kFilesOnly = KindBit(WorkloadKind::kFiles);
-constexpr KindMask kCommandOnly = KindBit(WorkloadKind::kCommand);
-constexpr KindMask kNpyOnly = KindBit(WorkloadKind::kNpy);
-constexpr KindMask kHdf5Only = KindBit(WorkloadKind::kHdf5);
-constexpr KindMask kLmdbOnly = KindBit(WorkloadKind::kLmdb);
-constexpr KindMask kTfRecordOnly = KindBit(WorkloadKind::kTfRecord);
-constexpr KindMask kSharded = kTfRecordOnly | KindBit(WorkloadKind::kTar);  // shard files: random or stream
-// The kinds that read data from a path on this machine: files and the formats.
-constexpr KindMask kOnDisk = kFilesOnly | kNpyOnly | kHdf5Only | kLmdbOnly | kSharded;
-constexpr KindMask kDatasets = kSyntheticOnly | kOnDisk;  // native datasets: the per-sample cost keys
 
 struct Key {
   std::string_view path;  // dotted, in DESIGN.md §4 order
@@ -336,6 +364,11 @@ constexpr auto kBudget = &SweepOptions::budget;
 
 constexpr int64_t kMaxUs = 10'000'000;
 
+constexpr PathKey Path(KindMask list_kinds) {
+  return {list_kinds, &GetString<kWorkload, kFiles, &Files::path>, &SetString<kWorkload, kFiles, &Files::path>,
+          &GetStrings<kWorkload, kFiles, &Files::path_list>, &SetStrings<kWorkload, kFiles, &Files::path_list>};
+}
+
 // Sections must be contiguous: ToYaml opens a section at its first key.
 constexpr Key kKeys[] = {
     {"name", Hashed::kNo, Label<&SweepConfig::name>()},
@@ -345,8 +378,9 @@ constexpr Key kKeys[] = {
          static_cast<int>(workloads::kLastWorkloadKind) + 1,
          &EnumName<WorkloadKind, &workloads::WorkloadKindName>)},
     // files and the formats: where the data is and how it is read. The path is
-    // where this machine keeps it, not what it is, so it is not hashed.
-    {"workload.path", Hashed::kNo, String<kWorkload, kFiles, &Files::path>(), kOnDisk},
+    // where this machine keeps it, not what it is, so it is not hashed; the
+    // sharded formats also take a list of shards.
+    {"workload.path", Hashed::kNo, Path(kSharded), kOnDisk},
     {"workload.layout", Hashed::kYes,
      Enum<kWorkload, kFiles, &Files::layout>(
          static_cast<int>(workloads::FilesLayout::kFiles) + 1,
@@ -361,18 +395,19 @@ constexpr Key kKeys[] = {
          static_cast<int>(workloads::CacheMode::kCold) + 1,
          &EnumName<workloads::CacheMode, &workloads::CacheModeName>),
      kOnDisk},
-    // files: each file decoded as a JPEG, cropped and resized (layout files).
-    // kIfSet: files workloads written before these keys keep their hashes.
+    // files (layout files), tfrecord and tar: each sample a JPEG, decoded,
+    // cropped and resized (workloads/jpeg_samples.h). kIfSet: workloads
+    // written before these keys keep their hashes.
     {"workload.decode", Hashed::kIfSet,
      Enum<kWorkload, kFiles, &Files::decode>(
          static_cast<int>(workloads::FilesDecode::kJpeg) + 1,
          &EnumName<workloads::FilesDecode, &workloads::FilesDecodeName>),
-     kFilesOnly},
+     kJpegDecoding},
     {"workload.crop", Hashed::kIfSet,
      Enum<kWorkload, kFiles, &Files::crop>(static_cast<int>(workloads::CropMode::kCenter) + 1,
                                            &EnumName<workloads::CropMode, &workloads::CropModeName>),
-     kFilesOnly},
-    {"workload.resize", Hashed::kIfSet, Int<kWorkload, kFiles, &Files::resize>(1, 4096), kFilesOnly},
+     kJpegDecoding},
+    {"workload.resize", Hashed::kIfSet, Int<kWorkload, kFiles, &Files::resize>(1, 4096), kJpegDecoding},
     // hdf5: which datasets in the file, and HDF5's chunk cache per open dataset
     // (per worker process), which decides how often a compressed chunk is inflated.
     {"workload.dataset", Hashed::kYes, String<kWorkload, kFormat, &Format::dataset>(), kHdf5Only},
@@ -781,6 +816,10 @@ std::string Takes(const Key& key) {
           },
           [](const StringKey&) { return std::string("a non-empty string"); },
           [](const OptionalStringKey&) { return std::string("null or a non-empty string"); },
+          [](const PathKey& k) {
+            return "a non-empty string; for " + KindNames(k.list_kinds) +
+                   " also a non-empty list of them (shard files, directories or globs, read in list order)";
+          },
           [](const StringListKey&) { return std::string("a non-empty list of strings (the command and its arguments)"); },
           [](const SizeKey& k) {
             return ExpectedInt(k.lo, k.hi) + ", or {dist: lognormal, mean, sigma, min, max} | {dist: uniform, min, max}";
@@ -1024,6 +1063,7 @@ class Parser {
               }
               k.set(config, value.Scalar());
             },
+            [&](const PathKey& k) { ParsePath(key, k, value, mark, config); },
             [&](const StringListKey& k) { ParseStringList(key, k, value, mark, config); },
             [&](const SizeKey& k) {
               workloads::SyntheticOptions& synthetic = k.mut(config);
@@ -1094,6 +1134,43 @@ class Parser {
       items.push_back(v);
     }
     k.set(config, std::move(items));
+  }
+
+  // workload.path: a string, or a list of strings (whether the kind takes a
+  // list is checked across keys, as the kind may come after the path); each
+  // item's mark is kept for the checks of the inputs.
+  void ParsePath(const Key& key, const PathKey& k, const YAML::Node& value, const YAML::Mark& mark,
+                 SweepConfig& config) {
+    const std::string path(key.path);
+    if (!value.IsSequence()) {
+      if (!value.IsScalar() || value.Scalar().empty() || HasControl(value.Scalar())) {
+        // A bad string is told as one; anything else gets the whole of what the key takes.
+        Fail(mark, key.path,
+             "expected " + (value.IsScalar() ? std::string("a non-empty string") : Takes(key)) + ", got " +
+                 Describe(value));
+      }
+      k.set(config, value.Scalar());
+      k.set_list(config, {});
+      list_item_marks_.erase(path);
+      return;
+    }
+    if (value.size() == 0) Fail(mark, key.path, "expected " + Takes(key) + ", got " + Describe(value));
+    std::vector<std::string> items;
+    std::vector<YAML::Mark> marks;
+    for (size_t i = 0; i < value.size(); ++i) {
+      const YAML::Node item = value[i];
+      const std::string item_path = path + "[" + std::to_string(i) + "]";
+      const YAML::Mark item_mark = item.Mark().is_null() ? mark : item.Mark();
+      if (!item.IsScalar() || item.Scalar().empty() || HasControl(item.Scalar())) {
+        Fail(item_mark, item_path,
+             "expected a non-empty string (a shard file, directory or glob), got " + Describe(item));
+      }
+      items.push_back(item.Scalar());
+      marks.push_back(item_mark);
+    }
+    k.set(config, std::string());
+    k.set_list(config, std::move(items));
+    list_item_marks_[path] = std::move(marks);
   }
 
   // The command line: strings, the first non-empty, placeholders known; each item's
@@ -1221,20 +1298,21 @@ class Parser {
     for (const Key& key : kKeys) {
       const auto it = given_.find(std::string(key.path));
       if (it == given_.end() || Applies(key, kind)) continue;
-      std::vector<std::string_view> names;
-      for (int k = 0; k <= static_cast<int>(workloads::kLastWorkloadKind); ++k) {
-        if (Applies(key, static_cast<WorkloadKind>(k))) {
-          names.emplace_back(workloads::WorkloadKindName(static_cast<WorkloadKind>(k)));
-        }
-      }
-      std::string kinds;  // "a and b", "a, b and c"
-      for (size_t n = 0; n < names.size(); ++n) {
-        kinds += std::string(n == 0 ? "" : n + 1 == names.size() ? " and " : ", ") + std::string(names[n]);
-      }
       Fail(it->second, key.path,
-           "unknown key for workload.kind " + kind_name + " (it is for " + kinds + ")");
+           "unknown key for workload.kind " + kind_name + " (it is for " + KindNames(key.kinds) + ")");
     }
-    if (kind == WorkloadKind::kFiles && config.workload.files.path.empty()) {
+    const workloads::FilesOptions& files = config.workload.files;
+    const bool no_path = files.path.empty() && files.path_list.empty();
+    if (const Key& path_key = *FindKey("workload.path"); !files.path_list.empty() && Applies(path_key, kind)) {
+      const KindMask list_kinds = std::get<PathKey>(path_key.type).list_kinds;
+      if ((list_kinds & KindBit(kind)) == 0) {
+        FailAtFirstGiven({"workload.path", "workload.kind"},
+                         "expected one string when workload.kind is " + kind_name + ", got a list (a list of " +
+                             "shards is for workload.kind " + KindNames(list_kinds) + "); give the " +
+                             FormatPathNoun(kind) + " as one string");
+      }
+    }
+    if (kind == WorkloadKind::kFiles && no_path) {
       FailAtFirstGiven({"workload.kind"},
                        "expected workload.path, the dataset's directory, when workload.kind is "
                        "files (make one with `feedtune gen-data`), got none");
@@ -1245,15 +1323,18 @@ class Parser {
                        "expected layout: files when workload.decode is jpeg (one JPEG file per sample), got " +
                            std::string(workloads::FilesLayoutName(config.workload.files.layout)));
     }
-    if (kind == WorkloadKind::kFiles && config.workload.files.decode == workloads::FilesDecode::kNone) {
+    if ((kJpegDecoding & KindBit(kind)) != 0 && config.workload.files.decode == workloads::FilesDecode::kNone) {
+      const char* stored = kind == WorkloadKind::kFiles      ? "the file's bytes"
+                           : kind == WorkloadKind::kTfRecord ? "the record's bytes"
+                                                             : "its members' bytes";
       for (const char* path : {"workload.crop", "workload.resize"}) {
         if (const auto it = given_.find(path); it != given_.end()) {
-          Fail(it->second, path, "applies only with workload.decode: jpeg (the sample is the file's bytes "
-                                 "otherwise); add decode: jpeg, or remove it");
+          Fail(it->second, path, std::string("applies only with workload.decode: jpeg (the sample is ") + stored +
+                                     " otherwise); add decode: jpeg, or remove it");
         }
       }
     }
-    if (workloads::IsFormatKind(kind) && config.workload.files.path.empty()) {
+    if (workloads::IsFormatKind(kind) && no_path) {
       FailAtFirstGiven({"workload.kind"},
                        "expected workload.path, the " + std::string(FormatPathNoun(kind)) +
                            ", when workload.kind is " + kind_name + " (make one with `feedtune gen-data --layout " +
@@ -1407,19 +1488,19 @@ class Parser {
     const WorkloadKind kind = config.workload.kind;
     const std::string& path = config.workload.files.path;
     const std::string kind_name = workloads::WorkloadKindName(kind);
+    if (kind == WorkloadKind::kTfRecord || kind == WorkloadKind::kTar) {
+      CheckShardInput(config);
+      return;
+    }
     const std::string expected =
         "expected " + std::string(kind == WorkloadKind::kNpy ? "a " : "an ") + FormatPathNoun(kind) + ", got \"" +
         path + "\" (";
     const std::string make = "; make one with `feedtune gen-data --layout " + kind_name + " --out " + path + " ...`";
-    const bool sharded = kind == WorkloadKind::kTfRecord || kind == WorkloadKind::kTar;
-    // A glob's matches are found when the workload is opened.
-    if (sharded && path.find_first_of("*?[") != std::string::npos) return;
     struct stat info {};
     if (::stat(path.c_str(), &info) != 0) {
       FailAtFirstGiven({"workload.path", "workload.kind"},
                        expected + std::generic_category().message(errno) + make + ")");
     }
-    if (sharded) return;  // a file or a directory of shards
     if (kind != WorkloadKind::kLmdb && !S_ISREG(info.st_mode)) {
       FailAtFirstGiven({"workload.path", "workload.kind"},
                        expected + (S_ISDIR(info.st_mode) ? "a directory" : "not a regular file") + ")");
@@ -1429,8 +1510,36 @@ class Parser {
     }
   }
 
+  // tfrecord and tar: the path, or each entry of the list, names shard files
+  // (workloads::ResolveShardPaths, as the dataset finds them); an entry that
+  // names none is the error, at its own line. A shard named by two entries
+  // is found when the workload is opened.
+  void CheckShardInput(const SweepConfig& config) const {
+    const WorkloadKind kind = config.workload.kind;
+    const workloads::FilesOptions& files = config.workload.files;
+    const std::vector<std::string> entries = files.path_list.empty() ? std::vector{files.path} : files.path_list;
+    const auto marks = list_item_marks_.find("workload.path");
+    for (size_t i = 0; i < entries.size(); ++i) {
+      try {
+        workloads::ResolveShardPaths(entries[i], workloads::ShardExtensions(kind));
+      } catch (const std::exception& e) {  // DatasetNotFound, or a directory that cannot be listed
+        std::string why = e.what();
+        if (why.starts_with(entries[i] + ": ")) why.erase(0, entries[i].size() + 2);
+        const bool glob_or_list = !files.path_list.empty() || entries[i].find_first_of("*?[") != std::string::npos;
+        const std::string what = "expected a " + std::string(FormatPathNoun(kind)) + ", got \"" + entries[i] +
+                                 "\" (" + why + "; make one with `feedtune gen-data --layout " +
+                                 workloads::WorkloadKindName(kind) + " --out " + (glob_or_list ? "DIR" : entries[i]) +
+                                 " ...`)";
+        if (files.path_list.empty()) FailAtFirstGiven({"workload.path", "workload.kind"}, what);
+        const bool marked = marks != list_item_marks_.end() && i < marks->second.size();
+        Fail(marked ? marks->second[i] : NoMark(), "workload.path[" + std::to_string(i) + "]", what);
+      }
+    }
+  }
+
   static const char* FormatPathNoun(WorkloadKind kind) {
     switch (kind) {
+      case WorkloadKind::kFiles: return "dataset's directory";
       case WorkloadKind::kNpy: return ".npy file";
       case WorkloadKind::kHdf5: return "HDF5 file";
       case WorkloadKind::kLmdb: return "LMDB environment (its directory, or its data file)";
@@ -1654,6 +1763,12 @@ std::string FormatValue(const Key& key, const SweepConfig& config) {
           [&](const StringKey& k) { return k.get(config); },
           [&](const OptionalStringKey& k) {
             return k.get(config).empty() ? std::string("null") : Quote(k.get(config));
+          },
+          [&](const PathKey& k) {
+            if (k.get_list(config).empty()) return k.get(config);
+            std::string out = "[";
+            for (const std::string& v : k.get_list(config)) out += (out.size() > 1 ? ", " : "") + Quote(v);
+            return out + "]";
           },
           [&](const StringListKey& k) {
             // Unambiguous for hashing (ToYaml prints the list itself): each item quoted.
@@ -2014,6 +2129,14 @@ std::string ToYaml(const SweepConfig& config) {
       out << YAML::EndSeq;
     } else if (const auto* text = std::get_if<StringKey>(&key.type)) {
       EmitString(out, text->get(config));
+    } else if (const auto* path = std::get_if<PathKey>(&key.type)) {
+      if (path->get_list(config).empty()) {
+        EmitString(out, path->get(config));
+      } else {
+        out << YAML::Flow << YAML::BeginSeq;
+        for (const std::string& v : path->get_list(config)) EmitString(out, v);
+        out << YAML::EndSeq;
+      }
     } else if (const auto* optional = std::get_if<OptionalStringKey>(&key.type)) {
       if (optional->get(config).empty()) {
         out << YAML::Null;

@@ -30,7 +30,9 @@ auto OpenFormat(const SweepConfig& config, Open open) -> decltype(open()) {
     return open();
   } catch (const workloads::DatasetNotFound& e) {
     throw WorkloadError(config.source + ": workload.path: " + e.what() + " (make one with `feedtune gen-data --layout " +
-                        kind + " --out " + config.workload.files.path + " ...`)");
+                        kind + " --out " +
+                        (config.workload.files.path.empty() ? std::string("DIR") : config.workload.files.path) +
+                        " ...`)");
   } catch (const workloads::DatasetCorrupt& e) {
     throw WorkloadError(config.source + ": workload.path: " + e.what());
   }

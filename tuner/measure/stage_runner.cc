@@ -12,6 +12,8 @@
 #include "tuner/measure/command_measurer.h"
 #include "tuner/measure/stage_dataset.h"
 #include "tuner/measure/stats.h"
+#include "workloads/format_io.h"
+#include "workloads/shard_format.h"
 
 namespace feedtune::tuner {
 
@@ -25,6 +27,21 @@ using results::TrialRecord;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// The files a file-backed workload reads: the shards of a tfrecord or tar
+// workload (its path, glob or list, as the dataset resolved them), else the
+// files under its path.
+std::vector<std::string> WorkloadDataFiles(const SweepConfig& config) {
+  const workloads::WorkloadKind kind = config.workload.kind;
+  if (kind == workloads::WorkloadKind::kTfRecord || kind == workloads::WorkloadKind::kTar) {
+    try {
+      return workloads::ResolveShardPaths(config.workload.files, workloads::ShardExtensions(kind));
+    } catch (const workloads::DatasetNotFound&) {  // gone since the dataset opened: nothing to warm
+      return {};
+    }
+  }
+  return DataFiles(config.workload.files.path);
+}
 
 // The step (and copy) trial: no loader, the same windows and statistics as a
 // trial. `batch` null: steps only. Without sync_every_steps the loop waits
@@ -123,7 +140,7 @@ StageTrials RunNativeStages(const DiagnoseSetup& setup, const loader::Knobs& kno
   }
   TrialRunner runner(config, device, setup.workload->dataset, setup.stop, setup.workload->fork_server);
   const bool file_backed = config.workload.kind != workloads::WorkloadKind::kSynthetic;
-  const std::vector<std::string> files = file_backed ? DataFiles(config.workload.files.path) : std::vector<std::string>{};
+  const std::vector<std::string> files = file_backed ? WorkloadDataFiles(config) : std::vector<std::string>{};
   out.cold_configured = file_backed && config.workload.files.cache == workloads::CacheMode::kCold;
 
   // prep first: its bytes per sample size the other stages' batches.
