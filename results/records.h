@@ -182,8 +182,11 @@ struct TrialRecord {
   // per worker (least squares over the samples); epochs: the longest span
   // one worker was sampled over, what the growth rests on. Thread workers and
   // num_workers 0: this process's figures (worker_rss_in_consumer), the
-  // growth shared over the thread workers. NaN where not measured (command
-  // workloads, files before v13); growth NaN when no worker spanned two samples.
+  // growth shared over the thread workers. A command workload reports them
+  // on its result lines (docs/command-protocol.md: worker_rss_*, the probe
+  // samples as the native sampler does). NaN where not measured (a command
+  // that does not report them, files before v13); growth NaN when no worker
+  // spanned two samples.
   double worker_rss_start_bytes = std::numeric_limits<double>::quiet_NaN();
   double worker_rss_peak_bytes = std::numeric_limits<double>::quiet_NaN();
   double worker_rss_growth_bytes_per_epoch = std::numeric_limits<double>::quiet_NaN();

@@ -16,7 +16,13 @@ collate function, and a worker_init_fn): "worker_busy_frac" (their seconds in
 __getitem__ and collate over the window, over workers x window), "startup_s"
 (the mean time from asking for an iterator to a worker being ready, its
 set-up included) and "worker_peak_rss_bytes" (VmHWM from /proc of the workers
-alive at the window's end, summed and divided by their count). A window that
+alive at the window's end, summed and divided by their count). Each window
+also reports the workers' memory over the trial so far (memory.py, as
+feedtune's native trials sample it; the probe's own process with no workers):
+"worker_rss_start_bytes", "worker_rss_peak_bytes",
+"worker_rss_growth_bytes_per_epoch", "worker_rss_samples" and
+"worker_rss_epochs" (--leak-bytes-per-sample N makes the synthetic dataset
+leak, to drill the growth flag). A window that
 holds an epoch start reports "epoch_boundary_ms": the wait for the epoch's
 first batch beyond the window's median wait. What it cannot measure it leaves
 out, and feedtune records it as not measured.
@@ -151,6 +157,9 @@ def build_parser():
     s.add_argument("--jitter", type=float, default=0.1, help="relative spread of per-sample cost")
     s.add_argument("--worker-init-us", type=float, default=0, help="per-worker set-up, at each worker start")
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--leak-bytes-per-sample", type=int, default=0, metavar="N",
+                   help="each read keeps N bytes, written, in the process that reads it (a worker, or the probe "
+                        "with no workers): a leak, to drill the memory growth flag")
     u = p.add_argument_group("your training loop (default: torch's collate, a sleep of --step-us)")
     u.add_argument("--step", metavar="MODULE:FN", help="your training step, step(batch), the batch on the device")
     u.add_argument("--collate-fn", metavar="MODULE:FN", help="your collate_fn; its batches must hold tensors")
@@ -211,7 +220,7 @@ def make_setup(args, parts):
                 fail_usage(PROG, str(e))
         from .workers import SyntheticDataset
         return SyntheticDataset(args.samples, args.sample_bytes, args.cpu_us_per_sample, args.io_us_per_sample,
-                                args.jitter, args.seed)
+                                args.jitter, args.seed, args.leak_bytes_per_sample)
 
     synthetic_init_s = 0.0 if args.dataset else args.worker_init_us / 1e6
     return Setup(args, parts, make_dataset, prog=PROG, synthetic_init_s=synthetic_init_s)
@@ -241,8 +250,8 @@ def serve_protocol(make):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    if args.samples < 1 or args.sample_bytes < 1 or not 0 <= args.jitter <= 1:
-        fail_usage(PROG, "--samples and --sample-bytes must be >= 1, --jitter in [0, 1]")
+    if args.samples < 1 or args.sample_bytes < 1 or not 0 <= args.jitter <= 1 or args.leak_bytes_per_sample < 0:
+        fail_usage(PROG, "--samples and --sample-bytes must be >= 1, --jitter in [0, 1], --leak-bytes-per-sample >= 0")
     for directory in reversed(args.pythonpath):
         sys.path.insert(0, os.path.abspath(os.path.expanduser(directory)))
     try:

@@ -16,6 +16,7 @@ import sys
 import time
 
 from . import measure
+from . import memory
 from . import workers
 
 
@@ -107,6 +108,11 @@ class Trial:
                 self.window_epochs = 0
             if self.per_epoch == 0:
                 raise RuntimeError("an epoch has no batch (fewer samples than the batch size with drop_last?)")
+        self.epoch_batches = None  # batches the last finished epoch held: the epoch length without len()
+        self.position = None  # (index in its epoch, epoch) of the last batch delivered
+        # The workers' memory over the trial's windows (memory.py); step and
+        # copy read no samples, so there is nothing of a loader's to sample.
+        self.memory = memory.WorkerMemorySampler() if stage not in ("step", "copy") else None
         self.one = None  # step and copy: the one batch, kept
         self.resident = None  # step: the batch already on the device
         if stage in ("step", "copy"):
@@ -133,11 +139,35 @@ class Trial:
             if plan.sampler is not None and hasattr(plan.sampler, "set_epoch"):
                 plan.sampler.set_epoch(epoch)  # a new shuffle per epoch (the same on every rank)
             for batch in plan.loader:  # non-persistent workers restart here, as in training
+                self.position = (produced, epoch)
                 yield batch, produced, epoch
                 produced += 1
+            self.epoch_batches = produced
             epoch += 1
             if produced == 0:
                 raise RuntimeError("an epoch produced no batch (fewer samples than the batch size with drop_last?)")
+
+    def epoch_position(self):
+        """Epochs delivered so far, with the fraction of the current one (2.5:
+        half of the third), at the last batch delivered; None before the first
+        batch, or while an epoch's length is unknown (a dataset without len()
+        before its first epoch ends)."""
+        length = self.epoch_len or self.epoch_batches
+        if self.position is None or not length:
+            return None
+        index, epoch = self.position
+        return epoch + (index + 1) / length
+
+    def sample_memory(self, epoch_edge=None):
+        """A sample of the workers' memory (of this process without workers),
+        when one is due after this step; `epoch_edge` None: at once (a window's start)."""
+        if self.memory is None or (epoch_edge is not None and not self.memory.due(epoch_edge)):
+            return
+        position = self.epoch_position()
+        if position is None:
+            return
+        counters = self.plan.counters
+        self.memory.sample(counters.worker_keys() if counters is not None else None, position)
 
     def run_step(self, batch, measuring):
         x = self.resident if self.resident is not None else measure.to_device(batch, self.setup.device,
@@ -178,6 +208,7 @@ class Trial:
         model.reset()
         w = {"waits": [], "boundary_waits": [], "samples": 0, "nbytes": 0}
         target = self.window_epochs * self.per_epoch if self.window_epochs > 0 else None
+        self.sample_memory()  # the window's start, outside its time
         cuda = setup.device_name == "cuda"
         if cuda:
             window_start, window_end = (self.torch.cuda.Event(enable_timing=True),
@@ -196,6 +227,9 @@ class Trial:
             w["nbytes"] += measure.batch_bytes(batch)
             self.run_step(batch, True)
             del batch
+            # After the step, outside its wait: new workers after an epoch's
+            # first batch, the last figure of workers that stop after its last.
+            self.sample_memory(index == 0 or (self.epoch_len is not None and index + 1 == self.epoch_len))
             if target is not None:
                 if len(w["waits"]) >= target:
                     break
@@ -246,6 +280,9 @@ class Trial:
             worker_rss = counters.worker_peak_rss_bytes()
             if worker_rss is not None:
                 report["worker_peak_rss_bytes"] = worker_rss
+        if self.memory is not None:
+            # The workers' memory over every window so far (none: this process's).
+            report.update(self.memory.figures())
         if w["boundary_waits"]:
             # As feedtune's own loader reports it: the stall beyond a normal wait.
             report["epoch_boundary_ms"] = (measure.percentile(w["boundary_waits"], 50)

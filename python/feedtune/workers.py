@@ -16,6 +16,8 @@ import zlib
 import torch
 import torch.utils.data
 
+from .memory import process_start_ticks
+
 
 class WorkerCounters:
     """What the workers of one trial's loader measure about themselves, in memory
@@ -64,21 +66,16 @@ class WorkerCounters:
                 count += 1
         return total / count if count else None
 
+    def worker_keys(self):
+        """(pid, start ticks) of each worker that has started, for the memory
+        sampler (memory.py), which skips those gone since."""
+        return [(pid, started) for pid, started in zip(self.pids[:], self.started[:]) if pid > 0]
+
     def add_busy(self, t0):
         """Counts the seconds since t0 as this worker's busy time (nothing in the main process)."""
         info = torch.utils.data.get_worker_info()
         if info is not None:
             self.busy_s[info.id] += time.perf_counter() - t0
-
-
-def process_start_ticks(pid):
-    """The process's start time (field 22 of /proc/PID/stat), or None when it is gone."""
-    try:
-        with open("/proc/%d/stat" % pid) as stat:
-            text = stat.read()
-        return int(text[text.rindex(")") + 2:].split()[19])  # fields from the 3rd on, after the name
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 class SleepInit:
@@ -210,14 +207,24 @@ def burn_cpu(seconds, data):
     return acc
 
 
+# What SyntheticDataset's leak_bytes_per_sample keeps, for the life of the
+# process: each worker process its own, as a real leak or cache grows.
+_leaked = []
+
+
 class SyntheticDataset(torch.utils.data.Dataset):
     """Samples of sample_bytes that cost cpu_us_per_sample of CPU and
-    io_us_per_sample of waiting (the probe's --samples ... --seed)."""
+    io_us_per_sample of waiting (the probe's --samples ... --seed). With
+    leak_bytes_per_sample, each read keeps that many bytes, written (so they
+    are resident), in the reading process, as feedtune's native
+    workload.leak_bytes_per_sample does: the drill for the memory growth flag."""
 
-    def __init__(self, samples, sample_bytes, cpu_us_per_sample, io_us_per_sample, jitter, seed):
+    def __init__(self, samples, sample_bytes, cpu_us_per_sample, io_us_per_sample, jitter, seed,
+                 leak_bytes_per_sample=0):
         self.samples = samples
         self.sample_bytes = sample_bytes
         self.cpu_us, self.io_us, self.jitter, self.seed = cpu_us_per_sample, io_us_per_sample, jitter, seed
+        self.leak_bytes = leak_bytes_per_sample
         g = torch.Generator().manual_seed(seed)
         # One random pool made before the workers fork; sample i is a slice of it.
         self.pool = torch.randint(0, 256, (2 * self.sample_bytes,), dtype=torch.uint8, generator=g)
@@ -236,6 +243,8 @@ class SyntheticDataset(torch.utils.data.Dataset):
             raise IndexError(index)
         offset = (index * 7919) % self.sample_bytes
         x = self.pool[offset:offset + self.sample_bytes].clone()
+        if self.leak_bytes > 0:
+            _leaked.append(bytearray(b"\xa5") * self.leak_bytes)  # every byte written: resident
         f = self.factor(index)
         if self.cpu_us > 0:
             burn_cpu(self.cpu_us * f / 1e6, x.numpy())

@@ -193,10 +193,13 @@ class ProbeFlags(Base):
         report = self.last_json(self.probe("--batch-size", "8", "--seconds", "0.2", "--warmup-batches", "1",
                                            "--step-us", "1000"))
         report.pop("epoch_boundary_ms", None)  # present when the window crossed an epoch start
+        # Present when two samples of the process's memory lay at different epoch positions.
+        report.pop("worker_rss_growth_bytes_per_epoch", None)
         self.assertEqual(sorted(report), sorted([
             "samples_per_s", "gpu_idle_frac", "wait_p50_us", "wait_p99_us", "time_to_first_batch_s", "mb_per_s",
             "batches", "samples", "seconds", "device", "torch", "num_workers", "pin_memory", "batches_per_epoch",
-            "peak_rss_bytes"]))
+            "peak_rss_bytes", "worker_rss_start_bytes", "worker_rss_peak_bytes", "worker_rss_samples",
+            "worker_rss_epochs"]))
 
     def test_collate_without_tensors_fails_clearly(self):
         r = self.probe("--collate-fn", "usermod:strings", "--step", "usermod:sleep_step", "--batch-size", "8",

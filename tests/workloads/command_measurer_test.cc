@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "results/memory_growth.h"
 #include "workloads/command_args.h"
 
 namespace feedtune::tuner {
@@ -90,7 +91,11 @@ TEST(CommandMeasurer, FiguresNotReportedAreNotMeasured) {
            {"epoch_boundary_ms", t.epoch_boundary_ms},
            {"worker_busy_frac", t.worker_busy_frac},
            {"pinned_alloc_s", t.pinned_alloc_s},
-           {"worker_rss_bytes", t.worker_rss_bytes}}) {
+           {"worker_rss_bytes", t.worker_rss_bytes},
+           {"worker_rss_start_bytes", t.worker_rss_start_bytes},
+           {"worker_rss_peak_bytes", t.worker_rss_peak_bytes},
+           {"worker_rss_growth_bytes_per_epoch", t.worker_rss_growth_bytes_per_epoch},
+           {"worker_rss_epochs", t.worker_rss_epochs}}) {
     EXPECT_TRUE(std::isnan(value)) << name << " = " << value;
   }
   ASSERT_EQ(t.repeat_rows.size(), 2u);
@@ -102,10 +107,73 @@ TEST(CommandMeasurer, FiguresNotReportedAreNotMeasured) {
     EXPECT_TRUE(std::isnan(r.wait_p99_us));
   }
   EXPECT_FALSE(t.batches_per_epoch.has_value());
+  EXPECT_EQ(t.worker_rss_samples, 0);
   EXPECT_GT(t.peak_rss_bytes, 0);  // the shell's, as feedtune saw it
   EXPECT_EQ(measurer.last_warning(), "the command reported no gpu_idle_frac; GPU idle is not measured");
   measurer.Measure({});
   EXPECT_EQ(measurer.last_warning(), "") << "said once per sweep, not at every trial";
+}
+
+// The run protocol: a process, so a sampler, per repeat. The trial's growth
+// is the repeats' median (and so is its span), its peak the largest, its
+// samples all of theirs; flagged as a native trial would be.
+TEST(CommandMeasurer, WorkerMemoryOverTheRepeats) {
+  const results::TrialRecord t = MeasureShell(
+      "echo '{\"samples_per_s\": 1, \"worker_rss_start_bytes\": '$((1000 + FEEDTUNE_REPEAT))', "
+      "\"worker_rss_peak_bytes\": '$((300000000 - FEEDTUNE_REPEAT * 1000))', "
+      "\"worker_rss_growth_bytes_per_epoch\": '$((70 + FEEDTUNE_REPEAT * 10))'000000, "
+      "\"worker_rss_samples\": 12, \"worker_rss_epochs\": '$((1 + FEEDTUNE_REPEAT))'.5}'",
+      3, 30, [] {
+        loader::Knobs k;
+        k.num_workers = 2;
+        return k;
+      }());
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
+  EXPECT_EQ(t.worker_rss_growth_bytes_per_epoch, 80e6);  // median of 70, 80, 90 MB
+  EXPECT_EQ(t.worker_rss_epochs, 2.5);                   // median of 1.5, 2.5, 3.5
+  EXPECT_EQ(t.worker_rss_peak_bytes, 300000000);
+  EXPECT_EQ(t.worker_rss_start_bytes, 1001);
+  EXPECT_EQ(t.worker_rss_samples, 36);
+  EXPECT_FALSE(t.worker_rss_in_consumer);
+  EXPECT_TRUE(results::GrowthFlagged(t));
+  EXPECT_EQ(results::GrowthText(t).rfind("memory grows 76 MiB per epoch per worker: a cache or a leak; ", 0), 0u)
+      << results::GrowthText(t);
+}
+
+// serve: one sampler over the trial's windows, so the last window's figures
+// hold every window; a window with "num_workers": 0 sampled the command itself.
+TEST(CommandMeasurer, WorkerMemoryOfAServedTrialIsItsLastWindows) {
+  std::vector<CommandReport> windows(3);
+  windows[0].worker_rss_start_bytes = 10;
+  windows[0].worker_rss_peak_bytes = 20;
+  windows[0].worker_rss_samples = 3;
+  windows[0].worker_rss_epochs = 0.4;  // too short a span for a growth
+  windows[1] = windows[0];
+  windows[1].worker_rss_peak_bytes = 40;
+  windows[1].worker_rss_samples = 7;
+  windows[1].worker_rss_epochs = 1.4;
+  windows[1].worker_rss_growth_bytes_per_epoch = -5;  // it may shrink
+  windows[1].num_workers = 0;
+  // The last window reported none (a command that stopped saying): the one before it counts.
+  results::TrialRecord t;
+  FillWorkerMemory(windows, /*cumulative=*/true, /*num_workers=*/4, &t);
+  EXPECT_EQ(t.worker_rss_start_bytes, 10);
+  EXPECT_EQ(t.worker_rss_peak_bytes, 40);
+  EXPECT_EQ(t.worker_rss_samples, 7);
+  EXPECT_EQ(t.worker_rss_epochs, 1.4);
+  EXPECT_EQ(t.worker_rss_growth_bytes_per_epoch, -5);
+  EXPECT_TRUE(t.worker_rss_in_consumer);
+
+  results::TrialRecord first;
+  FillWorkerMemory({windows[0]}, true, 4, &first);
+  EXPECT_TRUE(std::isnan(first.worker_rss_growth_bytes_per_epoch));
+  EXPECT_EQ(first.worker_rss_epochs, 0.4);
+  EXPECT_FALSE(first.worker_rss_in_consumer);
+
+  results::TrialRecord none;
+  FillWorkerMemory({CommandReport{}}, true, 4, &none);
+  EXPECT_TRUE(std::isnan(none.worker_rss_peak_bytes));
+  EXPECT_EQ(none.worker_rss_samples, 0);
 }
 
 TEST(CommandMeasurer, FollowsThePlansRepeats) {
@@ -243,6 +311,13 @@ TEST(CommandMeasurer, BadOrMissingJson) {
   EXPECT_NE(t.error->find("\"gpu_idle_frac\": 1.5, expected a number in [0, 1]"), std::string::npos) << *t.error;
   t = MeasureShell("echo '{\"samples_per_s\": 5, \"batches_per_epoch\": 2.5}'");
   EXPECT_NE(t.error->find("\"batches_per_epoch\": 2.5, expected a whole number >= 1"), std::string::npos) << *t.error;
+  t = MeasureShell("echo '{\"samples_per_s\": 5, \"worker_rss_samples\": 2.5}'");
+  EXPECT_NE(t.error->find("\"worker_rss_samples\": 2.5, expected a whole number >= 0"), std::string::npos) << *t.error;
+  t = MeasureShell("echo '{\"samples_per_s\": 5, \"worker_rss_peak_bytes\": -1}'");
+  EXPECT_NE(t.error->find("\"worker_rss_peak_bytes\": -1, expected a number in [0, 1e+18]"), std::string::npos)
+      << *t.error;
+  t = MeasureShell("echo '{\"samples_per_s\": 5, \"num_workers\": \"four\"}'");  // informative: not an error
+  EXPECT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   t = MeasureShell("echo '{\"samples_per_s\": 5}'");
   EXPECT_FALSE(t.batches_per_epoch.has_value());  // not said: unknown, not 0
   t = MeasureShell("true");

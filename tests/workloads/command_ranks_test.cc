@@ -93,6 +93,27 @@ TEST_F(CommandRanks, EachRankGetsItsEnvironmentAndTheNodeAddsTheirSamplesOverThe
   EXPECT_EQ(Read("args-1"), "1 2 3\n");
 }
 
+// Each rank's probe samples its own workers: the node's growth is the rank
+// that grows fastest (the flag and the budget must hold for every rank), its
+// peak the largest, its samples all of theirs.
+TEST_F(CommandRanks, TheNodeGrowsAsItsFastestGrowingRank) {
+  const std::string script =
+      "echo '{\"samples_per_s\": 10, \"rank\": '$RANK', \"worker_rss_start_bytes\": '$((1000 + RANK * 1000))', "
+      "\"worker_rss_peak_bytes\": '$((5000 - RANK * 1000))', \"worker_rss_growth_bytes_per_epoch\": "
+      "'$((100 + RANK * 900))', \"worker_rss_samples\": 10, \"worker_rss_epochs\": '$((2 + RANK))'}'";
+  CommandMeasurer measurer(Config(script, 2), nullptr);
+  loader::Knobs knobs;
+  knobs.num_workers = 2;
+  const results::TrialRecord t = measurer.Measure(knobs);
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
+  EXPECT_EQ(t.worker_rss_growth_bytes_per_epoch, 1000);  // rank 1's
+  EXPECT_EQ(t.worker_rss_epochs, 3);                     // and its span
+  EXPECT_EQ(t.worker_rss_peak_bytes, 5000);              // rank 0's
+  EXPECT_EQ(t.worker_rss_start_bytes, 1500);             // the ranks' mean
+  EXPECT_EQ(t.worker_rss_samples, 20);
+  EXPECT_FALSE(t.worker_rss_in_consumer);
+}
+
 TEST_F(CommandRanks, AFailingRankFailsTheTrialNamingItAndTheOthersAreStopped) {
   const auto start = Clock::now();
   CommandMeasurer measurer(

@@ -2,7 +2,8 @@
 // command workload, as `feedtune sweep configs/torch-probe.yaml` runs it: the
 // real torch.utils.data.DataLoader finds its knee where the issue measured it
 // on a small machine (CPU-bound: at most twice the usable CPUs; waiting-bound:
-// four times the usable CPUs or more), and user datasets plug in by factory.
+// four times the usable CPUs or more), user datasets plug in by factory, and
+// a worker that leaks is flagged as a native one is.
 //
 // These tests need /usr/bin/python3 with torch (scripts/setup-deps installs
 // python3-torch); they run alone (RUN_SERIAL), since CPU-bound throughput is
@@ -16,10 +17,12 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "results/memory_growth.h"
 #include "tuner/measure/command_measurer.h"
 
 #ifndef FEEDTUNE_SOURCE_DIR
@@ -377,6 +380,127 @@ TEST_F(UserDatasetTest, ServeBuildsTheDatasetOncePerSweep) {
   EXPECT_EQ(t.status, results::TrialStatus::kFailed);
   EXPECT_EQ(measurer.server_pid(), server);
   EXPECT_EQ(measurer.servers_started(), 1);
+}
+
+// The workers' memory over a command trial (issue 23): the probe samples its
+// workers as a native trial does (python/feedtune/memory.py), and its
+// synthetic dataset's --leak-bytes-per-sample keeps that much of every read
+// in the worker, as the native LeakTrial's workload.leak_bytes_per_sample
+// does (tests/tuner/worker_memory_test.cc): a leak is flagged with its growth
+// per epoch, a flat worker is not. One persistent worker over 16 tiny samples
+// per epoch (4 batches of 4) and a 20 ms step; writing the leak (page faults)
+// may set the pace instead on a slow box (about 16 ms per 6 MiB here), so the
+// served windows are whole epochs, whatever the speed.
+class ProbeWorkerMemory : public ProbeTest {
+ protected:
+  static constexpr double kMiB = 1 << 20;
+
+  static std::vector<std::string> SyntheticArgs(int64_t leak) {
+    return {"--samples", "16", "--sample-bytes", "64", "--cpu-us-per-sample", "0", "--jitter", "0",
+            "--leak-bytes-per-sample", std::to_string(leak)};
+  }
+
+  // Served: a warm-up of 2 batches, then three one-epoch windows.
+  static results::TrialRecord ServedTrial(int64_t leak) {
+    SweepConfig config;
+    config.workload.kind = workloads::WorkloadKind::kCommand;
+    config.workload.command.protocol = workloads::CommandProtocol::kServe;
+    config.workload.command.argv = {Python(), kProbe, "--serve", "--device", "cpu"};
+    for (const std::string& a : SyntheticArgs(leak)) config.workload.command.argv.push_back(a);
+    config.workload.command.timeout_s = 60;
+    config.loader.knobs.batch_size = 4;
+    config.device.step_us = 20000;
+    config.sweep.warmup_batches = 2;
+    CommandMeasurer measurer(config, nullptr);
+    loader::Knobs knobs = config.loader.knobs;
+    knobs.num_workers = 1;
+    knobs.persistent_workers = true;
+    TrialPlan plan;
+    plan.repeats = 3;
+    plan.window_epochs = 1;
+    return measurer.MeasurePlanned(knobs, plan);
+  }
+};
+
+TEST_F(ProbeWorkerMemory, ALeakingWorkerIsFlaggedWithItsGrowth) {
+  // 16 samples x 6 MiB: 96 MiB per epoch for the one worker.
+  const results::TrialRecord t = ServedTrial(6 << 20);
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
+  EXPECT_FALSE(t.worker_rss_in_consumer);
+  EXPECT_GE(t.worker_rss_samples, 6);  // each window's start and its epoch's two edges
+  EXPECT_GE(t.worker_rss_epochs, 2.0);
+  // The worker reads up to two batches ahead of the loop, but not past its
+  // epoch's end: a saw-tooth around the line, a little under 96 MiB.
+  EXPECT_GE(t.worker_rss_growth_bytes_per_epoch, 72 * kMiB) << t.worker_rss_growth_bytes_per_epoch / kMiB;
+  EXPECT_LE(t.worker_rss_growth_bytes_per_epoch, 120 * kMiB) << t.worker_rss_growth_bytes_per_epoch / kMiB;
+  EXPECT_GT(t.worker_rss_peak_bytes, t.worker_rss_start_bytes + 2 * 96 * kMiB);
+  ASSERT_TRUE(results::GrowthFlagged(t));
+  const std::string text = results::GrowthText(t);
+  EXPECT_EQ(text.find("memory grows "), 0u) << text;
+  EXPECT_NE(text.find(" MiB per epoch per worker: a cache or a leak; persistent_workers: false frees it at each epoch"),
+            std::string::npos)
+      << text;
+  // The summary's and the report's line (results/memory_growth.h), as for a native trial.
+  const std::string line = results::GrowthFlagsText({t}, "  ");
+  EXPECT_EQ(line.find("  trial 0 (1 worker, persistent): memory grows "), 0u) << line;
+}
+
+TEST_F(ProbeWorkerMemory, AFlatWorkerIsNotFlagged) {
+  const results::TrialRecord t = ServedTrial(0);
+  ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
+  EXPECT_GE(t.worker_rss_samples, 6);
+  EXPECT_GT(t.worker_rss_peak_bytes, 0);
+  EXPECT_GT(t.worker_rss_start_bytes, 0);
+  ASSERT_TRUE(std::isfinite(t.worker_rss_growth_bytes_per_epoch));
+  EXPECT_LT(std::abs(t.worker_rss_growth_bytes_per_epoch), 16 * kMiB) << t.worker_rss_growth_bytes_per_epoch / kMiB;
+  EXPECT_FALSE(results::GrowthFlagged(t));
+}
+
+// The run protocol through `feedtune trial --json`: one process, one window
+// of 1.5 s (up to 18 epochs of 4 steps of 20 ms; 3 or 4 where the worker's
+// page faults set the pace); the trial's JSON carries the figures and the
+// flag as a native trial's does.
+TEST_F(ProbeWorkerMemory, FeedtuneTrialFlagsARunProtocolLeak) {
+  const fs::path dir = fs::temp_directory_path() / ("feedtune-probe-memory-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::string argv = Python() + ", " + kProbe +
+                     ", --device, cpu, --batch-size, '{batch_size}', --num-workers, '{num_workers}', "
+                     "--persistent-workers, '{persistent_workers}', --prefetch-factor, '{prefetch_factor}', "
+                     "--seconds, '{measure_seconds}', --warmup-batches, '{warmup_batches}', --step-us, '{step_us}'";
+  for (const std::string& a : SyntheticArgs(6 << 20)) argv += ", '" + a + "'";
+  const std::string config_path = (dir / "leak.yaml").string();
+  std::ofstream(config_path) << "name: probe-leak\n"
+                                "workload:\n"
+                                "  kind: command\n"
+                                "  argv: [" + argv + "]\n"
+                                "  timeout_s: 60\n"
+                                "loader:\n"
+                                "  batch_size: 4\n"
+                                "  num_workers: 1\n"
+                                "  persistent_workers: true\n"
+                                "device:\n"
+                                "  step_us: 20000\n"
+                                "sweep:\n"
+                                "  repeats: 1\n"
+                                "  warmup_batches: 2\n"
+                                "  measure_seconds: 1.5\n";
+  const std::string out = (dir / "out").string(), err = (dir / "err").string();
+  const std::string command = std::string(FEEDTUNE_BINARY) + " trial " + config_path + " --json >" + out + " 2>" + err;
+  const int status = std::system(command.c_str());
+  std::stringstream printed, errors;
+  printed << std::ifstream(out).rdbuf();
+  errors << std::ifstream(err).rdbuf();
+  fs::remove_all(dir);
+  ASSERT_EQ(status, 0) << errors.str();
+  const nlohmann::json j = nlohmann::json::parse(printed.str());
+  ASSERT_TRUE(j["worker_rss_growth_bytes_per_epoch"].is_number()) << j.dump();
+  const double growth = j["worker_rss_growth_bytes_per_epoch"].get<double>();
+  EXPECT_GE(growth, 72 * kMiB) << j.dump();
+  EXPECT_LE(growth, 120 * kMiB) << j.dump();
+  EXPECT_GE(j["worker_rss_samples"].get<int>(), 6) << j.dump();
+  EXPECT_GE(j["worker_rss_epochs"].get<double>(), 1.0) << j.dump();
+  ASSERT_TRUE(j["worker_rss_flag"].is_string()) << j.dump();
+  EXPECT_EQ(j["worker_rss_flag"].get<std::string>().find("memory grows "), 0u) << j.dump();
 }
 
 }  // namespace

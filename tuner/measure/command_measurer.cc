@@ -276,14 +276,68 @@ CommandReport ParseCommandReport(const std::string& stdout_text) {
   r.time_to_first_batch_s = number("time_to_first_batch_s", false, 0, kBig);
   r.worker_busy_frac = number("worker_busy_frac", false, 0, 1);
   r.worker_peak_rss_bytes = number("worker_peak_rss_bytes", false, 0, kBig);
-  if (const auto batches = number("batches_per_epoch", false, 1, kBig)) {
-    if (*batches != std::floor(*batches)) {
-      throw std::runtime_error("the command's JSON line has \"batches_per_epoch\": " + j["batches_per_epoch"].dump() +
-                               ", expected a whole number >= 1");
+  const auto whole = [&](const char* name, double lo) -> std::optional<int64_t> {
+    const auto value = number(name, false, lo, kBig);
+    if (!value) return std::nullopt;
+    if (*value != std::floor(*value)) {
+      throw std::runtime_error(std::string("the command's JSON line has \"") + name + "\": " + j[name].dump() +
+                               ", expected a whole number >= " + FormatSeconds(lo));
     }
-    r.batches_per_epoch = static_cast<int64_t>(*batches);
+    return static_cast<int64_t>(*value);
+  };
+  r.batches_per_epoch = whole("batches_per_epoch", 1);
+  r.worker_rss_start_bytes = number("worker_rss_start_bytes", false, 0, kBig);
+  r.worker_rss_peak_bytes = number("worker_rss_peak_bytes", false, 0, kBig);
+  r.worker_rss_growth_bytes_per_epoch = number("worker_rss_growth_bytes_per_epoch", false, -kBig, kBig);  // may shrink
+  r.worker_rss_samples = whole("worker_rss_samples", 0);
+  r.worker_rss_epochs = number("worker_rss_epochs", false, 0, kBig);
+  // Informative only (a user's command may print anything under it): read when a whole number.
+  if (const auto it = j.find("num_workers"); it != j.end() && it->is_number_integer() && it->get<int64_t>() >= 0) {
+    r.num_workers = it->get<int64_t>();
   }
   return r;
+}
+
+void FillWorkerMemory(const std::vector<CommandReport>& reports, bool cumulative, int num_workers,
+                      results::TrialRecord* trial) {
+  // The windows that reported the figures (start, peak and samples go together).
+  std::vector<const CommandReport*> measured;
+  for (const CommandReport& r : reports) {
+    if (r.worker_rss_start_bytes && r.worker_rss_peak_bytes && r.worker_rss_samples) measured.push_back(&r);
+  }
+  if (measured.empty()) return;
+  constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
+  const CommandReport& last = *measured.back();
+  trial->worker_rss_in_consumer = last.num_workers.value_or(num_workers) == 0;
+  if (cumulative) {
+    // One sampler over the whole trial: its last figures hold every window's.
+    trial->worker_rss_start_bytes = *last.worker_rss_start_bytes;
+    trial->worker_rss_peak_bytes = *last.worker_rss_peak_bytes;
+    trial->worker_rss_samples = static_cast<int>(*last.worker_rss_samples);
+    trial->worker_rss_epochs = last.worker_rss_epochs.value_or(kNotMeasured);
+    trial->worker_rss_growth_bytes_per_epoch = last.worker_rss_growth_bytes_per_epoch.value_or(kNotMeasured);
+    return;
+  }
+  // A process (so a sampler) per repeat: the growth of a typical repeat, the
+  // largest peak any worker reached.
+  std::vector<double> starts, growths, growth_epochs;
+  double peak = 0, longest = kNotMeasured;
+  int64_t samples = 0;
+  for (const CommandReport* r : measured) {
+    starts.push_back(*r->worker_rss_start_bytes);
+    peak = std::max(peak, *r->worker_rss_peak_bytes);
+    samples += *r->worker_rss_samples;
+    if (r->worker_rss_epochs) longest = std::fmax(longest, *r->worker_rss_epochs);  // fmax skips the NaN
+    if (r->worker_rss_growth_bytes_per_epoch && r->worker_rss_epochs) {
+      growths.push_back(*r->worker_rss_growth_bytes_per_epoch);
+      growth_epochs.push_back(*r->worker_rss_epochs);
+    }
+  }
+  trial->worker_rss_start_bytes = Median(starts);
+  trial->worker_rss_peak_bytes = peak;
+  trial->worker_rss_samples = static_cast<int>(std::min<int64_t>(samples, std::numeric_limits<int>::max()));
+  trial->worker_rss_growth_bytes_per_epoch = growths.empty() ? kNotMeasured : Median(growths);
+  trial->worker_rss_epochs = growths.empty() ? longest : Median(growth_epochs);
 }
 
 CommandMeasurer::CommandMeasurer(const SweepConfig& config, const std::atomic<bool>* stop)
@@ -361,7 +415,7 @@ results::TrialRecord CommandMeasurer::MeasurePlanned(const loader::Knobs& knobs,
     if (run.wall_s > 0) cpu_util = std::max(cpu_util, run.cpu_s / run.wall_s);
     peak_rss = std::max(peak_rss, run.max_rss_bytes);
   }
-  Aggregate(windows, cpu_util, peak_rss, trial);
+  Aggregate(windows, cpu_util, peak_rss, /*cumulative=*/false, trial);
   return trial;
 }
 
@@ -437,12 +491,13 @@ results::TrialRecord CommandMeasurer::MeasureServed(const loader::Knobs& knobs, 
   }
   std::vector<Window> windows;
   for (size_t i = 0; i < served.windows.size(); ++i) windows.push_back({served.windows[i], served.window_wall_s[i]});
-  Aggregate(windows, served.wall_s > 0 ? served.cpu_s / served.wall_s : 0, served.peak_rss_bytes, trial);
+  Aggregate(windows, served.wall_s > 0 ? served.cpu_s / served.wall_s : 0, served.peak_rss_bytes,
+            /*cumulative=*/true, trial);
   return trial;
 }
 
 void CommandMeasurer::Aggregate(const std::vector<Window>& windows, double cpu_util, int64_t peak_rss,
-                                results::TrialRecord& trial) {
+                                bool cumulative, results::TrialRecord& trial) {
   constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
   // Each figure over the windows that reported it; NaN when none did.
   const auto median_of = [](const std::vector<double>& values) { return values.empty() ? kNotMeasured : Median(values); };
@@ -490,6 +545,10 @@ void CommandMeasurer::Aggregate(const std::vector<Window>& windows, double cpu_u
   trial.worker_busy_frac = median_of(busy);
   // The peak, not the median: the budget must hold the largest a worker took.
   trial.worker_rss_bytes = worker_rss.empty() ? kNotMeasured : *std::max_element(worker_rss.begin(), worker_rss.end());
+  // The workers' memory over the trial, and so its growth flag (results/memory_growth.h).
+  std::vector<CommandReport> reports;
+  for (const Window& w : windows) reports.push_back(w.report);
+  FillWorkerMemory(reports, cumulative, trial.knobs.num_workers, &trial);
   // A command cannot report these apart from its windows.
   trial.copy_s = kNotMeasured;
   trial.pinned_alloc_s = kNotMeasured;

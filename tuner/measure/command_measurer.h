@@ -15,7 +15,10 @@
 //    "startup_s": 0.2, "peak_rss_bytes": 123456789, "mb_per_s": 180.2,
 //    "epoch_boundary_ms": 35.0, "batches_per_epoch": 15,
 //    "time_to_first_batch_s": 1.9, "worker_busy_frac": 0.8,
-//    "worker_peak_rss_bytes": 98765432}                                   optional
+//    "worker_peak_rss_bytes": 98765432,
+//    "worker_rss_start_bytes": 41943040, "worker_rss_peak_bytes": 109051904,
+//    "worker_rss_growth_bytes_per_epoch": 33554432, "worker_rss_samples": 34,
+//    "worker_rss_epochs": 2.0}                                            optional
 //
 // batches_per_epoch (len(loader)) lets the search see short epochs, whose
 // curve is stepped by rounds of non-persistent workers (tuner/search/search.h).
@@ -46,6 +49,11 @@
 // itself is always there: CPU utilisation and the process tree's peak RSS.
 // worker_peak_rss_bytes (one worker's peak RSS) becomes the trial's
 // worker_rss_bytes, the budget's per-worker memory (tuner/search/budget.h).
+// The worker_rss_* keys (the workers' private RSS sampled through the trial,
+// as tuner/measure/worker_memory.h samples a native trial's; the probe's
+// python/feedtune/memory.py) fill the trial's worker_rss_* figures
+// (FillWorkerMemory), which the growth flag (results/memory_growth.h) and the
+// budget's growth read as they read a native trial's.
 //
 // One thread uses a CommandMeasurer. The stop flag is polled every 100 ms while
 // a command runs; when raised, the group is killed and Interrupted is thrown.
@@ -112,11 +120,35 @@ struct CommandReport {
   std::optional<double> time_to_first_batch_s;  // from the loader's creation to its first batch
   std::optional<double> worker_busy_frac;       // workers' time in __getitem__ and collate / (workers x window)
   std::optional<double> worker_peak_rss_bytes;  // the workers' peak RSS summed, over their count
+  // The workers' private RSS over the trial so far (TrialRecord::worker_rss_*,
+  // the same meanings): the series' mean start, one worker's peak, bytes per
+  // epoch per worker (may be negative), the samples, the longest span in epochs.
+  std::optional<double> worker_rss_start_bytes;
+  std::optional<double> worker_rss_peak_bytes;
+  std::optional<double> worker_rss_growth_bytes_per_epoch;
+  std::optional<int64_t> worker_rss_samples;
+  std::optional<double> worker_rss_epochs;
+  // The workers the window ran with, as the command says it ("num_workers",
+  // read only when a whole number): 0 means the series is the command's own
+  // process (a stage trial without a loader's workers, or num_workers 0).
+  std::optional<int64_t> num_workers;
 };
 
 // Parses the last non-empty line of `stdout_text` (one line, for serve). Throws std::runtime_error
 // saying what is missing or wrong.
 CommandReport ParseCommandReport(const std::string& stdout_text);
+
+// The trial's worker_rss_* figures from its windows' reports; left NaN (0
+// samples) when no window reported worker_rss_start_bytes, _peak_bytes and
+// _samples. `cumulative` (serve: one process samples the whole trial, so each
+// window's figures cover the windows before it): the last such window's.
+// Otherwise (run: one process, so one series of samples, per repeat): the
+// median start over the repeats, the largest peak, the samples summed, the
+// median growth over the repeats that measured one, and the median span of
+// those (the longest span of any when none did). worker_rss_in_consumer: the
+// windows' "num_workers" is 0 (else `num_workers`, the trial's knob, is).
+void FillWorkerMemory(const std::vector<CommandReport>& reports, bool cumulative, int num_workers,
+                      results::TrialRecord* trial);
 
 // The full path argv0 runs as: itself when it holds a '/', else the first
 // executable match in PATH; empty when there is none.
@@ -149,7 +181,9 @@ class CommandMeasurer final : public TrialMeasurer {
   workloads::CommandContext Context(const loader::Knobs& knobs) const;
   results::TrialRecord MeasureServed(const loader::Knobs& knobs, const TrialPlan& plan, int repeats);
   // Fills trial's figures (status ok) from its windows.
-  void Aggregate(const std::vector<Window>& windows, double cpu_util, int64_t peak_rss, results::TrialRecord& trial);
+  // `cumulative`: the windows are one served trial's (FillWorkerMemory).
+  void Aggregate(const std::vector<Window>& windows, double cpu_util, int64_t peak_rss, bool cumulative,
+                 results::TrialRecord& trial);
 
   const SweepConfig config_;
   const std::atomic<bool>* const stop_;
