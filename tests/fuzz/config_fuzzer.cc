@@ -16,6 +16,10 @@
 //   regression-top-level-comma.yaml  a top-level ',' made yaml-cpp's LoadAll
 //                                    append empty documents until memory ran
 //                                    out (fixed: ParseConfig no longer uses it)
+//   regression-nul-in-argv.yaml      a raw NUL in a command argument was read as
+//                                    eating the byte after it, so the printed config
+//                                    hashed differently (fixed: C0 controls other
+//                                    than tab and line ends are refused, as YAML does)
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
