@@ -94,8 +94,14 @@ class ProbeTest : public testing::Test {
 
   // samples/s for each worker count; the knee as the tuner defines it: the
   // fewest workers within knee_tolerance of the best.
+  // One serving probe for the whole curve (protocol serve): the points differ
+  // only in num_workers, and a probe started per point paid torch's import
+  // (about 3 s here) nine times over.
   static int Knee(const std::vector<std::string>& dataset_args, const std::vector<int>& workers, std::string* curve) {
-    const SweepConfig config = ProbeConfig(dataset_args);
+    SweepConfig config = ProbeConfig(dataset_args);
+    config.workload.command.protocol = workloads::CommandProtocol::kServe;
+    config.workload.command.argv = {Python(), kProbe, "--serve", "--device", "cpu"};
+    config.workload.command.argv.insert(config.workload.command.argv.end(), dataset_args.begin(), dataset_args.end());
     CommandMeasurer measurer(config, nullptr);
     std::vector<double> rates;
     for (int w : workers) {
