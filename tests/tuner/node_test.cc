@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <chrono>
+#include <cmath>
 #include <numeric>
 #include <set>
 #include <thread>
@@ -144,6 +145,38 @@ TEST(AggregateRanks, AllSamplesOverTheLongestWindow) {
   EXPECT_EQ(node.node->threads, 9);
   EXPECT_EQ(node.node->shm_bytes, 1500);
   EXPECT_EQ(node.node->rank_rows[1].rank, 1);
+}
+
+// Worker memory over time, native ranks as command ranks: the growth of the
+// rank whose workers grow fastest (the flag and the budget hold for every
+// rank), the largest peak, the mean start; a rank without workers is skipped.
+TEST(AggregateRanks, WorkerMemoryIsTheFastestGrowingRanks) {
+  constexpr double kMiB = 1 << 20;
+  auto r0 = RankTrial({{100, 2.0}});
+  r0.worker_rss_bytes = 40 * kMiB;
+  r0.worker_rss_start_bytes = 30 * kMiB;
+  r0.worker_rss_peak_bytes = 40 * kMiB;
+  r0.worker_rss_growth_bytes_per_epoch = 2 * kMiB;
+  r0.worker_rss_epochs = 3;
+  r0.worker_rss_samples = 20;
+  auto r1 = r0;
+  r1.worker_rss_bytes = 90 * kMiB;
+  r1.worker_rss_start_bytes = 50 * kMiB;
+  r1.worker_rss_peak_bytes = 90 * kMiB;
+  r1.worker_rss_growth_bytes_per_epoch = 16 * kMiB;
+  r1.worker_rss_epochs = 2.5;
+  auto r2 = RankTrial({{100, 2.0}});  // num_workers 0 on this rank: nothing measured
+  const auto node = AggregateRanks({}, {r0, r1, r2}, std::vector<results::RankRecord>(3));
+  EXPECT_DOUBLE_EQ(node.worker_rss_growth_bytes_per_epoch, 16 * kMiB);
+  EXPECT_DOUBLE_EQ(node.worker_rss_epochs, 2.5);
+  EXPECT_DOUBLE_EQ(node.worker_rss_peak_bytes, 90 * kMiB);
+  EXPECT_DOUBLE_EQ(node.worker_rss_bytes, 90 * kMiB);
+  EXPECT_DOUBLE_EQ(node.worker_rss_start_bytes, 40 * kMiB);
+  EXPECT_EQ(node.worker_rss_samples, 40);
+
+  const auto none = AggregateRanks({}, {r2, r2}, std::vector<results::RankRecord>(2));
+  EXPECT_TRUE(std::isnan(none.worker_rss_growth_bytes_per_epoch));
+  EXPECT_TRUE(std::isnan(none.worker_rss_bytes));
 }
 
 TEST(ResolveRanks, AutoIsOneOnHostSimAndTheConfiguredCountOtherwise) {
@@ -317,6 +350,33 @@ TEST(RankWire, RequestCarriesTheBindingAndThreads) {
   ParseRequest(RequestLine(k, plan), &got, &got_plan);
   EXPECT_EQ(got, k);
   EXPECT_EQ(got_plan.phase, "worker_threads");
+}
+
+// A rank's worker memory series reaches the tuner: the node's growth flag
+// needs each rank's.
+TEST(RankWire, RecordCarriesTheWorkerMemorySeries) {
+  results::TrialRecord t;
+  t.status = results::TrialStatus::kOk;
+  t.worker_rss_bytes = 5e7;
+  t.worker_rss_start_bytes = 3e7;
+  t.worker_rss_peak_bytes = 6e7;
+  t.worker_rss_growth_bytes_per_epoch = 1.5e7;
+  t.worker_rss_epochs = 2.25;
+  t.worker_rss_samples = 17;
+  t.worker_rss_in_consumer = true;
+  results::TrialRecord got;
+  results::RankRecord rank;
+  ParseRecord(RecordLine(t, rank), &got, &rank);
+  EXPECT_DOUBLE_EQ(got.worker_rss_bytes, 5e7);
+  EXPECT_DOUBLE_EQ(got.worker_rss_start_bytes, 3e7);
+  EXPECT_DOUBLE_EQ(got.worker_rss_peak_bytes, 6e7);
+  EXPECT_DOUBLE_EQ(got.worker_rss_growth_bytes_per_epoch, 1.5e7);
+  EXPECT_DOUBLE_EQ(got.worker_rss_epochs, 2.25);
+  EXPECT_EQ(got.worker_rss_samples, 17);
+  EXPECT_TRUE(got.worker_rss_in_consumer);
+
+  ParseRecord(RecordLine(results::TrialRecord{}, rank), &got, &rank);  // no workers: NaN stays NaN
+  EXPECT_TRUE(std::isnan(got.worker_rss_growth_bytes_per_epoch));
 }
 
 }  // namespace

@@ -507,6 +507,34 @@ TEST_F(FormatDatasetsTest, GenDataAndTrialForEachFormat) {
   EXPECT_NE(r.err.find(bad + ": not a valid .npy file"), std::string::npos) << r.err;
 }
 
+// gen-data --jpeg writes shards of JPEGs (the "data" feature of each TFRecord
+// Example, KEY.jpg in each tar sample) that a trial with decode: jpeg decodes:
+// each sample arrives as the default 224x224 RGB crop, not the 2-3 KB JPEG.
+TEST_F(FormatDatasetsTest, GenDataJpegShardsDecodeThroughTheBinary) {
+  using testing_util::RunFeedtune;
+  for (const std::string kind : {"tfrecord", "tar"}) {
+    SCOPED_TRACE(kind);
+    const std::string data = (dir_ / ("jpeg-" + kind)).string();
+    auto r = RunFeedtune("gen-data -q --layout " + kind + " --jpeg --out " + data +
+                             " --samples 40 --image-size 64x48 --shards 2",
+                         dir_);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("wrote 40 JPEG images of 64x48"), std::string::npos) << r.out;
+    const std::string feature = kind == "tfrecord" ? ", feature: data" : "";
+    const std::string config =
+        WriteText("jpeg-" + kind + ".yaml", "name: j\nworkload: {kind: " + kind + ", path: " + data + feature +
+                                                ", decode: jpeg, cpu_us_per_sample: 0}\nloader: {batch_size: 8}\n"
+                                                "device: {backend: host-sim, step_us: 50}\n"
+                                                "sweep: {measure_seconds: 0.1, warmup_batches: 1}\n");
+    r = RunFeedtune("trial " + config + " --set loader.num_workers=1 --json", dir_);
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    const nlohmann::json t = nlohmann::json::parse(r.out);
+    ASSERT_EQ(t["status"], "ok") << r.out;
+    const double bytes_per_sample = t["mb_per_s"].get<double>() * 1e6 / t["samples_per_s"].get<double>();
+    EXPECT_NEAR(bytes_per_sample, 224 * 224 * 3, 224 * 224 * 3 * 0.005) << r.out;
+  }
+}
+
 // Each hostile file the issue lists is refused at config time through the
 // binary (exit 2, before any trial), with the file named and the reason.
 TEST_F(FormatDatasetsTest, HostileFormatFilesExit2BeforeAnyTrial) {

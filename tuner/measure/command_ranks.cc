@@ -520,32 +520,6 @@ results::RankRecord RankRow(int rank, const RankWindows& w, const results::Trial
   return row;
 }
 
-// The node's worker_rss_* figures from its ranks': the growth (and its span)
-// of the rank whose workers grow fastest, as the flag and the budget must
-// hold for every rank; the largest peak; the mean start; the samples summed.
-void FillNodeWorkerMemory(const std::vector<results::TrialRecord>& ranks, results::TrialRecord* node) {
-  const results::TrialRecord* fastest = nullptr;
-  double start_sum = 0, longest = kNaN;
-  int measured = 0;
-  for (const results::TrialRecord& r : ranks) {
-    if (!std::isfinite(r.worker_rss_peak_bytes)) continue;
-    ++measured;
-    start_sum += r.worker_rss_start_bytes;
-    node->worker_rss_peak_bytes = std::fmax(node->worker_rss_peak_bytes, r.worker_rss_peak_bytes);  // NaN at first
-    node->worker_rss_samples += r.worker_rss_samples;
-    node->worker_rss_in_consumer = node->worker_rss_in_consumer || r.worker_rss_in_consumer;
-    if (std::isfinite(r.worker_rss_growth_bytes_per_epoch) &&
-        (fastest == nullptr || r.worker_rss_growth_bytes_per_epoch > fastest->worker_rss_growth_bytes_per_epoch)) {
-      fastest = &r;
-    }
-    if (std::isfinite(r.worker_rss_epochs)) longest = std::fmax(longest, r.worker_rss_epochs);  // fmax skips NaN
-  }
-  if (measured == 0) return;
-  node->worker_rss_start_bytes = start_sum / measured;
-  node->worker_rss_growth_bytes_per_epoch = fastest != nullptr ? fastest->worker_rss_growth_bytes_per_epoch : kNaN;
-  node->worker_rss_epochs = fastest != nullptr ? fastest->worker_rss_epochs : longest;
-}
-
 }  // namespace
 
 std::vector<std::string> RankEnvironment(int rank, int ranks, int master_port) {
@@ -621,7 +595,6 @@ results::TrialRecord MeasureCommandRanks(const SweepConfig& config, const worklo
   node.copy_s = kNaN;
   node.pinned_alloc_s = kNaN;
   node.worker_rss_bytes = worker_rss;
-  FillNodeWorkerMemory(rank_trials, &node);  // the growth flag holds for the rank that grows fastest
   node.node->processes += 1;  // the tuner itself
   node.node->threads += OwnThreads();
   if (warning != nullptr) *warning = binding_note;

@@ -380,6 +380,37 @@ int ResolveRanks(const SweepConfig& config) {
   return std::max(1, VisibleGpuCount());
 }
 
+namespace {
+
+// The node's worker_rss_* figures from its ranks': the growth (and its span)
+// of the rank whose workers grow fastest, as the flag and the budget must
+// hold for every rank; the largest peak; the mean start; the samples summed.
+void FillNodeWorkerMemory(const std::vector<results::TrialRecord>& ranks, results::TrialRecord* node) {
+  const results::TrialRecord* fastest = nullptr;
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  double start_sum = 0, longest = kNaN;
+  int measured = 0;
+  for (const results::TrialRecord& r : ranks) {
+    if (!std::isfinite(r.worker_rss_peak_bytes)) continue;
+    ++measured;
+    start_sum += r.worker_rss_start_bytes;
+    node->worker_rss_peak_bytes = std::fmax(node->worker_rss_peak_bytes, r.worker_rss_peak_bytes);  // NaN at first
+    node->worker_rss_samples += r.worker_rss_samples;
+    node->worker_rss_in_consumer = node->worker_rss_in_consumer || r.worker_rss_in_consumer;
+    if (std::isfinite(r.worker_rss_growth_bytes_per_epoch) &&
+        (fastest == nullptr || r.worker_rss_growth_bytes_per_epoch > fastest->worker_rss_growth_bytes_per_epoch)) {
+      fastest = &r;
+    }
+    if (std::isfinite(r.worker_rss_epochs)) longest = std::fmax(longest, r.worker_rss_epochs);  // fmax skips NaN
+  }
+  if (measured == 0) return;
+  node->worker_rss_start_bytes = start_sum / measured;
+  node->worker_rss_growth_bytes_per_epoch = fastest != nullptr ? fastest->worker_rss_growth_bytes_per_epoch : kNaN;
+  node->worker_rss_epochs = fastest != nullptr ? fastest->worker_rss_epochs : longest;
+}
+
+}  // namespace
+
 results::TrialRecord AggregateRanks(const loader::Knobs& knobs, const std::vector<results::TrialRecord>& ranks,
                                     std::vector<results::RankRecord> rows) {
   results::TrialRecord node;
@@ -434,6 +465,7 @@ results::TrialRecord AggregateRanks(const loader::Knobs& knobs, const std::vecto
     node.copy_s += r.copy_s;
     node.cpu_util += r.cpu_util;
     node.peak_rss_bytes = std::max(node.peak_rss_bytes, r.peak_rss_bytes);  // per rank: preflight.h
+    node.worker_rss_bytes = std::fmax(node.worker_rss_bytes, r.worker_rss_bytes);  // per rank, as peak_rss; NaN skipped
     node.worker_startup_s = std::max(node.worker_startup_s, r.worker_startup_s);
     node.time_to_first_batch_s = std::max(node.time_to_first_batch_s, r.time_to_first_batch_s);
     node.pinned_alloc_s = std::max(node.pinned_alloc_s, r.pinned_alloc_s);
@@ -468,6 +500,7 @@ results::TrialRecord AggregateRanks(const loader::Knobs& knobs, const std::vecto
   figures.rank_spread = fastest > 0 ? (fastest - figures.slowest_rank_samples_per_s) / fastest : 0;
   figures.rank_rows = std::move(rows);
   node.node = std::move(figures);
+  FillNodeWorkerMemory(ranks, &node);  // the growth flag holds for the rank that grows fastest
   node.status = TrialStatus::kOk;
   return node;
 }

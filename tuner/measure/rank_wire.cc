@@ -81,6 +81,13 @@ std::string RecordLine(const results::TrialRecord& t, const results::RankRecord&
               {"epoch_boundary_ms", Num(t.epoch_boundary_ms)},
               {"worker_busy_frac", Num(t.worker_busy_frac)},
               {"pinned_alloc_s", Num(t.pinned_alloc_s)},
+              {"worker_rss_bytes", Num(t.worker_rss_bytes)},
+              {"worker_rss_start_bytes", Num(t.worker_rss_start_bytes)},
+              {"worker_rss_peak_bytes", Num(t.worker_rss_peak_bytes)},
+              {"worker_rss_growth_bytes_per_epoch", Num(t.worker_rss_growth_bytes_per_epoch)},
+              {"worker_rss_epochs", Num(t.worker_rss_epochs)},
+              {"worker_rss_samples", t.worker_rss_samples},
+              {"worker_rss_in_consumer", t.worker_rss_in_consumer},
               {"batches_per_epoch", t.batches_per_epoch ? json(*t.batches_per_epoch) : json(nullptr)},
               {"repeat_rows", reps},
               {"pid", r.pid},
@@ -111,6 +118,13 @@ void ParseRecord(const std::string& line, results::TrialRecord* t, results::Rank
     t->epoch_boundary_ms = Num(j, "epoch_boundary_ms");
     t->worker_busy_frac = Num(j, "worker_busy_frac");
     t->pinned_alloc_s = Num(j, "pinned_alloc_s");
+    t->worker_rss_bytes = Num(j, "worker_rss_bytes");
+    t->worker_rss_start_bytes = Num(j, "worker_rss_start_bytes");
+    t->worker_rss_peak_bytes = Num(j, "worker_rss_peak_bytes");
+    t->worker_rss_growth_bytes_per_epoch = Num(j, "worker_rss_growth_bytes_per_epoch");
+    t->worker_rss_epochs = Num(j, "worker_rss_epochs");
+    t->worker_rss_samples = j.at("worker_rss_samples").get<int>();
+    t->worker_rss_in_consumer = j.at("worker_rss_in_consumer").get<bool>();
     if (!j.at("batches_per_epoch").is_null()) t->batches_per_epoch = j.at("batches_per_epoch").get<int64_t>();
     int index = 0;
     for (const auto& rep_j : j.at("repeat_rows")) {
