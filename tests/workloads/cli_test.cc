@@ -183,7 +183,9 @@ TEST_P(ShippedConfig, RunsEndToEnd) {
   config.sweep.repeats = 1;
   config.sweep.measure_seconds = config.workload.kind == workloads::WorkloadKind::kCommand ? 0.3 : 0.15;
   config.sweep.warmup_batches = 2;
-  config.sweep.max_workers = 2;
+  // A command starts Python (about 3 s to import torch here) per trial and
+  // rank: one worker at most keeps every phase and the fewest trials.
+  config.sweep.max_workers = config.workload.kind == workloads::WorkloadKind::kCommand ? 1 : 2;
   config.sweep.prefetch_factors = {2};
   config.sweep.diagnose = false;  // the stage trials have their own tests (tests/tuner/diagnose_test.cc)
   // Short epochs: the persistent_workers trials measure whole epochs.
