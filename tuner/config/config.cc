@@ -1887,7 +1887,7 @@ YAML::Mark MarkAt(int line, int column) {
 // YAML does not allow, as a mark; nullopt when all is.
 // Checked up front: yaml-cpp would carry such bytes into keys and values, and
 // the effective config printed back would no longer be the one that ran.
-std::optional<std::pair<YAML::Mark, unsigned char>> FirstInvalidUtf8(const std::string& text) {
+std::optional<std::pair<YAML::Mark, unsigned char>> FirstRefusedByte(const std::string& text) {
   int line = 0, column = 0;
   for (size_t i = 0; i < text.size();) {
     const auto c = static_cast<unsigned char>(text[i]);
@@ -1997,7 +1997,7 @@ std::string TooDeepMessage() {
 
 SweepConfig Parse(const std::string& text, const std::string& source, bool check_inputs) {
   Parser parser(source, /*use_marks=*/true);
-  if (const auto bad = FirstInvalidUtf8(text)) {
+  if (const auto bad = FirstRefusedByte(text)) {
     char byte[8];
     std::snprintf(byte, sizeof byte, "0x%02x", bad->second);
     parser.Fail(bad->first, "", bad->second < 0x80 ? std::string("control character ") + byte + " is not allowed in YAML; write it as an escape in a double-quoted string, or remove it"
