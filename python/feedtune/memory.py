@@ -12,8 +12,9 @@ shared with the parent since the fork are left out.
 When: at each window's start, after the first and the last batch of each
 epoch, and every INTERVAL_S between; only between steps (after a step, never
 inside the wait for a batch). A sample is two small /proc reads per worker.
-The epoch samples are skipped once sampling has taken both ALLOWANCE_S in
-all and more than MAX_SHARE of the time since the first sample, so epochs
+The epoch samples are skipped once sampling has taken both ALLOWANCE_S of
+this thread's CPU time in all (not wall time: a preempted /proc read on a
+loaded box is the box's wait, not the sampler's cost) and more than MAX_SHARE of the time since the first sample, so epochs
 of a batch or two do not turn into a sample at every step.
 
 The figures (the same as TrialRecord's worker_rss_*): start, the series' mean
@@ -116,12 +117,13 @@ class WorkerMemorySampler:
     MAX_SHARE = 0.01
     ALLOWANCE_S = 0.005
 
-    def __init__(self, clock=time.monotonic, read_rss=read_private_rss, start_ticks=process_start_ticks):
-        self.clock, self.read_rss, self.start_ticks = clock, read_rss, start_ticks
+    def __init__(self, clock=time.monotonic, read_rss=read_private_rss, start_ticks=process_start_ticks,
+                 cpu_clock=time.thread_time):
+        self.clock, self.read_rss, self.start_ticks, self.cpu_clock = clock, read_rss, start_ticks, cpu_clock
         self.series = {}  # (pid, start ticks) -> Series, in the order first seen
         self.first = None  # clock() at the first sample
         self.last = None  # and at the last
-        self.spent = 0.0  # seconds inside sample(), all told
+        self.spent = 0.0  # this thread's CPU seconds inside sample(), all told
 
     def due(self, epoch_edge):
         """Whether to sample after this step: INTERVAL_S has passed since the
@@ -139,7 +141,7 @@ class WorkerMemorySampler:
         workers recorded themselves (None: this process), at `epoch_position`,
         the epochs delivered so far with the fraction of the current one. A
         pid that is gone, or now another process, is skipped."""
-        now = self.clock()
+        now, cpu0 = self.clock(), self.cpu_clock()
         if self.first is None:
             self.first = now
         self.last = now
@@ -154,7 +156,7 @@ class WorkerMemorySampler:
             if series is None:
                 series = self.series[key] = Series()
             series.add(float(epoch_position), float(rss))
-        self.spent += self.clock() - now
+        self.spent += self.cpu_clock() - cpu0
 
     def figures(self):
         """The result line's worker_rss_* keys: none without a sample, and no

@@ -20,17 +20,20 @@ MiB = float(1 << 20)
 
 class Script:
     """A stand-in for /proc: each worker's RSS as a function of the epoch
-    position the test sets, its start ticks, and a clock the reads advance."""
+    position the test sets, its start ticks, and clocks the reads advance."""
 
     def __init__(self):
         self.rss = {}  # pid -> f(x) or None (gone)
         self.ticks = {}  # pid -> start ticks
         self.x = 0.0
         self.now = 0.0
-        self.read_cost = 0.0  # clock seconds each read takes
+        self.cpu = 0.0
+        self.read_cost = 0.0  # seconds each read takes, on the CPU
+        self.read_wait = 0.0  # and preempted (wall time only)
 
     def read_rss(self, pid):
-        self.now += self.read_cost
+        self.now += self.read_cost + self.read_wait
+        self.cpu += self.read_cost
         f = self.rss.get(pid)
         return None if f is None else f(self.x)
 
@@ -40,8 +43,12 @@ class Script:
     def clock(self):
         return self.now
 
+    def cpu_clock(self):
+        return self.cpu
+
     def sampler(self):
-        return memory.WorkerMemorySampler(clock=self.clock, read_rss=self.read_rss, start_ticks=self.start_ticks)
+        return memory.WorkerMemorySampler(clock=self.clock, read_rss=self.read_rss, start_ticks=self.start_ticks,
+                                          cpu_clock=self.cpu_clock)
 
     def sample(self, sampler, workers, x):
         self.x = x
@@ -188,6 +195,21 @@ class DueTest(unittest.TestCase):
         s.now += 0.01
         self.assertFalse(sampler.due(False))
         self.assertTrue(sampler.due(True))  # 9 ms is under 1% of the 1.01 s since the first sample
+
+    def test_a_preempted_read_is_not_the_samplers_cost(self):
+        # On a loaded box a /proc read can wait for the CPU for milliseconds
+        # (the ProbeWorkerMemory CI failure of 2026-12-03: 4 samples of 6).
+        # That wait is the box's; only the sampler's CPU time counts, so the
+        # epoch edges of a short trial are still sampled.
+        s = Script()
+        s.rss[0] = lambda x: MiB
+        sampler = s.sampler()
+        s.read_cost, s.read_wait = 0.0001, 0.004
+        for x in (0.0, 0.25, 0.5, 0.75, 1.0):
+            s.sample(sampler, None, x)
+            s.now += 0.001
+            self.assertTrue(sampler.due(True))
+        self.assertAlmostEqual(sampler.spent, 0.0005)
 
 
 class ProcTest(unittest.TestCase):

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "tuner/measure/proc_stats.h"
+#include "workloads/cpu_work.h"
 
 namespace feedtune::tuner {
 
@@ -28,12 +29,14 @@ bool WorkerMemorySampler::Due(bool epoch_edge) const {
   if (series_.empty()) return true;
   const auto now = std::chrono::steady_clock::now();
   if (now - last_sample_ >= kInterval) return true;
-  return epoch_edge && (spent_ <= kAllowance || std::chrono::duration<double>(spent_).count() <=
-                                                    kMaxShare * std::chrono::duration<double>(now - first_sample_).count());
+  const double spent_s = static_cast<double>(spent_cpu_ns_) / 1e9;
+  return epoch_edge && (spent_s <= std::chrono::duration<double>(kAllowance).count() ||
+                        spent_s <= kMaxShare * std::chrono::duration<double>(now - first_sample_).count());
 }
 
 void WorkerMemorySampler::Sample(const std::vector<pid_t>& pids, double epoch_position) {
   const auto now = std::chrono::steady_clock::now();
+  const int64_t cpu0 = workloads::ThreadCpuNs();
   if (series_.empty()) first_sample_ = now;
   last_sample_ = now;
   // Another set of pids is another set of workers (non-persistent workers
@@ -50,7 +53,7 @@ void WorkerMemorySampler::Sample(const std::vector<pid_t>& pids, double epoch_po
     if (added) series_.emplace_back();
     series_[it->second].Add(epoch_position, static_cast<double>(*rss));
   }
-  spent_ += std::chrono::steady_clock::now() - now;
+  spent_cpu_ns_ += workloads::ThreadCpuNs() - cpu0;
 }
 
 void WorkerMemorySampler::Fill(results::TrialRecord* trial) const {

@@ -16,8 +16,8 @@
 // consumer's thread between steps, never inside the wait for a batch: at 10
 // samples a second, 16 workers cost well under 1 ms of each second. Epochs of
 // a batch or two would ask for a sample at nearly every step, so the epoch
-// samples are skipped once sampling has taken both kAllowance in all and
-// more than kMaxShare of the time since the first sample (the allowance lets
+// samples are skipped once sampling has taken both kAllowance of CPU time in
+// all and more than kMaxShare of the time since the first sample (the allowance lets
 // a short trial of quick epochs see each of its epochs' edges). Memory is O(worker lifetimes): running sums,
 // no samples kept.
 //
@@ -77,7 +77,11 @@ class WorkerMemorySampler {
   std::map<pid_t, size_t> current_;  // the live workers' series, by pid
   std::vector<pid_t> current_pids_;  // as last sampled: a change means new workers
   std::chrono::steady_clock::time_point first_sample_{}, last_sample_{};
-  std::chrono::steady_clock::duration spent_{};  // in Sample, all told
+  // This thread's CPU time in Sample, all told: the sampling's cost to the
+  // loop. Not wall time: on a loaded box the thread is preempted inside a
+  // /proc read, and that wait, the box's and not the sampler's, would use up
+  // the allowance after a few samples and skip the epoch edges.
+  int64_t spent_cpu_ns_ = 0;
 };
 
 }  // namespace feedtune::tuner
