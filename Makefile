@@ -4,6 +4,10 @@
 #   make check   the unit tier only, while editing (docs/development.md)
 BUILD ?= build
 JOBS ?= $(shell nproc)
+# Tests run two per CPU: much of the slow tier waits (child processes
+# starting, timeouts, kills; -j2 on 2 CPUs kept them 66% busy, 2026-12-03),
+# and the perf tests, whose ratios need the CPUs, run alone (RUN_SERIAL).
+TEST_JOBS ?= $(shell echo $$((2 * $$(nproc))))
 CMAKE_FLAGS ?=
 
 .PHONY: all deps build sweep test check test-asan test-tsan fuzz bench grid-vs-sweep regret probe-protocol formats-bench fleet-scale seed-bench node-bench trace-bench clean
@@ -21,7 +25,7 @@ sweep: build
 	$(BUILD)/tuner/cli/feedtune sweep configs/quickstart.yaml --db results/feedtune.db
 
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS)
 
 # docs/config.md from the config key table (a test fails when they differ).
 .PHONY: config-docs
@@ -30,7 +34,7 @@ config-docs: build
 
 # The unit tier: in process, scripted measurers, no sweep through the binary.
 check: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
+	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) -L unit
 
 # Under sanitizers (separate build folders): the whole suite with ASan+UBSan,
 # the loader and tuner suites with TSan, without the perf label (knees and

@@ -190,12 +190,12 @@ TEST_P(ShippedConfig, RunsEndToEnd) {
   config.sweep.diagnose = false;  // the stage trials have their own tests (tests/tuner/diagnose_test.cc)
   // Short epochs: the persistent_workers trials measure whole epochs.
   if (config.workload.kind == workloads::WorkloadKind::kSynthetic) {
-    config.workload.synthetic.samples = std::min<int64_t>(config.workload.synthetic.samples, 1024);
+    config.workload.synthetic.samples = std::min<int64_t>(config.workload.synthetic.samples, 256);
   }
   if (config.workload.kind == workloads::WorkloadKind::kCommand) {
     std::vector<std::string>& argv = config.workload.command.argv;
     for (size_t i = 0; i + 1 < argv.size(); ++i) {
-      if (argv[i] == "--samples") argv[i + 1] = "1024";
+      if (argv[i] == "--samples") argv[i + 1] = "256";  // short epochs: the persistent_workers trials measure whole ones
     }
   }
   if (config.workload.kind == workloads::WorkloadKind::kFiles) {
