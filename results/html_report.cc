@@ -569,7 +569,7 @@ std::string RenderHtml(const RunView& view) {
   if (const std::string observed = ObservedText(view); !observed.empty()) {
     body += "<h2>Observed in training jobs</h2>\n<pre>" + EscapeHtml(observed.substr(1)) + "</pre>\n";
   }
-  body += TimelineHtml(run.calibration_json);  // with `sweep --trace` (results/timeline_html.h)
+  body += TimelineHtml(run.facts.timelines_json);  // with `sweep --trace` (results/timeline_html.h)
   body += "<h2>Trials</h2>\n";
   body += view.trials.empty() ? std::string("<p>no trials recorded</p>\n")
                               : "<div class=\"scroll\">\n" + TrialTable(view, baseline, best) + "</div>\n";

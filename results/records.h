@@ -260,17 +260,60 @@ struct SeedFacts {
   bool operator==(const SeedFacts&) const = default;
 };
 
-// What a sweep knew about its run beside the trials, as typed fields (schema
-// v14, the run_facts table; before it, keys of runs.calibration_json). Unset:
+// The synthetic workload's CPU calibration (workloads/cpu_work.h
+// CpuCalibration: how fast this machine burns the per-sample CPU work), as
+// the run stored it.
+struct CpuCalibrationFacts {
+  std::string clock;  // "CLOCK_THREAD_CPUTIME_ID"
+  double clock_read_ns = 0;
+  double work_bytes_per_s = 0;
+  int64_t chunk_bytes = 0;
+  double chunk_us = 0;
+  double clock_overhead = 0;
+  double check_requested_us = 0;
+  double check_spent_us = 0;
+  double calibration_s = 0;
+
+  bool operator==(const CpuCalibrationFacts&) const = default;
+};
+
+// One search phase's decision, in the order the search took them.
+struct PhaseFact {
+  std::string phase;  // "pin_memory", "num_workers", ...
+  bool kept = false;  // whether the phase changed the best setting
+  std::string why;
+
+  bool operator==(const PhaseFact&) const = default;
+};
+
+// What a sweep knew about its run beside the trials, as typed fields (the
+// run_facts table: schema v14 for budget, max_workers, seed and safe limit,
+// v15 for the rest; before, keys of runs.calibration_json). Unset or empty:
 // the run did not record it (a diagnose run, a run before the fact was kept).
 struct RunFacts {
   std::optional<BudgetFacts> budget;  // at the start
   std::optional<int> max_workers;     // the resolved cap on num_workers
   std::optional<SeedFacts> seed;      // --seed-from's run (--resume re-seeds from it)
   std::optional<SafeLimit> safe_limit;  // at the end, with a best setting
+  std::optional<CpuCalibrationFacts> cpu;  // at the start, for the workloads that calibrate
+  std::vector<std::string> preflight;      // the warnings said before the first trial
+  std::vector<PhaseFact> phases;           // at the end
+  // `sweep --trace`: the baseline's and the best setting's timeline excerpts
+  // ({"baseline": ..., "best": ...}, loader::TimelineExcerptJson each), kept
+  // as JSON: they are a trace, drawn by the HTML report (results/timeline_html.h).
+  std::string timelines_json;
 
   bool operator==(const RunFacts&) const = default;
 };
+
+// The workload's calibration as workloads::CpuCalibration::ToJson writes it;
+// none when `json` is empty or not such an object.
+std::optional<CpuCalibrationFacts> CpuCalibrationFromJson(const std::string& json);
+// The phases' one JSON form, [{"phase": ..., "kept": ..., "why": ...}, ...]
+// (the JSON report's and run_facts.phases_json), and its reader (anything
+// but such an array reads as none).
+std::string PhasesToJson(const std::vector<PhaseFact>& phases);
+std::vector<PhaseFact> PhasesFromJson(const std::string& json);
 
 struct RunRecord {
   int64_t id = 0;
@@ -293,11 +336,11 @@ struct RunRecord {
   std::optional<double> speedup;            // best over baseline samples/s
   std::optional<double> speedup_ci_low;     // 95% interval of the speedup
   std::optional<double> speedup_ci_high;
-  // The facts still kept as one JSON object ("" = none): the workload's CPU
-  // calibration ("cpu"), the preflight warnings, the phases' decisions and
-  // the trace excerpts ("timelines"). The typed ones are `facts`.
+  // Keys of runs.calibration_json that this version has no field for (an
+  // older feedtune's figures), kept as they were ("" = none). A sweep of
+  // this version stores none: its facts are `facts`.
   std::string calibration_json;
-  RunFacts facts;  // schema v14 (filled from calibration_json for older files)
+  RunFacts facts;  // schema v14 and v15 (filled from calibration_json for older files)
   // Identifies the run across files, so `feedtune merge` adds a run once. The
   // store assigns it at BeginRun when empty; runs from schema v1 files get
   // "v1:<machine hash>:<started_at>:<id>".

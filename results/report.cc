@@ -177,6 +177,26 @@ Json CalibrationObject(const RunRecord& run) {
   if (facts.max_workers) j["max_workers"] = *facts.max_workers;
   if (facts.seed) j["seed"] = nlohmann::json::parse(SeedObject(*facts.seed).dump());
   if (facts.safe_limit) j["safe_limit"] = nlohmann::json::parse(SafeLimitObject(facts.safe_limit).dump());
+  if (facts.cpu) {
+    // Over the "cpu" object as stored: an older figure in it stays beside the calibration's.
+    if (!j.contains("cpu") || !j["cpu"].is_object()) j["cpu"] = nlohmann::json::object();
+    const CpuCalibrationFacts& cpu = *facts.cpu;
+    j["cpu"].update({{"clock", cpu.clock},
+                     {"clock_read_ns", cpu.clock_read_ns},
+                     {"work_bytes_per_s", cpu.work_bytes_per_s},
+                     {"chunk_bytes", cpu.chunk_bytes},
+                     {"chunk_us", cpu.chunk_us},
+                     {"clock_overhead", cpu.clock_overhead},
+                     {"check_requested_us", cpu.check_requested_us},
+                     {"check_spent_us", cpu.check_spent_us},
+                     {"calibration_s", cpu.calibration_s}});
+  }
+  if (!facts.preflight.empty()) j["preflight"] = facts.preflight;
+  if (!facts.phases.empty()) j["phases"] = nlohmann::json::parse(PhasesToJson(facts.phases));
+  if (!facts.timelines_json.empty()) {
+    const auto timelines = nlohmann::json::parse(facts.timelines_json, nullptr, /*allow_exceptions=*/false);
+    if (!timelines.is_discarded()) j["timelines"] = timelines;
+  }
   return Json::parse(j.dump());
 }
 

@@ -47,8 +47,9 @@ std::string RenderJson(const RunView& view);  // pretty-printed, ends with a new
 
 // The run's "calibration" object as the JSON report prints it: the keys of
 // calibration_json with the typed facts (RunFacts) under the keys they had
-// there before schema v14 ("budget_facts", "max_workers", "seed",
-// "safe_limit"), so scripts read the same object; "null" when it has none.
+// there before schemas v14 and v15 ("budget_facts", "max_workers", "seed",
+// "safe_limit", "cpu", "preflight", "phases", "timelines"), so scripts read
+// the same object; "null" when it has none.
 std::string CalibrationJson(const RunRecord& run);
 // A safe limit as the reports print it: {"workers", "basis", "trial",
 // "worker_rss_bytes", "growth_bytes"}, or "null" (a run before it was kept).

@@ -331,17 +331,42 @@ CREATE TABLE run_facts (
   safe_growth_bytes INTEGER
 );
 )sql",
+    // 14 -> 15: the rest of what runs.calibration_json held, typed too
+    // (results/records.h RunFacts): the workload's CPU calibration as
+    // columns, the preflight warnings and the phases' decisions as JSON
+    // arrays of a fixed form that the one reader parses, and the trace
+    // excerpts as the JSON they are. Migrate() fills them from the old JSON
+    // (kRunFactColumns) and takes those keys out of it; a key no field holds
+    // (an older figure) stays.
+    R"sql(
+ALTER TABLE run_facts ADD COLUMN has_cpu INTEGER NOT NULL DEFAULT 0 CHECK (has_cpu IN (0, 1));
+ALTER TABLE run_facts ADD COLUMN cpu_clock TEXT;
+ALTER TABLE run_facts ADD COLUMN cpu_clock_read_ns REAL;
+ALTER TABLE run_facts ADD COLUMN cpu_work_bytes_per_s REAL;
+ALTER TABLE run_facts ADD COLUMN cpu_chunk_bytes INTEGER;
+ALTER TABLE run_facts ADD COLUMN cpu_chunk_us REAL;
+ALTER TABLE run_facts ADD COLUMN cpu_clock_overhead REAL;
+ALTER TABLE run_facts ADD COLUMN cpu_check_requested_us REAL;
+ALTER TABLE run_facts ADD COLUMN cpu_check_spent_us REAL;
+ALTER TABLE run_facts ADD COLUMN cpu_calibration_s REAL;
+ALTER TABLE run_facts ADD COLUMN preflight_json TEXT;
+ALTER TABLE run_facts ADD COLUMN phases_json TEXT;
+ALTER TABLE run_facts ADD COLUMN timelines_json TEXT;
+)sql",
 };
 
-constexpr int kRunFactsVersion = 14;
+constexpr int kRunFactsVersion = 14;      // run_facts: budget, max_workers, seed, safe limit
+constexpr int kMoreRunFactsVersion = 15;  // run_facts: cpu, preflight, phases, timelines
 
-// Each column of run_facts (in the order ReadRunFacts reads them) and the
-// path in runs.calibration_json the fact had before schema v14. A has_
-// column is whether that object was there. The migration fills the table from
-// these paths; a read-only open of an older file reads them in place.
+// Each column of run_facts (in the order ReadRunFacts reads them), the path
+// in runs.calibration_json the fact had before, and the schema version that
+// added the column. A has_ column is whether that object was there. The
+// migrations fill the table from these paths; a read-only open of an older
+// file reads them in place.
 struct RunFactColumn {
   const char* column;
   const char* json_path;
+  int since = kRunFactsVersion;
 };
 constexpr RunFactColumn kRunFactColumns[] = {
     {"has_budget", "$.budget_facts"},
@@ -375,35 +400,74 @@ constexpr RunFactColumn kRunFactColumns[] = {
     {"safe_trial", "$.safe_limit.trial"},
     {"safe_worker_rss_bytes", "$.safe_limit.worker_rss_bytes"},
     {"safe_growth_bytes", "$.safe_limit.growth_bytes"},
+    // v15. has_cpu: a "cpu" object was there; it is the calibration when it
+    // holds work_bytes_per_s (ReadRunFacts), an older figure otherwise.
+    {"has_cpu", "$.cpu", kMoreRunFactsVersion},
+    {"cpu_clock", "$.cpu.clock", kMoreRunFactsVersion},
+    {"cpu_clock_read_ns", "$.cpu.clock_read_ns", kMoreRunFactsVersion},
+    {"cpu_work_bytes_per_s", "$.cpu.work_bytes_per_s", kMoreRunFactsVersion},
+    {"cpu_chunk_bytes", "$.cpu.chunk_bytes", kMoreRunFactsVersion},
+    {"cpu_chunk_us", "$.cpu.chunk_us", kMoreRunFactsVersion},
+    {"cpu_clock_overhead", "$.cpu.clock_overhead", kMoreRunFactsVersion},
+    {"cpu_check_requested_us", "$.cpu.check_requested_us", kMoreRunFactsVersion},
+    {"cpu_check_spent_us", "$.cpu.check_spent_us", kMoreRunFactsVersion},
+    {"cpu_calibration_s", "$.cpu.calibration_s", kMoreRunFactsVersion},
+    {"preflight_json", "$.preflight", kMoreRunFactsVersion},
+    {"phases_json", "$.phases", kMoreRunFactsVersion},
+    {"timelines_json", "$.timelines", kMoreRunFactsVersion},
 };
 
-// The run_facts columns, "has_budget, budget_mem_available_bytes, ...".
-std::string RunFactColumnNames() {
+// The run_facts columns added from schema `from` to `up_to`, "has_budget,
+// budget_mem_available_bytes, ..." (all of them by default).
+std::string RunFactColumnNames(int up_to = Store::kSchemaVersion, int from = 0) {
   std::string names;
-  for (const RunFactColumn& c : kRunFactColumns) names += std::string(names.empty() ? "" : ", ") + c.column;
+  for (const RunFactColumn& c : kRunFactColumns) {
+    if (c.since >= from && c.since <= up_to) names += std::string(names.empty() ? "" : ", ") + c.column;
+  }
   return names;
 }
 
-// runs.calibration_json without the keys run_facts took over in v14: what
-// the migration leaves there, and what a read-only open of an older file
-// reads, so a merge from it does not carry them twice.
-std::string JsonWithoutRunFactsSql() {
-  return "(CASE WHEN json_valid(calibration_json) AND json_type(calibration_json) = 'object' THEN "
-         "json_remove(calibration_json, '$.budget_facts', '$.max_workers', '$.seed', '$.safe_limit') "
-         "ELSE calibration_json END)";
+// `json` (an expression: runs.calibration_json, or one of these applied to
+// it) without the keys run_facts took over in v14: what the migration leaves
+// there, and what a read-only open of an older file reads, so a merge from it
+// does not carry them twice.
+std::string JsonWithoutRunFactsSql(const std::string& json = "calibration_json") {
+  return "(CASE WHEN json_valid(" + json + ") AND json_type(" + json + ") = 'object' THEN "
+         "json_remove(" + json + ", '$.budget_facts', '$.max_workers', '$.seed', '$.safe_limit') "
+         "ELSE " + json + " END)";
 }
 
-// The same facts read out of runs.calibration_json of a file before v14.
-// Text that is no JSON object reads as no facts.
-std::string RunFactsFromJsonSql() {
+// And without those v15 took over: the preflight, the phases, the timelines
+// and the calibration's fields; a "cpu" object is removed once nothing else
+// (an older figure) is left in it.
+std::string JsonWithoutMoreRunFactsSql(const std::string& json = "calibration_json") {
+  std::string paths = "'$.preflight', '$.phases', '$.timelines'";
+  for (const RunFactColumn& c : kRunFactColumns) {
+    if (std::string_view(c.json_path).starts_with("$.cpu.")) paths += std::string(", '") + c.json_path + "'";
+  }
+  const std::string stripped = "json_remove(" + json + ", " + paths + ")";
+  return "(CASE WHEN json_valid(" + json + ") AND json_type(" + json + ") = 'object' THEN "
+         "(CASE WHEN json_extract(" + stripped + ", '$.cpu') = '{}' THEN json_remove(" + stripped +
+         ", '$.cpu') ELSE " + stripped + " END) ELSE " + json + " END)";
+}
+
+// A fact's expression read out of runs.calibration_json (of a file before the
+// column existed). Text that is no JSON object reads as no facts.
+std::string RunFactFromJsonSql(const RunFactColumn& c) {
   const std::string json = "(CASE WHEN json_valid(calibration_json) THEN calibration_json END)";
+  const std::string path = std::string("'") + c.json_path + "'";
+  const bool flag = std::string_view(c.column).starts_with("has_");
+  return flag ? "COALESCE(json_type(" + json + ", " + path + ") = 'object', 0)"
+              : "json_extract(" + json + ", " + path + ")";
+}
+
+// The facts of the columns added in `version` (all of them by default), read
+// out of runs.calibration_json.
+std::string RunFactsFromJsonSql(int version = 0) {
   std::string exprs;
   for (const RunFactColumn& c : kRunFactColumns) {
-    const std::string path = std::string("'") + c.json_path + "'";
-    const bool flag = std::string_view(c.column).starts_with("has_");
-    exprs += std::string(exprs.empty() ? "" : ", ") +
-             (flag ? "COALESCE(json_type(" + json + ", " + path + ") = 'object', 0)"
-                   : "json_extract(" + json + ", " + path + ")");
+    if (version != 0 && c.since != version) continue;
+    exprs += std::string(exprs.empty() ? "" : ", ") + RunFactFromJsonSql(c);
   }
   return exprs;
 }
@@ -664,11 +728,26 @@ void CheckHeader(const std::string& path) {
 // Schema v14: the run facts the runs' calibration_json held, into run_facts,
 // and out of the JSON, so they have one place (the rest stays there).
 void MoveRunFactsOutOfJson(sqlite3* db, const std::string& path) {
-  const std::string fill = "INSERT INTO run_facts (run_id, " + RunFactColumnNames() + ") SELECT id, " +
-                           RunFactsFromJsonSql() + " FROM runs";
+  const std::string fill = "INSERT INTO run_facts (run_id, " + RunFactColumnNames(kRunFactsVersion) +
+                           ") SELECT id, " + RunFactsFromJsonSql(kRunFactsVersion) + " FROM runs";
   Exec(db, path, "upgrade schema to version 14: run facts", fill.c_str());
   const std::string strip = "UPDATE runs SET calibration_json = " + JsonWithoutRunFactsSql();
   Exec(db, path, "upgrade schema to version 14: run facts", strip.c_str());
+}
+
+// Schema v15: the rest of the facts, likewise (each run has its run_facts row
+// since v14; one is added where a run lacks it).
+void MoveMoreRunFactsOutOfJson(sqlite3* db, const std::string& path) {
+  const char* operation = "upgrade schema to version 15: run facts";
+  Exec(db, path, operation,
+       "INSERT OR IGNORE INTO run_facts (run_id, has_budget, has_seed, has_safe_limit) SELECT id, 0, 0, 0 FROM runs");
+  const std::string fill = "UPDATE run_facts SET (" +
+                           RunFactColumnNames(kMoreRunFactsVersion, kMoreRunFactsVersion) +
+                           ") = (SELECT " + RunFactsFromJsonSql(kMoreRunFactsVersion) +
+                           " FROM runs WHERE runs.id = run_facts.run_id)";
+  Exec(db, path, operation, fill.c_str());
+  const std::string strip = "UPDATE runs SET calibration_json = " + JsonWithoutMoreRunFactsSql();
+  Exec(db, path, operation, strip.c_str());
 }
 
 // Brings the schema up to kSchemaVersion and marks the file as feedtune's.
@@ -680,6 +759,7 @@ void Migrate(sqlite3* db, const std::string& path) {
     Exec(db, path, "upgrade schema to version " + std::to_string(v + 1),
          kMigrations[static_cast<size_t>(v)]);
     if (v + 1 == kRunFactsVersion) MoveRunFactsOutOfJson(db, path);
+    if (v + 1 == kMoreRunFactsVersion) MoveMoreRunFactsOutOfJson(db, path);
   }
   // PRAGMAs take no bound parameters; these are compile-time constants.
   Exec(db, path, "mark file",
@@ -815,20 +895,28 @@ std::string MachineColumns(int version) {
 std::string RunFactsSelect(int version);
 std::string RunColumns(int version) {
   std::string v2 = kRunColumnsV2;
-  if (version < kRunFactsVersion) v2.replace(v2.find("calibration_json"), 16, JsonWithoutRunFactsSql());
+  if (version < kMoreRunFactsVersion) {
+    v2.replace(v2.find("calibration_json"), 16, JsonWithoutMoreRunFactsSql(JsonWithoutRunFactsSql()));
+  }
   return std::string(kRunColumns) + ", " + (version >= 2 ? v2 : kRunColumnsV1Stand_in) + ", " +
          (version >= 7 ? kRunColumnsV7 : kRunColumnsV6Stand_in) + ", " +
          (version >= kStartMethodVersion ? kRunColumnsV12 : kRunColumnsV11Stand_in) + ", " +
          RunFactsSelect(version);
 }
-// The run facts' columns in a file of `version`: run_facts' from v14, the
-// old JSON's keys from v2 (which added calibration_json), none before.
+// The run facts' columns in a file of `version`: run_facts' where the file
+// has the column, else the old JSON's key from v2 (which added
+// calibration_json), none before.
 std::string RunFactsSelect(int version) {
-  if (version >= kRunFactsVersion) return RunFactColumnNames();
-  if (version >= 2) return RunFactsFromJsonSql();
-  std::string nulls = "NULL";
-  for (size_t i = 1; i < std::size(kRunFactColumns); ++i) nulls += ", NULL";
-  return nulls;
+  std::string exprs;
+  for (const RunFactColumn& c : kRunFactColumns) {
+    exprs += exprs.empty() ? "" : ", ";
+    if (version >= kRunFactsVersion && c.since <= version) {
+      exprs += c.column;
+    } else {
+      exprs += version >= 2 ? RunFactFromJsonSql(c) : "NULL";
+    }
+  }
+  return exprs;
 }
 // What RunColumns() selects from: the runs and, from v14, their facts.
 std::string RunsTable(int version) {
@@ -842,6 +930,28 @@ std::string TrialColumns(int version) {
          (version >= kTrialKnobsVersion ? kTrialColumnsKnobs : kTrialColumnsKnobsStand_in) + ", " +
          (version >= kStartMethodVersion ? kTrialColumnsV12 : kTrialColumnsV11Stand_in) + ", " +
          (version >= kWorkerMemoryVersion ? kTrialColumnsV13 : kTrialColumnsV12Stand_in);
+}
+
+// The preflight warnings as preflight_json holds them (WriteRunFacts): a
+// JSON array of strings; anything else reads as none.
+std::vector<std::string> PreflightFromJson(const std::string& json) {
+  std::vector<std::string> warnings;
+  const auto j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array()) return warnings;
+  for (const auto& w : j) {
+    if (w.is_string()) warnings.push_back(w.get<std::string>());
+  }
+  return warnings;
+}
+
+// And their one written form.
+std::optional<std::string> PreflightJson(const std::vector<std::string>& warnings) {
+  if (warnings.empty()) return std::nullopt;
+  return nlohmann::json(warnings).dump();
+}
+std::optional<std::string> PhasesJson(const std::vector<PhaseFact>& phases) {
+  if (phases.empty()) return std::nullopt;
+  return PhasesToJson(phases);
 }
 
 // The one reader of a run's facts: kRunFactColumns' columns from `first` on
@@ -894,6 +1004,25 @@ RunFacts ReadRunFacts(const Statement& row, int first) {
     safe.worker_rss_bytes = row.Optional<int64_t>(c++);
     safe.growth_bytes = row.Optional<int64_t>(c++);
   }
+  c = first + 31;
+  const bool has_cpu = flag();
+  if (has_cpu && !row.IsNull(first + 34)) {  // a calibration: cpu_work_bytes_per_s is there
+    CpuCalibrationFacts& cpu = facts.cpu.emplace();
+    const auto number = [&row, &c]() { return row.Optional<double>(c++).value_or(0); };
+    cpu.clock = text();
+    cpu.clock_read_ns = number();
+    cpu.work_bytes_per_s = number();
+    cpu.chunk_bytes = i64();
+    cpu.chunk_us = number();
+    cpu.clock_overhead = number();
+    cpu.check_requested_us = number();
+    cpu.check_spent_us = number();
+    cpu.calibration_s = number();
+  }
+  c = first + 41;
+  facts.preflight = PreflightFromJson(text());
+  facts.phases = PhasesFromJson(text());
+  facts.timelines_json = text();
   return facts;
 }
 
@@ -901,6 +1030,10 @@ RunFacts ReadRunFacts(const Statement& row, int first) {
 template <typename Group, typename T>
 std::optional<T> Field(const std::optional<Group>& group, T Group::*member) {
   return group ? std::optional<T>((*group).*member) : std::nullopt;
+}
+template <typename Group, typename T>
+std::optional<T> Field(const Group* group, T Group::*member) {
+  return group != nullptr ? std::optional<T>(group->*member) : std::nullopt;
 }
 
 RunRecord ReadRun(const Statement& row) {
@@ -1338,9 +1471,11 @@ void Store::WriteRunFacts(int64_t run_id, const RunFacts& facts, const std::stri
   sql += ")";
   const std::optional<BudgetFacts>& b = facts.budget;
   const std::optional<SeedFacts>& seed = facts.seed;
-  const std::optional<loader::Knobs> best = seed ? std::optional(seed->best) : std::nullopt;
+  const loader::Knobs* best = seed ? &seed->best : nullptr;
   const std::optional<SafeLimit>& safe = facts.safe_limit;
+  const std::optional<CpuCalibrationFacts>& cpu = facts.cpu;
   using K = loader::Knobs;
+  using C = CpuCalibrationFacts;
   Statement insert(db_.get(), path_, operation, sql.c_str());
   insert
       .BindAll(run_id, b.has_value(), Field(b, &BudgetFacts::mem_available_bytes),
@@ -1354,7 +1489,11 @@ void Store::WriteRunFacts(int64_t run_id, const RunFacts& facts, const std::stri
                Field(best, &K::num_workers), Field(best, &K::pin_memory), Field(best, &K::non_blocking),
                Field(best, &K::prefetch_factor), Field(best, &K::persistent_workers), safe.has_value(),
                Field(safe, &SafeLimit::workers), Field(safe, &SafeLimit::basis), Field(safe, &SafeLimit::basis_trial),
-               Field(safe, &SafeLimit::worker_rss_bytes), Field(safe, &SafeLimit::growth_bytes))
+               Field(safe, &SafeLimit::worker_rss_bytes), Field(safe, &SafeLimit::growth_bytes), cpu.has_value(),
+               Field(cpu, &C::clock), Field(cpu, &C::clock_read_ns), Field(cpu, &C::work_bytes_per_s),
+               Field(cpu, &C::chunk_bytes), Field(cpu, &C::chunk_us), Field(cpu, &C::clock_overhead),
+               Field(cpu, &C::check_requested_us), Field(cpu, &C::check_spent_us), Field(cpu, &C::calibration_s),
+               PreflightJson(facts.preflight), PhasesJson(facts.phases), NullIfEmpty(facts.timelines_json))
       .Run();
 }
 

@@ -67,10 +67,10 @@ std::string TimelineSvg(const nlohmann::json& excerpt, const std::string& title)
 
 }  // namespace
 
-std::string TimelineHtml(const std::string& run_json) {
-  const auto j = nlohmann::json::parse(run_json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("timelines") || !j["timelines"].is_object()) return {};
-  const auto& timelines = j["timelines"];
+std::string TimelineHtml(const std::string& timelines_json) {
+  if (timelines_json.empty()) return {};
+  const auto timelines = nlohmann::json::parse(timelines_json, nullptr, /*allow_exceptions=*/false);
+  if (!timelines.is_object()) return {};
   std::string section = "<h2>Timeline: the baseline above the best</h2>\n";
   section +=
       "<p class=\"meta\">The first milliseconds of each setting's traced window (<code>sweep --trace</code>; the "

@@ -1,6 +1,6 @@
 // The HTML report's timeline section: about 200 ms of the baseline above the
 // same of the best, as `sweep --trace` kept them (loader/trace.h,
-// TimelineExcerptJson, stored under "timelines" in runs.calibration_json).
+// TimelineExcerptJson each, stored as RunFacts::timelines_json).
 // One row per worker, the pin stage, the copy and the step: gaps in the step
 // row are the GPU waiting. Inline SVG, no script.
 #pragma once
@@ -9,8 +9,9 @@
 
 namespace feedtune::results {
 
-// The section (heading, two SVG timelines, a legend), or "" when the run kept
-// no timelines (it ran without --trace).
-std::string TimelineHtml(const std::string& run_json);
+// The section (heading, two SVG timelines, a legend) from `timelines_json`
+// ({"baseline": ..., "best": ...}), or "" when the run kept no timelines (it
+// ran without --trace).
+std::string TimelineHtml(const std::string& timelines_json);
 
 }  // namespace feedtune::results

@@ -88,9 +88,9 @@ TEST_F(NodeCli, ANarrowedCpuMaskIsWarnedBeforeAnyTrialAndStoredWithTheRun) {
   const auto store = feedtune::results::Store::Open(db.string());
   const auto runs = store.LoadRuns();
   ASSERT_EQ(runs.size(), 1u);
-  const auto calibration = nlohmann::json::parse(runs[0].calibration_json);
-  ASSERT_TRUE(calibration.contains("preflight")) << runs[0].calibration_json;
-  EXPECT_EQ(calibration["preflight"][0].get<std::string>().rfind("CPU mask: feedtune may use 1 of the", 0), 0u);
+  const std::vector<std::string>& preflight = runs[0].facts.preflight;
+  ASSERT_FALSE(preflight.empty());
+  EXPECT_EQ(preflight[0].rfind("CPU mask: feedtune may use 1 of the", 0), 0u) << preflight[0];
   // sweep.diagnose is on by default, but the stage trials measure one loader
   // alone: a node sweep says so and stores no verdict rather than a wrong one.
   EXPECT_NE(err.find("diagnose: not run: the stage trials measure one loader alone, not a rank among 2"),

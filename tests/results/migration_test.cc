@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "results/report.h"
 #include "results/store.h"
@@ -282,6 +283,10 @@ void ExpectV13Facts(const RunFacts& facts) {
   EXPECT_EQ(facts.safe_limit->basis_trial, 2);
   EXPECT_EQ(facts.safe_limit->worker_rss_bytes, 209715200);
   EXPECT_FALSE(facts.safe_limit->growth_bytes.has_value());
+  // v15: the phases too; the "cpu" object holds no calibration, only an older figure.
+  ASSERT_EQ(facts.phases.size(), 1u);
+  EXPECT_EQ(facts.phases[0], (PhaseFact{"baseline", true, "first"}));
+  EXPECT_FALSE(facts.cpu.has_value());
 }
 
 TEST_F(MigrationTest, AV13FileMovesTheRunFactsOutOfTheJsonIntoTypedColumns) {
@@ -315,6 +320,72 @@ TEST_F(MigrationTest, AV13FileMovesTheRunFactsOutOfTheJsonIntoTypedColumns) {
   // Written back through the one writer, read back through the one reader.
   run->facts.max_workers = 6;
   run->facts.seed.reset();
+  store.FinishRun(*run);
+  const auto again = store.LoadRun(1);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->facts, run->facts);
+}
+
+// A v14 file: the budget, seed and safe limit are run_facts columns; the CPU
+// calibration, the preflight warnings, the phases and the trace excerpts are
+// still keys of runs.calibration_json (as sweep_command.cc wrote them before
+// v15), beside an older figure in "cpu" that no field holds.
+constexpr const char* kV14RunJson =
+    R"j({"cpu":{"calibration_s":0.05,"check_requested_us":1000.0,"check_spent_us":1003.5,)j"
+    R"j("chunk_bytes":4096,"chunk_us":2.5,"clock":"CLOCK_THREAD_CPUTIME_ID","clock_overhead":0.01,)j"
+    R"j("clock_read_ns":25.0,"fork_us":900,"work_bytes_per_s":1638400000.0},)j"
+    R"j("phases":[{"kept":false,"phase":"pin_memory","why":"within the noise"},)j"
+    R"j({"kept":true,"phase":"num_workers","why":"knee at 4"}],)j"
+    R"j("preflight":["/dev/shm is 64 MiB: at most 3 workers fit"],)j"
+    R"j("timelines":{"baseline":{"knobs":"nw=0","ms":200,"rows":[]}}})j";
+
+TEST_F(MigrationTest, AV14FileMovesTheRestOfTheRunFactsIntoTypedColumns) {
+  { Store store = Store::Open(copy_); }
+  std::string v14 = std::string("UPDATE runs SET calibration_json = '") + kV14RunJson + "' WHERE id = 1;";
+  for (const char* column : {"has_cpu", "cpu_clock", "cpu_clock_read_ns", "cpu_work_bytes_per_s", "cpu_chunk_bytes",
+                             "cpu_chunk_us", "cpu_clock_overhead", "cpu_check_requested_us", "cpu_check_spent_us",
+                             "cpu_calibration_s", "preflight_json", "phases_json", "timelines_json"}) {
+    v14 += std::string("ALTER TABLE run_facts DROP COLUMN ") + column + ";";
+  }
+  RawExec(copy_, v14 + "PRAGMA user_version = 14;");
+  const auto expect_facts = [](const RunFacts& facts) {
+    ASSERT_TRUE(facts.cpu.has_value());
+    EXPECT_EQ(facts.cpu->clock, "CLOCK_THREAD_CPUTIME_ID");
+    EXPECT_EQ(facts.cpu->work_bytes_per_s, 1638400000.0);
+    EXPECT_EQ(facts.cpu->chunk_bytes, 4096);
+    EXPECT_EQ(facts.cpu->check_spent_us, 1003.5);
+    EXPECT_EQ(facts.preflight, std::vector<std::string>{"/dev/shm is 64 MiB: at most 3 workers fit"});
+    ASSERT_EQ(facts.phases.size(), 2u);
+    EXPECT_EQ(facts.phases[1], (PhaseFact{"num_workers", true, "knee at 4"}));
+    EXPECT_EQ(facts.timelines_json, R"({"baseline":{"knobs":"nw=0","ms":200,"rows":[]}})");
+  };
+  std::string report_before;
+  {
+    Store reader = Store::OpenReadOnly(copy_);
+    EXPECT_EQ(reader.schema_version(), 14);
+    const auto run = reader.LoadRun(1);
+    ASSERT_TRUE(run.has_value());
+    expect_facts(run->facts);
+    report_before = CalibrationJson(*run);
+    // Read as the migration will leave it: only the older figure stays in the JSON.
+    EXPECT_EQ(run->calibration_json, R"({"cpu":{"fork_us":900}})");
+  }
+  Store store = Store::Open(copy_);
+  EXPECT_EQ(RawInt(copy_, "PRAGMA user_version"), Store::kSchemaVersion);
+  EXPECT_EQ(RawInt(copy_, "SELECT json_extract(calibration_json, '$.cpu.fork_us') FROM runs WHERE id = 1"), 900);
+  EXPECT_EQ(RawInt(copy_, "SELECT json_type(calibration_json, '$.phases') IS NULL FROM runs WHERE id = 1"), 1);
+  EXPECT_EQ(RawInt(copy_, "SELECT cpu_chunk_bytes FROM run_facts WHERE run_id = 1"), 4096);
+  auto run = store.LoadRun(1);
+  ASSERT_TRUE(run.has_value());
+  expect_facts(run->facts);
+  EXPECT_EQ(run->calibration_json, R"({"cpu":{"fork_us":900}})");
+  // The JSON report's "calibration" object reads as before the migration.
+  EXPECT_EQ(CalibrationJson(*run), report_before);
+  EXPECT_NE(report_before.find(R"("fork_us":900)"), std::string::npos) << report_before;
+  // Written back through the one writer, read back through the one reader.
+  run->facts.phases.push_back({"persistent_workers", false, "no gain"});
+  run->facts.cpu.reset();
+  run->facts.timelines_json.clear();
   store.FinishRun(*run);
   const auto again = store.LoadRun(1);
   ASSERT_TRUE(again.has_value());

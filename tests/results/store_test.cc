@@ -295,6 +295,11 @@ TEST_F(StoreTest, RunTrialsAndRepeatsRoundTripEveryField) {
   finish.speedup_ci_low = 7.25;
   finish.speedup_ci_high = 7.75;
   finish.calibration_json = R"({"fork_us": 850.5})";
+  // The facts of schema v15, through the one writer and the one reader.
+  finish.facts.cpu = CpuCalibrationFacts{"CLOCK_THREAD_CPUTIME_ID", 24.5, 1.5e9, 4096, 2.75, 0.01, 1000, 1002.5, 0.04};
+  finish.facts.preflight = {"/dev/shm is 64 MiB", "CPU mask: feedtune may use 1 of the 2 CPUs"};
+  finish.facts.phases = {{"pin_memory", false, "within the noise"}, {"num_workers", true, "knee at 8"}};
+  finish.facts.timelines_json = R"({"best":{"knobs":"nw=8","ms":200,"rows":[]}})";
   store.FinishRun(finish);
 
   const auto run = store.LoadRun(run_id);
@@ -319,6 +324,9 @@ TEST_F(StoreTest, RunTrialsAndRepeatsRoundTripEveryField) {
   EXPECT_EQ(run->speedup_ci_low, 7.25);
   EXPECT_EQ(run->speedup_ci_high, 7.75);
   EXPECT_EQ(run->calibration_json, finish.calibration_json);
+  EXPECT_EQ(run->facts, finish.facts);
+  EXPECT_EQ(CpuCalibrationFromJson(R"({"work_bytes_per_s": 1.5e9, "chunk_bytes": 4096})")->chunk_bytes, 4096);
+  EXPECT_FALSE(CpuCalibrationFromJson(R"({"fork_us": 900})").has_value());
   EXPECT_EQ(run->uid, running.uid);
   EXPECT_TRUE(run->uid.starts_with(TestMachine().Hash() + ":" + run_in.started_at + ":"))
       << run->uid;

@@ -143,8 +143,7 @@ std::string TrialEventJson(const results::TrialRecord& t, const SearchProgress& 
 }
 
 std::string DoneEventJson(const SearchOutcome& outcome, const results::RunRecord& run) {
-  nlohmann::json phases = nlohmann::json::array();
-  for (const auto& p : outcome.phases) phases.push_back({{"phase", p.phase}, {"kept", p.kept}, {"why", p.why}});
+  const nlohmann::json phases = nlohmann::json::parse(results::PhasesToJson(outcome.phases));
   const auto trial_json = [&](const std::optional<size_t>& i) -> nlohmann::json {
     if (!i) return nullptr;
     const auto& t = outcome.trials[*i];

@@ -103,40 +103,6 @@ std::string Fixed(double value, int decimals) {
 // NaN (not measured) as null.
 nlohmann::json Number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
-// What the run still stores as one JSON object (runs.calibration_json):
-// "cpu" the workload's CPU calibration, "preflight" the warnings said before
-// the first trial, and at the end "phases", each phase's decision. The typed
-// facts (budget facts, max_workers, seed, safe limit) are the run record's
-// `facts` (results::RunFacts).
-struct RunJsonFacts {
-  std::string cpu_calibration;  // at the start: the workload's (JSON), or empty
-  std::vector<std::string> preflight;
-  const tuner::SearchOutcome* outcome = nullptr;  // at the end
-};
-
-// The run's object with `facts` written over `existing` (the object as stored
-// so far, or empty): built as data, whatever was stored before is kept.
-std::string RunJson(const std::string& existing, const RunJsonFacts& facts) {
-  nlohmann::json j = nlohmann::json::object();
-  if (!existing.empty()) {
-    const auto parsed = nlohmann::json::parse(existing, nullptr, /*allow_exceptions=*/false);
-    if (parsed.is_object()) j = parsed;
-  }
-  if (!facts.cpu_calibration.empty()) {
-    const auto cpu = nlohmann::json::parse(facts.cpu_calibration, nullptr, /*allow_exceptions=*/false);
-    if (!cpu.is_discarded()) j["cpu"] = cpu;
-  }
-  if (!facts.preflight.empty()) j["preflight"] = facts.preflight;
-  if (facts.outcome != nullptr) {
-    nlohmann::json phases = nlohmann::json::array();
-    for (const auto& p : facts.outcome->phases) {
-      phases.push_back({{"phase", p.phase}, {"kept", p.kept}, {"why", p.why}});
-    }
-    j["phases"] = phases;
-  }
-  return j.dump();
-}
-
 constexpr const char* kSweepUsage = R"(Usage: feedtune sweep CONFIG [options]
        feedtune sweep --resume RUN [--db FILE] [options]
 
@@ -417,10 +383,8 @@ void BeginRun(const SweepArgs& a, SweepSession& s) {
   run.facts.max_workers = s.max_workers;
   // Stored with the run: --resume re-seeds from it.
   if (s.seed) run.facts.seed = tuner::SeedFactsOf(*s.seed);
-  RunJsonFacts facts;
-  facts.cpu_calibration = s.workload.calibration_json;
-  facts.preflight = s.preflight;
-  run.calibration_json = RunJson(run.calibration_json, facts);
+  run.facts.cpu = results::CpuCalibrationFromJson(s.workload.calibration_json);
+  run.facts.preflight = s.preflight;
   run.id = s.store->BeginRun(run);
 }
 
@@ -553,9 +517,7 @@ void FinishRun(const tuner::SearchOutcome& outcome, const tuner::Budget& budget,
   run.facts.budget = s.facts;
   run.facts.max_workers = s.max_workers;
   run.facts.safe_limit = safe;  // what the safe limit rests on; the report and the summary print it
-  RunJsonFacts facts;
-  facts.outcome = &outcome;
-  run.calibration_json = RunJson(run.calibration_json, facts);
+  run.facts.phases = outcome.phases;
   s.store->FinishRun(run);
 }
 
@@ -603,7 +565,7 @@ void TraceBest(SweepArgs& a, const tuner::SearchOutcome& outcome, tuner::Progres
         a.trace_files, *s.measurer, outcome.trials[*outcome.baseline].knobs, outcome.trials[*outcome.best].knobs,
         s.config.name, s.device->description(), [&](const std::string& line) { progress.Note(line); });
     // Kept with the run for the HTML report: two excerpts of ~200 ms, a few KB.
-    s.run.calibration_json = WithTimelines(s.run.calibration_json, timelines);
+    s.run.facts.timelines_json = TimelinesJson(timelines);
     s.store->FinishRun(s.run);
   } catch (const tuner::Interrupted&) {
     progress.Clear();

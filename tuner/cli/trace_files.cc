@@ -93,14 +93,11 @@ SweepTimelines TraceBaselineAndBest(SweepTraceFiles& files, tuner::TrialMeasurer
   return timelines;
 }
 
-std::string WithTimelines(const std::string& run_json, const SweepTimelines& timelines) {
-  auto j = nlohmann::json::parse(run_json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) j = nlohmann::json::object();
+std::string TimelinesJson(const SweepTimelines& timelines) {
   nlohmann::json kept = nlohmann::json::object();
   if (!timelines.baseline.empty()) kept["baseline"] = nlohmann::json::parse(timelines.baseline);
   if (!timelines.best.empty()) kept["best"] = nlohmann::json::parse(timelines.best);
-  j["timelines"] = kept;
-  return j.dump();
+  return kept.dump();
 }
 
 }  // namespace feedtune::cli

@@ -42,9 +42,9 @@ bool OpenSweepTraceFiles(const std::string& dir, double seconds, SweepTraceFiles
 struct SweepTimelines {
   std::string baseline, best;
 };
-// `run_json` (runs.calibration_json, an object) with the excerpts under
-// "timelines", where the HTML report finds them (results/timeline_html.h).
-std::string WithTimelines(const std::string& run_json, const SweepTimelines& timelines);
+// The excerpts as the run keeps them (RunFacts::timelines_json, where the
+// HTML report finds them: results/timeline_html.h): {"baseline": ..., "best": ...}.
+std::string TimelinesJson(const SweepTimelines& timelines);
 SweepTimelines TraceBaselineAndBest(SweepTraceFiles& files, tuner::TrialMeasurer& measurer,
                                     const loader::Knobs& baseline, const loader::Knobs& best,
                                     const std::string& workload, const std::string& device,

@@ -170,12 +170,9 @@ struct SearchSetup {
   std::optional<SearchSeed> seed;  // the seeded sequence above; nullopt = unseeded
 };
 
-// One phase's outcome in words: "kept" or "not kept", and why.
-struct PhaseDecision {
-  std::string phase;
-  bool kept = false;
-  std::string why;
-};
+// One phase's outcome in words: "kept" or "not kept", and why (stored with
+// the run as it is: results::RunFacts::phases).
+using PhaseDecision = results::PhaseFact;
 
 struct SearchOutcome {
   std::vector<results::TrialRecord> trials;  // in the order run, decisions filled
