@@ -461,12 +461,12 @@ std::string RunFactFromJsonSql(const RunFactColumn& c) {
               : "json_extract(" + json + ", " + path + ")";
 }
 
-// The facts of the columns added in `version` (all of them by default), read
-// out of runs.calibration_json.
-std::string RunFactsFromJsonSql(int version = 0) {
+// The facts of the columns added in schema `version`, read out of
+// runs.calibration_json.
+std::string RunFactsFromJsonSql(int version) {
   std::string exprs;
   for (const RunFactColumn& c : kRunFactColumns) {
-    if (version != 0 && c.since != version) continue;
+    if (c.since != version) continue;
     exprs += std::string(exprs.empty() ? "" : ", ") + RunFactFromJsonSql(c);
   }
   return exprs;
