@@ -1,5 +1,5 @@
-// The one string form of each status (records.h) and its parse; the JSON
-// forms of the CPU calibration and of the phases read into their facts.
+// The one string form of each status (records.h) and its parse; the phases'
+// one JSON form and its reader.
 #include "results/records.h"
 
 #include <array>
@@ -51,24 +51,6 @@ std::string TrialStatusName(TrialStatus status) { return NameOf(kTrialStatusName
 std::string RunStatusName(RunStatus status) { return NameOf(kRunStatusNames, status); }
 TrialStatus ParseTrialStatus(std::string_view text) { return Parse(kTrialStatusNames, text, "trial"); }
 RunStatus ParseRunStatus(std::string_view text) { return Parse(kRunStatusNames, text, "run"); }
-
-std::optional<CpuCalibrationFacts> CpuCalibrationFromJson(const std::string& json) {
-  if (json.empty()) return std::nullopt;
-  const auto j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("work_bytes_per_s") || !j["work_bytes_per_s"].is_number()) return std::nullopt;
-  const auto number = [&j](const char* key) { return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0; };
-  CpuCalibrationFacts cpu;
-  cpu.clock = j.contains("clock") && j["clock"].is_string() ? j["clock"].get<std::string>() : "";
-  cpu.clock_read_ns = number("clock_read_ns");
-  cpu.work_bytes_per_s = number("work_bytes_per_s");
-  cpu.chunk_bytes = static_cast<int64_t>(number("chunk_bytes"));
-  cpu.chunk_us = number("chunk_us");
-  cpu.clock_overhead = number("clock_overhead");
-  cpu.check_requested_us = number("check_requested_us");
-  cpu.check_spent_us = number("check_spent_us");
-  cpu.calibration_s = number("calibration_s");
-  return cpu;
-}
 
 std::string PhasesToJson(const std::vector<PhaseFact>& phases) {
   nlohmann::json list = nlohmann::json::array();

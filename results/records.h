@@ -306,9 +306,6 @@ struct RunFacts {
   bool operator==(const RunFacts&) const = default;
 };
 
-// The workload's calibration as workloads::CpuCalibration::ToJson writes it;
-// none when `json` is empty or not such an object.
-std::optional<CpuCalibrationFacts> CpuCalibrationFromJson(const std::string& json);
 // The phases' one JSON form, [{"phase": ..., "kept": ..., "why": ...}, ...]
 // (the JSON report's and run_facts.phases_json), and its reader (anything
 // but such an array reads as none).

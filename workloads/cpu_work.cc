@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
@@ -163,19 +162,6 @@ CpuCalibration Calibrate() {
 
   c.calibration_s = Ns(Clock::now() - start) / 1e9;
   return c;
-}
-
-std::string CpuCalibration::ToJson() const {
-  const nlohmann::json j = {{"clock", "CLOCK_THREAD_CPUTIME_ID"},
-                            {"clock_read_ns", clock_read_ns},
-                            {"work_bytes_per_s", work_bytes_per_s},
-                            {"chunk_bytes", chunk_bytes},
-                            {"chunk_us", chunk_us},
-                            {"clock_overhead", clock_overhead},
-                            {"check_requested_us", check_requested_us},
-                            {"check_spent_us", check_spent_us},
-                            {"calibration_s", calibration_s}};
-  return j.dump();
 }
 
 }  // namespace feedtune::workloads

@@ -31,8 +31,6 @@ struct CpuCalibration {
   double check_requested_us = 0;
   double check_spent_us = 0;
   double calibration_s = 0;      // how long calibrating took
-
-  std::string ToJson() const;
 };
 
 // Measures this machine (about 50 ms of CPU). Call once, before forking workers.

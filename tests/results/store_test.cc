@@ -325,8 +325,6 @@ TEST_F(StoreTest, RunTrialsAndRepeatsRoundTripEveryField) {
   EXPECT_EQ(run->speedup_ci_high, 7.75);
   EXPECT_EQ(run->calibration_json, finish.calibration_json);
   EXPECT_EQ(run->facts, finish.facts);
-  EXPECT_EQ(CpuCalibrationFromJson(R"({"work_bytes_per_s": 1.5e9, "chunk_bytes": 4096})")->chunk_bytes, 4096);
-  EXPECT_FALSE(CpuCalibrationFromJson(R"({"fork_us": 900})").has_value());
   EXPECT_EQ(run->uid, running.uid);
   EXPECT_TRUE(run->uid.starts_with(TestMachine().Hash() + ":" + run_in.started_at + ":"))
       << run->uid;

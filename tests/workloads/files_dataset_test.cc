@@ -383,7 +383,9 @@ TEST_F(FilesDatasetTest, OpenWorkloadForFiles) {
   config.sweep.warmup_batches = 2;
   config.sweep.measure_seconds = 0.1;
   tuner::OpenedWorkload opened = tuner::OpenWorkload(config);
-  EXPECT_NE(opened.calibration_json.find("work_bytes_per_s"), std::string::npos);
+  ASSERT_TRUE(opened.cpu_calibration.has_value());
+  EXPECT_GT(opened.cpu_calibration->work_bytes_per_s, 0);
+  EXPECT_EQ(opened.cpu_calibration->clock, "CLOCK_THREAD_CPUTIME_ID");
   EXPECT_NE(opened.description.find("256 samples"), std::string::npos) << opened.description;
   ASSERT_NE(opened.fork_server, nullptr);  // process mode, the default
   const auto measurer = tuner::MakeMeasurer(config, opened, *device, nullptr);

@@ -153,9 +153,6 @@ TEST(CpuCalibration, RequestedCpuTimeIsSpent) {
   EXPECT_LT(c.clock_overhead, 0.2);
   EXPECT_GE(c.check_spent_us, c.check_requested_us * 0.8);
   EXPECT_LE(c.check_spent_us, c.check_requested_us * 1.2);
-  const std::string json = c.ToJson();
-  EXPECT_NE(json.find("\"work_bytes_per_s\""), std::string::npos) << json;
-  EXPECT_NE(json.find("\"clock_read_ns\""), std::string::npos) << json;
 
   // Per sample, this thread's CPU time for a read of `us` of CPU work.
   const auto spent_per_read_us = [&c](int64_t us) {

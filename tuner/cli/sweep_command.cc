@@ -383,7 +383,7 @@ void BeginRun(const SweepArgs& a, SweepSession& s) {
   run.facts.max_workers = s.max_workers;
   // Stored with the run: --resume re-seeds from it.
   if (s.seed) run.facts.seed = tuner::SeedFactsOf(*s.seed);
-  run.facts.cpu = results::CpuCalibrationFromJson(s.workload.calibration_json);
+  run.facts.cpu = s.workload.cpu_calibration;
   run.facts.preflight = s.preflight;
   run.id = s.store->BeginRun(run);
 }

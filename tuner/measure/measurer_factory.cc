@@ -38,6 +38,12 @@ auto OpenFormat(const SweepConfig& config, Open open) -> decltype(open()) {
   }
 }
 
+// The calibration as the run record keeps it.
+results::CpuCalibrationFacts CalibrationFacts(const workloads::CpuCalibration& c) {
+  return {"CLOCK_THREAD_CPUTIME_ID", c.clock_read_ns, c.work_bytes_per_s, static_cast<int64_t>(c.chunk_bytes),
+          c.chunk_us, c.clock_overhead, c.check_requested_us, c.check_spent_us, c.calibration_s};
+}
+
 // A format kind (npy, hdf5, lmdb, tfrecord, tar): its dataset built with this
 // machine's CPU calibration, described as "KIND: what was opened", followed
 // by the traps `feedtune inspect` finds (`warnings`, may be empty).
@@ -46,7 +52,7 @@ void OpenFormatKind(const SweepConfig& config, OpenedWorkload* opened, Make make
                     std::function<std::vector<std::string>(const Dataset&)> warnings = nullptr) {
   const workloads::CpuCalibration calibration = workloads::Calibrate();
   const std::shared_ptr<Dataset> dataset = OpenFormat(config, [&] { return make(calibration); });
-  opened->calibration_json = calibration.ToJson();
+  opened->cpu_calibration = CalibrationFacts(calibration);
   opened->description = std::string(workloads::WorkloadKindName(config.workload.kind)) + ": " + dataset->Describe();
   if (warnings) {
     for (const std::string& warning : warnings(*dataset)) opened->description += "\nwarning: " + warning;
@@ -97,7 +103,7 @@ OpenedWorkload OpenWorkload(const SweepConfig& config) {
   switch (w.kind) {
     case workloads::WorkloadKind::kSynthetic: {
       const workloads::CpuCalibration calibration = workloads::Calibrate();
-      opened.calibration_json = calibration.ToJson();
+      opened.cpu_calibration = CalibrationFacts(calibration);
       opened.description = "synthetic: " + std::to_string(w.synthetic.samples) + " samples of " +
                            (w.synthetic.size.dist == workloads::SizeDist::kFixed
                                 ? std::to_string(w.synthetic.sample_bytes) + " bytes"
@@ -118,7 +124,7 @@ OpenedWorkload OpenWorkload(const SweepConfig& config) {
                             " (make a dataset with `feedtune gen-data --out " + w.files.path + " --layout " +
                             workloads::FilesLayoutName(w.files.layout) + " ...`)");
       }
-      opened.calibration_json = calibration.ToJson();
+      opened.cpu_calibration = CalibrationFacts(calibration);
       opened.description = "files: " + dataset->Describe();
       opened.dataset = std::move(dataset);
       break;

@@ -13,12 +13,14 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "loader/dataset.h"
 #include "loader/device/device.h"
 #include "loader/fork_server.h"
+#include "results/records.h"
 #include "tuner/config/config.h"
 #include "tuner/measure/node_measurer.h"
 #include "tuner/measure/stage_dataset.h"
@@ -41,10 +43,9 @@ struct OpenedWorkload {
   // (tuner/measure/stage_runner.h); real reads, the configured cache, until they do.
   std::shared_ptr<StageDataset> stages;
   std::string description;  // one line: what was opened and how it is read
-  // This machine's CPU calibration as a JSON object (workloads/cpu_work.h:
-  // clock_read_ns, work_bytes_per_s, chunk_bytes, ...) for the run record;
-  // empty for the command kind.
-  std::string calibration_json;
+  // This machine's CPU calibration (workloads/cpu_work.h), as the run
+  // record keeps it; none for the command kind.
+  std::optional<results::CpuCalibrationFacts> cpu_calibration;
   // sweep.ranks > 1 (native kinds): the rank processes, forked first of all;
   // the dataset above then only describes the workload (no fork server).
   std::shared_ptr<node::RankSet> ranks;
