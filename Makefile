@@ -110,6 +110,14 @@ node-bench: build
 trace-bench: build
 	bench/trace_overhead.py --feedtune $(BUILD)/tuner/cli/feedtune --pairs 9
 
+# Where the real torch DataLoader's knee lies on this machine (the probe,
+# one serving process per curve): cpu-bound knee / usable CPUs (target <= 2)
+# and wait-bound (target >= 4); about 30 s on 2 CPUs, alone on the machine;
+# exits 1 when a target is missed. A step of scripts/ci-full.
+.PHONY: knee-bench
+knee-bench: build
+	$(BUILD)/bench/feedtune_probe_knee_bench
+
 # A 1e9-sample synthetic epoch (loader/sampler.h: the order computed on
 # demand): time to the first batch and the sampler's memory, per worker mode
 # (targets: under 1 s, under 16 MiB).

@@ -180,7 +180,7 @@ TEST_F(FleetCli, SweepSeededFromAFleetFileNamesItsNeighbourAndStoresIt) {
       if (t.id == *a->best_trial_id) best_workers = t.knobs.num_workers;
     }
     const bool from_best = best_workers > *a->knee_workers;
-    const int start = std::min(from_best ? best_workers : *a->knee_workers, 2);
+    const int start = std::clamp(from_best ? best_workers : *a->knee_workers, 1, 2);  // 1 to max_workers
     const std::string expected = "seeded at " + std::to_string(start) + (start == 1 ? " worker, " : " workers, ") +
                                  (from_best ? "the best setting's worker count of " : "the knee of ") + "run 1 of box-a";
     EXPECT_NE(r.out.find(expected), std::string::npos) << expected << "\n" << r.out;

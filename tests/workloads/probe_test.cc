@@ -1,15 +1,12 @@
 // The PyTorch probe (workloads/python/feedtune_probe.py) run through the
-// command workload, as `feedtune sweep configs/torch-probe.yaml` runs it: the
-// real torch.utils.data.DataLoader finds its knee where the issue measured it
-// on a small machine (CPU-bound: at most twice the usable CPUs; waiting-bound:
-// four times the usable CPUs or more), user datasets plug in by factory, and
-// a worker that leaks is flagged as a native one is.
+// command workload, as `feedtune sweep configs/torch-probe.yaml` runs it: user
+// datasets plug in by factory, the probe measures its workers' figures, and a
+// worker that leaks is flagged as a native one is. Where the real DataLoader's
+// knee lies on this machine is a bench, not a test (bench/probe_knee_bench.cc).
 //
 // These tests need /usr/bin/python3 with torch (scripts/setup-deps installs
-// python3-torch); they run alone (RUN_SERIAL), since CPU-bound throughput is
-// what they measure.
+// python3-torch).
 #include <gtest/gtest.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -19,7 +16,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "results/memory_growth.h"
@@ -37,32 +33,6 @@ namespace fs = std::filesystem;
 const std::string kProbe = FEEDTUNE_SOURCE_DIR "/workloads/python/feedtune_probe.py";
 
 std::string Python() { return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
-
-int UsableCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  return CPU_COUNT(&set);
-}
-
-// How many CPUs' worth of time the machine spent busy over `seconds` (all
-// processes, from /proc/stat), so a CPU-bound measurement can tell whether it
-// would share the CPUs with someone else's work.
-double BusyCpus(double seconds) {
-  const auto sample = [] {
-    std::ifstream stat("/proc/stat");
-    std::string cpu;
-    long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
-    stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
-    return std::pair<long long, long long>(user + nice + system + irq + softirq + steal, idle + iowait);
-  };
-  const auto [busy0, idle0] = sample();
-  usleep(static_cast<useconds_t>(seconds * 1e6));
-  const auto [busy1, idle1] = sample();
-  const double total = static_cast<double>((busy1 - busy0) + (idle1 - idle0));
-  const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  return total > 0 ? static_cast<double>(busy1 - busy0) / total * static_cast<double>(online) : 0;
-}
 
 class ProbeTest : public testing::Test {
  protected:
@@ -91,71 +61,7 @@ class ProbeTest : public testing::Test {
     config.sweep.measure_seconds = 1.5;
     return config;
   }
-
-  // samples/s for each worker count; the knee as the tuner defines it: the
-  // fewest workers within knee_tolerance of the best.
-  // One serving probe for the whole curve (protocol serve): the points differ
-  // only in num_workers, and a probe started per point paid torch's import
-  // (about 3 s here) nine times over.
-  static int Knee(const std::vector<std::string>& dataset_args, const std::vector<int>& workers, std::string* curve) {
-    SweepConfig config = ProbeConfig(dataset_args);
-    config.workload.command.protocol = workloads::CommandProtocol::kServe;
-    config.workload.command.argv = {Python(), kProbe, "--serve", "--device", "cpu"};
-    config.workload.command.argv.insert(config.workload.command.argv.end(), dataset_args.begin(), dataset_args.end());
-    CommandMeasurer measurer(config, nullptr);
-    std::vector<double> rates;
-    for (int w : workers) {
-      loader::Knobs knobs = config.loader.knobs;
-      knobs.num_workers = w;
-      const results::TrialRecord t = measurer.Measure(knobs);
-      EXPECT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
-      rates.push_back(t.samples_per_s);
-      *curve += std::to_string(w) + " workers: " + std::to_string(static_cast<int>(t.samples_per_s)) + "/s; ";
-    }
-    const double best = *std::max_element(rates.begin(), rates.end());
-    for (size_t i = 0; i < workers.size(); ++i) {
-      if (rates[i] >= best * (1 - config.sweep.knee_tolerance)) return workers[i];
-    }
-    return workers.back();
-  }
-
-  static std::vector<int> PowersOfTwoUpTo(int limit) {
-    std::vector<int> out;
-    for (int w = 1; w <= limit; w *= 2) out.push_back(w);
-    return out;
-  }
 };
-
-// 1 ms of CPU per sample: workers only help until they fill the cores.
-TEST_F(ProbeTest, CpuBoundKneeIsAtMostTwiceTheUsableCpus) {
-  const int cpus = UsableCpus();
-  // Other work on the CPUs would hand more of them to whoever runs more
-  // processes, moving the knee: this needs a quiet machine (CI's is, and these
-  // tests run alone).
-  if (const double busy = BusyCpus(1.0); busy > 0.5) {
-    GTEST_SKIP() << "the machine is busy (" << busy << " CPUs in use by other processes): a CPU-bound knee "
-                 << "cannot be measured; run again on a quiet machine";
-  }
-  std::string curve;
-  const int knee = Knee({"--samples", "8192", "--sample-bytes", "4096", "--cpu-us-per-sample", "1000",
-                         "--io-us-per-sample", "0", "--jitter", "0"},
-                        PowersOfTwoUpTo(4 * cpus), &curve);
-  RecordProperty("curve", curve);
-  std::printf("cpu-bound (%d usable CPUs): %s knee %d\n", cpus, curve.c_str(), knee);
-  EXPECT_LE(knee, 2 * cpus) << curve;
-}
-
-// 10 ms of waiting per sample: workers keep paying far past the core count.
-TEST_F(ProbeTest, WaitBoundKneeIsAtLeastFourTimesTheUsableCpus) {
-  const int cpus = UsableCpus();
-  std::string curve;
-  const int knee = Knee({"--samples", "8192", "--sample-bytes", "4096", "--cpu-us-per-sample", "0",
-                         "--io-us-per-sample", "10000", "--jitter", "0"},
-                        PowersOfTwoUpTo(8 * cpus), &curve);
-  RecordProperty("curve", curve);
-  std::printf("wait-bound (%d usable CPUs): %s knee %d\n", cpus, curve.c_str(), knee);
-  EXPECT_GE(knee, 4 * cpus) << curve;
-}
 
 class UserDatasetTest : public ProbeTest {
  protected:
