@@ -32,7 +32,8 @@ workload:
   kind: synthetic
   samples: 256
   sample_bytes: 4096
-  cpu_us_per_sample: 300
+  cpu_us_per_sample: 0
+  io_us_per_sample: 300
   jitter: 0
 loader:
   batch_size: 16

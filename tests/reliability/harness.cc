@@ -204,7 +204,8 @@ workload:
          R"(
   sample_bytes: )" + std::to_string(sample_bytes) +
          R"(
-  cpu_us_per_sample: 300
+  cpu_us_per_sample: 0
+  io_us_per_sample: 300
   jitter: 0
 loader:
   batch_size: 16

@@ -101,8 +101,9 @@ class Child {
 };
 
 // A sweep config of about ten trials of a fraction of a second each on the
-// host-sim device: CPU-bound, so workers help and the search goes through every
-// phase; no stage trials after it (sweep.diagnose: false; they have their own
+// host-sim device: a 300 us wait per sample (not CPU: the tests that use it run
+// side by side, and a wait costs none), so workers help and the search goes
+// through every phase; no stage trials after it (sweep.diagnose: false; they have their own
 // tests). `samples` and `sample_bytes` size the batch slots and the epoch.
 std::string TinySweepConfig(const std::string& name, int samples = 256, int sample_bytes = 4096);
 

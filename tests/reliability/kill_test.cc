@@ -197,11 +197,11 @@ TEST_F(KillTest, SigkillAtSeededPointsThenResume) {
 // sweep goes on to finish the run.
 TEST_F(KillTest, AWorkerKilledFromOutsideFailsOneTrialAndTheSweepGoesOn) {
   const TempDir dir("workerkill");
-  // Waiting (not CPU) per sample, so that more workers help whatever the load
-  // of the machine and the doubling reaches two workers; long epochs, so that
-  // the worker killed is inside a trial, not being stopped at an epoch's end.
+  // A longer wait per sample than the tiny sweep's, so that the doubling
+  // surely reaches two workers; long epochs, so that the worker killed is
+  // inside a trial, not being stopped at an epoch's end.
   std::string yaml = TinySweepConfig("workerkill", 2048, 4096);
-  yaml.replace(yaml.find("cpu_us_per_sample: 300"), 22, "cpu_us_per_sample: 0\n  io_us_per_sample: 1000");
+  yaml.replace(yaml.find("io_us_per_sample: 300"), 21, "io_us_per_sample: 1000");
   const std::string config = dir.Write("c.yaml", yaml);
   const std::string db = dir / "r.db";
   Child sweep({"sweep", config, "--db", db});
