@@ -417,6 +417,16 @@ constexpr RunFactColumn kRunFactColumns[] = {
     {"timelines_json", "$.timelines", kMoreRunFactsVersion},
 };
 
+// Where `column` stands in kRunFactColumns: ReadRunFacts reads a group's
+// columns from its first one, wherever the groups before it ended. A name
+// that is not there fails the build (consteval).
+consteval int RunFactIndex(std::string_view column) {
+  for (size_t i = 0; i < std::size(kRunFactColumns); ++i) {
+    if (column == kRunFactColumns[i].column) return static_cast<int>(i);
+  }
+  throw "RunFactIndex: no run_facts column of that name";
+}
+
 // The run_facts columns added from schema `from` to `up_to`, "has_budget,
 // budget_mem_available_bytes, ..." (all of them by default).
 std::string RunFactColumnNames(int up_to = Store::kSchemaVersion, int from = 0) {
@@ -973,7 +983,7 @@ RunFacts ReadRunFacts(const Statement& row, int first) {
     b.batch_bytes = i64();
     b.stream_buffer_bytes = i64();  // absent before issue 23
   }
-  c = first + 8;
+  c = first + RunFactIndex("max_workers");
   facts.max_workers = row.Optional<int>(c++);
   if (flag()) {
     facts.seed.emplace();
@@ -995,7 +1005,7 @@ RunFacts ReadRunFacts(const Statement& row, int first) {
     k.prefetch_factor = row.Optional<int>(c++).value_or(k.prefetch_factor);
     k.persistent_workers = flag();
   }
-  c = first + 25;
+  c = first + RunFactIndex("has_safe_limit");
   if (flag()) {
     SafeLimit& safe = facts.safe_limit.emplace();
     safe.workers = row.Optional<int>(c++);
@@ -1004,9 +1014,9 @@ RunFacts ReadRunFacts(const Statement& row, int first) {
     safe.worker_rss_bytes = row.Optional<int64_t>(c++);
     safe.growth_bytes = row.Optional<int64_t>(c++);
   }
-  c = first + 31;
+  c = first + RunFactIndex("has_cpu");
   const bool has_cpu = flag();
-  if (has_cpu && !row.IsNull(first + 34)) {  // a calibration: cpu_work_bytes_per_s is there
+  if (has_cpu && !row.IsNull(first + RunFactIndex("cpu_work_bytes_per_s"))) {  // a calibration, not an older figure
     CpuCalibrationFacts& cpu = facts.cpu.emplace();
     const auto number = [&row, &c]() { return row.Optional<double>(c++).value_or(0); };
     cpu.clock = text();
@@ -1019,7 +1029,7 @@ RunFacts ReadRunFacts(const Statement& row, int first) {
     cpu.check_spent_us = number();
     cpu.calibration_s = number();
   }
-  c = first + 41;
+  c = first + RunFactIndex("preflight_json");
   facts.preflight = PreflightFromJson(text());
   facts.phases = PhasesFromJson(text());
   facts.timelines_json = text();
