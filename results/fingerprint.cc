@@ -260,6 +260,15 @@ int64_t ReadMemoryLimit(const std::string& root) {
   return limit;
 }
 
+// The "oom_kill N" line of a memory.events or memory.oom_control file.
+std::optional<int64_t> OomKillField(const std::string& text) {
+  for (std::string_view line : Lines(text)) {
+    const auto words = Words(line);
+    if (words.size() == 2 && words[0] == "oom_kill") return ParseInt(words[1]);
+  }
+  return std::nullopt;
+}
+
 // For fixtures, which have no affinity mask to ask: the cgroup's effective cpuset.
 int ReadCpusetCount(const std::string& root) {
   for (const std::string& dir : CgroupDirs(root, Join(root, "sys/fs/cgroup"), "")) {
@@ -433,6 +442,25 @@ Fingerprint ReadFingerprint(const std::string& root) {
   f.machine_id = FirstLine(Join(root, "etc/machine-id"));
   if (f.machine_id.empty()) f.machine_id = FirstLine(Join(root, "var/lib/dbus/machine-id"));
   return f;
+}
+
+std::optional<OomKills> ReadOomKills(const std::string& root) {
+  // The leaf first: its count is this process's own cgroup's (an ancestor's
+  // counts its other children too).
+  for (const std::string& dir : CgroupDirs(root, Join(root, "sys/fs/cgroup"), "")) {
+    const std::string file = dir + "/memory.events";
+    if (const auto text = ReadText(file)) {
+      if (const auto count = OomKillField(*text)) return OomKills{*count, file};
+    }
+  }
+  const std::string mount = Join(root, "sys/fs/cgroup/memory");
+  for (const std::string& dir : CgroupDirs(root, mount, "memory")) {
+    const std::string file = dir + "/memory.oom_control";
+    if (const auto text = ReadText(file)) {
+      if (const auto count = OomKillField(*text)) return OomKills{*count, file};
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace feedtune::results

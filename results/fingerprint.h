@@ -3,6 +3,8 @@
 // can read captured fixtures. GPU fields are filled by the device layer, not here.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,5 +28,17 @@ HostIdentity HostOf(const Fingerprint& fingerprint);
 // The machine hash covers name, count and memory, so adding a GPU or swapping
 // it for another model makes a new machine.
 void SetGpus(Fingerprint* fingerprint, const std::vector<GpuInfo>& gpus);
+
+// How many processes of this process's memory cgroup the kernel's OOM killer
+// has killed, and the file that says so: cgroup v2's memory.events (its
+// oom_kill counts a kill by any OOM killer, the box's or the cgroup's limit,
+// of a process in this cgroup or below), else v1's memory.oom_control.
+struct OomKills {
+  int64_t count = 0;
+  std::string file;
+};
+// nullopt when no such file is readable (no memory controller, an older
+// kernel without the oom_kill field). `root` as for ReadFingerprint.
+std::optional<OomKills> ReadOomKills(const std::string& root = "");
 
 }  // namespace feedtune::results

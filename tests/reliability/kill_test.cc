@@ -236,6 +236,11 @@ TEST_F(KillTest, AWorkerKilledFromOutsideFailsOneTrialAndTheSweepGoesOn) {
   EXPECT_NE(failed[0].find("(pid " + std::to_string(victim) + ") was killed by signal 9 (SIGKILL)"),
             std::string::npos)
       << failed[0];
+  // The kill is recorded with whether the kernel's OOM killer sent it (here
+  // it did not, or the cgroup cannot tell).
+  EXPECT_TRUE(failed[0].find("; not the kernel's OOM killer (oom_kill ") != std::string::npos ||
+              failed[0].find("; whether the kernel's OOM killer did it is unknown") != std::string::npos)
+      << failed[0];
   // The sweep went on: trials were measured after the failed one.
   EXPECT_GE(QueryInt(db, "SELECT count(*) FROM trials WHERE status = 'ok' AND id > "
                          "(SELECT id FROM trials WHERE status = 'failed')"),

@@ -251,5 +251,66 @@ TEST(Budget, LiveFactsAreRead) {
   EXPECT_EQ(f.batch_bytes, 1234);
 }
 
+// `trial` and `diagnose`: the setting the user chose, before any loader starts.
+TEST(CheckSetting, RefusesOverTheShmBudgetWithTheSlotsArithmetic) {
+  BudgetFacts f = Facts();
+  f.shm_free_bytes = 24 * 1024 * kMiB;
+  f.mem_available_bytes = 1024 * 1024 * kMiB;  // memory is no limit here
+  f.batch_bytes = 1024 * kMiB;
+  const SettingCheck check = CheckSetting(f, BudgetOptions{}, WorkerMemory::kProcessTree, {}, 30 * kMiB, Workers(8, 4));
+  EXPECT_FALSE(check.prediction.ok);
+  EXPECT_EQ(check.refusal,
+            "/dev/shm budget: 33 slots x 1024 MiB = 33792 MiB, over 0.8 x 24576 MiB free (sweep.budget.shm_fraction); "
+            "33 slots = 8 workers x prefetch_factor 4 + 1");
+  EXPECT_TRUE(check.not_applied.empty());
+}
+
+TEST(CheckSetting, WithoutAStoredRunEachWorkerIsTakenAtTheEstimate) {
+  BudgetFacts f = Facts();
+  f.mem_available_bytes = 1000 * kMiB;
+  const SettingCheck check = CheckSetting(f, BudgetOptions{}, WorkerMemory::kProcessTree, {}, 60 * kMiB, Workers(8));
+  EXPECT_EQ(check.refusal,
+            "memory budget: needs about 616 MiB (8 workers x 60 MiB + 17 slots x 8 MiB), over 0.5 x 1000 MiB available "
+            "(sweep.budget.memory_fraction); 17 slots = 8 workers x prefetch_factor 2 + 1; per worker: an estimate: "
+            "feedtune's own RSS now (60 MiB), which a forked worker may come to own; no stored trial of this host and "
+            "workload measured worker memory");
+  // Four workers fit: 240 + 72 <= 500.
+  EXPECT_TRUE(CheckSetting(f, BudgetOptions{}, WorkerMemory::kProcessTree, {}, 60 * kMiB, Workers(4)).prediction.ok);
+}
+
+TEST(CheckSetting, AStoredRunsMeasuredWorkerMemoryIsUsed) {
+  BudgetFacts f = Facts();
+  f.mem_available_bytes = 1000 * kMiB;
+  TrialRecord base = Trial(0, 100 * kMiB);
+  base.id = 1;
+  TrialRecord two = Trial(2, 340 * kMiB);  // 100 MiB per worker
+  two.id = 2;
+  // The estimate (10 MiB) would let 5 workers through; the measured 100 MiB does not.
+  const SettingCheck check =
+      CheckSetting(f, BudgetOptions{}, WorkerMemory::kProcessTree, {base, two}, 10 * kMiB, Workers(5));
+  EXPECT_FALSE(check.prediction.ok);
+  EXPECT_EQ(check.worker_basis,
+            "worker RSS from the process tree of trial 2 (100 MiB) (a stored run of this host and workload)");
+  EXPECT_NE(check.refusal.find("5 workers x 100 MiB"), std::string::npos) << check.refusal;
+}
+
+TEST(CheckSetting, ACommandOfUnknownBatchSizeSaysTheBudgetIsNotApplied) {
+  BudgetFacts f = Facts();
+  f.batch_bytes = 0;
+  const SettingCheck check = CheckSetting(f, BudgetOptions{}, WorkerMemory::kReported, {}, 60 * kMiB, Workers(64, 8));
+  EXPECT_TRUE(check.prediction.ok);
+  EXPECT_EQ(check.not_applied,
+            "the memory and /dev/shm budgets could not be applied to the slots: feedtune does not know the size of "
+            "this workload's batches (a command's samples are its own; a stored sweep of it on this host would tell)");
+  EXPECT_EQ(check.worker_basis, "unknown (no stored trial of this command reported worker memory): 0 MiB taken");
+}
+
+TEST(CheckSetting, TheOpenFileLimitRefusesToo) {
+  BudgetFacts f = Facts();
+  f.nofile_limit = 64;
+  const SettingCheck check = CheckSetting(f, BudgetOptions{}, WorkerMemory::kProcessTree, {}, 1 * kMiB, Workers(16, 1));
+  EXPECT_EQ(check.refusal, "file descriptors: needs about 88, over the open-file limit of 64 (ulimit -n)");
+}
+
 }  // namespace
 }  // namespace feedtune::tuner

@@ -12,6 +12,7 @@
 #include "tuner/search/verdict_rules.h"
 #include "tuner/measure/node_measurer.h"
 #include "tuner/cli/progress.h"
+#include "tuner/cli/setting_budget.h"
 
 namespace feedtune::cli {
 
@@ -46,6 +47,14 @@ Options:
                     [{"stage", "samples_per_s", "ci", ...}], "advice", "notes"}
   --db FILE         also store it as a run in FILE (the stage trials, the
                     verdict), for `feedtune report`
+  --force           run the stage trials even when the setting is over a
+                    memory, /dev/shm or open-file budget
+
+Before any stage trial starts, the setting is checked against the sweep's
+budgets (docs/search.md#budgets), with each worker's memory as the newest
+sweep of this host and workload in --db (default results/feedtune.db)
+measured it, else an estimate; a setting over one is refused with exit 2
+and the arithmetic.
 
 Example:
   feedtune diagnose configs/quickstart.yaml --set loader.num_workers=2 --format json)";
@@ -58,7 +67,8 @@ int RunDiagnose(const Args& args, const std::atomic<bool>& stop) {
   std::vector<std::string> sets;
   options.add_options()("help,h", "this help")("config", po::value(&config_path)->required(), "the config (YAML)")(
       "set", po::value(&sets)->composing(), "override a config key: key.path=value (repeatable)")(
-      "format", po::value(&format), "table | json")("db", po::value(&db_path), "store the stage trials as a run");
+      "format", po::value(&format), "table | json")("db", po::value(&db_path), "store the stage trials as a run")(
+      "force", "run even when the setting is over a budget");
   po::positional_options_description positional;
   positional.add("config", 1);
   int code = kExitOk;
@@ -71,6 +81,12 @@ int RunDiagnose(const Args& args, const std::atomic<bool>& stop) {
   auto session = OpenSession(config_path, sets, &code);
   if (!session) return code;
   const tuner::SweepConfig& config = session->config;
+  // The stage trials run the setting's slots and workers (transport, prep,
+  // fetch) or less (step, copy): one check covers them all.
+  if (!SettingFitsBudgets(*session, config.loader.knobs, db_path.empty() ? kDefaultDb : db_path,
+                          vm->count("force") > 0, "diagnose", &code)) {
+    return code;
+  }
   const results::Fingerprint machine = MachineFingerprint("");
 
   tuner::DiagnoseSetup setup;

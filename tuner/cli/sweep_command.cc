@@ -21,12 +21,14 @@
 #include "tuner/cli/version.h"
 #include "tuner/measure/stage_runner.h"
 #include "tuner/search/verdict_rules.h"
+#include "tuner/measure/command_measurer.h"
 #include "tuner/measure/measurer_factory.h"
 #include "tuner/search/formula_trials.h"
 #include "tuner/measure/node_measurer.h"
 #include "tuner/measure/python_preflight.h"
 #include "tuner/search/preflight.h"
 #include "tuner/cli/progress.h"
+#include "tuner/cli/setting_budget.h"
 #include "tuner/search/replay.h"
 #include "tuner/search/search.h"
 #include "tuner/search/seed.h"
@@ -165,6 +167,7 @@ struct SweepStop {
 struct SweepArgs {
   std::string config_path, db_path, label, seed_from;
   int64_t resume_id = 0;
+  int serve_fd = -1;  // --serve-fd: the process that started feedtune serves the trials (feedtune.autotune)
   bool resuming = false;
   bool json = false;
   bool quiet = false;
@@ -193,6 +196,7 @@ struct SweepSession {
   std::string max_workers_cap;  // why max_workers is below the config's (tuner::SearchSetup)
   std::string shards_warning;  // a streaming dataset with fewer shards than the box's readers
   std::optional<tuner::PythonPreflight> python;  // a Python command's preflight (python_preflight.h)
+  bool attached = false;  // --serve-fd: the training job serves the trials (feedtune.autotune)
 };
 
 std::optional<SweepArgs> ParseSweepArgs(const Args& args, int* code) {
@@ -210,7 +214,10 @@ std::optional<SweepArgs> ParseSweepArgs(const Args& args, int* code) {
       "after the search, trace the baseline and the best setting into DIR/baseline.json and DIR/best.json")(
       "trace-seconds", po::value(&trace_seconds)->default_value(1.0), kTraceSecondsHelp)(
       "seed-from", po::value(&a.seed_from),
-      "start from the stored run of the nearest machine in FILE (a fleet's results file): its knee and best setting");
+      "start from the stored run of the nearest machine in FILE (a fleet's results file): its knee and best setting")(
+      "serve-fd", po::value(&a.serve_fd),
+      "the process that started feedtune serves each trial on socket FD (a command workload with protocol serve; "
+      "feedtune.autotune passes it, docs/python.md)");
   po::positional_options_description positional;
   positional.add("config", 1);
   const auto vm = Parse(args, options, positional, kSweepUsage, code);
@@ -225,6 +232,10 @@ std::optional<SweepArgs> ParseSweepArgs(const Args& args, int* code) {
   if (a.resuming == !a.config_path.empty()) {
     throw SweepStop{kExitUsage, "sweep takes a CONFIG, or --resume RUN (which uses the config stored with the run)\n\n" +
                                     std::string(kSweepUsage)};
+  }
+  if (vm->count("serve-fd") > 0 && (a.serve_fd < 0 || a.resuming)) {
+    throw SweepStop{kExitUsage, a.resuming ? "--serve-fd measures a new run; it does not resume one"
+                                           : "--serve-fd takes an open socket's descriptor, a number >= 0"};
   }
   if (a.resuming && !a.seed_from.empty()) {
     throw SweepStop{kExitUsage, "--resume re-seeds from the seed stored with the run; drop --seed-from"};
@@ -281,7 +292,9 @@ void LoadConfigOrRun(const SweepArgs& a, SweepSession& s) {
 // would start workers by forkserver or spawn. A resumed run keeps the facts
 // stored with it, so its phases decide as before.
 void PythonPreflight(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progress& progress, SweepSession& s) {
-  if (!tuner::IsPythonCommand(s.config)) return;
+  // Attached, the job that serves is already running, and starting its argv
+  // again would start a second job.
+  if (!tuner::IsPythonCommand(s.config) || a.serve_fd >= 0) return;
   if (a.resuming && !s.run.python.empty()) {
     s.python.emplace();
     s.python->answered = true;
@@ -304,6 +317,17 @@ void PythonPreflight(const SweepArgs& a, const std::atomic<bool>& stop, tuner::P
                   (preflight.pickle_checked ? "; the Dataset pickles (forkserver and spawn can start workers)" : ""));
   }
   s.python = std::move(preflight);
+}
+
+// --serve-fd: the served trials go to the process that started feedtune.
+void AttachMeasurer(SweepSession& s, int fd) {
+  auto* command = dynamic_cast<tuner::CommandMeasurer*>(s.measurer.get());
+  if (command == nullptr || s.config.workload.command.protocol != workloads::CommandProtocol::kServe) {
+    throw SweepStop{kExitUsage, s.config.source + ": --serve-fd needs workload.kind command with protocol serve "
+                                "and one rank (sweep.ranks 1): the process on the socket answers serve requests"};
+  }
+  command->AttachToCaller(fd);
+  s.attached = true;
 }
 
 // The workload, the machine, the preflight, the device and the measurer, in
@@ -343,6 +367,7 @@ void BuildSetup(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progre
     throw SweepStop{kExitUsage, e.what()};
   }
   s.measurer = tuner::MakeMeasurer(s.config, s.workload, *s.device, &stop);
+  if (a.serve_fd >= 0) AttachMeasurer(s, a.serve_fd);
   // The seed: found in --seed-from's file for this machine, or on resume the one stored with the run.
   if (a.resuming) {
     if (s.run.facts.seed) s.seed = tuner::SeedFromFacts(*s.run.facts.seed);
@@ -432,6 +457,13 @@ tuner::SearchSetup MakeSearchSetup(const SweepSession& s) {
     setup.default_worker_threads = static_cast<int>(s.machine.usable_cpus);
   } else {  // a native dataset's workload.cpu_threads (workloads/sample_cost.h)
     setup.default_worker_threads = s.config.workload.synthetic.cpu_threads;
+  }
+  if (s.attached) {
+    // The job's own setting is what the answer must beat (the final check's
+    // reference). Its main process's intra-op threads run the user's training
+    // step, a choice of the user's, not the loader's: no worker_threads phase.
+    setup.reference = s.config.loader.knobs;
+    setup.default_worker_threads = 0;
   }
   if (s.python && s.python->answered) {  // the multiprocessing_context phase (search.h)
     setup.python_workload = true;
@@ -708,10 +740,19 @@ void PrintTrialText(const results::TrialRecord& t, const std::string& backend) {
   if (t.node) std::fputs(results::NodeFiguresText(*t.node, "").c_str(), stdout);
 }
 
-constexpr const char* kTrialUsage = R"(Usage: feedtune trial CONFIG [--set key=value ...] [--json] [--trace FILE]
+constexpr const char* kTrialUsage = R"(Usage: feedtune trial CONFIG [--set key=value ...] [--json] [--trace FILE] [--db FILE] [--force]
 
 Measures one configuration (the loader knobs of the config, changed by --set),
 without a search and without storing it. --set takes any config key path.
+
+Before any loader starts, the setting is checked against the sweep's memory,
+/dev/shm and open-file budgets (sweep.budget, docs/search.md#budgets): the
+batch slots, the pinned copies and each worker's memory, as measured by the
+newest sweep of this host and workload in --db (default results/feedtune.db),
+else estimated from feedtune's own size. A setting over a budget is refused
+with exit 2 and the arithmetic; --force runs it anyway. The trial runs in a
+child process: if the kernel kills it or a worker (SIGKILL), the failure says
+so and whether the OOM killer did it (the cgroup's memory.events), exit 1.
 --trace FILE writes a timeline of the trial's first window (every worker's
 sample fetches and batches, the pin stage, the main loop's waits, the device's
 copies and steps) as Chrome trace JSON: open it in https://ui.perfetto.dev or
@@ -720,23 +761,41 @@ chrome://tracing (docs/trace.md).
 Examples:
   feedtune trial configs/quickstart.yaml --set loader.num_workers=4 --set loader.pin_memory=true --json
   feedtune trial configs/quickstart.yaml --set loader.num_workers=4 --trace /tmp/trial.json)";
+
+// `trial` after its options, in the supervised child (RunSupervised).
+int MeasureTrial(const po::variables_map& vm, const std::string& config_path, const std::string& trace_path,
+                 const std::string& db_path, const std::vector<std::string>& sets, loader::TraceCapture& trace,
+                 const std::atomic<bool>& stop);
+
 }  // namespace
 
 int RunTrial(const Args& args, const std::atomic<bool>& stop) {
   po::options_description options("Options");
-  std::string config_path, trace_path;
+  std::string config_path, trace_path, db_path = kDefaultDb;
   std::vector<std::string> sets;
   loader::TraceCapture trace;
   options.add_options()("help,h", "this help")("config", po::value(&config_path)->required(), "the config (YAML)")(
       "set", po::value(&sets)->composing(), "override a config key: key.path=value (repeatable)")(
       "json", "print the measurement as one JSON object")(
       "trace", po::value(&trace_path), "write a Chrome trace of the trial's first window to FILE")(
-      "trace-seconds", po::value(&trace.seconds)->default_value(1.0), kTraceSecondsHelp);
+      "trace-seconds", po::value(&trace.seconds)->default_value(1.0), kTraceSecondsHelp)(
+      "db", po::value(&db_path), "results file whose sweep of this host and workload gives the worker memory")(
+      "force", "run the setting even when it is over a memory, /dev/shm or open-file budget");
   po::positional_options_description positional;
   positional.add("config", 1);
   int code = kExitOk;
   const auto vm = Parse(args, options, positional, kTrialUsage, &code);
   if (!vm) return code;
+  return RunSupervised([&] { return MeasureTrial(*vm, config_path, trace_path, db_path, sets, trace, stop); }, stop,
+                       "trial");
+}
+
+namespace {
+
+int MeasureTrial(const po::variables_map& vm, const std::string& config_path, const std::string& trace_path,
+                 const std::string& db_path, const std::vector<std::string>& sets, loader::TraceCapture& trace,
+                 const std::atomic<bool>& stop) {
+  int code = kExitOk;
   // The trace file is opened before anything runs: a wrong path costs no trial.
   std::unique_ptr<std::ofstream> trace_file;
   if (!trace_path.empty()) {
@@ -756,6 +815,9 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
     return kExitUsage;
   }
 
+  loader::Knobs knobs = session->config.loader.knobs;
+  knobs.cpu_binding = tuner::StartBinding(session->config.sweep.cpu_binding);
+  if (!SettingFitsBudgets(*session, knobs, db_path, vm.count("force") > 0, "trial", &code)) return code;
   const auto measurer = tuner::MakeMeasurer(session->config, session->workload, *session->device, &stop);
   tuner::TrialMeasurer& runner = *measurer;
   results::TrialRecord t;
@@ -763,8 +825,6 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
     tuner::TrialPlan plan;
     plan.phase = "trial";
     if (trace_file) plan.trace = &trace;
-    loader::Knobs knobs = session->config.loader.knobs;
-    knobs.cpu_binding = tuner::StartBinding(session->config.sweep.cpu_binding);
     t = runner.MeasurePlanned(knobs, plan);
   } catch (const tuner::Interrupted&) {
     std::cerr << "feedtune: interrupted\n";
@@ -781,7 +841,7 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
     std::cerr << "feedtune: trace of the first " << trace.seconds << " s of the first window ("
               << trace.events.size() << " spans) in " << trace_path << "; open it in https://ui.perfetto.dev\n";
   }
-  if (vm->count("json")) {
+  if (vm.count("json")) {
     std::cout << TrialJson(t, session->device->backend_name()).dump() << "\n";
   } else if (t.status == results::TrialStatus::kOk) {
     PrintTrialText(t, session->device->backend_name());
@@ -792,5 +852,7 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
   }
   return kExitOk;
 }
+
+}  // namespace
 
 }  // namespace feedtune::cli

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tuner/measure/command_measurer.h"
+#include "tuner/measure/kill_cause.h"
 #include "workloads/cpu_work.h"
 #include "workloads/files_dataset.h"
 #include "workloads/format_inspect.h"
@@ -183,12 +184,12 @@ OpenedWorkload OpenWorkload(const SweepConfig& config) {
 std::unique_ptr<TrialMeasurer> MakeMeasurer(const SweepConfig& config, const OpenedWorkload& workload,
                                             device::Device& device, const std::atomic<bool>* stop) {
   if (config.workload.kind == workloads::WorkloadKind::kCommand) {
-    return std::make_unique<CommandMeasurer>(config, stop);
+    return std::make_unique<KillNamingMeasurer>(std::make_unique<CommandMeasurer>(config, stop));
   }
   if (workload.ranks) {
     workload.ranks->set_stop(stop);
     workload.ranks->WaitReady();
-    return std::make_unique<node::NodeMeasurer>(workload.ranks);
+    return std::make_unique<KillNamingMeasurer>(std::make_unique<node::NodeMeasurer>(workload.ranks));
   }
   return std::make_unique<TrialRunner>(config, device, workload.dataset, stop, workload.fork_server);
 }

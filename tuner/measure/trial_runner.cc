@@ -10,6 +10,7 @@
 
 #include "loader/data_loader.h"
 #include "loader/trace.h"
+#include "tuner/measure/kill_cause.h"
 #include "tuner/measure/proc_stats.h"
 #include "tuner/measure/stats.h"
 #include "tuner/measure/worker_memory.h"
@@ -298,6 +299,7 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
   // The trial's intra-op threads, for this process and the workers it starts
   // (0: the dataset's own workload.cpu_threads).
   workloads::SetIntraOpThreads(knobs.worker_threads);
+  const OomWatch oom;  // a worker's SIGKILL names whether the OOM killer sent it
   try {
     loader::LoaderOptions options = config_.loader;
     options.knobs = knobs;
@@ -329,7 +331,7 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
     // A wait cut short by SIGINT/SIGTERM is the interruption, not a failure.
     if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) throw Interrupted();
     trial.status = results::TrialStatus::kFailed;
-    trial.error = e.what();
+    trial.error = WithKillCause(e.what(), oom);
   }
   return trial;
 }

@@ -100,7 +100,7 @@ void Budget::Observe(const results::TrialRecord& t) {
   }
   // The tree's RSS counts the slots (and the pinned pool) of this trial, which
   // the prediction adds apart; what remains beyond the baseline is the workers'.
-  const int64_t batch = facts_.batch_bytes > 0 ? facts_.batch_bytes : batch_bytes_learnt_;
+  const int64_t batch = batch_bytes();
   const int64_t slot_bytes = (static_cast<int64_t>(t.knobs.prefetch_factor) * t.knobs.num_workers + 1) * batch;
   const int64_t extra =
       t.peak_rss_bytes - baseline_rss_.value_or(0) - slot_bytes * (t.knobs.pin_memory ? 2 : 1);
@@ -109,6 +109,10 @@ void Budget::Observe(const results::TrialRecord& t) {
     worker_rss_ = per_worker;
     worker_rss_trial_ = t.id;
   }
+}
+
+void Budget::AssumeWorkerRss(int64_t bytes) {
+  if (!baseline_rss_ && !worker_rss_ && !reported_rss_) baseline_rss_ = bytes;
 }
 
 int64_t Budget::worker_rss_bytes() const {
@@ -163,7 +167,7 @@ Prediction Budget::Predict(const loader::Knobs& k) const { return PredictWith(k,
 
 Prediction Budget::PredictWith(const loader::Knobs& k, int64_t growth_bytes) const {
   Prediction p;
-  const int64_t batch = facts_.batch_bytes > 0 ? facts_.batch_bytes : batch_bytes_learnt_;
+  const int64_t batch = batch_bytes();
   const int64_t n = k.num_workers;
   const int64_t slots = n > 0 ? static_cast<int64_t>(k.prefetch_factor) * n + 1 : 1;
   const int64_t slot_bytes = slots * batch;
@@ -214,6 +218,44 @@ int Budget::SafeMaxWorkers(const loader::Knobs& knobs, int limit) const {
     }
   }
   return lo;
+}
+
+SettingCheck CheckSetting(const BudgetFacts& facts, const BudgetOptions& options, WorkerMemory source,
+                          const std::vector<results::TrialRecord>& stored, int64_t estimate_worker_rss_bytes,
+                          const loader::Knobs& knobs) {
+  Budget budget(facts, options, source);
+  for (const results::TrialRecord& t : stored) budget.Observe(t);
+  SettingCheck check;
+  const SafeLimit measured = budget.SafeLimitFor(knobs, 0);
+  if (measured.basis_trial) {
+    check.worker_basis = measured.basis + " (a stored run of this host and workload)";
+  } else if (source == WorkerMemory::kReported) {
+    // feedtune's own RSS says nothing of a command's workers.
+    check.worker_basis = "unknown (no stored trial of this command reported worker memory): 0 MiB taken";
+  } else {
+    budget.AssumeWorkerRss(estimate_worker_rss_bytes);
+    check.worker_basis = "an estimate: feedtune's own RSS now (" + MiB(estimate_worker_rss_bytes) +
+                         "), which a forked worker may come to own; no stored trial of this host and workload "
+                         "measured worker memory";
+  }
+  if (budget.batch_bytes() == 0) {
+    check.not_applied = "the memory and /dev/shm budgets could not be applied to the slots: feedtune does not know "
+                        "the size of this workload's batches (a command's samples are its own; a stored sweep of "
+                        "it on this host would tell)";
+  }
+  check.prediction = budget.Predict(knobs);
+  if (check.prediction.ok) return check;
+  check.refusal = check.prediction.reason;
+  const bool slots_counted = check.refusal.starts_with("memory") || check.refusal.starts_with("/dev/shm");
+  if (slots_counted && knobs.num_workers > 0) {
+    check.refusal += "; " + std::to_string(static_cast<int64_t>(knobs.prefetch_factor) * knobs.num_workers + 1) +
+                     " slots = " + std::to_string(knobs.num_workers) + " workers x prefetch_factor " +
+                     std::to_string(knobs.prefetch_factor) + " + 1";
+  }
+  if (check.refusal.starts_with("memory") && knobs.num_workers > 0) {
+    check.refusal += "; per worker: " + check.worker_basis;
+  }
+  return check;
 }
 
 results::TrialRecord BudgetGate::MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) {

@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "loader/options.h"
 #include "results/records.h"
@@ -99,8 +100,14 @@ class Budget {
   // memory (kReported: no command reported it; kProcessTree: no trial ran).
   SafeLimit SafeLimitFor(const loader::Knobs& knobs, int limit) const;
 
+  // Before any trial (`trial`, `diagnose`): `bytes` is taken for each worker
+  // until a trial measures worker memory (a stated estimate; see CheckSetting).
+  void AssumeWorkerRss(int64_t bytes);
+
   const BudgetFacts& facts() const { return facts_; }
   int64_t worker_rss_bytes() const;
+  // The slot size: the facts' when known, else learnt from a trial; 0 = unknown.
+  int64_t batch_bytes() const { return facts_.batch_bytes > 0 ? facts_.batch_bytes : batch_bytes_learnt_; }
   // G x E above for these knobs: what the workers grow by over a job; 0 when
   // no trial measured growth (or none grew).
   int64_t GrowthBytes(const loader::Knobs& knobs) const;
@@ -123,6 +130,30 @@ class Budget {
   std::optional<double> growth_per_epoch_;  // G: all the workers' growth per epoch, the largest seen
   int64_t growth_trial_ = 0;
 };
+
+// The sweep's budgets applied to one setting before any loader of it starts:
+// `trial` and `diagnose` measure a setting the user chose, which no doubling
+// has approached, so nothing else stops one that would take the box's memory
+// or /dev/shm (docs/search.md#budgets).
+struct SettingCheck {
+  Prediction prediction;
+  // Why it does not fit, with the slots' arithmetic and where the per-worker
+  // memory comes from; empty when it fits.
+  std::string refusal;
+  // Where the per-worker memory comes from: a stored trial, or the estimate.
+  std::string worker_basis;
+  // The budgets that could not be applied and why (a command whose sample
+  // bytes feedtune does not know); empty when all were.
+  std::string not_applied;
+};
+
+// `stored`: the trials of an earlier run of this host and workload, in id
+// order (empty when there is none): the per-worker memory and the slot size
+// are learnt from them as the sweep learnt them. Without a measured worker
+// memory, `estimate_worker_rss_bytes` is taken for each worker.
+SettingCheck CheckSetting(const BudgetFacts& facts, const BudgetOptions& options, WorkerMemory source,
+                          const std::vector<results::TrialRecord>& stored, int64_t estimate_worker_rss_bytes,
+                          const loader::Knobs& knobs);
 
 // A TrialMeasurer that asks the budget before each trial: a trial that does
 // not fit comes back with status "skipped" and the reason in `error`, and
