@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -23,10 +25,10 @@
 #include <type_traits>
 #include <utility>
 
+#include "results/sqlite_util.h"
+
 namespace feedtune::results {
 namespace {
-
-constexpr int kBusyTimeoutMs = 10000;
 
 // Migration i takes the schema from version i to version i + 1. Entries are
 // only ever appended: a released migration is never edited, because files in
@@ -485,184 +487,6 @@ std::string RunFactsFromJsonSql(int version) {
 // ISO 8601 UTC, the form RunRecord documents for its timestamps.
 constexpr const char* kNowSql = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')";
 
-// Builds "<path>: <operation>: <sqlite message>", adding what to do for the
-// failures a user can act on.
-std::string ErrorText(const std::string& path, std::string_view operation, int rc,
-                      std::string_view message) {
-  std::string text = path + ": " + std::string(operation) + ": " + std::string(message);
-  switch (rc & 0xff) {
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-      text += " (another process kept the results file locked for more than " +
-              std::to_string(kBusyTimeoutMs / 1000) +
-              " s; wait for it to finish or use another --db path)";
-      break;
-    case SQLITE_READONLY:
-    case SQLITE_CANTOPEN:
-    case SQLITE_PERM:
-      text +=
-          " (check that the file and its folder exist and are writable, or use another --db "
-          "path)";
-      break;
-    case SQLITE_FULL:
-      text += " (the disk is full)";
-      break;
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      text += " (the file is damaged or not a feedtune results file; use another --db path)";
-      break;
-    default:
-      break;
-  }
-  return text;
-}
-
-[[noreturn]] void ThrowSqlite(sqlite3* db, const std::string& path, std::string_view operation,
-                              int rc) {
-  const char* message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  throw StoreError(ErrorText(path, operation, rc, message));
-}
-
-// Runs SQL that takes no values (schema, pragmas, transaction control).
-void Exec(sqlite3* db, const std::string& path, std::string_view operation, const char* sql) {
-  char* raw_message = nullptr;
-  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &raw_message);
-  if (rc != SQLITE_OK) {
-    // The message exec hands back belongs to this SQL; errmsg may not, after ROLLBACK.
-    std::string message = raw_message != nullptr ? raw_message : sqlite3_errstr(rc);
-    sqlite3_free(raw_message);
-    throw StoreError(ErrorText(path, operation, rc, message));
-  }
-}
-
-// Owns one prepared statement. Binds and reads columns by position; every
-// failure becomes a StoreError naming the file and the operation.
-class Statement {
- public:
-  Statement(sqlite3* db, const std::string& path, std::string_view operation, const char* sql)
-      : db_(db), path_(path), operation_(operation) {
-    const int rc = sqlite3_prepare_v2(db_, sql, -1, &stmt_, nullptr);
-    if (rc != SQLITE_OK) ThrowSqlite(db_, path_, operation_, rc);
-  }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-  ~Statement() { sqlite3_finalize(stmt_); }
-
-  // Binds values to parameters 1, 2, ... in order.
-  template <typename... Values>
-  Statement& BindAll(const Values&... values) {
-    int index = 1;
-    (Bind(index++, values), ...);
-    return *this;
-  }
-
-  // True when a row is ready, false when the statement is done.
-  bool Step() {
-    const int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    ThrowSqlite(db_, path_, operation_, rc);
-  }
-
-  // Runs a statement that returns no rows.
-  void Run() {
-    while (Step()) {
-    }
-  }
-
-  // Makes the statement ready to run again with new values.
-  void Reset() {
-    // reset returns the last step's error, which Step() already reported.
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
-
-  bool IsNull(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
-  int64_t Int(int column) const { return sqlite3_column_int64(stmt_, column); }
-  int Int32(int column) const { return sqlite3_column_int(stmt_, column); }
-  bool Bool(int column) const { return sqlite3_column_int(stmt_, column) != 0; }
-  // NULL reads back as NaN: that is what was stored (sqlite binds NaN as NULL).
-  double Double(int column) const {
-    return IsNull(column) ? std::numeric_limits<double>::quiet_NaN()
-                          : sqlite3_column_double(stmt_, column);
-  }
-  std::string Text(int column) const {
-    const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
-    if (text == nullptr) return {};
-    return std::string(text, static_cast<size_t>(sqlite3_column_bytes(stmt_, column)));
-  }
-  template <typename T>
-  std::optional<T> Optional(int column) const {
-    if (IsNull(column)) return std::nullopt;
-    if constexpr (std::is_same_v<T, double>) {
-      return Double(column);
-    } else if constexpr (std::is_same_v<T, std::string>) {
-      return Text(column);
-    } else {
-      return static_cast<T>(Int(column));
-    }
-  }
-
- private:
-  void Bind(int index, std::nullopt_t) { Check(sqlite3_bind_null(stmt_, index)); }
-  void Bind(int index, bool value) { Check(sqlite3_bind_int(stmt_, index, value ? 1 : 0)); }
-  void Bind(int index, int value) { Check(sqlite3_bind_int(stmt_, index, value)); }
-  void Bind(int index, int64_t value) { Check(sqlite3_bind_int64(stmt_, index, value)); }
-  void Bind(int index, double value) { Check(sqlite3_bind_double(stmt_, index, value)); }
-  void Bind(int index, const std::string& value) {
-    // SQLITE_TRANSIENT: sqlite copies, so the statement never points into a caller's string.
-    Check(sqlite3_bind_text64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT,
-                              SQLITE_UTF8));
-  }
-  template <typename T>
-  void Bind(int index, const std::optional<T>& value) {
-    if (value.has_value()) {
-      Bind(index, *value);
-    } else {
-      Bind(index, std::nullopt);
-    }
-  }
-
-  void Check(int rc) const {
-    if (rc != SQLITE_OK) ThrowSqlite(db_, path_, operation_, rc);
-  }
-
-  sqlite3* db_;
-  const std::string& path_;
-  std::string operation_;
-  sqlite3_stmt* stmt_ = nullptr;
-};
-
-// BEGIN IMMEDIATE takes the write lock up front, so a second writer waits at
-// the start (under busy_timeout) instead of failing at COMMIT with a
-// transaction it cannot upgrade. Rolls back unless Commit() ran.
-class Transaction {
- public:
-  Transaction(sqlite3* db, const std::string& path, std::string_view operation)
-      : db_(db), path_(path), operation_(operation) {
-    Exec(db_, path_, operation_ + " (begin)", "BEGIN IMMEDIATE");
-  }
-  Transaction(const Transaction&) = delete;
-  Transaction& operator=(const Transaction&) = delete;
-  ~Transaction() {
-    // A failed COMMIT leaves the transaction open too; ROLLBACK closes it. Errors
-    // are ignored: a destructor must not throw, and sqlite already rolled back
-    // when the failure was fatal.
-    if (!committed_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-  }
-
-  void Commit() {
-    Exec(db_, path_, operation_ + " (commit)", "COMMIT");
-    committed_ = true;
-  }
-
- private:
-  sqlite3* db_;
-  const std::string& path_;
-  std::string operation_;
-  bool committed_ = false;
-};
-
 // True when the file starts with SQLite's magic string. Read directly so that
 // a file that is not a database is never handed to sqlite (which could create
 // -wal/-journal files beside it).
@@ -822,7 +646,17 @@ DbHandle OpenHandle(const std::string& path, int flags) {
   const int rc = sqlite3_open_v2(path.c_str(), &raw, flags | SQLITE_OPEN_NOMUTEX, nullptr);
   // sqlite hands back a handle even on failure; it must still be closed.
   DbHandle db(raw, &sqlite3_close_v2);
-  if (rc != SQLITE_OK) ThrowSqlite(db.get(), path, "open", rc);
+  if (rc != SQLITE_OK) {
+    // "unable to open database file" says nothing of why; the descriptor
+    // limit is the cause a user can least guess (the file is fine).
+    const int error = db ? sqlite3_system_errno(db.get()) : 0;
+    if (error == EMFILE || error == ENFILE) {
+      throw StoreError(path + ": open: too many open files (" + std::strerror(error) +
+                           "); raise the limit (ulimit -n) or close what holds descriptors",
+                       rc);
+    }
+    ThrowSqlite(db.get(), path, "open", rc);
+  }
   sqlite3_extended_result_codes(db.get(), 1);
   sqlite3_busy_timeout(db.get(), kBusyTimeoutMs);
   return db;
@@ -1130,11 +964,6 @@ std::vector<GpuInfo> GpusFromJson(const std::string& text) {
   return gpus;
 }
 
-std::optional<std::string> NullIfEmpty(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  return text;
-}
-
 // Reads the columns of MachineColumns() (starting at column 0).
 Fingerprint ReadMachine(const Statement& select) {
   Fingerprint f;
@@ -1166,7 +995,7 @@ Fingerprint ReadMachine(const Statement& select) {
 void Store::DbCloser::operator()(sqlite3* db) const { sqlite3_close_v2(db); }
 
 Store::Store(sqlite3* db, std::string path, int schema_version)
-    : db_(db), path_(std::move(path)), schema_version_(schema_version) {}
+    : db_(db), statements_(std::make_unique<StatementCache>()), path_(std::move(path)), schema_version_(schema_version) {}
 Store::Store(Store&&) noexcept = default;
 Store& Store::operator=(Store&&) noexcept = default;
 Store::~Store() = default;
@@ -1195,6 +1024,18 @@ Store Store::Open(const std::string& path) {
     Migrate(db.get(), path);
   }
   return Store(db.release(), path, kSchemaVersion);
+}
+
+Store Store::OpenImmutable(const std::string& path) {
+  CheckHeader(path);
+  DbHandle db = OpenHandle(ImmutableUri(path), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+  const int version = CheckFile(db.get(), path).schema_version;
+  if (version < 1) {
+    throw StoreError(path + ": results file has schema version " + std::to_string(version) +
+                     " (empty); run `feedtune sweep CONFIG --db " + path + "` to fill it");
+  }
+  // No foreign keys to enforce: nothing is written through it.
+  return Store(db.release(), path, version);
 }
 
 Store Store::OpenReadOnly(const std::string& path) {
@@ -1256,7 +1097,7 @@ int64_t Store::InsertMachine(const std::string& hash, const Fingerprint& f,
                           ", first_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
                           "?, ?, ?, ?, ?, COALESCE(?, " +
                           kNowSql + "))";
-  Statement insert(db_.get(), path_, "record machine", sql.c_str());
+  Statement insert(*statements_, db_.get(), path_, "record machine", sql);
   insert
       .BindAll(hash, f.hostname, f.label.empty() ? f.hostname : f.label, f.cpu_model,
                f.logical_cpus, f.usable_cpus, f.cgroup_cpu_limit, f.numa_nodes, f.mem_total_bytes,
@@ -1352,7 +1193,7 @@ int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::
                           "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
   int64_t trial_id = 0;
   {
-    Statement insert(db_.get(), path_, operation, sql.c_str());
+    Statement insert(*statements_, db_.get(), path_, operation, sql);
     const TrialRecord& t = trial;
     const loader::Knobs& k = trial.knobs;
     insert
@@ -1372,7 +1213,7 @@ int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::
   if (!trial.repeat_rows.empty()) {
     const std::string repeat_sql = std::string("INSERT INTO repeats (") + kRepeatColumns +
                                    ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
-    Statement insert(db_.get(), path_, operation, repeat_sql.c_str());
+    Statement insert(*statements_, db_.get(), path_, operation, repeat_sql);
     for (const RepeatRecord& r : trial.repeat_rows) {
       insert
           .BindAll(trial_id, r.index, r.samples_per_s, r.mb_per_s, r.gpu_idle_frac, r.wait_p50_us,
@@ -1386,13 +1227,13 @@ int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::
 }
 
 void Store::InsertNode(int64_t trial_id, const NodeFigures& node, const std::string& operation) {
-  Statement(db_.get(), path_, operation,
+  Statement(*statements_, db_.get(), path_, operation,
             "INSERT INTO trial_nodes (trial_id, ranks, slowest_rank_samples_per_s, rank_spread, processes, "
             "threads, shm_bytes) VALUES (?, ?, ?, ?, ?, ?, ?)")
       .BindAll(trial_id, node.ranks, node.slowest_rank_samples_per_s, node.rank_spread, node.processes,
                node.threads, node.shm_bytes)
       .Run();
-  Statement insert(db_.get(), path_, operation,
+  Statement insert(*statements_, db_.get(), path_, operation,
                    "INSERT INTO trial_ranks (trial_id, rank, pid, status, error, samples_per_s, gpu_idle_frac, "
                    "wait_p50_us, wait_p99_us, cpu_mask, worker_cpu_masks, processes, threads, shm_bytes) "
                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
@@ -1486,7 +1327,7 @@ void Store::WriteRunFacts(int64_t run_id, const RunFacts& facts, const std::stri
   const std::optional<CpuCalibrationFacts>& cpu = facts.cpu;
   using K = loader::Knobs;
   using C = CpuCalibrationFacts;
-  Statement insert(db_.get(), path_, operation, sql.c_str());
+  Statement insert(*statements_, db_.get(), path_, operation, sql);
   insert
       .BindAll(run_id, b.has_value(), Field(b, &BudgetFacts::mem_available_bytes),
                Field(b, &BudgetFacts::shm_free_bytes), Field(b, &BudgetFacts::nofile_limit),
@@ -1505,113 +1346,6 @@ void Store::WriteRunFacts(int64_t run_id, const RunFacts& facts, const std::stri
                Field(cpu, &C::check_requested_us), Field(cpu, &C::check_spent_us), Field(cpu, &C::calibration_s),
                PreflightJson(facts.preflight), PhasesJson(facts.phases), NullIfEmpty(facts.timelines_json))
       .Run();
-}
-
-MergeStats Store::MergeFrom(const Store& source) {
-  const std::string operation = "merge " + source.path();
-  MergeStats stats;
-  // The source is another connection (maybe an older schema, read as it is).
-  // Its machines and runs are listed before this file's write lock is taken;
-  // each run's trials are read as the run is copied.
-  const std::vector<StoredMachine> machines = source.LoadMachines();
-  const std::vector<RunRecord> runs = source.LoadRuns();
-
-  Transaction transaction(db_.get(), path_, operation);
-  std::map<int64_t, int64_t> machine_ids;  // source id -> id here
-  for (const StoredMachine& m : machines) {
-    Statement find(db_.get(), path_, operation, "SELECT id FROM machines WHERE hash = ?");
-    find.BindAll(m.hash);
-    if (find.Step()) {
-      machine_ids[m.id] = find.Int(0);
-    } else {
-      machine_ids[m.id] = InsertMachine(m.hash, m.fingerprint, NullIfEmpty(m.first_seen));
-      ++stats.machines_added;
-    }
-  }
-
-  for (const RunRecord& run : runs) {
-    bool replacing = false;
-    {
-      Statement find(db_.get(), path_, operation, "SELECT id, status FROM runs WHERE uid = ?");
-      find.BindAll(run.uid);
-      if (find.Step()) {
-        const int64_t existing = find.Int(0);
-        if (ParseRunStatus(find.Text(1)) != RunStatus::kRunning || run.status == RunStatus::kRunning) {
-          ++stats.runs_skipped;
-          continue;
-        }
-        // Trials and repeats go with it (ON DELETE CASCADE); the run's own
-        // references to its trials are dropped first so no row points at a deleted trial.
-        Statement clear(db_.get(), path_, operation,
-                        "UPDATE runs SET best_trial_id = NULL, baseline_trial_id = NULL WHERE id = ?");
-        clear.BindAll(existing).Run();
-        Statement remove(db_.get(), path_, operation, "DELETE FROM runs WHERE id = ?");
-        remove.BindAll(existing).Run();
-        replacing = true;
-      }
-    }
-    const auto machine = machine_ids.find(run.machine_id);
-    if (machine == machine_ids.end()) {
-      throw StoreError(source.path() + ": run " + std::to_string(run.id) + " names machine " +
-                       std::to_string(run.machine_id) +
-                       ", which is not in the file; the file is damaged, nothing was merged");
-    }
-    const std::string sql =
-        "INSERT INTO runs (machine_id, workload_name, workload_hash, config_yaml, backend, "
-        "version, started_at, ended_at, status, knee_workers, knee_samples_per_s, "
-        "knee_kneedle_workers, safe_max_workers, speedup, speedup_ci_low, speedup_ci_high, "
-        "calibration_json, uid, host_name, host_hostname, host_machine_id, python_version, torch_version, "
-        "default_start_method) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-    Statement insert(db_.get(), path_, operation, sql.c_str());
-    insert
-        .BindAll(machine->second, run.workload_name, run.workload_hash, run.config_yaml, run.backend,
-                 run.version, run.started_at, NullIfEmpty(run.ended_at), RunStatusName(run.status),
-                 run.knee_workers, run.knee_samples_per_s, run.knee_kneedle_workers,
-                 run.safe_max_workers, run.speedup, run.speedup_ci_low, run.speedup_ci_high,
-                 run.calibration_json, run.uid, run.host.name, run.host.hostname,
-                 run.host.machine_id, run.python.python_version, run.python.torch_version,
-                 run.python.default_start_method)
-        .Run();
-    const int64_t run_id = sqlite3_last_insert_rowid(db_.get());
-    WriteRunFacts(run_id, run.facts, operation);
-    ++(replacing ? stats.runs_updated : stats.runs_added);
-
-    std::map<int64_t, int64_t> trial_ids;
-    for (const TrialRecord& trial : source.LoadTrials(run.id)) {
-      trial_ids[trial.id] = InsertTrial(run_id, trial, operation);
-      ++stats.trials_added;
-    }
-    const auto mapped = [&trial_ids](const std::optional<int64_t>& id) -> std::optional<int64_t> {
-      if (!id) return std::nullopt;
-      const auto it = trial_ids.find(*id);
-      if (it == trial_ids.end()) return std::nullopt;
-      return it->second;
-    };
-    Statement link(db_.get(), path_, operation,
-                   "UPDATE runs SET best_trial_id = ?, baseline_trial_id = ? WHERE id = ?");
-    link.BindAll(mapped(run.best_trial_id), mapped(run.baseline_trial_id), run_id).Run();
-    // The verdict goes with its run, so a fleet file answers "where does the time go" per host.
-    if (const std::optional<Verdict> verdict = source.LoadVerdict(run.id)) InsertVerdict(run_id, *verdict, operation);
-  }
-  // A job's observed run goes beside the sweeps, so `check` on the fleet file
-  // holds each job against its host's sweep. A later write of the same job wins.
-  for (const ObservedRecord& observed : source.LoadObserved()) {
-    {
-      Statement find(db_.get(), path_, operation, "SELECT ended_at FROM observed WHERE uid = ?");
-      find.BindAll(observed.uid);
-      if (find.Step() && find.Text(0) >= observed.ended_at) continue;
-    }
-    const auto machine = machine_ids.find(observed.machine_id);
-    if (machine == machine_ids.end()) {
-      throw StoreError(source.path() + ": observed run " + observed.uid + " names machine " +
-                       std::to_string(observed.machine_id) +
-                       ", which is not in the file; the file is damaged, nothing was merged");
-    }
-    InsertObserved(machine->second, observed, operation);
-    ++stats.observed_added;
-  }
-  transaction.Commit();
-  return stats;
 }
 
 std::optional<RunRecord> Store::LoadRun(std::optional<int64_t> id) const {
@@ -1741,7 +1475,7 @@ void Store::SaveVerdict(int64_t run_id, const Verdict& verdict) {
 }
 
 void Store::InsertVerdict(int64_t run_id, const Verdict& verdict, const std::string& operation) {
-  Statement insert(db_.get(), path_, operation,
+  Statement insert(*statements_, db_.get(), path_, operation,
                    "INSERT OR REPLACE INTO verdicts (run_id, bottleneck, runner_up, input_bound_frac, verdict_json) "
                    "VALUES (?, ?, ?, ?, ?)");
   const auto text = [](const std::string& value) {
@@ -1781,7 +1515,7 @@ std::vector<int64_t> Store::AddObserved(const Fingerprint& machine, const std::v
 
 void Store::InsertObserved(int64_t machine_id, const ObservedRecord& o, const std::string& operation) {
   // REPLACE: the row of an earlier write of the same job (same uid) gives way.
-  Statement insert(db_.get(), path_, operation,
+  Statement insert(*statements_, db_.get(), path_, operation,
                    "INSERT OR REPLACE INTO observed (uid, machine_id, host_name, host_hostname, host_machine_id, "
                    "workload_name, batch_size, num_workers, pin_memory, non_blocking, prefetch_factor, "
                    "persistent_workers, samples_per_s, input_bound_frac, step_s, wait_s, steps, started_at, "

@@ -25,7 +25,13 @@ namespace feedtune::results {
 
 class StoreError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit StoreError(const std::string& what, int sqlite_code = 0)
+      : std::runtime_error(what), sqlite_code_(sqlite_code) {}
+  // SQLite's (extended) result code when SQLite reported it; 0 otherwise.
+  int sqlite_code() const { return sqlite_code_; }
+
+ private:
+  int sqlite_code_;
 };
 
 // A machines row with what identifies it in this file and across files.
@@ -36,15 +42,9 @@ struct StoredMachine {
   Fingerprint fingerprint;
 };
 
-// What MergeFrom did.
-struct MergeStats {
-  int machines_added = 0;
-  int runs_added = 0;
-  int runs_updated = 0;  // copies of runs that were still running, replaced by their finished form
-  int runs_skipped = 0;  // already here, unchanged
-  int trials_added = 0;
-  int observed_added = 0;  // observed runs (by uid) new here or newer than the copy here
-};
+struct MergeStats;      // results/merge.h
+class Merger;
+class StatementCache;  // results/sqlite_util.h
 
 class Store {
  public:
@@ -57,6 +57,11 @@ class Store {
   // Opens an existing file read-only; throws when missing. A file of an older
   // schema version is read as it is (columns it lacks read as unset), never migrated.
   static Store OpenReadOnly(const std::string& path);
+  // Opens a finished results file read-only and immutable (SQLite's
+  // immutable=1): no lock, no -wal or -shm beside it, one descriptor. Only
+  // for a file nothing is writing: a writer's later pages would go unseen
+  // (results/merge.h decides, docs/fleets.md says why it is safe).
+  static Store OpenImmutable(const std::string& path);
 
   Store(Store&&) noexcept;
   Store& operator=(Store&&) noexcept;
@@ -95,19 +100,17 @@ class Store {
   // Every observed run, in id order, with its host; empty for files before schema v11.
   std::vector<ObservedRecord> LoadObserved() const;
 
-  // Copies into this file every run of `source` it lacks, matched by run uid,
-  // with its machine (matched by hash: identity and label are kept), trials and
-  // repeats; ids are renumbered. Merging the same source again adds nothing; a
-  // run copied while it was still running is replaced once it has finished.
-  // Observed runs go too (by uid; a later write of the same job replaces an earlier one).
-  // One transaction: on any error nothing is merged.
-  MergeStats MergeFrom(const Store& source);
 
   const std::string& path() const { return path_; }
   // The schema version of the file as opened (kSchemaVersion unless opened read-only).
   int schema_version() const { return schema_version_; }
 
  private:
+  // Copies runs between two files through the row writers below (results/merge.h).
+  friend MergeStats MergeInto(Store& out, const Store& source);
+  friend MergeStats MergeRows(Store& out, const Store& source);
+  friend class Merger;
+
   Store(sqlite3* db, std::string path, int schema_version);
 
   // Bodies shared by the public writers; the caller holds the transaction.
@@ -129,6 +132,8 @@ class Store {
     void operator()(sqlite3* db) const;
   };
   std::unique_ptr<sqlite3, DbCloser> db_;
+  // After db_: its statements are finalized before the connection closes.
+  std::unique_ptr<StatementCache> statements_;
   std::string path_;
   int schema_version_;
 };

@@ -9,6 +9,7 @@
 
 #include "results/compare.h"
 #include "results/report.h"
+#include "results/merge.h"
 #include "results/store.h"
 #include "results/verdict.h"
 #include "results_test_util.h"
@@ -211,11 +212,11 @@ TEST_F(TwoMachinesTest, MergeKeepsIdentityAndIsIdempotent) {
   const std::string fleet = dir_ / "fleet.db";
   {
     Store out = Store::Open(fleet);
-    const MergeStats first_a = out.MergeFrom(Store::OpenReadOnly(a_path_));
+    const MergeStats first_a = MergeInto(out, Store::OpenReadOnly(a_path_));
     EXPECT_EQ(first_a.machines_added, 1);
     EXPECT_EQ(first_a.runs_added, 3);
     EXPECT_EQ(first_a.trials_added, 30);
-    const MergeStats first_b = out.MergeFrom(Store::OpenReadOnly(b_path_));
+    const MergeStats first_b = MergeInto(out, Store::OpenReadOnly(b_path_));
     EXPECT_EQ(first_b.machines_added, 1);
     EXPECT_EQ(first_b.runs_added, 1);
   }
@@ -228,7 +229,7 @@ TEST_F(TwoMachinesTest, MergeKeepsIdentityAndIsIdempotent) {
   {
     Store out = Store::Open(fleet);
     for (const std::string& path : {a_path_, b_path_, a_path_}) {
-      const MergeStats again = out.MergeFrom(Store::OpenReadOnly(path));
+      const MergeStats again = MergeInto(out, Store::OpenReadOnly(path));
       EXPECT_EQ(again.runs_added, 0);
       EXPECT_EQ(again.machines_added, 0);
       EXPECT_EQ(again.trials_added, 0);
@@ -289,7 +290,7 @@ TEST_F(TwoMachinesTest, ARunCopiedWhileRunningIsReplacedOnceFinished) {
   }
   {
     Store out = Store::Open(fleet);
-    EXPECT_EQ(out.MergeFrom(Store::OpenReadOnly(b_path_)).runs_added, 2);
+    EXPECT_EQ(MergeInto(out, Store::OpenReadOnly(b_path_)).runs_added, 2);
   }
   {
     Store b = Store::Open(b_path_);
@@ -299,7 +300,7 @@ TEST_F(TwoMachinesTest, ARunCopiedWhileRunningIsReplacedOnceFinished) {
     b.FinishRun(running);
   }
   Store out = Store::Open(fleet);
-  const MergeStats stats = out.MergeFrom(Store::OpenReadOnly(b_path_));
+  const MergeStats stats = MergeInto(out, Store::OpenReadOnly(b_path_));
   EXPECT_EQ(stats.runs_updated, 1);
   EXPECT_EQ(stats.runs_added, 0);
   EXPECT_EQ(stats.runs_skipped, 1);
@@ -309,7 +310,7 @@ TEST_F(TwoMachinesTest, ARunCopiedWhileRunningIsReplacedOnceFinished) {
   EXPECT_EQ(late.trials.size(), 2u);
   ASSERT_NE(BestTrial(late), nullptr);
   EXPECT_EQ(BestTrial(late)->samples_per_s, 300);
-  EXPECT_EQ(out.MergeFrom(Store::OpenReadOnly(b_path_)).runs_updated, 0);
+  EXPECT_EQ(MergeInto(out, Store::OpenReadOnly(b_path_)).runs_updated, 0);
 }
 
 // The bottleneck verdict is part of the run: a fleet file keeps each host's.
@@ -332,8 +333,8 @@ TEST_F(TwoMachinesTest, MergeCarriesEachRunsVerdict) {
   Store::Open(b_path_).SaveVerdict(b_run_.id, verdict);
   const std::string fleet = dir_ / "fleet.db";
   Store out = Store::Open(fleet);
-  out.MergeFrom(Store::OpenReadOnly(a_path_));
-  out.MergeFrom(Store::OpenReadOnly(b_path_));
+  MergeInto(out, Store::OpenReadOnly(a_path_));
+  MergeInto(out, Store::OpenReadOnly(b_path_));
   EXPECT_EQ(Count(fleet, "verdicts"), 1) << "box-a's runs have none; box-b's one run has one";
   for (const RunRecord& run : out.LoadRuns()) {
     const std::optional<Verdict> merged = out.LoadVerdict(run.id);
@@ -344,7 +345,7 @@ TEST_F(TwoMachinesTest, MergeCarriesEachRunsVerdict) {
     ASSERT_TRUE(merged);
     EXPECT_EQ(VerdictToJson(*merged), VerdictToJson(verdict));
   }
-  out.MergeFrom(Store::OpenReadOnly(b_path_));  // again: skipped, nothing doubled
+  MergeInto(out, Store::OpenReadOnly(b_path_));  // again: skipped, nothing doubled
   EXPECT_EQ(Count(fleet, "verdicts"), 1);
 }
 
@@ -354,9 +355,9 @@ TEST(MergeV1Test, AV1FileMergesTheSameBeforeAndAfterItsMigration) {
   std::filesystem::copy_file(SourceDir() + "/tests/testdata/db/v1.db", v1);
   const std::string fleet = dir / "fleet.db";
   Store out = Store::Open(fleet);
-  EXPECT_EQ(out.MergeFrom(Store::OpenReadOnly(v1)).runs_added, 1);  // read as v1
+  EXPECT_EQ(MergeInto(out, Store::OpenReadOnly(v1)).runs_added, 1);  // read as v1
   { Store migrate = Store::Open(v1); }
-  const MergeStats again = out.MergeFrom(Store::OpenReadOnly(v1));  // read as v2
+  const MergeStats again = MergeInto(out, Store::OpenReadOnly(v1));  // read as v2
   EXPECT_EQ(again.runs_added, 0);
   EXPECT_EQ(again.runs_skipped, 1);
   EXPECT_EQ(Count(fleet, "trials"), 8);

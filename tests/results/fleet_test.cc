@@ -11,6 +11,7 @@
 #include "results/fingerprint.h"
 #include "results/fleet.h"
 #include "results/report.h"
+#include "results/merge.h"
 #include "results/store.h"
 #include "results_test_util.h"
 
@@ -64,7 +65,7 @@ TEST(HostIdentityTest, StoreKeepsTheRunsHostAndFallsBackToTheMachineRow) {
 
   // merge carries the host with the run.
   Store fleet = Store::Open(dir / "fleet.db");
-  fleet.MergeFrom(store);
+  MergeInto(fleet, store);
   EXPECT_EQ(fleet.LoadRuns().at(0).host, Host("box-a", "abc"));
 }
 

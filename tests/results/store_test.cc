@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "results/merge.h"
+
 namespace feedtune::results {
 namespace {
 
@@ -684,10 +686,10 @@ TEST_F(StoreTest, MergeCopiesObservedRunsOnceAndTheLaterWriteWins) {
   machine.cpu_model = "cpu";
   Store::Open(job_path).AddObserved(machine, {Observed("job-a", 900, "2026-12-02T10:05:00Z")});
   Store fleet = Store::Open(fleet_path);
-  EXPECT_EQ(fleet.MergeFrom(Store::OpenReadOnly(job_path)).observed_added, 1);
-  EXPECT_EQ(fleet.MergeFrom(Store::OpenReadOnly(job_path)).observed_added, 0);
+  EXPECT_EQ(MergeInto(fleet, Store::OpenReadOnly(job_path)).observed_added, 1);
+  EXPECT_EQ(MergeInto(fleet, Store::OpenReadOnly(job_path)).observed_added, 0);
   Store::Open(job_path).AddObserved(machine, {Observed("job-a", 990, "2026-12-02T11:00:00Z")});
-  EXPECT_EQ(fleet.MergeFrom(Store::OpenReadOnly(job_path)).observed_added, 1);
+  EXPECT_EQ(MergeInto(fleet, Store::OpenReadOnly(job_path)).observed_added, 1);
   const std::vector<ObservedRecord> rows = fleet.LoadObserved();
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].samples_per_s, 990);
