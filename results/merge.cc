@@ -61,16 +61,21 @@ std::string OpenFilesLimit() {
 // A read of `source` whose damaged pages say so by name: SQLite's own
 // "database disk image is malformed" does not say which of thousands.
 template <typename Read>
-auto FromSource(const Store& source, Read read) -> decltype(read()) {
+auto FromFile(const std::string& path, Read read) -> decltype(read()) {
   try {
     return read();
   } catch (const StoreError& e) {
     const int code = e.sqlite_code() & 0xff;
     if (code != SQLITE_CORRUPT && code != SQLITE_NOTADB) throw;
-    throw StoreError(source.path() + ": the file is damaged (" + sqlite3_errstr(code) +
+    throw StoreError(path + ": the file is damaged (" + sqlite3_errstr(code) +
                          "), nothing of it was merged; copy it again from its host, or leave it out",
                      e.sqlite_code());
   }
+}
+
+template <typename Read>
+auto FromSource(const Store& source, Read read) -> decltype(read()) {
+  return FromFile(source.path(), read);
 }
 
 bool WalBeside(const std::string& path) {
@@ -122,7 +127,8 @@ void CheckMergeInput(const std::string& path) {
 
 Store OpenMergeInput(const std::string& path) {
   CheckMergeInput(path);
-  return WalBeside(path) ? Store::OpenReadOnly(path) : Store::OpenImmutable(path);
+  // Opening reads the schema, which may lie on damaged pages.
+  return FromFile(path, [&] { return WalBeside(path) ? Store::OpenReadOnly(path) : Store::OpenImmutable(path); });
 }
 
 // The rows of `source` into `out`, in the caller's transaction.

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include "tests/common/fake_root.h"
+
 namespace feedtune::results {
 namespace {
 
@@ -24,30 +26,7 @@ std::string FixtureRoot(const std::string& name) {
 }
 
 // A scratch root for the cases the two captured trees do not cover.
-class FakeRoot {
- public:
-  FakeRoot() {
-    std::string pattern = (fs::temp_directory_path() / "feedtune_fp_test.XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    root_ = pattern;
-  }
-  ~FakeRoot() {
-    std::error_code error;
-    fs::remove_all(root_, error);
-  }
-  FakeRoot(const FakeRoot&) = delete;
-  FakeRoot& operator=(const FakeRoot&) = delete;
-
-  void Write(const std::string& relative, const std::string& text) const {
-    const fs::path path = root_ / relative;
-    fs::create_directories(path.parent_path());
-    std::ofstream(path) << text;
-  }
-  std::string root() const { return root_.string(); }
-
- private:
-  fs::path root_;
-};
+using testing_util::FakeRoot;
 
 constexpr const char* kFourCpus =
     "processor\t: 0\nmodel name\t: Fake CPU\n\nprocessor\t: 1\nmodel name\t: Fake CPU\n\n"

@@ -1,11 +1,16 @@
 // End to end: report, compare, merge and export as a user runs them, on the
 // fixture DB, on files written through the store, and on a real labelled sweep.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "results/store.h"
 #include "results_test_util.h"
@@ -169,6 +174,100 @@ TEST_F(ResultsCliTest, MergeRefusesBadInputsAndLeavesThemAlone) {
   const auto self = Feedtune("merge " + fixture_ + " " + fixture_);
   EXPECT_EQ(self.code, 2);
   EXPECT_NE(self.err.find("is the output file itself"), std::string::npos) << self.err;
+}
+
+// `count` hosts' results files in `folder`: one written through the store,
+// copied, each copy's run given a uid and host of its own (as a fleet's
+// sweeps are). Returns their paths.
+std::vector<std::string> WriteFleetFiles(const std::filesystem::path& folder, int count) {
+  std::filesystem::create_directories(folder);
+  const std::string first = (folder / "node-0000.db").string();
+  {
+    Store store = Store::Open(first);
+    testing::WriteSweep(store, testing::Machine("node-0000", "node-0000", 8), "quickstart", 1.0);
+  }
+  std::vector<std::string> paths = {first};
+  for (int i = 1; i < count; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "node-%04d", i);
+    const std::string path = (folder / (std::string(name) + ".db")).string();
+    std::filesystem::copy_file(first, path);
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    const std::string sql = std::string("PRAGMA synchronous = OFF; UPDATE runs SET uid = uid || '") + name +
+                            "', host_name = '" + name + "'; UPDATE machines SET hash = hash || '" + name + "', hostname = '" +
+                            name + "', label = '" + name + "'";
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+    paths.push_back(path);
+  }
+  return paths;
+}
+
+// A fleet's merge under a low open-file limit: 2,000 inputs from a list
+// under ulimit -n 256 (each input is closed before the next), and nothing
+// appears beside them.
+TEST_F(ResultsCliTest, MergesTwoThousandInputsUnderUlimit256) {
+  const std::filesystem::path hosts = dir_.path() / "hosts";
+  const std::vector<std::string> paths = WriteFleetFiles(hosts, 2000);
+  const std::string list = dir_ / "inputs.txt";
+  {
+    std::ofstream out(list);
+    for (const std::string& path : paths) out << path << "\n";
+  }
+  const std::string fleet = dir_ / "fleet.db";
+  const auto started = std::chrono::steady_clock::now();
+  const auto merged =
+      RunShell("ulimit -n 256 && " + std::string(FEEDTUNE_BINARY) + " merge " + fleet + " --from " + list, dir_);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ASSERT_EQ(merged.code, 0) << merged.err.substr(0, 2000);
+  EXPECT_NE(merged.out.find("merged into " + fleet + ": runs added 2000, updated 0; new machines 2000"),
+            std::string::npos)
+      << merged.out.substr(merged.out.size() > 500 ? merged.out.size() - 500 : 0);
+  size_t files = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(hosts)) ++files;
+  EXPECT_EQ(files, 2000u) << "merge created files beside its inputs";
+  std::printf("[ figures  ] merge of 2000 inputs under ulimit -n 256: %.2f s\n", seconds);
+}
+
+TEST_F(ResultsCliTest, MergeTakesAListStdinOrAFolderAndKeepsGoingPastABadFile) {
+  const std::filesystem::path hosts = dir_.path() / "hosts";
+  const std::vector<std::string> paths = WriteFleetFiles(hosts, 3);
+  const std::string list = dir_ / "inputs.txt";
+  WriteFile(list, paths[0] + "\n\n" + paths[1] + "\r\n" + paths[2] + "\n");  // blank lines and CRLF too
+  const auto from_list = Feedtune("merge " + (dir_ / "a.db") + " --from " + list);
+  ASSERT_EQ(from_list.code, 0) << from_list.err;
+  EXPECT_NE(from_list.out.find(": runs added 3, updated 0; new machines 3"), std::string::npos) << from_list.out;
+  const auto from_stdin = RunShell("cat " + list + " | " + FEEDTUNE_BINARY + " merge " + (dir_ / "b.db") +
+                                       " --from -",
+                                   dir_);
+  ASSERT_EQ(from_stdin.code, 0) << from_stdin.err;
+  EXPECT_NE(from_stdin.out.find(": runs added 3, updated 0; new machines 3"), std::string::npos) << from_stdin.out;
+  const auto from_folder = Feedtune("merge " + (dir_ / "c.db") + " " + hosts.string());
+  ASSERT_EQ(from_folder.code, 0) << from_folder.err;
+  EXPECT_LT(from_folder.out.find(paths[0]), from_folder.out.find(paths[2])) << "in name order";
+  EXPECT_NE(from_folder.out.find(": runs added 3, updated 0; new machines 3"), std::string::npos)
+      << from_folder.out;
+
+  // A file that is not a results file, in the folder: refused by name, before
+  // anything is written; with --keep-going, left out and the others merged.
+  WriteFile((hosts / "notes.db").string(), std::string(200, 'x'));
+  const auto refused = Feedtune("merge " + (dir_ / "d.db") + " " + hosts.string());
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_EQ(refused.err, "feedtune: merge: " + (hosts / "notes.db").string() +
+                             ": not a feedtune results file (not an SQLite database); leave it out of the merge\n");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "d.db"));
+  const auto kept_going = Feedtune("merge " + (dir_ / "d.db") + " " + hosts.string() + " --keep-going");
+  EXPECT_EQ(kept_going.code, 1);
+  EXPECT_NE(kept_going.err.find("notes.db: not a feedtune results file (not an SQLite database); leave it out of "
+                                "the merge (left out)\n"),
+            std::string::npos)
+      << kept_going.err;
+  EXPECT_NE(kept_going.out.find(": runs added 3, updated 0; new machines 3; 1 input(s) left out"), std::string::npos)
+      << kept_going.out;
+
+  EXPECT_EQ(Feedtune("merge " + (dir_ / "e.db") + " --from " + (dir_ / "no-such-list.txt")).code, 2);
+  EXPECT_EQ(Feedtune("merge " + (dir_ / "e.db") + " " + (dir_ / "empty-folder")).code, 1);  // no such file
 }
 
 TEST_F(ResultsCliTest, SweepLabelNamesTheMachineInCompare) {

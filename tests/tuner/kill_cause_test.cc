@@ -4,55 +4,24 @@
 #include "tuner/measure/kill_cause.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
-#include <filesystem>
-#include <fstream>
-#include <stdexcept>
 #include <string>
+
+#include "tests/common/fake_root.h"
 
 namespace feedtune::tuner {
 namespace {
 
-namespace fs = std::filesystem;
-
-// A filesystem root holding only what the test writes: proc/self/cgroup and
-// the cgroup folders under sys/fs/cgroup.
-class FakeCgroupRoot {
- public:
-  FakeCgroupRoot() {
-    std::string pattern = (fs::temp_directory_path() / "feedtune_oom_test.XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    root_ = pattern;
-  }
-  ~FakeCgroupRoot() {
-    std::error_code error;
-    fs::remove_all(root_, error);
-  }
-  FakeCgroupRoot(const FakeCgroupRoot&) = delete;
-  FakeCgroupRoot& operator=(const FakeCgroupRoot&) = delete;
-
-  void Write(const std::string& relative, const std::string& text) const {
-    const fs::path path = root_ / relative;
-    fs::create_directories(path.parent_path());
-    std::ofstream(path) << text;
-  }
-  // A cgroup v2 box whose process sits in /job.slice/trial with `oom_kills`.
-  void V2(int oom_kills) const {
-    Write("proc/self/cgroup", "0::/job.slice/trial\n");
-    Write("sys/fs/cgroup/job.slice/trial/memory.events",
-          "low 0\nhigh 0\nmax 12\noom 2\noom_kill " + std::to_string(oom_kills) + "\noom_group_kill 0\n");
-  }
-  std::string root() const { return root_.string(); }
-  std::string path(const std::string& relative) const { return (root_ / relative).string(); }
-
- private:
-  fs::path root_;
-};
+// A cgroup v2 box whose process sits in /job.slice/trial with `oom_kills`.
+void WriteV2(const testing_util::FakeRoot& fake, int oom_kills) {
+  fake.Write("proc/self/cgroup", "0::/job.slice/trial\n");
+  fake.Write("sys/fs/cgroup/job.slice/trial/memory.events",
+             "low 0\nhigh 0\nmax 12\noom 2\noom_kill " + std::to_string(oom_kills) + "\noom_group_kill 0\n");
+}
 
 TEST(OomKills, ReadsTheLeafCgroupsMemoryEvents) {
-  const FakeCgroupRoot fake;
-  fake.V2(3);
+  const testing_util::FakeRoot fake;
+  WriteV2(fake, 3);
   // The parent counts its other children too: the leaf's count is the one read.
   fake.Write("sys/fs/cgroup/job.slice/memory.events", "oom 9\noom_kill 9\n");
   const auto kills = results::ReadOomKills(fake.root());
@@ -62,7 +31,7 @@ TEST(OomKills, ReadsTheLeafCgroupsMemoryEvents) {
 }
 
 TEST(OomKills, ReadsCgroupV1OomControl) {
-  const FakeCgroupRoot fake;
+  const testing_util::FakeRoot fake;
   fake.Write("proc/self/cgroup", "4:memory:/docker/abc\n0::/\n");
   fake.Write("sys/fs/cgroup/memory/docker/abc/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 5\n");
   const auto kills = results::ReadOomKills(fake.root());
@@ -71,17 +40,17 @@ TEST(OomKills, ReadsCgroupV1OomControl) {
 }
 
 TEST(OomKills, NoneWithoutAReadableCount) {
-  const FakeCgroupRoot fake;
+  const testing_util::FakeRoot fake;
   fake.Write("proc/self/cgroup", "0::/job\n");
   fake.Write("sys/fs/cgroup/job/memory.events", "oom 1\n");  // a kernel before the oom_kill field
   EXPECT_FALSE(results::ReadOomKills(fake.root()).has_value());
 }
 
 TEST(OomWatch, TheCountRisingNamesTheOomKiller) {
-  const FakeCgroupRoot fake;
-  fake.V2(3);
+  const testing_util::FakeRoot fake;
+  WriteV2(fake, 3);
   const OomWatch watch(fake.root());
-  fake.V2(4);  // the kernel killed one process of the cgroup meanwhile
+  WriteV2(fake, 4);  // the kernel killed one process of the cgroup meanwhile
   EXPECT_EQ(WithKillCause("worker 1 (pid 42) was killed by signal 9 (SIGKILL) while loading batch 7", watch),
             "worker 1 (pid 42) was killed by signal 9 (SIGKILL) while loading batch 7; the kernel's OOM killer did "
             "it (oom_kill 3 -> 4 in " +
@@ -91,8 +60,8 @@ TEST(OomWatch, TheCountRisingNamesTheOomKiller) {
 }
 
 TEST(OomWatch, TheCountUnchangedSaysItWasNotTheOomKiller) {
-  const FakeCgroupRoot fake;
-  fake.V2(3);
+  const testing_util::FakeRoot fake;
+  WriteV2(fake, 3);
   const OomWatch watch(fake.root());
   EXPECT_EQ(watch.Explain(), "not the kernel's OOM killer (oom_kill 3 -> 3 in " +
                                  fake.path("sys/fs/cgroup/job.slice/trial/memory.events") +
@@ -100,7 +69,7 @@ TEST(OomWatch, TheCountUnchangedSaysItWasNotTheOomKiller) {
 }
 
 TEST(OomWatch, NoCountSaysItCannotTell) {
-  const FakeCgroupRoot fake;
+  const testing_util::FakeRoot fake;
   fake.Write("proc/self/cgroup", "0::/job\n");
   const OomWatch watch(fake.root());
   EXPECT_EQ(watch.Explain(),
@@ -109,8 +78,8 @@ TEST(OomWatch, NoCountSaysItCannotTell) {
 }
 
 TEST(OomWatch, OnlyASigkillIsExplainedAndOnlyOnce) {
-  const FakeCgroupRoot fake;
-  fake.V2(0);
+  const testing_util::FakeRoot fake;
+  WriteV2(fake, 0);
   const OomWatch watch(fake.root());
   const std::string segv = "worker 0 (pid 7) was killed by signal 11 (SIGSEGV) while loading batch 2";
   EXPECT_EQ(WithKillCause(segv, watch), segv);
