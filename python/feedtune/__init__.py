@@ -1,5 +1,11 @@
-"""feedtune's Python side: measure your own training loop with feedtune's
-sweep (serve), and take the answer into the training job (loader_kwargs).
+"""feedtune's Python side: tune the DataLoader inside the training job
+(autotune), measure your own training loop with feedtune's sweep (serve), and
+take the answer into the training job (loader_kwargs).
+
+    from feedtune import autotune                   # the training job tunes itself
+    loader = autotune(DataLoader(ds, batch_size=64, shuffle=True), results="fleet.db", config="resnet50")
+    for x, y in loader:                             # same batches, same order; the first ones try settings
+        train_step(x.to(device, non_blocking=loader.non_blocking), y)
 
     from feedtune import serve                      # tune.py, swept by `feedtune sweep`
     serve(dataset=make_dataset, step=train_step, batch_size=64)
@@ -19,8 +25,9 @@ same harness (feedtune.probe).
 """
 
 from .api import serve
+from .autotune import AutotuneError, AutotunedLoader, autotune
 from .results import LoaderKwargs, ResultsError, loader_kwargs
 from .watch import watch
 
 __version__ = "0.1.0"
-__all__ = ["serve", "loader_kwargs", "LoaderKwargs", "ResultsError", "watch", "__version__"]
+__all__ = ["autotune", "AutotunedLoader", "AutotuneError", "serve", "loader_kwargs", "LoaderKwargs", "ResultsError", "watch", "__version__"]

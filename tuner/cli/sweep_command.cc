@@ -21,7 +21,6 @@
 #include "tuner/cli/version.h"
 #include "tuner/measure/stage_runner.h"
 #include "tuner/search/verdict_rules.h"
-#include "tuner/measure/command_measurer.h"
 #include "tuner/measure/measurer_factory.h"
 #include "tuner/search/formula_trials.h"
 #include "tuner/measure/node_measurer.h"
@@ -320,13 +319,12 @@ void PythonPreflight(const SweepArgs& a, const std::atomic<bool>& stop, tuner::P
 }
 
 // --serve-fd: the served trials go to the process that started feedtune.
-void AttachMeasurer(SweepSession& s, int fd) {
-  auto* command = dynamic_cast<tuner::CommandMeasurer*>(s.measurer.get());
-  if (command == nullptr || s.config.workload.command.protocol != workloads::CommandProtocol::kServe) {
+void CheckAttachable(SweepSession& s) {
+  if (s.config.workload.kind != workloads::WorkloadKind::kCommand ||
+      s.config.workload.command.protocol != workloads::CommandProtocol::kServe || s.ranks > 1) {
     throw SweepStop{kExitUsage, s.config.source + ": --serve-fd needs workload.kind command with protocol serve "
                                 "and one rank (sweep.ranks 1): the process on the socket answers serve requests"};
   }
-  command->AttachToCaller(fd);
   s.attached = true;
 }
 
@@ -366,8 +364,8 @@ void BuildSetup(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progre
   } catch (const device::DeviceError& e) {
     throw SweepStop{kExitUsage, e.what()};
   }
-  s.measurer = tuner::MakeMeasurer(s.config, s.workload, *s.device, &stop);
-  if (a.serve_fd >= 0) AttachMeasurer(s, a.serve_fd);
+  if (a.serve_fd >= 0) CheckAttachable(s);
+  s.measurer = tuner::MakeMeasurer(s.config, s.workload, *s.device, &stop, a.serve_fd);
   // The seed: found in --seed-from's file for this machine, or on resume the one stored with the run.
   if (a.resuming) {
     if (s.run.facts.seed) s.seed = tuner::SeedFromFacts(*s.run.facts.seed);

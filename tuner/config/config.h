@@ -46,6 +46,10 @@ struct SweepOptions {
   double measure_seconds = 2.0;
   double gain_threshold = 0.05;
   double knee_tolerance = 0.05;
+  // > 0: the search asks no new trial once this many seconds have passed since
+  // its start, and keeps the best setting so far (tuner/search/search.h);
+  // feedtune.autotune sets it from budget_s. 0 = no limit.
+  double time_budget_s = 0;
   // Stage trials at the best setting after the sweep, and the bottleneck
   // verdict (tuner/measure/stage_runner.h, docs/verdict.md).
   bool diagnose = true;

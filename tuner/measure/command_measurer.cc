@@ -430,16 +430,30 @@ results::TrialRecord CommandMeasurer::MeasureServed(const loader::Knobs& knobs, 
   for (const std::string& a : config_.workload.command.argv) argv.push_back(workloads::ExpandPlaceholders(a, context));
   const double timeout_s = config_.workload.command.timeout_s;
   const auto failed = [&](const std::string& why, const std::string& stderr_tail) {
-    std::string error = why + "\n  command: " + JoinArgv(argv);
-    const std::string tail = LastLines(stderr_tail);
-    error += tail.empty() ? "\n  stderr: (empty)" : "\n  stderr (last lines):\n" + tail;
+    std::string error = why;
+    if (attach_fd_ < 0) {  // attached, the job's own stderr is the user's terminal: nothing to quote
+      error += "\n  command: " + JoinArgv(argv);
+      const std::string tail = LastLines(stderr_tail);
+      error += tail.empty() ? "\n  stderr: (empty)" : "\n  stderr (last lines):\n" + tail;
+    }
     trial.status = results::TrialStatus::kFailed;
     trial.error = error;
     trial.repeats = 0;
     return trial;
   };
 
-  if (server_ == nullptr || !server_->StillRunning()) {
+  if (attach_fd_ >= 0) {
+    if (servers_started_ > 0 && (server_ == nullptr || !server_->alive())) {
+      return failed("the job that started feedtune closed the connection or broke the protocol in an earlier trial; "
+                    "no further trial can run", "");
+    }
+    if (server_ == nullptr) {
+      std::string error;
+      server_ = CommandServer::Attach(attach_fd_, &error);
+      ++servers_started_;
+      if (server_ == nullptr) return failed("cannot serve through the job: " + error, "");
+    }
+  } else if (server_ == nullptr || !server_->StillRunning()) {
     server_.reset();
     std::vector<std::string> env;
     for (std::string& e : workloads::PlaceholderEnvironment(context)) {
@@ -486,7 +500,7 @@ results::TrialRecord CommandMeasurer::MeasureServed(const loader::Knobs& knobs, 
   const ServedTrial served = server_->RunTrial(request.dump(), trial_id, repeats, timeout_s, stop_);  // throws Interrupted
   if (!served.ok) {
     const std::string stderr_tail = server_->stderr_tail();
-    if (!server_->alive()) server_.reset();  // the next trial starts a new process
+    if (!server_->alive() && attach_fd_ < 0) server_.reset();  // the next trial starts a new process
     return failed(served.failure, stderr_tail);
   }
   std::vector<Window> windows;

@@ -168,6 +168,11 @@ class CommandMeasurer final : public TrialMeasurer {
   results::TrialRecord MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) override;
   std::string last_warning() const override { return last_warning_; }
 
+  // serve, attached: the process that started feedtune serves the requests
+  // on `fd` (tuner/measure/command_server.h; `sweep --serve-fd`). No process
+  // is started, and once the connection fails every later trial fails.
+  void AttachToCaller(int fd) { attach_fd_ = fd; }
+
   // serve: the serving process now (-1 when none runs), and how many were started.
   pid_t server_pid() const;
   int servers_started() const { return servers_started_; }
@@ -190,6 +195,7 @@ class CommandMeasurer final : public TrialMeasurer {
   std::string last_warning_;
   std::unique_ptr<CommandServer> server_;  // serve: started at the first trial, again after a failure
   int servers_started_ = 0;
+  int attach_fd_ = -1;            // AttachToCaller's socket; -1: serve starts workload.argv
   int64_t trials_requested_ = 0;  // the serve protocol's trial numbers
   bool idle_warned_ = false;      // the missing gpu_idle_frac was said (once per measurer)
 };

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -244,8 +245,36 @@ std::unique_ptr<CommandServer> CommandServer::Start(const std::vector<std::strin
   return server;
 }
 
+std::unique_ptr<CommandServer> CommandServer::Attach(int fd, std::string* error) {
+  struct stat st {};
+  int type = 0;
+  socklen_t type_len = sizeof type;
+  if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
+      ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &type_len) != 0 || type != SOCK_STREAM) {
+    *error = "fd " + std::to_string(fd) + " is not an open stream socket (--serve-fd takes the socket that the "
+             "process which started feedtune serves requests on: feedtune.autotune passes it)";
+    return nullptr;
+  }
+  // Reads go through a second descriptor made non-blocking; O_NONBLOCK is
+  // shared by the two, so SendRequest waits out EAGAIN.
+  const int read_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (read_fd < 0) {
+    *error = std::string("dup of fd ") + std::to_string(fd) + ": " + Errno(errno);
+    return nullptr;
+  }
+  ::fcntl(fd, F_SETFD, FD_CLOEXEC);  // the search's own children must not hold the job's socket open
+  std::unique_ptr<CommandServer> server(new CommandServer());
+  server->attached_ = true;
+  server->pid_ = ::getppid();
+  server->stdin_fd_ = fd;
+  server->stdout_fd_ = read_fd;
+  server->started_at_ = Clock::now();
+  ::fcntl(read_fd, F_SETFL, O_NONBLOCK);
+  return server;
+}
+
 CommandServer::~CommandServer() {
-  if (!dead_ && pid_ > 0) KillAndReap();
+  if (!dead_ && pid_ > 0 && !attached_) KillAndReap();
   CloseFd(stdin_fd_);
   CloseFd(stdout_fd_);
   CloseFd(stderr_fd_);
@@ -253,6 +282,10 @@ CommandServer::~CommandServer() {
 
 std::string CommandServer::KillAndReap() {
   if (dead_) return {};
+  if (attached_) {  // the job is not ours to kill: the connection is over
+    dead_ = true;
+    return {};
+  }
   // Kill before reaping: the group (its workers too) must still exist, and
   // the leader's pid must not be free for reuse while we signal it.
   ::kill(-pid_, SIGKILL);
@@ -267,6 +300,7 @@ std::string CommandServer::KillAndReap() {
 
 bool CommandServer::StillRunning() {
   if (dead_) return false;
+  if (attached_) return true;  // a closed socket shows at the next request
   siginfo_t info{};
   if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid_) {
     KillAndReap();
@@ -276,6 +310,10 @@ bool CommandServer::StillRunning() {
 }
 
 std::string CommandServer::ReapAfterEof() {
+  if (attached_) {
+    dead_ = true;
+    return "closed the connection";
+  }
   const auto deadline = Clock::now() + kExitGrace;
   while (Clock::now() < deadline) {
     siginfo_t info{};
@@ -412,6 +450,11 @@ std::string CommandServer::SendRequest(const std::string& request_line, int64_t 
   for (size_t sent = 0; sent < line.size();) {
     const ssize_t n = ::send(stdin_fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {  // attached: the socket is non-blocking
+      pollfd out{stdin_fd_, POLLOUT, 0};
+      ::poll(&out, 1, static_cast<int>(kPoll.count()));
+      continue;
+    }
     if (n < 0) {
       const int error = errno;
       const std::string how = error == EPIPE ? ReapAfterEof() : KillAndReap();
@@ -440,7 +483,7 @@ bool CommandServer::AwaitOutput(Clock::time_point deadline, bool* leader_exited,
   // open, so its exit is looked for too, without reaping: the group must
   // still exist when it is killed.
   siginfo_t info{};
-  *leader_exited = ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+  *leader_exited = !attached_ && ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
                    info.si_pid == pid_;
   if (!stdout_open || *leader_exited) {
     ReadAvailable(stdout_fd_, stdout_buffer_);  // what it wrote before it went

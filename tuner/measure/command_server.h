@@ -31,8 +31,16 @@
 //     the tail of stderr, and the whole process group is killed; the next
 //     trial starts a new process. At the end of the sweep the group is killed.
 //
+// Attached (CommandServer::Attach, `sweep --serve-fd`, feedtune.autotune in
+// python/feedtune/autotune.py): the serving process is the training job that
+// started feedtune, and requests and answers travel on one socket it handed
+// down. The protocol is the same; feedtune never kills or reaps that process:
+// a failure that would kill a started command only marks the connection dead,
+// and closing the socket (at the end of the sweep) tells the job it is over.
+//
 // Ownership: a CommandServer owns its process group and the three pipe ends
-// (RAII: the destructor kills the group with SIGKILL and reaps the leader).
+// (RAII: the destructor kills the group with SIGKILL and reaps the leader);
+// attached, it owns only the socket.
 // Threading: one thread uses a CommandServer. The stop flag is polled every
 // 100 ms while a trial runs; when raised, the group is killed and Interrupted
 // is thrown.
@@ -83,6 +91,10 @@ class CommandServer {
   static std::unique_ptr<CommandServer> Start(const std::vector<std::string>& argv,
                                               const std::vector<std::string>& extra_env, std::string* error);
 
+  // Serves through the process that started this one (attached, above) on
+  // `fd`, a stream socket. Returns null with *error set when `fd` is not one.
+  static std::unique_ptr<CommandServer> Attach(int fd, std::string* error);
+
   CommandServer(const CommandServer&) = delete;
   CommandServer& operator=(const CommandServer&) = delete;
   ~CommandServer();
@@ -122,7 +134,8 @@ class CommandServer {
   // leader exited (*leader_exited). A poll failure sets *poll_error.
   bool AwaitOutput(std::chrono::steady_clock::time_point deadline, bool* leader_exited, std::string* poll_error);
 
-  pid_t pid_ = -1;
+  pid_t pid_ = -1;           // attached: the parent, whose CPU and memory a trial reads
+  bool attached_ = false;   // the parent serves: never killed, never reaped
   bool dead_ = false;       // killed (or found dead) and reaped
   bool started_any_ = false;  // a first trial was requested (its timeout counts from the start)
   std::chrono::steady_clock::time_point started_at_{};

@@ -182,9 +182,11 @@ OpenedWorkload OpenWorkload(const SweepConfig& config) {
 }
 
 std::unique_ptr<TrialMeasurer> MakeMeasurer(const SweepConfig& config, const OpenedWorkload& workload,
-                                            device::Device& device, const std::atomic<bool>* stop) {
+                                            device::Device& device, const std::atomic<bool>* stop, int serve_fd) {
   if (config.workload.kind == workloads::WorkloadKind::kCommand) {
-    return std::make_unique<KillNamingMeasurer>(std::make_unique<CommandMeasurer>(config, stop));
+    auto command = std::make_unique<CommandMeasurer>(config, stop);
+    if (serve_fd >= 0) command->AttachToCaller(serve_fd);
+    return std::make_unique<KillNamingMeasurer>(std::move(command));
   }
   if (workload.ranks) {
     workload.ranks->set_stop(stop);

@@ -56,8 +56,12 @@ struct OpenedWorkload {
 // names the file, record and byte offset) or std::system_error (no fork server).
 OpenedWorkload OpenWorkload(const SweepConfig& config);
 
-// `config`, `device` and `stop` must outlive the measurer.
+// `config`, `device` and `stop` must outlive the measurer. `serve_fd` >= 0
+// (a command workload with protocol serve, `sweep --serve-fd`): the process
+// that started feedtune serves the trials on that socket
+// (CommandMeasurer::AttachToCaller).
 std::unique_ptr<TrialMeasurer> MakeMeasurer(const SweepConfig& config, const OpenedWorkload& workload,
-                                            device::Device& device, const std::atomic<bool>* stop);
+                                            device::Device& device, const std::atomic<bool>* stop,
+                                            int serve_fd = -1);
 
 }  // namespace feedtune::tuner

@@ -1,6 +1,7 @@
 #include "tuner/search/search.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -87,7 +88,21 @@ class Search {
     }
     Decide(base, "reference");
     current_index_ = base;
+    try {
+      Sequence();
+    } catch (const TimeBudgetSpent&) {
+      KeepBestAtBudget();
+    }
+    return Finish();
+  }
 
+ private:
+  // Thrown by Measure when sweep.time_budget_s has passed: the sequence ends
+  // where it is (Run catches it).
+  struct TimeBudgetSpent {};
+
+  // Everything after the baseline, up to the final check.
+  void Sequence() {
     stage_ = Stage::kPin;
     if (setup_.seed) {
       SeedStart();
@@ -134,10 +149,31 @@ class Search {
     stage_ = Stage::kFinal;
     FinalCheck();
     stage_ = Stage::kDone;
-    return Finish();
   }
 
- private:
+  double ElapsedS() const {
+    if (setup_.elapsed_s) return setup_.elapsed_s();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  }
+
+  // The time budget ended the sequence: the best setting so far is the one
+  // kept so far, or a trial measured since that gains over it by THE RULE
+  // (a doubling cut short has not yet named its knee). The final check, once
+  // begun, is not cut short (Measure), so the speedup is known or not run.
+  void KeepBestAtBudget() {
+    for (size_t i = 0; i < trials().size(); ++i) {
+      const TrialRecord& t = trials()[i];
+      if (t.status == TrialStatus::kOk && t.phase != "final_check" && IsGain(t, current(), options_.gain_threshold)) {
+        current_index_ = i;
+        current_ = t.knobs;
+      }
+    }
+    outcome_.best = current_index_;
+    AddPhase("time_budget", false,
+             Format("the time budget of %g s ended the search after %d trials (%.1f s); kept the best setting so far",
+                    options_.time_budget_s, static_cast<int>(trials().size()), ElapsedS()));
+    stage_ = Stage::kDone;
+  }
   std::vector<TrialRecord>& trials() { return outcome_.trials; }
   const TrialRecord& current() { return trials()[current_index_]; }
   int repeats() const { return std::max(1, options_.repeats); }
@@ -182,6 +218,10 @@ class Search {
   }
 
   size_t Measure(const char* phase, const loader::Knobs& knobs, TrialPlan plan = {}) {
+    if (options_.time_budget_s > 0 && stage_ != Stage::kBaseline && stage_ != Stage::kFinal &&
+        ElapsedS() >= options_.time_budget_s) {
+      throw TimeBudgetSpent{};
+    }
     plan.phase = phase;
     if (events_.on_start) events_.on_start(plan, knobs, {static_cast<int>(outcome_.trials.size()), TrialsLeft()});
     TrialRecord trial = measurer_.MeasurePlanned(knobs, plan);
@@ -1058,12 +1098,13 @@ class Search {
   void FinalCheck() {
     const TrialRecord& base = trials()[*outcome_.baseline];
     const TrialRecord& best = current();
-    if (best.knobs == base.knobs) {
+    const loader::Knobs a = setup_.reference.value_or(base.knobs), b = best.knobs;
+    const char* reference = setup_.reference ? "the job's own setting" : "the baseline";
+    if (a == b) {
       outcome_.speedup = 1.0;
-      AddPhase("final_check", false, "not run: the best setting is the baseline");
+      AddPhase("final_check", false, std::string("not run: the best setting is ") + reference);
       return;
     }
-    const loader::Knobs a = base.knobs, b = best.knobs;
     TrialPlan plan;
     plan.repeats = 1;
     std::vector<double> ratios;
@@ -1075,7 +1116,7 @@ class Search {
         Decide(ia, "");
         break;
       }
-      Decide(ia, "pair " + std::to_string(pair) + ": baseline");
+      Decide(ia, "pair " + std::to_string(pair) + (setup_.reference ? ": the job's own setting" : ": baseline"));
       const size_t ib = Measure("final_check", b, plan);
       ++final_done_;
       if (trials()[ib].status != TrialStatus::kOk) {
@@ -1098,7 +1139,7 @@ class Search {
     outcome_.speedup_ci_high = s.ci_high;
     AddPhase("final_check", s.ci_low > 1.0,
              "speedup " + Format("x%.2f", s.median) + " [" + Format("%.2f", s.ci_low) + ", " +
-                 Format("%.2f", s.ci_high) + "] over the baseline, " + std::to_string(ratios.size()) +
+                 Format("%.2f", s.ci_high) + "] over " + reference + ", " + std::to_string(ratios.size()) +
                  " interleaved pairs" + (s.ci_low > 1.0 ? "" : "; the interval includes no gain"));
   }
 
@@ -1119,6 +1160,7 @@ class Search {
   const SearchEvents& events_;
 
   SearchOutcome outcome_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   loader::Knobs current_;
   size_t current_index_ = 0;
 

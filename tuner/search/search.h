@@ -67,7 +67,9 @@
 //                   within the noise alone, can add up to one worth keeping
 //   final check     baseline and best re-measured interleaved, A B A B ...,
 //                   `repeats` pairs of one window each; the speedup is the
-//                   median of the pair ratios with a 95% bootstrap interval
+//                   median of the pair ratios with a 95% bootstrap interval.
+//                   With SearchSetup::reference the reference setting stands
+//                   in for the baseline (the job's own)
 //
 // Seeded (SearchSetup::seed, `sweep --seed-from`, docs/fleets.md): a stored
 // run of the nearest machine gives the start, and only what it found is
@@ -100,6 +102,12 @@
 //                   when the seed kept it but its epochs were too long here.
 //                   Combined and the final check as above
 // The seed is stored with the run, so a resumed run re-seeds identically.
+//
+// The time budget (sweep.time_budget_s > 0, feedtune.autotune's budget_s):
+// once it has passed, no new trial starts and the sequence ends at the best
+// setting so far, with a "time_budget" phase saying so. The baseline always
+// runs, and a final check once begun runs to its end. The budget is the one
+// input not in the records: a resumed run may stop elsewhere.
 //
 // THE RULE for keeping a step: its median throughput must exceed the current
 // median by more than gain_threshold AND, when both trials have 2 or more
@@ -168,6 +176,13 @@ struct SearchSetup {
   bool python_workload = false;
   loader::StartMethod default_start_method = loader::StartMethod::kDefault;
   std::optional<SearchSeed> seed;  // the seeded sequence above; nullopt = unseeded
+  // The final check's reference instead of the baseline: the setting the job
+  // ran before (feedtune.autotune: the user's own DataLoader), so the speedup
+  // is over what the job would have done. nullopt: the baseline.
+  std::optional<loader::Knobs> reference;
+  // Seconds since the search began, read against sweep.time_budget_s; empty:
+  // the steady clock (tests give a scripted one).
+  std::function<double()> elapsed_s;
 };
 
 // One phase's outcome in words: "kept" or "not kept", and why (stored with

@@ -1,0 +1,290 @@
+"""feedtune.autotune in a job: the batches the plain DataLoader would give, in
+its order, every epoch, while feedtune's own search (the binary, started by
+the job) tries settings on them; and the job going on at its own setting
+when anything of the tuning fails.
+
+Needs the feedtune binary: $FEEDTUNE_BIN, else build/tuner/cli/feedtune;
+skipped (saying so) when neither is there.
+
+    PYTHONPATH=python FEEDTUNE_BIN=build/tuner/cli/feedtune python3 -m unittest tests/python/test_autotune.py
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import warnings
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir))
+sys.path.insert(0, os.path.join(REPO, "python"))
+
+import torch  # noqa: E402
+import torch.utils.data as tud  # noqa: E402
+
+import feedtune  # noqa: E402
+from feedtune import AutotuneError, autotune  # noqa: E402
+
+BINARY = os.environ.get("FEEDTUNE_BIN") or os.path.join(REPO, "build", "tuner", "cli", "feedtune")
+HAVE_BINARY = os.path.isfile(BINARY) and os.access(BINARY, os.X_OK)
+BUDGET_S = 2.0
+WORKERS_BUDGET_S = 12.0  # enough for the doubling to reach 2 workers on a loaded 2-CPU box
+MAX_EPOCHS = 40
+
+
+class Indices(tud.Dataset):
+    """Sample i is the tensor [i], after a short wait (so workers can pay off)."""
+
+    def __init__(self, n=240, wait_s=0.0004):
+        self.n, self.wait_s = n, wait_s
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        time.sleep(self.wait_s)
+        return torch.tensor([i])
+
+
+class KillsItsWorker(Indices):
+    """Under a worker with 2 or more siblings, sample `at` kills the worker (SIGKILL)."""
+
+    def __init__(self, at):
+        super().__init__()
+        self.at = at
+
+    def __getitem__(self, i):
+        info = tud.get_worker_info()
+        if i == self.at and info is not None and info.num_workers >= 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().__getitem__(i)
+
+
+class EveryOtherReversed(tud.Sampler):
+    """A custom sampler with state: forwards, then backwards, by turns."""
+
+    def __init__(self, n):
+        self.n, self.turn = n, 0
+
+    def __iter__(self):
+        self.turn += 1
+        return iter(range(self.n) if self.turn % 2 else range(self.n - 1, -1, -1))
+
+    def __len__(self):
+        return self.n
+
+
+def indices_of(batch):
+    return [int(v) for v in batch.view(-1)]
+
+
+def run(loader, epochs, set_epoch=None, on_batch=None):
+    """The indices per epoch, as lists of batches."""
+    seen = []
+    for epoch in range(epochs):
+        if set_epoch:
+            set_epoch(epoch)
+        batches = []
+        for batch in loader:
+            batches.append(indices_of(batch))
+            if on_batch:
+                on_batch(loader, batch)
+        seen.append(batches)
+    return seen
+
+
+def children():
+    """This process's child pids (the controller, DataLoader workers)."""
+    me = str(os.getpid())
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == me and fields[0] != "Z":
+            found.append(int(pid))
+    return found
+
+
+@unittest.skipUnless(HAVE_BINARY, "no feedtune binary at %s (make build, or set FEEDTUNE_BIN)" % BINARY)
+class AutotuneOrder(unittest.TestCase):
+    """Same indices, same order, as the plain DataLoader built the same way."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="autotune-test-")
+        self.db = os.path.join(self.dir, "job.db")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def tuned_and_plain(self, make, set_epoch=None, config="order"):
+        """Iterates autotune(make()) until it is tuned and two epochs more, and
+        make() plainly as many epochs; returns both, and the tuned loader."""
+        tuned = autotune(make(), results=self.db, config=config, budget_s=BUDGET_S, verbose=False)
+        seen = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # a fallback fails the test
+            after = 0
+            for epoch in range(MAX_EPOCHS):
+                seen += run(tuned, 1, set_epoch=(lambda e, ep=epoch: set_epoch(tuned, ep)) if set_epoch else None)
+                if tuned.phase != "tuning":
+                    after += 1
+                    if after == 2:
+                        break
+        self.assertEqual(tuned.phase, "tuned", tuned.decision)
+        plain = make()
+        expected = run(plain, len(seen), set_epoch=(lambda e: set_epoch(plain, e)) if set_epoch else None)
+        tuned.close()
+        return seen, expected, tuned
+
+    def assert_same(self, seen, expected, n, drop_last_batch=None):
+        self.assertEqual(len(seen), len(expected))
+        for epoch, (got, want) in enumerate(zip(seen, expected)):
+            self.assertEqual(got, want, "epoch %d differs" % epoch)
+        flat = sorted(i for b in seen[0] for i in b)
+        if drop_last_batch is None:
+            self.assertEqual(flat, list(range(n)))  # every index once, none repeated
+
+    def test_shuffle_with_a_generator_and_a_ragged_last_batch(self):
+        def make():
+            return tud.DataLoader(Indices(), batch_size=7, shuffle=True, drop_last=False,
+                                  generator=torch.Generator().manual_seed(11))
+        seen, expected, tuned = self.tuned_and_plain(make)
+        self.assert_same(seen, expected, 240)
+        self.assertGreater(len(seen), 2)
+        # The decision is stored as a run, with the job's setting as the check's reference.
+        report = subprocess.run([BINARY, "report", "--db", self.db, "--format", "json"], capture_output=True,
+                                text=True, check=True)
+        run_json = json.loads(report.stdout)
+        self.assertEqual(run_json["status"], "done")
+        self.assertEqual(run_json["workload"], "order")
+        self.assertIn("num_workers", tuned.settings)
+        self.assertIn("non_blocking", tuned.settings)
+        self.assertTrue(tuned.decision.startswith("feedtune.autotune: num_workers="), tuned.decision)
+
+    def test_custom_sampler_and_drop_last(self):
+        def make():
+            return tud.DataLoader(Indices(), batch_size=16, sampler=EveryOtherReversed(240), drop_last=True)
+        seen, expected, _ = self.tuned_and_plain(make)
+        self.assert_same(seen, expected, 240, drop_last_batch=True)
+        self.assertEqual(len(seen[0]), 240 // 16)
+
+    def test_distributed_sampler_with_set_epoch(self):
+        def make():
+            ds = Indices()
+            return tud.DataLoader(ds, batch_size=8, sampler=tud.DistributedSampler(ds, num_replicas=2, rank=1,
+                                                                                   shuffle=True, seed=3))
+
+        def set_epoch(loader, epoch):
+            loader.sampler.set_epoch(epoch)
+        seen, expected, _ = self.tuned_and_plain(make, set_epoch=set_epoch)
+        self.assert_same(seen, expected, 120, drop_last_batch=True)
+        self.assertNotEqual(seen[0], seen[1])  # set_epoch reshuffled
+
+    def test_batch_sampler_and_the_global_generator(self):
+        def make():
+            torch.manual_seed(5)  # RandomSampler without a generator draws from torch's global one
+            return tud.DataLoader(Indices(), batch_sampler=tud.BatchSampler(tud.RandomSampler(range(240)), 9,
+                                                                            drop_last=True))
+        seen, expected, _ = self.tuned_and_plain(make)
+        self.assert_same(seen, expected, 240, drop_last_batch=True)
+
+
+@unittest.skipUnless(HAVE_BINARY, "no feedtune binary at %s (make build, or set FEEDTUNE_BIN)" % BINARY)
+class AutotuneNeverHurts(unittest.TestCase):
+    """Each fault leaves the job running at its own setting, no batch lost or repeated."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="autotune-test-")
+        self.db = os.path.join(self.dir, "job.db")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def make(self, dataset=None):
+        return tud.DataLoader(dataset or Indices(), batch_size=6, shuffle=True,
+                              generator=torch.Generator().manual_seed(2))
+
+    def epochs_until_fallback(self, loader, on_batch=None, epochs=MAX_EPOCHS):
+        seen = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(epochs):
+                seen += run(loader, 1, on_batch=on_batch)
+                if loader.phase == "fallback":
+                    seen += run(loader, 1)
+                    break
+        said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+        return seen, said
+
+    def test_no_binary(self):
+        loader = autotune(self.make(), results=self.db, feedtune_bin=os.path.join(self.dir, "nope"), verbose=False)
+        seen, said = self.epochs_until_fallback(loader, epochs=2)
+        self.assertEqual(loader.phase, "fallback")
+        self.assertEqual(len(said), 1)
+        self.assertIn("no executable feedtune binary at feedtune_bin=", said[0])
+        self.assertEqual(seen, run(self.make(), len(seen)))
+        self.assertEqual(loader.settings, {"num_workers": 0, "pin_memory": False, "non_blocking": False})
+
+    def test_the_controller_killed(self):
+        killed = []
+
+        def kill_it(loader, batch):
+            c = loader._controller
+            if not killed and c and c.process and len(loader._probe) >= 4 and loader._trial is not None:
+                os.kill(c.process.pid, signal.SIGKILL)
+                killed.append(c.process.pid)
+        loader = autotune(self.make(), results=self.db, budget_s=BUDGET_S, verbose=False)
+        seen, said = self.epochs_until_fallback(loader, on_batch=kill_it)
+        self.assertTrue(killed)
+        self.assertEqual(loader.phase, "fallback")
+        self.assertEqual(len(said), 1, said)
+        self.assertIn("controller", said[0])
+        self.assertEqual(seen, run(self.make(), len(seen)))
+
+    def test_a_trial_worker_killed(self):
+        loader = autotune(self.make(KillsItsWorker(at=17)), results=self.db, budget_s=WORKERS_BUDGET_S,
+                          verbose=False)
+        seen, said = self.epochs_until_fallback(loader)
+        self.assertEqual(loader.phase, "fallback", loader.decision)
+        self.assertEqual(len(said), 1, said)
+        self.assertIn("a trial's DataLoader failed", said[0])
+        self.assertEqual(seen, run(self.make(Indices()), len(seen)))
+
+    def test_an_exception_of_the_loop_propagates_and_no_worker_stays(self):
+        loader = autotune(self.make(), results=self.db, budget_s=WORKERS_BUDGET_S, verbose=False)
+
+        class Mine(Exception):
+            pass
+        with self.assertRaises(Mine):
+            for _ in range(MAX_EPOCHS):
+                for batch in loader:
+                    t = loader._trial
+                    if t is not None and t.request["num_workers"] >= 2 and t.loader is not None:
+                        raise Mine("from the training step")
+        controller = loader._controller.process.pid
+        workers = [pid for pid in children() if pid != controller]
+        self.assertEqual(workers, [], "DataLoader workers left after the loop's exception")
+        loader.close()
+        self.assertEqual(children(), [])
+
+    def test_an_iterable_dataset_is_refused(self):
+        class Stream(tud.IterableDataset):
+            def __iter__(self):
+                return iter(range(10))
+        with self.assertRaises(AutotuneError) as raised:
+            autotune(tud.DataLoader(Stream(), batch_size=2))
+        self.assertIn("IterableDataset", str(raised.exception))
+        self.assertIn("feedtune sweep", str(raised.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
