@@ -108,6 +108,11 @@ class _Controller:
         self.out = open(os.path.join(self.dir, "events.jsonl"), "w+")
         self.err = open(os.path.join(self.dir, "progress.txt"), "w+")
         command = [binary, "sweep", config_path, "--db", results, "--json", "--serve-fd", str(theirs.fileno())]
+        if os.path.isfile(results):
+            # An earlier tuning of this config on this host (or its class)
+            # seeds the search: it starts at that answer and confirms it
+            # around its knee instead of walking every phase (docs/fleets.md).
+            command += ["--seed-from", results]
         if label:
             command += ["--label", label]
         # Its own session: the terminal's Ctrl-C goes to the job, which ends the controller itself.
@@ -128,22 +133,22 @@ class _Controller:
         self.sock.sendall((json.dumps(obj) + "\n").encode())
 
     def finish(self, timeout_s=60.0):
-        """Waits for the controller to end; its done event, or None, and its exit code."""
+        """Waits for the controller to end; its done and seed events (or None) and its exit code."""
         try:
             code = self.process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             self.kill()
             code = self.process.wait()
         self.out.seek(0)
-        done = None
+        found = {}
         for line in self.out:
             try:
                 event = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(event, dict) and event.get("event") == "done":
-                done = event
-        return done, code
+            if isinstance(event, dict) and event.get("event") in ("done", "seed"):
+                found[event["event"]] = event
+        return found.get("done"), found.get("seed"), code
 
     def stderr_tail(self, lines=6):
         self.err.flush()
@@ -521,7 +526,7 @@ class AutotunedLoader:
     # --- the answer -------------------------------------------------------------
 
     def _decide(self):
-        done, code = self._controller.finish()
+        done, seed, code = self._controller.finish()
         if done is None or not done.get("best"):
             why = "the search ended with exit %d and no best setting" % code
             tail = self._controller.stderr_tail()
@@ -538,14 +543,23 @@ class AutotunedLoader:
             verdict = "kept your own setting: the best found ran x%.2f of it in the final check" % speedup
         else:
             non_blocking = bool(best["non_blocking"])
-            verdict = ("x%.2f over your own setting (final check)" % speedup if speedup is not None
-                       else "final check not run")
+            checked = [p.get("why", "") for p in done.get("phases", []) if p.get("phase") == "final_check"]
+            if checked and checked[0].startswith("not run"):
+                verdict = "your own setting is the best found"
+            elif speedup is not None:
+                verdict = "x%.2f over your own setting (final check)" % speedup
+            else:
+                verdict = "not checked against your own setting (the budget ended the search first)"
         knobs["multiprocessing_context"] = self._own["multiprocessing_context"]
         self._settings, self._non_blocking = knobs, non_blocking
         budget_note = ""
+        if seed is not None:
+            stored = seed.get("seed", {})
+            budget_note += "; started from the stored answer of run %s of %s" % (stored.get("run"),
+                                                                                 stored.get("run_host") or "this host")
         for phase in done.get("phases", []):
             if phase.get("phase") == "time_budget":
-                budget_note = "; " + phase.get("why", "")
+                budget_note += "; " + phase.get("why", "")
         self.decision = ("feedtune.autotune: num_workers=%d pin_memory=%s prefetch_factor=%s persistent_workers=%s "
                          "non_blocking=%s: %s; %d trials in %.1f s (run %s in %s)%s"
                          % (knobs["num_workers"], knobs["pin_memory"], knobs["prefetch_factor"],

@@ -143,6 +143,7 @@ class AutotuneOrder(unittest.TestCase):
         plain = make()
         expected = run(plain, len(seen), set_epoch=(lambda e: set_epoch(plain, e)) if set_epoch else None)
         tuned.close()
+        self.last_decision = tuned.decision
         return seen, expected, tuned
 
     def assert_same(self, seen, expected, n, drop_last_batch=None):
@@ -169,6 +170,13 @@ class AutotuneOrder(unittest.TestCase):
         self.assertIn("num_workers", tuned.settings)
         self.assertIn("non_blocking", tuned.settings)
         self.assertTrue(tuned.decision.startswith("feedtune.autotune: num_workers="), tuned.decision)
+        # The next job with the same results file and config starts at the stored answer.
+        again, _, _ = self.tuned_and_plain(make)
+        self.assert_same(again, expected[:len(again)], 240)
+        report = subprocess.run([BINARY, "report", "--db", self.db, "--run", "2", "--format", "json"],
+                                capture_output=True, text=True, check=True)
+        self.assertEqual(json.loads(report.stdout)["status"], "done")
+        self.assertIn("started from the stored answer of run 1", self.last_decision)
 
     def test_custom_sampler_and_drop_last(self):
         def make():
@@ -275,6 +283,16 @@ class AutotuneNeverHurts(unittest.TestCase):
         self.assertEqual(workers, [], "DataLoader workers left after the loop's exception")
         loader.close()
         self.assertEqual(children(), [])
+
+    def test_serve_fd_needs_a_serving_command(self):
+        config = os.path.join(self.dir, "native.yaml")
+        with open(config, "w") as f:
+            f.write("name: native\nworkload: {kind: synthetic, samples: 64}\n")
+        done = subprocess.run([BINARY, "sweep", config, "--db", self.db, "--serve-fd", "0"], capture_output=True,
+                              text=True, stdin=subprocess.DEVNULL)
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn("--serve-fd needs workload.kind command with protocol serve", done.stderr)
+        self.assertFalse(os.path.exists(self.db))
 
     def test_an_iterable_dataset_is_refused(self):
         class Stream(tud.IterableDataset):

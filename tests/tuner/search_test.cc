@@ -141,6 +141,56 @@ TEST(Search, RisingThenFlatFindsTheKneeAndStopsDoubling) {
   EXPECT_NE(workers->why.find("two doublings without a gain"), std::string::npos) << workers->why;
 }
 
+// sweep.time_budget_s: a scripted clock that passes 1 s per trial. With a
+// budget of 3.5 s the baseline, pin_memory, 1 and 2 workers run, and the
+// doubling cut short keeps the best measured so far (2 workers gains beyond
+// the noise over the kept 0-worker setting) without a final check.
+TEST(Search, TheTimeBudgetEndsTheSequenceAtTheBestSoFar) {
+  int trials = 0;
+  ScriptedMeasurer m([&trials](const loader::Knobs& k, const TrialPlan&, int) {
+    ++trials;
+    return 1000.0 * std::min(std::max(k.num_workers, 1), 4);
+  });
+  SweepOptions options;
+  options.time_budget_s = 3.5;
+  SearchSetup setup;
+  setup.elapsed_s = [&trials] { return static_cast<double>(trials); };
+  const SearchRun r = RunOn(m, options, setup);
+  const std::vector<std::string> want = {"baseline 0", "pin_memory 0", "num_workers 1", "num_workers 2"};
+  EXPECT_EQ(r.seen, want);
+  EXPECT_EQ(Best(r).knobs.num_workers, 2);
+  EXPECT_FALSE(r.outcome.speedup.has_value());
+  const PhaseDecision* budget = Phase(r, "time_budget");
+  ASSERT_NE(budget, nullptr);
+  EXPECT_EQ(budget->why, "the time budget of 3.5 s ended the search after 4 trials (4.0 s); kept the best setting so far");
+  EXPECT_EQ(Phase(r, "final_check"), nullptr);
+}
+
+// With a reference setting (feedtune.autotune: the job's own DataLoader), the
+// final check pairs it with the best instead of the baseline.
+TEST(Search, TheFinalCheckPairsTheBestWithTheReference) {
+  ScriptedMeasurer m([](const loader::Knobs& k, const TrialPlan&, int) {
+    return 1000.0 * std::min(std::max(k.num_workers, 1), 4);
+  });
+  SearchSetup setup;
+  loader::Knobs own;
+  own.num_workers = 1;
+  setup.reference = own;
+  const SearchRun r = RunOn(m, {}, setup);
+  std::vector<std::string> checks;
+  for (const auto& s : r.seen) {
+    if (s.rfind("final_check", 0) == 0) checks.push_back(s);
+  }
+  const std::vector<std::string> want = {"final_check 1", "final_check 4", "final_check 1", "final_check 4",
+                                         "final_check 1", "final_check 4"};
+  EXPECT_EQ(checks, want);
+  ASSERT_TRUE(r.outcome.speedup.has_value());
+  EXPECT_DOUBLE_EQ(*r.outcome.speedup, 4.0);
+  const PhaseDecision* check = Phase(r, "final_check");
+  ASSERT_NE(check, nullptr);
+  EXPECT_NE(check->why.find("over the job's own setting"), std::string::npos) << check->why;
+}
+
 TEST(Search, PeakedCurveStopsWhenTheFallIsConfirmed) {
   const std::map<int, double> curve = {{0, 500}, {1, 900}, {2, 1800}, {4, 1200}, {8, 1000}};
   const SearchRun r = Search([&](const loader::Knobs& k) { return curve.at(k.num_workers); });
