@@ -135,6 +135,13 @@ if it kept it (docs/fleets.md). The neighbour is named before the first trial
 and stored with the run (--resume re-seeds from that). Nothing matching: the
 sweep runs unseeded and says so; a FILE that is not a results file: exit 2.
 
+--serve-fd FD is how feedtune.autotune runs this search inside a training
+job (docs/python.md): the job started feedtune and answers each trial's
+request on the socket FD (the serve protocol, docs/command-protocol.md), with
+its own batches and its own step. The config is a command workload with
+protocol serve; no command is started, and the final check measures the best
+against the config's own loader setting.
+
 --trace DIR measures the baseline and the best setting once more at the end,
 with a timeline of each (Chrome trace JSON, docs/trace.md) in DIR/baseline.json
 and DIR/best.json, and keeps 200 ms of both for `feedtune report --format html`.
