@@ -44,7 +44,8 @@ class InstallTest(unittest.TestCase):
         self.assertEqual(check.returncode, 0, check.stderr)
         where, names = check.stdout.splitlines()
         self.assertTrue(where.startswith(os.path.join(venv, "lib")), where)
-        self.assertEqual(names, "['LoaderKwargs', 'ResultsError', '__version__', 'loader_kwargs', 'serve', 'watch']")
+        self.assertEqual(names, "['AutotuneError', 'AutotunedLoader', 'LoaderKwargs', 'ResultsError', '__version__', "
+                                "'autotune', 'loader_kwargs', 'serve', 'watch']")
         probe = subprocess.run([os.path.join(venv, "bin", "feedtune-probe"), "--help"], capture_output=True,
                                text=True, env=env, cwd=tmp, timeout=120)
         self.assertEqual(probe.returncode, 0, probe.stderr)

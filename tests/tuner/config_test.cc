@@ -691,6 +691,7 @@ TEST(ConfigTest, ToYamlOfDefaults) {
             "  measure_seconds: 2.0\n"
             "  gain_threshold: 0.05\n"
             "  knee_tolerance: 0.05\n"
+            "  time_budget_s: 0.0\n"
             "  ranks: auto\n"
             "  cpu_binding: auto\n"
             "  diagnose: true\n"
