@@ -15,7 +15,7 @@
 #include <optional>
 #include <vector>
 
-#include "results/sqlite_util.h"
+#include "results/sqlite.h"
 
 namespace feedtune::results {
 namespace {

@@ -1,7 +1,9 @@
 // The SQLite plumbing of the results files, shared by the store
-// (results/store.cc) and the merge (results/merge.cc): errors that name the
-// file and the operation, one prepared statement, one write transaction.
-// Internal to feedtune_results: nothing outside results/ includes it.
+// (results/store.cc), the schema (results/schema.cc) and the merge
+// (results/merge.cc): opening a connection, errors that name the file and the
+// operation, waiting out another writer (busy handling), one prepared
+// statement, one write transaction. Internal to feedtune_results: nothing
+// outside results/ includes it.
 #pragma once
 
 #include <sqlite3.h>
@@ -10,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,53 +26,28 @@ inline constexpr int kBusyTimeoutMs = 10000;
 
 // Builds "<path>: <operation>: <sqlite message>", adding what to do for the
 // failures a user can act on.
-inline std::string ErrorText(const std::string& path, std::string_view operation, int rc,
-                      std::string_view message) {
-  std::string text = path + ": " + std::string(operation) + ": " + std::string(message);
-  switch (rc & 0xff) {
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-      text += " (another process kept the results file locked for more than " +
-              std::to_string(kBusyTimeoutMs / 1000) +
-              " s; wait for it to finish or use another --db path)";
-      break;
-    case SQLITE_READONLY:
-    case SQLITE_CANTOPEN:
-    case SQLITE_PERM:
-      text +=
-          " (check that the file and its folder exist and are writable, or use another --db "
-          "path)";
-      break;
-    case SQLITE_FULL:
-      text += " (the disk is full)";
-      break;
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      text += " (the file is damaged or not a feedtune results file; use another --db path)";
-      break;
-    default:
-      break;
-  }
-  return text;
-}
+std::string ErrorText(const std::string& path, std::string_view operation, int rc, std::string_view message);
 
-[[noreturn]] inline void ThrowSqlite(sqlite3* db, const std::string& path, std::string_view operation,
-                              int rc) {
-  const char* message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  throw StoreError(ErrorText(path, operation, rc, message), rc);
-}
+[[noreturn]] void ThrowSqlite(sqlite3* db, const std::string& path, std::string_view operation, int rc);
 
 // Runs SQL that takes no values (schema, pragmas, transaction control).
-inline void Exec(sqlite3* db, const std::string& path, std::string_view operation, const char* sql) {
-  char* raw_message = nullptr;
-  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &raw_message);
-  if (rc != SQLITE_OK) {
-    // The message exec hands back belongs to this SQL; errmsg may not, after ROLLBACK.
-    std::string message = raw_message != nullptr ? raw_message : sqlite3_errstr(rc);
-    sqlite3_free(raw_message);
-    throw StoreError(ErrorText(path, operation, rc, message), rc);
-  }
-}
+void Exec(sqlite3* db, const std::string& path, std::string_view operation, const char* sql);
+
+using DbHandle = std::unique_ptr<sqlite3, decltype(&sqlite3_close_v2)>;
+
+// Opens a connection with `flags` (plus NOMUTEX: one connection, one thread),
+// extended result codes on and a busy timeout of kBusyTimeoutMs, so a second
+// writer waits for the first instead of failing. Throws StoreError.
+DbHandle OpenHandle(const std::string& path, int flags);
+
+// "file:/a%20b.db?immutable=1": a path as an sqlite URI, with the characters
+// that URIs reserve percent-encoded.
+std::string ImmutableUri(const std::string& path);
+
+// WAL lets `feedtune report` read while a sweep writes. Filesystems without
+// shared memory keep the rollback journal, which is still safe, so the mode
+// actually granted is not checked.
+void EnableWal(sqlite3* db, const std::string& path);
 
 // Owns one prepared statement. Binds and reads columns by position; every
 // failure becomes a StoreError naming the file and the operation.

@@ -44,7 +44,7 @@ struct StoredMachine {
 
 struct MergeStats;      // results/merge.h
 class Merger;
-class StatementCache;  // results/sqlite_util.h
+class StatementCache;  // results/sqlite.h
 
 class Store {
  public:
