@@ -47,6 +47,9 @@ _KEPT = ("collate_fn", "worker_init_fn", "timeout", "pin_memory_device")
 # the windows and the default budget (the first one pays the workers' start).
 _PROBE_BATCHES = 4
 _MIN_BUDGET_S = 30.0
+# A time window also holds at least this many of the job's batches: a slow
+# setting's window grows to them, a fast one's stays at measure_seconds.
+_MIN_WINDOW_BATCHES = 8
 
 
 class AutotuneError(Exception):
@@ -215,7 +218,10 @@ class _Trial:
         self.waits.append(wait_s)
         if epoch_first:
             self.first_waits.append(wait_s)
-        full = self.batches >= self.window_batches if self.window_batches > 0 else self.time_s >= self.seconds
+        if self.window_batches > 0:
+            full = self.batches >= self.window_batches
+        else:
+            full = self.time_s >= self.seconds and self.batches >= _MIN_WINDOW_BATCHES
         if not full:
             return None
         waits_us = [w * 1e6 for w in self.waits]
@@ -485,8 +491,9 @@ class AutotunedLoader:
         per_batch = percentile(self._probe[1:], 50)  # the first batch paid the workers' start
         epoch_s = per_batch * batches_per_epoch
         budget = self._budget_s if self._budget_s else max(_MIN_BUDGET_S, 0.1 * epoch_s)
-        # Windows of several batches, short enough for a dozen trials of three windows in the budget.
-        seconds = min(2.0, max(0.25, 8 * per_batch, budget / 60.0))
+        # Windows short enough for a dozen trials of three windows in the
+        # budget; each also holds _MIN_WINDOW_BATCHES batches (_Trial.add).
+        seconds = min(2.0, max(0.25, budget / 60.0))
         user = self._user
         knobs = self._own
         lines = [

@@ -140,6 +140,11 @@ class AutotuneOrder(unittest.TestCase):
                     if after == 2:
                         break
         self.assertEqual(tuned.phase, "tuned", tuned.decision)
+        # The controller and the trial DataLoaders are gone: between epochs only
+        # the steady DataLoader's persistent workers may be alive.
+        alive = children()
+        self.assertLessEqual(len(alive), tuned.settings["num_workers"] if tuned.settings.get("persistent_workers")
+                             else 0, alive)
         plain = make()
         expected = run(plain, len(seen), set_epoch=(lambda e: set_epoch(plain, e)) if set_epoch else None)
         tuned.close()
