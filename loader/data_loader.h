@@ -1,4 +1,4 @@
-// DataLoader: the native equivalent of torch.utils.data.DataLoader (DESIGN.md §3).
+// DataLoader: the native equivalent of torch.utils.data.DataLoader (docs/architecture.md).
 //
 //   DataLoader loader(dataset, options, pinned_alloc);
 //   loader.StartEpoch(0);

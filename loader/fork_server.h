@@ -1,5 +1,5 @@
 // ForkServer: starts process-mode workers from a small process forked before
-// the caller has any thread (DESIGN.md §3), as Python's multiprocessing
+// the caller has any thread (docs/architecture.md), as Python's multiprocessing
 // forkserver does.
 //
 // Why: a process with threads (the pin stage, the CUDA runtime's own threads)

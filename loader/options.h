@@ -20,7 +20,7 @@ enum class CpuBinding { kNone, kSplit, kNuma };
 
 // How a Python DataLoader starts its workers (torch's multiprocessing_context),
 // a knob of command workloads only: the native loader always forks from its
-// fork server (DESIGN.md §3) and ignores it. kDefault passes no context, so the
+// fork server (docs/architecture.md) and ignores it. kDefault passes no context, so the
 // workers start the interpreter's way (fork on Linux before Python 3.14,
 // forkserver from 3.14); forkserver and spawn pickle the Dataset to each worker.
 enum class StartMethod { kDefault, kFork, kForkserver, kSpawn };

@@ -3,7 +3,7 @@
 //
 //   torch  Python defining DATALOADER_KWARGS (a dict for
 //          torch.utils.data.DataLoader) and NON_BLOCKING (for x.to(device, ...))
-//   json   the object of DESIGN.md §6's best.config
+//   json   the object of the JSON report's best.config (docs/json-report.md)
 //   yaml   the same keys, with provenance comments
 //   env    FEEDTUNE_<KEY>=<value> lines (booleans as 1/0), for shells and env files
 //

@@ -1,4 +1,4 @@
-// The rows of the results store (DESIGN.md §5) as plain structs. The store reads
+// The rows of the results store (docs/architecture.md, the results schema) as plain structs. The store reads
 // and writes them; the tuner fills them; the renderers print them. No behaviour.
 #pragma once
 

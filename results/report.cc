@@ -14,7 +14,7 @@
 namespace feedtune::results {
 namespace {
 
-// ordered_json keeps the keys in the order DESIGN.md §6 lists them, which
+// ordered_json keeps the keys in the order docs/json-report.md lists them, which
 // makes the output readable; scripts must not depend on the order anyway.
 using Json = nlohmann::ordered_json;
 
@@ -423,7 +423,7 @@ std::string RenderJson(const RunView& view) {
                  {"knee", knee},
                  {"speedup", speedup ? Number(*speedup) : Json(nullptr)},
                  {"trials", trials},
-                 // Additions after DESIGN.md §6's first version; never removed.
+                 // Additions after the report's first version; never removed.
                  {"knee_kneedle", knee_kneedle},
                  {"safe_max_workers",
                   run.safe_max_workers ? Json(*run.safe_max_workers) : Json(nullptr)},

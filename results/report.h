@@ -1,4 +1,4 @@
-// Renders a stored run for people (table) and for scripts (JSON, DESIGN.md §6).
+// Renders a stored run for people (table) and for scripts (JSON, docs/json-report.md).
 // Pure functions of the records; the caller loads them from a Store.
 #pragma once
 

@@ -20,7 +20,7 @@ namespace {
 // only ever appended: a released migration is never edited, because files in
 // the field already carry its result.
 constexpr std::array<const char*, Store::kSchemaVersion> kMigrations = {
-    // 0 -> 1: the initial schema. Column names are a contract (DESIGN.md §5).
+    // 0 -> 1: the initial schema. Column names are a contract (docs/architecture.md).
     // Measurement columns are nullable because a NaN binds as NULL and a failed
     // trial may have nothing to measure.
     R"sql(

@@ -1,4 +1,4 @@
-// Store: the SQLite results file (DESIGN.md §5). One Store owns one sqlite3
+// Store: the SQLite results file (docs/architecture.md, the results schema). One Store owns one sqlite3
 // connection; it is not thread-safe (use one per thread). Every write is one
 // IMMEDIATE transaction, so a crash loses at most the trial being written and
 // never leaves half of one. Values are always bound, never formatted into SQL.

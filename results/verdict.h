@@ -23,7 +23,7 @@ namespace feedtune::results {
 
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// The TensorBoard input-pipeline analyzer's bands (DESIGN.md §8): the share of
+// The TensorBoard input-pipeline analyzer's bands (docs/verdict.md): the share of
 // the step time spent waiting for input. Shared by the sweep's verdict and a
 // job's observed runs (feedtune.watch, `check`), so both say the same words.
 inline constexpr double kInputBoundModerate = 0.05;

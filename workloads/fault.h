@@ -1,5 +1,5 @@
 // FaultInjector: makes a dataset fail on purpose when it reads one sample, to
-// drill the loader's failure handling (DESIGN.md §3) and the tuner's.
+// drill the loader's failure handling (docs/architecture.md) and the tuner's.
 //
 //   throw  throws std::runtime_error("injected fault at sample N"), anywhere
 //   exit   _exit(3)            } only inside a worker process: in the process

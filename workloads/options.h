@@ -1,4 +1,4 @@
-// WorkloadOptions: what a trial loads (DESIGN.md §4). The kinds:
+// WorkloadOptions: what a trial loads (docs/workloads.md). The kinds:
 //   synthetic  samples whose size and cost are configured (SyntheticOptions)
 //   files      a dataset on disk, shards or one file per sample (FilesOptions;
 //              the per-sample CPU cost, jitter, worker set-up, seed and fault

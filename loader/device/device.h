@@ -4,7 +4,7 @@
 //   loss = model_step(x)                    -> Step
 //   every sync_every_steps: loss.item()     -> Synchronize
 //
-// and the accounting of how busy the device was (DESIGN.md §3). Two backends:
+// and the accounting of how busy the device was (docs/architecture.md, device semantics). Two backends:
 // CUDA (real kernels and events) and host-sim (a modelled stream, no GPU).
 //
 // Copy semantics, as in CUDA: a blocking copy returns when it is done (so after
@@ -40,7 +40,7 @@ struct DeviceWindow {
   double copy_s = 0;       // host-to-device copy time inside the window
   int64_t copy_bytes = 0;
   int64_t steps = 0;
-  // 1 - step busy time / wall time (DESIGN.md §3); copies are not "busy".
+  // 1 - step busy time / wall time (docs/architecture.md, device semantics); copies are not "busy".
   double idle_frac() const { return wall_s > 0 ? std::max(0.0, 1.0 - step_busy_s / wall_s) : 0.0; }
 };
 

@@ -1,4 +1,4 @@
-// host-sim semantics (DESIGN.md §3): modelled copies and steps, real host waits.
+// host-sim semantics (docs/architecture.md, device semantics): modelled copies and steps, real host waits.
 #include <gtest/gtest.h>
 
 #include <algorithm>

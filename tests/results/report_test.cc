@@ -53,7 +53,7 @@ TrialRecord Trial(int64_t id, const std::string& phase, int workers, double samp
   return t;
 }
 
-// A finished run shaped like DESIGN.md §6's example.
+// A finished run shaped like the example of the JSON report (docs/json-report.md).
 RunView ExampleView() {
   RunView view;
   view.run.id = 3;

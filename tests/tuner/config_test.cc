@@ -1,4 +1,4 @@
-// Tests for the strict sweep-config parser (tuner/config/config.h, DESIGN.md §4).
+// Tests for the strict sweep-config parser (tuner/config/config.h, docs/config.md).
 // Error tests compare the whole message: its exact wording is the user interface.
 #include "tuner/config/config.h"
 
@@ -591,7 +591,7 @@ TEST(ConfigTest, QuickstartFixtureMatchesDefaults) {
   ExpectSameConfig(config, expected);
 }
 
-// The other workload kinds as DESIGN.md §4 writes them.
+// The example configs of the other workload kinds (tests/testdata/configs/).
 TEST(ConfigTest, DesignExamplesOfFilesAndCommand) {
   const auto read = [](const std::string& name) {
     const std::string path = FEEDTUNE_SOURCE_DIR "/tests/testdata/configs/" + name;

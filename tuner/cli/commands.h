@@ -1,5 +1,5 @@
 // The feedtune subcommands. Each takes its own arguments (after the subcommand
-// name) and returns the process exit code (DESIGN.md §6): 0 ok, 1 a failure at
+// name) and returns the process exit code (docs/architecture.md): 0 ok, 1 a failure at
 // run time, 2 bad usage or config, 130 interrupted.
 #pragma once
 

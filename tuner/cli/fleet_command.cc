@@ -1,5 +1,5 @@
 // `feedtune fleet slurm` and `feedtune fleet k8s`: the job files that run one
-// sweep per node under a scheduler and merge what comes back (DESIGN.md §8:
+// sweep per node under a scheduler and merge what comes back (docs/fleets.md:
 // the scheduler distributes, feedtune writes its job files and merges). The
 // shell parts are templates kept as files (tuner/cli/fleet_templates/), filled
 // in here; the Kubernetes manifests are built with yaml-cpp, so every value is

@@ -1,4 +1,4 @@
-// SweepConfig: one sweep config file (DESIGN.md §4), parsed strictly into typed
+// SweepConfig: one sweep config file (docs/config.md), parsed strictly into typed
 // structs. Every key has a default; unknown keys, wrong types and out-of-range
 // values are ConfigErrors that name file:line:column and the key path.
 //
@@ -98,7 +98,7 @@ SweepConfig ParseConfig(const std::string& text, const std::string& source);
 void ApplyOverride(SweepConfig& config, const std::string& assignment);
 
 // The effective config as YAML, every key present, defaults filled in, in the
-// order of DESIGN.md §4. ParseConfig(ToYaml(c)) == c.
+// order of the key table (docs/config.md). ParseConfig(ToYaml(c)) == c.
 std::string ToYaml(const SweepConfig& config);
 
 // A stable hash (16 hex digits) of what defines the workload: runs with the same

@@ -150,7 +150,7 @@ using config_internal::kKeys;
 
 std::string ToYaml(const SweepConfig& config) {
   YAML::Emitter out;
-  out.SetNullFormat(YAML::LowerNull);  // "fault: null", as DESIGN.md writes it
+  out.SetNullFormat(YAML::LowerNull);  // "fault: null", as docs/config.md writes it
   out << YAML::BeginMap;
   std::vector<std::string_view> open;  // sections currently open, outermost first
   for (const Key& key : kKeys) {
@@ -168,7 +168,8 @@ std::string ToYaml(const SweepConfig& config) {
     for (; open.size() > common; open.pop_back()) out << YAML::EndMap;
     while (open.size() + 1 < parts.size()) {
       out << YAML::Key << std::string(parts[open.size()]) << YAML::Value;
-      // Sub-sections ({h2d_gbps_pinned: 25.0, ...}) print on one line, as in DESIGN.md.
+      // Sub-sections ({h2d_gbps_pinned: 25.0, ...}) print on one line, as
+      // tests/testdata/configs/quickstart.yaml writes them.
       if (!open.empty()) out << YAML::Flow;
       out << YAML::BeginMap;
       open.push_back(parts[open.size()]);

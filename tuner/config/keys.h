@@ -147,7 +147,7 @@ using KeyType = std::variant<IntKey, AutoIntKey, SeedKey, RealKey, BoolKey, Enum
 enum class Hashed { kNo, kYes, kIfSet };
 
 struct Key {
-  std::string_view path;  // dotted, in DESIGN.md §4 order
+  std::string_view path;  // dotted; the table order is docs/config.md's and ToYaml's
   Hashed hashed;
   KeyType type;
   KindMask kinds = kAllKinds;  // keys for other kinds are errors, and left out of ToYaml

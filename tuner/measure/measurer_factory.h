@@ -3,7 +3,7 @@
 // loader core; the command kind runs the user's pipeline (CommandMeasurer).
 // The sweep and trial commands stay unaware of the kinds.
 //
-// Two steps, because of the order DESIGN.md §3 asks for:
+// Two steps, because of the order docs/architecture.md asks for:
 //   1. OpenWorkload builds the dataset (calibrating the CPU work loop once for
 //      the native kinds) and starts the fork server that holds it, while this
 //      process has one thread;

@@ -3,7 +3,7 @@
 // per GPU; the trial's samples/s is the node's aggregate.
 //
 // The rank processes are forked once, at construction, while the tuner has
-// one thread and no device (DESIGN.md §8: like the fork server). Each opens
+// one thread and no device (docs/architecture.md: like the fork server). Each opens
 // its own dataset, fork server and device (rank r: GPU r on CUDA, by
 // CUDA_VISIBLE_DEVICES; its own host-sim device otherwise) and reads its
 // DistributedSampler share (loader/sampler.h). The knobs are per rank.

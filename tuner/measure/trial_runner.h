@@ -1,5 +1,5 @@
 // TrialRunner: measures one loader configuration the way a training loop would
-// see it (DESIGN.md §3): for each batch, wait for the loader, copy to the
+// see it (docs/architecture.md): for each batch, wait for the loader, copy to the
 // device, run the model step, and every sync_every_steps wait for the device.
 //
 // A trial is: build the loader (slots and pinned pool allocated outside any

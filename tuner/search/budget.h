@@ -1,10 +1,10 @@
 // Budget: predicts what a trial will take (memory, shared memory, file
 // descriptors, CPUs) before it runs, so the sweep skips a setting that would
-// crash the box instead of trying it (DESIGN.md §1: more workers cost memory,
+// crash the box instead of trying it (docs/architecture.md: more workers cost memory,
 // /dev/shm and fds, and these crash real jobs).
 //
 // The model, for n workers, prefetch_factor pf and a batch of B bytes:
-//   slots        = pf x n + 1 (n > 0), else 1        (DESIGN.md §3)
+//   slots        = pf x n + 1 (n > 0), else 1        (docs/architecture.md)
 //   memory       = n x worker_rss + slots x B + (pin_memory ? slots x B : 0)
 //   /dev/shm     = n > 0 ? slots x B : 0              (torch moves worker batches there)
 //   descriptors  = open now + kFdsPerTrial + n x kFdsPerWorker
