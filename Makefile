@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 TEST_JOBS ?= $(shell echo $$((2 * $$(nproc))))
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build sweep test check test-asan test-tsan fuzz bench grid-vs-sweep regret probe-protocol formats-bench fleet-scale seed-bench node-bench trace-bench clean
+.PHONY: all deps build sweep test check test-asan test-tsan fuzz bench grid-vs-sweep regret in-job-bench probe-protocol formats-bench fleet-scale seed-bench node-bench trace-bench clean
 
 all: build
 
@@ -69,6 +69,12 @@ grid-vs-sweep: build
 # CPUs); exits 1 when a regret exceeds 5%.
 regret: build
 	bench/regret --feedtune $(BUILD)/tuner/cli/feedtune
+
+# feedtune.autotune inside a job (the CNN job and a wait-bound dataset)
+# against every candidate timed in the same process, interleaved: regret,
+# the tuning's cost, the job's speedup (about 8 minutes on 2 CPUs; alone).
+in-job-bench: build
+	FEEDTUNE_BIN=$(BUILD)/tuner/cli/feedtune bench/in_job
 
 # configs/torch-probe.yaml swept with protocol run and serve side by side;
 # prints the wall-time ratio serve/run (target <= 0.6) and both decisions.

@@ -180,8 +180,9 @@ struct SweepArgs {
   SweepTraceFiles trace_files;  // opened before anything runs: a wrong folder costs no trial
 };
 
-// Everything a sweep holds, filled step by step (the order is DESIGN.md §3's:
-// the workload opens while this process has one thread, the device after).
+// Everything a sweep holds, filled step by step, in the order of
+// docs/architecture.md ("The loader behaves like torch"): the workload opens
+// while this process has one thread, the device after.
 struct SweepSession {
   tuner::SweepConfig config;
   std::optional<results::Store> seed_store;  // --seed-from, read only, until the seed is found

@@ -19,7 +19,7 @@ using results::TrialRecord;
 using results::Format;  // results/units.h
 
 // Non-persistent workers that see fewer batches than this each per epoch make
-// a stepped curve (DESIGN.md: the epoch's rounds decide the time).
+// a stepped curve (docs/search.md: the epoch's rounds decide the time).
 constexpr int64_t kFewBatchesPerWorker = 4;
 
 std::string Percent(double fraction) { return Format("%+.1f%%", fraction * 100.0); }

@@ -1,4 +1,4 @@
-// The search controller: the manual tuning method of DESIGN.md §1, automated.
+// The search controller: the manual tuning method (docs/architecture.md, "The method the search automates"), automated.
 //
 //   baseline        num_workers 0, pin_memory off, non_blocking off
 //   pin_memory      turn pinning on
