@@ -12,8 +12,7 @@
 #   - in Markdown, the target of a link, relative to the page.
 # ALLOW names citations that are known and owned elsewhere for now, each as
 # "<file>|<cited>"; keep it short and empty it as they are fixed. EXCLUDE
-# leaves out the files whose path (from ROOT) matches it: the check's own
-# fixtures, which cite a missing file on purpose.
+# leaves out the files whose path (from ROOT) matches it.
 cmake_policy(VERSION 3.24)
 set(folders loader workloads tuner results tests bench docs python examples scripts cmake configs .ci)
 string(REPLACE "," ";" allow "${ALLOW}")
@@ -52,7 +51,7 @@ foreach(file IN LISTS files)
   endif()
   # One list element a line. Brackets and semicolons would group or split
   # CMake list elements, so they become braces and commas first (a link
-  # "[a](b.md)" reads "{a}(b.md)"). Only the lines that can hold a citation
+  # "[text](target)" reads "{text}(target)"). Only the lines that can hold a citation
   # are kept; their numbers are found again on failure.
   file(READ ${ROOT}/${file} content)
   string(REPLACE "[" "{" content "${content}")

@@ -179,9 +179,9 @@ class _Controller:
 class _Trial:
     """One request being answered: its DataLoader, warm-up and windows."""
 
-    def __init__(self, request, loader, batches_per_epoch):
+    def __init__(self, request, batches_per_epoch):
         self.request = request
-        self.loader = loader
+        self.loader = None  # made at its first epoch, again after the loop left one mid-trial
         self.warmup_left = request["warmup_batches"]
         self.windows_left = request["repeats"]
         epochs = request["window_epochs"]
@@ -406,7 +406,7 @@ class AutotunedLoader:
             if request is None:
                 self._decide()
                 return pos
-            self._trial = _Trial(request, None, len(plan))
+            self._trial = _Trial(request, len(plan))
             self._non_blocking = bool(request["non_blocking"])
             self._settings = {k: request[k] for k in _KNOBS}
             self._settings["multiprocessing_context"] = request.get("multiprocessing_context")
@@ -466,8 +466,8 @@ class AutotunedLoader:
             self._fall_back("the DataLoader at your own setting failed (%s)" % failure.text)
             return failure.delivered
         self._shutdown_loader(loader)
-        if len(self._probe) >= _PROBE_BATCHES and not self._launch(len(plan)):
-            return pos
+        if len(self._probe) >= _PROBE_BATCHES:
+            self._launch(len(plan))  # on failure it falls back itself
         return pos
 
     def _start(self, plan, pos):
