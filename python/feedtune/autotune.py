@@ -520,6 +520,9 @@ class AutotunedLoader:
             "  time_budget_s: %g" % budget,
             "  ranks: 1",
             "  diagnose: false",
+            # Training on the CPU, no batch is copied and torch ignores
+            # pin_memory: the pin_memory and non_blocking phases are skipped.
+            "  copy_phases: %s" % ("true" if self._torch.cuda.is_available() else "false"),
         ]
         try:
             self._controller = _Controller(self._binary, "\n".join(lines) + "\n", self._results, self._label)
@@ -550,11 +553,13 @@ class AutotunedLoader:
             verdict = "kept your own setting: the best found ran x%.2f of it in the final check" % speedup
         else:
             non_blocking = bool(best["non_blocking"])
-            checked = [p.get("why", "") for p in done.get("phases", []) if p.get("phase") == "final_check"]
-            if checked and checked[0].startswith("not run"):
+            phases = {p.get("phase"): p for p in done.get("phases", [])}
+            checked = phases.get("final_check") or phases.get("seed_check_pairs") or {}
+            if checked.get("why", "").startswith("not run"):
                 verdict = "your own setting is the best found"
             elif speedup is not None:
-                verdict = "x%.2f over your own setting (final check)" % speedup
+                verdict = "x%.2f over your own setting (%s)" % (
+                    speedup, "final check" if "final_check" in phases else "the stored setting's check")
             else:
                 verdict = "not checked against your own setting (the budget ended the search first)"
         knobs["multiprocessing_context"] = self._own["multiprocessing_context"]
@@ -562,10 +567,10 @@ class AutotunedLoader:
         budget_note = ""
         if seed is not None:
             stored = seed.get("seed", {})
-            budget_note += "; started from the stored answer of run %s of %s" % (stored.get("run"),
-                                                                                 stored.get("run_host") or "this host")
+            budget_note += "; the stored answer of run %s of %s" % (stored.get("run"),
+                                                                    stored.get("run_host") or "this host")
         for phase in done.get("phases", []):
-            if phase.get("phase") == "time_budget":
+            if phase.get("phase") in ("seed_check", "time_budget"):
                 budget_note += "; " + phase.get("why", "")
         self.decision = ("feedtune.autotune: num_workers=%d pin_memory=%s prefetch_factor=%s persistent_workers=%s "
                          "non_blocking=%s: %s; %d trials in %.1f s (run %s in %s)%s"

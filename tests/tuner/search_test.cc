@@ -166,6 +166,29 @@ TEST(Search, TheTimeBudgetEndsTheSequenceAtTheBestSoFar) {
   EXPECT_EQ(Phase(r, "final_check"), nullptr);
 }
 
+// sweep.copy_phases false (a job that trains on the CPU): neither
+// pin_memory nor non_blocking is measured, and each phase says why.
+TEST(Search, WithoutCopyPhasesPinMemoryAndNonBlockingAreNotTried) {
+  ScriptedMeasurer m([](const loader::Knobs& k, const TrialPlan&, int) {
+    return 1000.0 * std::min(std::max(k.num_workers, 1), 4) * (k.pin_memory ? 2.0 : 1.0);
+  });
+  SweepOptions options;
+  options.copy_phases = false;
+  const SearchRun r = RunOn(m, options, {});
+  for (const auto& s : r.seen) {
+    EXPECT_EQ(s.rfind("pin_memory", 0), std::string::npos) << s;
+    EXPECT_EQ(s.rfind("non_blocking", 0), std::string::npos) << s;
+  }
+  EXPECT_EQ(r.seen.at(1), "num_workers 1");
+  EXPECT_FALSE(Best(r).knobs.pin_memory);
+  for (const char* phase : {"pin_memory", "non_blocking"}) {
+    const PhaseDecision* d = Phase(r, phase);
+    ASSERT_NE(d, nullptr) << phase;
+    EXPECT_FALSE(d->kept);
+    EXPECT_EQ(d->why, "not tried: sweep.copy_phases is false (the job trains on the CPU: no batch is copied to a device)");
+  }
+}
+
 // With a reference setting (feedtune.autotune: the job's own DataLoader), the
 // final check pairs it with the best instead of the baseline.
 TEST(Search, TheFinalCheckPairsTheBestWithTheReference) {
@@ -989,6 +1012,58 @@ TEST(Seeded, TheSeedsSettingsAreKeptWhenTheyGainAndDroppedWhenNot) {
   EXPECT_EQ(Phase(flat, "seed")->why.rfind("dropped the seed's pin_memory, non_blocking, prefetch_factor 4: not kept", 0),
             0u)
       << Phase(flat, "seed")->why;
+}
+
+// A job's stored answer (feedtune.autotune run again: check_seed) gets one
+// trial and the final check's pairs against the reference, not a search.
+TEST(Seeded, AStoredAnswerIsCheckedOnceInsteadOfSearched) {
+  SweepOptions options;
+  options.repeats = 2;
+  ScriptedMeasurer m([](const loader::Knobs& k, const TrialPlan&, int) { return PeakCurve(k, 4); });
+  SearchSetup setup;
+  setup.seed = SeedOf(4);
+  setup.check_seed = true;
+  const SearchRun r = RunOn(m, options, setup);
+  std::vector<std::string> expected = {"baseline 0", "seed_check 4"};
+  for (const std::string& s : FinalChecks(2, 4)) expected.push_back(s);
+  EXPECT_EQ(r.seen, expected);
+  EXPECT_EQ(Best(r).knobs.num_workers, 4);
+  ASSERT_TRUE(r.outcome.speedup.has_value());
+  EXPECT_DOUBLE_EQ(*r.outcome.speedup, 5.0);  // 1000 over 200 samples/s
+  const PhaseDecision* check = Phase(r, "seed_check");
+  ASSERT_NE(check, nullptr);
+  EXPECT_TRUE(check->kept);
+  EXPECT_EQ(check->why, "kept the stored setting of run 1 of box-a (" + loader::KnobsShort(Best(r).knobs) +
+                            ") after one check instead of the search");
+  EXPECT_EQ(Phase(r, "num_workers"), nullptr);
+  EXPECT_EQ(r.last_trials_left, 0);
+}
+
+// The check fails when the pairs put the stored setting below the reference
+// beyond the noise: the search then runs from the baseline, unseeded.
+TEST(Seeded, AStoredAnswerSlowerThanTheReferenceIsSearchedAgain) {
+  SweepOptions options;
+  options.repeats = 2;
+  const auto curve = [](const loader::Knobs& k) { return k.num_workers >= 4 ? 100.0 : PeakCurve(k, 2); };
+  ScriptedMeasurer m([curve](const loader::Knobs& k, const TrialPlan&, int) { return curve(k); });
+  SearchSetup setup;
+  setup.seed = SeedOf(4);
+  setup.check_seed = true;
+  const SearchRun r = RunOn(m, options, setup);
+  std::vector<std::string> start = {"baseline 0", "seed_check 4"};
+  for (const std::string& s : FinalChecks(2, 4)) start.push_back(s);
+  start.push_back("pin_memory 0");
+  ASSERT_GT(r.seen.size(), start.size());
+  EXPECT_EQ(std::vector<std::string>(r.seen.begin(), r.seen.begin() + start.size()), start);
+  const PhaseDecision* check = Phase(r, "seed_check");
+  ASSERT_NE(check, nullptr);
+  EXPECT_FALSE(check->kept);
+  EXPECT_EQ(check->why, "the stored setting ran x0.50 [0.50, 0.50] of the baseline, slower beyond the noise; "
+                        "the search runs from the baseline, unseeded");
+  EXPECT_EQ(Best(r).knobs.num_workers, 2);
+  ASSERT_NE(Phase(r, "final_check"), nullptr);
+  ASSERT_TRUE(r.outcome.speedup.has_value());
+  EXPECT_DOUBLE_EQ(*r.outcome.speedup, 2.5);  // 500 over 200 samples/s
 }
 
 TEST(Seeded, PersistentWorkersIsTriedOnlyWhenTheSeedKeptIt) {

@@ -406,7 +406,9 @@ void BeginRun(const SweepArgs& a, SweepSession& s) {
   run.workload_name = s.config.name;
   run.workload_hash = tuner::WorkloadHash(s.config);
   run.config_yaml = tuner::ToYaml(s.config);
-  run.backend = s.device->backend_name();
+  // Attached, every figure is the training job's own (its step, its device):
+  // the run is marked as measured in the job, not by a feedtune backend.
+  run.backend = s.attached ? "in-job" : s.device->backend_name();
   run.version = kVersion;
   run.started_at = NowIso8601();
   if (s.python) run.python = s.python->facts;
@@ -470,6 +472,8 @@ tuner::SearchSetup MakeSearchSetup(const SweepSession& s) {
     // step, a choice of the user's, not the loader's: no worker_threads phase.
     setup.reference = s.config.loader.knobs;
     setup.default_worker_threads = 0;
+    // A stored answer of this job (--seed-from) gets one check, not a search.
+    setup.check_seed = true;
   }
   if (s.python && s.python->answered) {  // the multiprocessing_context phase (search.h)
     setup.python_workload = true;

@@ -50,6 +50,10 @@ struct SweepOptions {
   // its start, and keeps the best setting so far (tuner/search/search.h);
   // feedtune.autotune sets it from budget_s. 0 = no limit.
   double time_budget_s = 0;
+  // false: the pin_memory and non_blocking phases are not tried. For a job
+  // that trains on the CPU, where no batch is copied to a device and torch
+  // ignores pin_memory; feedtune.autotune sets it from torch.cuda.is_available().
+  bool copy_phases = true;
   // Stage trials at the best setting after the sweep, and the bottleneck
   // verdict (tuner/measure/stage_runner.h, docs/verdict.md).
   bool diagnose = true;

@@ -349,6 +349,7 @@ constexpr Key kKeyTable[] = {
      Real<kSweep, &SweepOptions::knee_tolerance>(0, kClosed, 1, kOpen)},
     {"sweep.time_budget_s", Hashed::kNo,
      Real<kSweep, &SweepOptions::time_budget_s>(0, kClosed, kInf, kOpen)},
+    {"sweep.copy_phases", Hashed::kNo, Bool<kSweep, &SweepOptions::copy_phases>()},
     {"sweep.ranks", Hashed::kNo, AutoInt<kSweep, &SweepOptions::ranks>(1, 1024)},
     {"sweep.cpu_binding", Hashed::kNo,
      Enum<kSweep, &SweepOptions::cpu_binding>(static_cast<int>(BindingChoice::kNuma) + 1,

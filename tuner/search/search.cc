@@ -59,9 +59,13 @@ std::string BoundaryMs(const TrialRecord& t) {
   return std::isfinite(t.epoch_boundary_ms) ? Format("%.1f ms", t.epoch_boundary_ms) : std::string("not measured");
 }
 
+// The pin_memory and non_blocking phases' text when sweep.copy_phases is false.
+constexpr const char* kNoCopy =
+    "not tried: sweep.copy_phases is false (the job trains on the CPU: no batch is copied to a device)";
+
 // Where the sequence is, for the estimate of trials left.
 enum class Stage {
-  kBaseline, kPin, kWorkers, kNonBlocking, kPrefetch, kPersistent, kRevisit, kStartMethod, kBinding, kThreads,
+  kBaseline, kSeedCheck, kPin, kWorkers, kNonBlocking, kPrefetch, kPersistent, kRevisit, kStartMethod, kBinding, kThreads,
   kCombined, kFinal, kDone
 };
 
@@ -89,6 +93,7 @@ class Search {
     Decide(base, "reference");
     current_index_ = base;
     try {
+      if (setup_.seed && setup_.check_seed && CheckSeed()) return Finish();
       Sequence();
     } catch (const TimeBudgetSpent&) {
       KeepBestAtBudget();
@@ -101,11 +106,58 @@ class Search {
   // where it is (Run catches it).
   struct TimeBudgetSpent {};
 
+  // The stored answer checked instead of searched around (SearchSetup::check_seed):
+  // the seed's whole setting measured once, then paired with the reference
+  // by the final check. True: kept, unless the pairs put it below the
+  // reference beyond the noise (the interval's top under x1.00). False: the
+  // check failed, and the search starts over from the baseline, unseeded.
+  bool CheckSeed() {
+    stage_ = Stage::kSeedCheck;
+    const std::string source = setup_.seed->source;
+    const size_t index = Measure("seed_check", setup_.seed->best);
+    std::string failed;
+    if (trials()[index].status != TrialStatus::kOk) {
+      Decide(index, "");
+      failed = "the stored setting did not run (" + trials()[index].decision + ")";
+    } else {
+      Decide(index, "the stored setting of " + source + ", checked against " +
+                        (setup_.reference ? "the job's own setting" : "the baseline"));
+      current_ = trials()[index].knobs;
+      current_index_ = index;
+      stage_ = Stage::kFinal;
+      FinalCheck("seed_check_pairs");
+      if (!outcome_.speedup) {
+        failed = "no pair of the check was measured";
+      } else if (outcome_.speedup_ci_high && *outcome_.speedup_ci_high < 1.0) {
+        failed = Format("the stored setting ran x%.2f [%.2f, %.2f] of ", *outcome_.speedup,
+                        outcome_.speedup_ci_low.value_or(0), *outcome_.speedup_ci_high) +
+                 (setup_.reference ? "the job's own setting" : "the baseline") + ", slower beyond the noise";
+      }
+    }
+    if (failed.empty()) {
+      outcome_.best = current_index_;
+      AddPhase("seed_check", true, "kept the stored setting of " + source + " (" + loader::KnobsShort(current_) +
+                                       ") after one check instead of the search");
+      stage_ = Stage::kDone;
+      return true;
+    }
+    AddPhase("seed_check", false, failed + "; the search runs from the baseline, unseeded");
+    setup_.seed.reset();
+    current_index_ = *outcome_.baseline;
+    current_ = trials()[current_index_].knobs;
+    outcome_.speedup.reset();
+    outcome_.speedup_ci_low.reset();
+    outcome_.speedup_ci_high.reset();
+    return false;
+  }
+
   // Everything after the baseline, up to the final check.
   void Sequence() {
     stage_ = Stage::kPin;
     if (setup_.seed) {
       SeedStart();
+    } else if (!options_.copy_phases) {
+      AddPhase("pin_memory", false, kNoCopy);
     } else {
       TryStep("pin_memory", [](loader::Knobs& k) { k.pin_memory = true; });
     }
@@ -114,6 +166,8 @@ class Search {
     stage_ = Stage::kNonBlocking;
     if (setup_.seed) {
       ConfirmSeed();
+    } else if (!options_.copy_phases) {
+      AddPhase("non_blocking", false, kNoCopy);
     } else if (current_.pin_memory) {
       TryStep("non_blocking", [](loader::Knobs& k) { k.non_blocking = true; });
     } else {
@@ -192,12 +246,15 @@ class Search {
     const int methods = static_cast<int>(StartMethodCandidates().size());
     const int start_method = methods > 0 ? 1 + methods : 0;
     const int final_check = 2 * repeats();
-    const int after_workers = 1 + prefetch + persistent + start_method + binding + threads + final_check;
+    // After the doubling: the non_blocking trial, or the seed phase's.
+    const int step = seeded || options_.copy_phases ? 1 : 0;
+    const int after_workers = step + prefetch + persistent + start_method + binding + threads + final_check;
     switch (stage_) {
-      case Stage::kBaseline: return 1 + 4 + after_workers;
+      case Stage::kBaseline: return setup_.check_seed && seeded ? 1 + 2 * repeats() : step + 4 + after_workers;
+      case Stage::kSeedCheck: return 2 * repeats();
       case Stage::kPin: return 4 + after_workers;
       case Stage::kWorkers: return (refining_ ? 1 : std::max(0, 2 - misses_) + 1) + after_workers;
-      case Stage::kNonBlocking: return after_workers - 1;
+      case Stage::kNonBlocking: return after_workers - step;
       case Stage::kPrefetch:
         return std::max(0, prefetch - prefetch_done_) + persistent + start_method + binding + threads + final_check;
       case Stage::kPersistent:
@@ -218,7 +275,8 @@ class Search {
   }
 
   size_t Measure(const char* phase, const loader::Knobs& knobs, TrialPlan plan = {}) {
-    if (options_.time_budget_s > 0 && stage_ != Stage::kBaseline && stage_ != Stage::kFinal &&
+    if (options_.time_budget_s > 0 && stage_ != Stage::kBaseline && stage_ != Stage::kSeedCheck &&
+        stage_ != Stage::kFinal &&
         ElapsedS() >= options_.time_budget_s) {
       throw TimeBudgetSpent{};
     }
@@ -1095,14 +1153,14 @@ class Search {
 
   // Baseline and best, interleaved A B A B ..., one window each, so drift of
   // the machine during the sweep hits both alike.
-  void FinalCheck() {
+  void FinalCheck(const char* phase_name = "final_check") {
     const TrialRecord& base = trials()[*outcome_.baseline];
     const TrialRecord& best = current();
     const loader::Knobs a = setup_.reference.value_or(base.knobs), b = best.knobs;
     const char* reference = setup_.reference ? "the job's own setting" : "the baseline";
     if (a == b) {
       outcome_.speedup = 1.0;
-      AddPhase("final_check", false, std::string("not run: the best setting is ") + reference);
+      AddPhase(phase_name, false, std::string("not run: the best setting is ") + reference);
       return;
     }
     TrialPlan plan;
@@ -1130,14 +1188,14 @@ class Search {
       Decide(ib, "pair " + std::to_string(pair) + ": best, " + Format("x%.2f", ratio) + " over the pair's baseline");
     }
     if (ratios.empty()) {
-      AddPhase("final_check", false, "no pair measured; the speedup is not known");
+      AddPhase(phase_name, false, "no pair measured; the speedup is not known");
       return;
     }
     const Summary s = Summarize(ratios);
     outcome_.speedup = s.median;
     outcome_.speedup_ci_low = s.ci_low;
     outcome_.speedup_ci_high = s.ci_high;
-    AddPhase("final_check", s.ci_low > 1.0,
+    AddPhase(phase_name, s.ci_low > 1.0,
              "speedup " + Format("x%.2f", s.median) + " [" + Format("%.2f", s.ci_low) + ", " +
                  Format("%.2f", s.ci_high) + "] over " + reference + ", " + std::to_string(ratios.size()) +
                  " interleaved pairs" + (s.ci_low > 1.0 ? "" : "; the interval includes no gain"));
@@ -1155,7 +1213,7 @@ class Search {
   }
 
   const SweepOptions& options_;
-  const SearchSetup setup_;
+  SearchSetup setup_;  // not const: a failed seed check drops the seed (CheckSeed)
   TrialMeasurer& measurer_;
   const SearchEvents& events_;
 

@@ -176,6 +176,12 @@ struct SearchSetup {
   bool python_workload = false;
   loader::StartMethod default_start_method = loader::StartMethod::kDefault;
   std::optional<SearchSeed> seed;  // the seeded sequence above; nullopt = unseeded
+  // With a seed, check it instead of searching around it (feedtune.autotune
+  // reusing a stored answer): the seed's setting measured once (phase
+  // seed_check), then paired with the reference as in the final check. It is
+  // kept unless the pairs' interval lies wholly below x1.00; then the search
+  // runs from the baseline, unseeded, and the seed_check phase says why.
+  bool check_seed = false;
   // The final check's reference instead of the baseline: the setting the job
   // ran before (feedtune.autotune: the user's own DataLoader), so the speedup
   // is over what the job would have done. nullopt: the baseline.
