@@ -29,6 +29,7 @@ Stdlib and torch only.
 """
 
 import json
+import math
 import os
 import shutil
 import socket
@@ -49,7 +50,7 @@ _PROBE_BATCHES = 4
 _MIN_BUDGET_S = 30.0
 # A time window also holds at least this many of the job's batches: a slow
 # setting's window grows to them, a fast one's stays at measure_seconds.
-_MIN_WINDOW_BATCHES = 8
+_MIN_WINDOW_BATCHES = 4
 
 
 class AutotuneError(Exception):
@@ -97,6 +98,51 @@ class _Feed:
 
     def __len__(self):
         return len(self.plan)
+
+
+class _Ranks:
+    """The job's torch.distributed ranks, when there are two or more. Rank 0
+    runs the controller; what it decides reaches every rank at the same batch
+    (a broadcast), and a window's figure is the slowest rank's (an all-gather).
+    Every rank passes the same collectives in the same order: after the probe,
+    at each request, at each window's end, at the decision."""
+
+    def __init__(self, dist):
+        self._dist = dist
+        self.rank, self.size = dist.get_rank(), dist.get_world_size()
+        self.leader = self.rank == 0
+
+    @staticmethod
+    def of_job():
+        try:
+            import torch.distributed as dist
+        except ImportError:
+            return None
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            return _Ranks(dist)
+        return None
+
+    def share(self, obj):
+        """Rank 0's `obj`, on every rank."""
+        box = [obj if self.leader else None]
+        self._dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def gather(self, obj):
+        """Every rank's `obj`, in rank order, on every rank."""
+        out = [None] * self.size
+        self._dist.all_gather_object(out, obj)
+        return out
+
+
+class _Remote:
+    """The controller as a rank other than 0 sees it: on rank 0."""
+
+    def close(self):
+        pass
+
+
+_REMOTE = _Remote()
 
 
 class _Controller:
@@ -179,13 +225,16 @@ class _Controller:
 class _Trial:
     """One request being answered: its DataLoader, warm-up and windows."""
 
-    def __init__(self, request, batches_per_epoch):
+    def __init__(self, request, batches_per_epoch, window_batches=0):
         self.request = request
+        self.failed = None  # across ranks: this rank's trial DataLoader failed (why); it goes on at its own setting
         self.loader = None  # made at its first epoch, again after the loop left one mid-trial
         self.warmup_left = request["warmup_batches"]
         self.windows_left = request["repeats"]
         epochs = request["window_epochs"]
-        self.window_batches = epochs * batches_per_epoch if epochs > 0 else 0
+        # Whole epochs; else, across ranks, a count of batches (every rank ends
+        # the window at the same batch); else measure_seconds of batches.
+        self.window_batches = epochs * batches_per_epoch if epochs > 0 else window_batches
         self.seconds = request["measure_seconds"]
         self.created = time.monotonic()
         self.first_batch_s = None
@@ -287,6 +336,9 @@ class AutotunedLoader:
         self._final = None  # the DataLoader of "tuned" or "fallback", kept across epochs (persistent workers)
         self._probe = []  # (wait + step) of the first batches at the user's setting
         self._tuning_started = None
+        self._ranks = None  # _Ranks under torch.distributed with 2 or more ranks
+        self._window_batches = 0  # across ranks: a window's batches (0: measure_seconds)
+        self._rank_failure = None  # across ranks: a trial that failed here, until the next collective
 
     # --- what the job sees -------------------------------------------------
 
@@ -373,15 +425,17 @@ class AutotunedLoader:
         feed = loader.feedtune_feed
         feed.start(plan, pos)
         delivered = pos
-        it = iter(loader)
+        it = None
         while True:
             t0 = time.monotonic()
             try:
+                if it is None:  # starts the workers: under spawn it pickles the dataset
+                    it = iter(loader)
                 batch = next(it)
             except StopIteration:
                 return delivered
             except Exception as e:  # a worker died, a dataset that does not pickle: the job goes on without it
-                del it
+                it = None
                 self._shutdown_loader(loader)
                 raise _TrialFailed(e, delivered) from e
             t1 = time.monotonic()
@@ -398,58 +452,107 @@ class AutotunedLoader:
         if len(self._probe) < _PROBE_BATCHES:
             return (yield from self._probe_batches(plan, pos))
         if self._trial is None:
-            try:
-                request = self._controller.next_request()
-            except (OSError, ValueError) as e:
-                self._fall_back("the feedtune controller broke the connection (%s)" % e)
+            message = self._next_message()
+            if "broken" in message:
+                self._fall_back(message["broken"])
                 return pos
-            if request is None:
+            if "end" in message:
                 self._decide()
                 return pos
-            self._trial = _Trial(request, len(plan))
+            request = message["request"]
+            self._trial = _Trial(request, len(plan), self._window_batches)
             self._non_blocking = bool(request["non_blocking"])
             self._settings = {k: request[k] for k in _KNOBS}
             self._settings["multiprocessing_context"] = request.get("multiprocessing_context")
         trial = self._trial
         if trial.loader is None:  # the loop left the last epoch mid-trial
-            trial.loader = self._make_loader(trial.request)
+            trial.loader = self._make_loader(self._own if trial.failed else trial.request)
         trial.epoch_first = pos == 0
         broken = []
-        feed = trial.loader.feedtune_feed
 
         def on_batch(batch, wait_s, step_s):
             report = trial.add(batch, wait_s, step_s, self._user.batch_size or 1)
             if report is None or broken:
                 return
             report["batches_per_epoch"] = len(plan)
-            try:
-                self._controller.say(report)
-                if not trial.measuring:
-                    self._controller.say({"trial_end": trial.request["trial"]})
-                    feed.cut = True  # drain what was dispatched, then the next request
-            except OSError as e:
-                broken.append(e)
-                feed.cut = True
+            why = self._send_window(trial, report)
+            if why:
+                broken.append(why)
+            if why or not trial.measuring:
+                trial.loader.feedtune_feed.cut = True  # drain what was dispatched, then the next request
 
-        try:
-            pos = yield from self._deliver(trial.loader, plan, pos, on_batch)
-        except _TrialFailed as failure:
-            self._trial = None
+        while True:
             try:
-                self._controller.say({"error": "in the job: %s" % failure.text})
-            except OSError:
-                pass
-            self._fall_back("a trial's DataLoader failed (%s, with num_workers=%d)" % (failure.text,
-                                                                                     trial.request["num_workers"]))
-            return failure.delivered
+                pos = yield from self._deliver(trial.loader, plan, pos, on_batch)
+                break
+            except _TrialFailed as failure:
+                what = "%s, with num_workers=%d" % (failure.text, trial.request["num_workers"])
+                if self._ranks is None:
+                    self._trial = None
+                    try:
+                        self._controller.say({"error": "in the job: %s" % failure.text})
+                    except OSError:
+                        pass
+                    self._fall_back("a trial's DataLoader failed (%s)" % what)
+                    return failure.delivered
+                # One rank's failure reaches the others at the next collective
+                # (the window's end, or the next request); until then this rank
+                # goes on at its own setting, so every rank passes it.
+                trial.failed = self._rank_failure = "on rank %d: %s" % (self._ranks.rank, what)
+                trial.loader = self._make_loader(self._own)
+                pos = failure.delivered
         if broken:
             self._shutdown_loader(trial.loader)
             self._trial = None
-            self._fall_back("the feedtune controller went away (%s)" % broken[0])
+            self._fall_back(broken[0])
         elif not trial.measuring:
             self._shutdown_loader(trial.loader)
             self._trial = None
         return pos  # an epoch that ended mid-trial: the trial goes on in the next one
+
+    def _next_message(self):
+        """What comes next, the same on every rank: {"request": ...}, {"end":
+        True} (the search is over) or {"broken": why}. Rank 0 reads it from the
+        controller and broadcasts it; a trial that failed on any rank ends the
+        tuning on all of them."""
+        failures = []
+        if self._ranks is not None:
+            failures = [f for f in self._ranks.gather(self._rank_failure) if f]
+        message = None
+        if self._controller is not _REMOTE:
+            if failures:
+                try:
+                    self._controller.say({"error": "in the job: %s" % failures[0]})
+                except OSError:
+                    pass
+                message = {"broken": "a trial's DataLoader failed (%s)" % failures[0]}
+            else:
+                try:
+                    request = self._controller.next_request()
+                    message = {"end": True} if request is None else {"request": request}
+                except (OSError, ValueError) as e:
+                    message = {"broken": "the feedtune controller broke the connection (%s)" % e}
+        return self._ranks.share(message) if self._ranks is not None else message
+
+    def _send_window(self, trial, report):
+        """Hands a finished window to the controller (across ranks: the slowest
+        rank's, by rank 0); returns why the tuning must stop, or None."""
+        why = None
+        if self._ranks is not None:
+            reports = self._ranks.gather({"failed": trial.failed} if trial.failed else report)
+            failed = [r["failed"] for r in reports if "failed" in r]
+            if failed:
+                report, why = {"error": "in the job: %s" % failed[0]}, "a trial's DataLoader failed (%s)" % failed[0]
+            else:
+                report = min(reports, key=lambda r: r["samples_per_s"])
+        if self._controller is not _REMOTE:
+            try:
+                self._controller.say(report)
+                if not why and not trial.measuring:
+                    self._controller.say({"trial_end": trial.request["trial"]})
+            except OSError as e:
+                why = why or "the feedtune controller went away (%s)" % e
+        return self._ranks.share(why) if self._ranks is not None else why
 
     def _probe_batches(self, plan, pos):
         """The first batches at the user's own setting: they size the windows and the default budget."""
@@ -471,29 +574,50 @@ class AutotunedLoader:
         return pos
 
     def _start(self, plan, pos):
-        """Checks what tuning needs before the first batch; False: fallback."""
-        if self._binary is None:
-            self._fall_back(self._no_binary)
+        """Checks what tuning needs before the first batch; False: fallback.
+        Across ranks, rank 0's binary is the one that runs."""
+        self._ranks = _Ranks.of_job()
+        why = self._no_binary if self._binary is None else None
+        if self._ranks is not None:
+            why = self._ranks.share(why)
+        if why:
+            self._fall_back(why)
             return False
-        try:
-            import torch.distributed as dist
-            if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-                self._fall_back("tuning across torch.distributed ranks is not built yet; tune one rank with "
-                                "`feedtune sweep` (sweep.ranks) and take the answer with feedtune.loader_kwargs")
-                return False
-        except ImportError:
-            pass
         self._controller = False  # probing: started after the first batches
         return True
 
     def _launch(self, batches_per_epoch):
-        """Starts the controller, sized by the probe's batches; False: fallback."""
+        """Starts the controller, sized by the probe's batches; False: fallback.
+        Across ranks: sized by the slowest rank, started by rank 0, and its
+        windows counted in batches, so that every rank ends each at the same batch."""
         per_batch = percentile(self._probe[1:], 50)  # the first batch paid the workers' start
+        if self._ranks is not None:
+            per_batch = max(self._ranks.gather(per_batch))
         epoch_s = per_batch * batches_per_epoch
         budget = self._budget_s if self._budget_s else max(_MIN_BUDGET_S, 0.1 * epoch_s)
-        # Windows short enough for a dozen trials of three windows in the
-        # budget; each also holds _MIN_WINDOW_BATCHES batches (_Trial.add).
-        seconds = min(2.0, max(0.25, budget / 60.0))
+        # Windows short enough for the whole sequence (about 20 trials of
+        # three windows, a warm-up and the workers' start) in the budget; each
+        # also holds _MIN_WINDOW_BATCHES batches (_Trial.add).
+        seconds = min(2.0, max(0.25, budget / 120.0))
+        if self._ranks is not None:
+            self._window_batches = max(_MIN_WINDOW_BATCHES, int(math.ceil(seconds / per_batch)) if per_batch > 0 else 0)
+            why = self._start_controller(budget, seconds) if self._ranks.leader else None
+            why = self._ranks.share(why)
+            if why:
+                self._fall_back(why)
+                return False
+            if not self._ranks.leader:
+                self._controller = _REMOTE
+                self._tuning_started = time.monotonic()
+            return True
+        why = self._start_controller(budget, seconds)
+        if why:
+            self._fall_back(why)
+            return False
+        return True
+
+    def _start_controller(self, budget, seconds):
+        """Writes the config and starts `feedtune sweep --serve-fd`; returns why it could not, or None."""
         user = self._user
         knobs = self._own
         lines = [
@@ -528,20 +652,36 @@ class AutotunedLoader:
             self._controller = _Controller(self._binary, "\n".join(lines) + "\n", self._results, self._label)
         except OSError as e:
             self._controller = None
-            self._fall_back("cannot start %s (%s)" % (self._binary, e))
-            return False
+            return "cannot start %s (%s)" % (self._binary, e)
         self._tuning_started = time.monotonic()
-        return True
+        return None
 
     # --- the answer -------------------------------------------------------------
 
     def _decide(self):
+        """The search is over: every rank takes rank 0's answer at the same batch."""
+        answer = self._answer() if self._controller is not _REMOTE else None
+        if self._ranks is not None:
+            answer = self._ranks.share(answer)
+        if "fallback" in answer:
+            self._fall_back(answer["fallback"])
+            return
+        knobs = dict(answer["knobs"], multiprocessing_context=self._own["multiprocessing_context"])
+        self._settings, self._non_blocking, self.decision = knobs, answer["non_blocking"], answer["decision"]
+        if self._verbose and (self._ranks is None or self._ranks.leader):
+            sys.stderr.write(self.decision + "\n")
+        if self._controller is not _REMOTE:
+            self._controller.close()
+        self._controller = None
+        self.phase = "tuned"
+
+    def _answer(self):
+        """The controller's answer: {"knobs", "non_blocking", "decision"}, or {"fallback": why}."""
         done, seed, code = self._controller.finish()
         if done is None or not done.get("best"):
             why = "the search ended with exit %d and no best setting" % code
             tail = self._controller.stderr_tail()
-            self._fall_back(why + (": " + tail if tail else ""))
-            return
+            return {"fallback": why + (": " + tail if tail else "")}
         best = done["best"]["config"]
         spent = time.monotonic() - self._tuning_started
         speedup = done.get("speedup")
@@ -549,7 +689,7 @@ class AutotunedLoader:
         if speedup is not None and speedup < 1.0:
             # The final check measured the best against the job's own setting in
             # pairs: where it came out slower, the job keeps its own.
-            knobs, non_blocking = dict(self._own), False
+            knobs, non_blocking = {k: self._own[k] for k in _KNOBS}, False
             verdict = "kept your own setting: the best found ran x%.2f of it in the final check" % speedup
         else:
             non_blocking = bool(best["non_blocking"])
@@ -562,8 +702,6 @@ class AutotunedLoader:
                     speedup, "final check" if "final_check" in phases else "the stored setting's check")
             else:
                 verdict = "not checked against your own setting (the budget ended the search first)"
-        knobs["multiprocessing_context"] = self._own["multiprocessing_context"]
-        self._settings, self._non_blocking = knobs, non_blocking
         budget_note = ""
         if seed is not None:
             stored = seed.get("seed", {})
@@ -572,16 +710,13 @@ class AutotunedLoader:
         for phase in done.get("phases", []):
             if phase.get("phase") in ("seed_check", "time_budget"):
                 budget_note += "; " + phase.get("why", "")
-        self.decision = ("feedtune.autotune: num_workers=%d pin_memory=%s prefetch_factor=%s persistent_workers=%s "
-                         "non_blocking=%s: %s; %d trials in %.1f s (run %s in %s)%s"
-                         % (knobs["num_workers"], knobs["pin_memory"], knobs["prefetch_factor"],
-                            knobs["persistent_workers"], non_blocking, verdict, done.get("trials", 0), spent,
-                            done.get("run_id"), self._results, budget_note))
-        if self._verbose:
-            sys.stderr.write(self.decision + "\n")
-        self._controller.close()
-        self._controller = None
-        self.phase = "tuned"
+        ranks = " across %d ranks (each window the slowest rank's)" % self._ranks.size if self._ranks else ""
+        decision = ("feedtune.autotune: num_workers=%d pin_memory=%s prefetch_factor=%s persistent_workers=%s "
+                    "non_blocking=%s: %s; %d trials in %.1f s%s (run %s in %s)%s"
+                    % (knobs["num_workers"], knobs["pin_memory"], knobs["prefetch_factor"],
+                       knobs["persistent_workers"], non_blocking, verdict, done.get("trials", 0), spent, ranks,
+                       done.get("run_id"), self._results, budget_note))
+        return {"knobs": knobs, "non_blocking": non_blocking, "decision": decision}
 
     def _fall_back(self, why):
         if self._controller:

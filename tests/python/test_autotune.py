@@ -98,8 +98,11 @@ def run(loader, epochs, set_epoch=None, on_batch=None):
 
 
 def children():
-    """This process's child pids (the controller, DataLoader workers)."""
+    """This process's child pids (the controller, DataLoader workers), but not
+    multiprocessing's resource tracker, which spawn starts once per process."""
+    from multiprocessing import resource_tracker
     me = str(os.getpid())
+    tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -109,7 +112,7 @@ def children():
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if fields[1] == me and fields[0] != "Z":
+        if fields[1] == me and fields[0] != "Z" and int(pid) != tracker:
             found.append(int(pid))
     return found
 
@@ -316,6 +319,81 @@ class AutotuneNeverHurts(unittest.TestCase):
             autotune(tud.DataLoader(Stream(), batch_size=2))
         self.assertIn("IterableDataset", str(raised.exception))
         self.assertIn("feedtune sweep", str(raised.exception))
+
+    def test_a_dataset_that_does_not_pickle_under_spawn(self):
+        # A job that made spawn its start method (as CUDA jobs do), with no
+        # workers of its own: its lambda never pickles, but a trial with
+        # workers must pickle the dataset, and fails.
+        import multiprocessing
+        was = multiprocessing.get_start_method()
+        multiprocessing.set_start_method("spawn", force=True)
+        self.addCleanup(multiprocessing.set_start_method, was, force=True)
+        dataset = Indices()
+        dataset.transform = lambda x: x
+        loader = autotune(tud.DataLoader(dataset, batch_size=6, shuffle=True,
+                                         generator=torch.Generator().manual_seed(2)),
+                          results=self.db, budget_s=WORKERS_BUDGET_S, verbose=False)
+        seen, said = self.epochs_until_fallback(loader)
+        self.assertEqual(loader.phase, "fallback", loader.decision)
+        self.assertEqual(len(said), 1, said)
+        self.assertIn("a trial's DataLoader failed", said[0])
+        self.assertIn("pickle", said[0].lower())
+        self.assertEqual(seen, run(self.make(), len(seen)))
+
+
+@unittest.skipUnless(HAVE_BINARY, "no feedtune binary at %s (make build, or set FEEDTUNE_BIN)" % BINARY)
+class AutotuneRanks(unittest.TestCase):
+    """Two gloo ranks: rank 0 runs the search, every rank switches at the same
+    batch, a window's figure is the slowest rank's, and each rank's batches are
+    its plain DataLoader's (tests/python/autotune_ranks.py is one rank)."""
+
+    def test_two_gloo_ranks(self):
+        tmp = tempfile.mkdtemp(prefix="autotune-ranks-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        db = os.path.join(tmp, "job.db")
+        with socket_for_port() as port:
+            env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2",
+                       BUDGET_S=str(WORKERS_BUDGET_S))
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "autotune_ranks.py")
+        ranks = [subprocess.Popen([sys.executable, script, db, os.path.join(tmp, "rank%d.json" % r)],
+                                  env=dict(env, RANK=str(r)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True) for r in range(2)]
+        outputs = [p.communicate(timeout=240)[0] for p in ranks]
+        for r, p in enumerate(ranks):
+            self.assertEqual(p.returncode, 0, "rank %d: %s" % (r, outputs[r][-3000:]))
+        got = []
+        for r in range(2):
+            with open(os.path.join(tmp, "rank%d.json" % r)) as f:
+                got.append(json.load(f))
+        for r, g in enumerate(got):
+            self.assertEqual(g["phase"], "tuned", "rank %d: %s" % (r, g["decision"]))
+            self.assertEqual(g["seen"], g["plain"], "rank %d: batches differ from its plain DataLoader's" % r)
+        self.assertEqual(got[0]["switches"], got[1]["switches"])  # every setting at the same batch on both
+        self.assertGreater(len(got[0]["switches"]), 2)
+        self.assertEqual(got[0]["decision"], got[1]["decision"])
+        self.assertIn("across 2 ranks", got[0]["decision"])
+        # One run, rank 0's; its figures are rank 1's, whose step alone holds
+        # it under 6 / 0.004 = 1500 samples/s.
+        report = subprocess.run([BINARY, "report", "--db", db, "--format", "json"], capture_output=True, text=True,
+                                check=True)
+        trials = json.loads(report.stdout)["trials"]
+        self.assertTrue(trials)
+        for t in trials:
+            if t["status"] == "ok":
+                self.assertLess(t["samples_per_s"], 1500, t)
+
+
+class socket_for_port:
+    """A free TCP port on localhost (bound, then released for the job to take)."""
+
+    def __enter__(self):
+        import socket
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        return self.sock.getsockname()[1]
+
+    def __exit__(self, *exc):
+        self.sock.close()
 
 
 if __name__ == "__main__":
