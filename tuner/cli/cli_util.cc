@@ -5,6 +5,7 @@
 
 #include "loader/device/gpu_probe.h"
 #include "results/fingerprint.h"
+#include "tuner/cli/install_paths.h"
 
 namespace feedtune::cli {
 
@@ -68,8 +69,9 @@ std::optional<Session> OpenSession(const std::string& path, const std::vector<st
                                    int* exit_code) {
   Session s;
   try {
-    s.config = tuner::LoadConfig(path);
+    s.config = tuner::LoadConfig(ResolveDataPath(path));
     for (const auto& o : overrides) tuner::ApplyOverride(s.config, o);
+    ResolveCommandPaths(s.config);
   } catch (const tuner::ConfigError& e) {
     std::cerr << "feedtune: " << e.what() << "\n";
     *exit_code = kExitUsage;

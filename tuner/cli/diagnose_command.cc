@@ -134,7 +134,7 @@ int RunDiagnose(const Args& args, const std::atomic<bool>& stop) {
       run.workload_hash = tuner::WorkloadHash(config);
       run.config_yaml = tuner::ToYaml(config);
       run.backend = session->device->backend_name();
-      run.version = kVersion;
+      run.version = BuildString();
       run.started_at = NowIso8601();
       run.id = store.BeginRun(run);
       for (const auto& [stage, trial] : trials.trials) {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tuner/cli/cli_util.h"
+#include "tuner/cli/install_paths.h"
 
 namespace feedtune::cli {
 namespace {
@@ -41,7 +42,8 @@ loader.batch_size is taken from the script's `batch_size=N` when it has one
 saying so. The script path is written as given: run feedtune from the folder
 it is relative to (or give an absolute path). python must be the interpreter
 of your training environment (the one with your torch); feedtune must be
-importable there (PYTHONPATH=<checkout>/python, or pip install it).
+importable there: the config says where this binary's package is (installed
+beside it, or <checkout>/python for a build tree) and what PYTHONPATH names it.
 
 Without --out the config is printed on stdout. An existing --out file is
 left alone (exit 2) unless --force.)";
@@ -75,6 +77,18 @@ std::string NameFor(const fs::path& script) {
   return name.empty() ? std::string("tune") : name;
 }
 
+// Where `import feedtune` finds the package this binary came with: installed
+// beside it, or the checkout of a build tree.
+std::string PackageComment() {
+  const DataRoot& root = ThisDataRoot();
+  if (root.python_dir.empty()) {
+    return "  # The interpreter must import feedtune (pip install the python/ folder of feedtune's sources).\n";
+  }
+  const std::string where = root.installed ? "installed with this feedtune, in " : "in this feedtune's checkout, ";
+  return "  # feedtune's Python package is " + where + root.python_dir + "\n  # (PYTHONPATH=" + root.python_dir +
+         " for an interpreter that does not look there).\n";
+}
+
 std::string ConfigText(const std::string& script, const std::string& python, const std::string& name,
                        int batch_size, bool batch_from_script) {
   std::ostringstream out;
@@ -92,6 +106,7 @@ std::string ConfigText(const std::string& script, const std::string& python, con
       << "  protocol: serve\n"
       << "  # The interpreter of your training environment first (the one whose torch your job\n"
       << "  # uses), then the script; a relative path is taken from where you run feedtune.\n"
+      << PackageComment()
       << "  # No {placeholders} here: with serve the knobs arrive per trial on stdin.\n"
       << "  argv: [" << Quoted(python) << ", " << Quoted(script) << "]\n"
       << "  timeout_s: 300                 # per trial (the first also covers the script's start)\n"

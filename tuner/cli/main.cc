@@ -56,7 +56,8 @@ Commands:
 
 Options:
   -h, --help        this help
-  --version         the version, and whether the CUDA backend is built in
+  --version         the version, the git commit, the compiler and the CUDA backend
+                    (the same build string a results file keeps with each run)
 
 Examples:
   feedtune sweep configs/quickstart.yaml
@@ -81,8 +82,12 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (command == "--version") {
-    std::printf("feedtune %s (CUDA backend: %s)\n", kVersion,
-                feedtune::device::CudaCompiledIn() ? "built in" : "not built");
+    std::printf("feedtune %s\n", BuildString().c_str());
+    if (feedtune::device::CudaCompiledIn()) {
+      std::printf("CUDA backend: built in (toolkit %s); host-sim where no GPU is usable\n", kCudaToolkit);
+    } else {
+      std::printf("CUDA backend: not built (host-sim only)\n");
+    }
     return kExitOk;
   }
   InstallStopHandler();

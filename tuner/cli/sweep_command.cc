@@ -16,6 +16,7 @@
 #include "results/units.h"
 #include "tuner/search/budget.h"
 #include "tuner/cli/cli_util.h"
+#include "tuner/cli/install_paths.h"
 #include "workloads/format_inspect.h"
 #include "tuner/cli/trace_files.h"
 #include "tuner/cli/version.h"
@@ -271,10 +272,11 @@ void OpenSeedStore(const SweepArgs& a, SweepSession& s) {
 void LoadConfigOrRun(const SweepArgs& a, SweepSession& s) {
   if (!a.resuming) {
     try {
-      s.config = tuner::LoadConfig(a.config_path);
+      s.config = tuner::LoadConfig(ResolveDataPath(a.config_path));
     } catch (const tuner::ConfigError& e) {
       throw SweepStop{kExitUsage, e.what()};
     }
+    ResolveCommandPaths(s.config);
     return;
   }
   s.store.emplace(results::Store::Open(a.db_path));
@@ -289,6 +291,7 @@ void LoadConfigOrRun(const SweepArgs& a, SweepSession& s) {
   } catch (const tuner::ConfigError& e) {
     throw SweepStop{kExitFailure, std::string("cannot resume: ") + e.what()};
   }
+  ResolveCommandPaths(s.config);
   s.stored = s.store->LoadTrials(s.run.id);
   s.facts = s.run.facts.budget;  // so a resume predicts as the first run did
 }
@@ -409,7 +412,7 @@ void BeginRun(const SweepArgs& a, SweepSession& s) {
   // Attached, every figure is the training job's own (its step, its device):
   // the run is marked as measured in the job, not by a feedtune backend.
   run.backend = s.attached ? "in-job" : s.device->backend_name();
-  run.version = kVersion;
+  run.version = BuildString();
   run.started_at = NowIso8601();
   if (s.python) run.python = s.python->facts;
   run.facts.budget = s.facts;

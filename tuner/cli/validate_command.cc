@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "tuner/cli/cli_util.h"
+#include "tuner/cli/install_paths.h"
 
 namespace feedtune::cli {
 namespace {
@@ -35,8 +36,9 @@ int RunValidate(const Args& args) {
   const auto vm = Parse(args, options, positional, kValidateUsage, &code);
   if (!vm) return code;
   try {
-    const tuner::SweepConfig config = tuner::LoadConfig(config_path);
-    std::cout << "# " << config_path << ": valid; effective config (workload hash " << tuner::WorkloadHash(config)
+    const std::string path = ResolveDataPath(config_path);
+    const tuner::SweepConfig config = tuner::LoadConfig(path);
+    std::cout << "# " << path << ": valid; effective config (workload hash " << tuner::WorkloadHash(config)
               << ")\n"
               << tuner::ToYaml(config);
     return kExitOk;

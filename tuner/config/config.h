@@ -77,6 +77,11 @@ struct SweepConfig {
   SweepOptions sweep;
 
   std::string source;  // where it came from (file path, or "<string>"), for messages
+  // workload.argv as the file wrote it, when the CLI has made a path in it
+  // absolute (the probe harness beside an installed binary); empty otherwise.
+  // WorkloadHash and ToYaml use it, so a run is the same workload, and resumes
+  // the same way, wherever feedtune is installed.
+  std::vector<std::string> argv_as_written;
 };
 
 // A config problem, with its location already in the message:

@@ -124,10 +124,18 @@ std::string Cell(std::string text) {
   return text;
 }
 
+// The config with workload.argv as its file wrote it (config.h: argv_as_written).
+SweepConfig AsWritten(const SweepConfig& config) {
+  SweepConfig written = config;
+  if (!config.argv_as_written.empty()) written.workload.command.argv = config.argv_as_written;
+  return written;
+}
+
 }  // namespace
 }  // namespace config_internal
 
 using config_internal::Applies;
+using config_internal::AsWritten;
 using config_internal::Cell;
 using config_internal::EmitString;
 using config_internal::FaultKey;
@@ -148,7 +156,8 @@ using config_internal::StringListKey;
 using config_internal::Takes;
 using config_internal::kKeys;
 
-std::string ToYaml(const SweepConfig& config) {
+std::string ToYaml(const SweepConfig& resolved) {
+  const SweepConfig config = AsWritten(resolved);
   YAML::Emitter out;
   out.SetNullFormat(YAML::LowerNull);  // "fault: null", as docs/config.md writes it
   out << YAML::BeginMap;
@@ -249,13 +258,22 @@ std::string KeyReferenceMarkdown() {
   for (const Key& key : kKeys) {
     const char* hashed = key.hashed == Hashed::kYes ? "yes" : key.hashed == Hashed::kIfSet ? "if set" : "no";
     const std::string value = FormatValue(key, defaults);
-    out += "| `" + std::string(key.path) + "` | " + Cell(Takes(key)) + " | " +
-           (value.empty() ? "(none)" : "`" + Cell(value) + "`") + " | " + KindsOf(key) + " | " + hashed + " |\n";
+    // Built piece by piece: GCC 12 warns (-Wrestrict, falsely) on "`" + std::string
+    // once this function is inlined differently.
+    std::string shown = "(none)";
+    if (!value.empty()) {
+      shown = "`";
+      shown += Cell(value);
+      shown += '`';
+    }
+    out += "| `" + std::string(key.path) + "` | " + Cell(Takes(key)) + " | " + shown + " | " + KindsOf(key) + " | " +
+           hashed + " |\n";
   }
   return out;
 }
 
-std::string WorkloadHash(const SweepConfig& config) {
+std::string WorkloadHash(const SweepConfig& resolved) {
+  const SweepConfig config = AsWritten(resolved);
   // Versioned so a change in what is hashed cannot collide with old results.
   std::string canonical = "feedtune-workload-v1\n";
   const SweepConfig defaults;
