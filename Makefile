@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 TEST_JOBS ?= $(shell echo $$((2 * $$(nproc))))
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build sweep test check test-asan test-tsan fuzz bench grid-vs-sweep regret in-job-bench probe-protocol formats-bench fleet-scale seed-bench node-bench trace-bench clean
+.PHONY: all deps build sweep test check deb test-asan test-tsan fuzz bench grid-vs-sweep regret in-job-bench probe-protocol formats-bench fleet-scale seed-bench node-bench trace-bench clean
 
 all: build
 
@@ -26,6 +26,11 @@ sweep: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS)
+
+# The Debian package: $(BUILD)/feedtune_<version>_<arch>.deb (CPack DEB;
+# docs/development.md#install-and-package). Then: apt install ./$(BUILD)/feedtune_*.deb
+deb: build
+	cd $(BUILD) && cpack -G DEB
 
 # docs/config.md from the config key table (a test fails when they differ).
 .PHONY: config-docs

@@ -24,10 +24,34 @@ workloads/python/feedtune_probe.py is the command-line entry point of the
 same harness (feedtune.probe).
 """
 
+import os as _os
+import re as _re
+
 from .api import serve
 from .autotune import AutotuneError, AutotunedLoader, autotune
 from .results import LoaderKwargs, ResultsError, loader_kwargs
 from .watch import watch
 
-__version__ = "0.1.0"
+
+
+def _read_version():
+    """The version project(VERSION) sets in feedtune's top CMakeLists.txt, the one
+    place it is written: from _version.py, which the CMake install and the pip
+    build write beside this file, else (the package used in place, from the
+    checkout) from that CMakeLists.txt itself."""
+    try:
+        from ._version import __version__ as version
+        return version
+    except ImportError:
+        pass
+    cmakelists = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), _os.pardir, _os.pardir, "CMakeLists.txt")
+    try:
+        with open(cmakelists) as f:
+            match = _re.search(r"^project\(feedtune VERSION ([0-9][0-9A-Za-z.]*)", f.read(), _re.M)
+    except OSError:
+        match = None
+    return match.group(1) if match else "unknown"
+
+
+__version__ = _read_version()
 __all__ = ["autotune", "AutotunedLoader", "AutotuneError", "serve", "loader_kwargs", "LoaderKwargs", "ResultsError", "watch", "__version__"]
