@@ -13,6 +13,7 @@
 #include "loader/data_loader.h"
 #include "loader/device/device.h"
 #include "loader/fork_server.h"
+#include "loader/sampler.h"
 #include "tuner/config/config.h"
 #include "tuner/measure/trial_runner.h"
 #include "workloads/synthetic_dataset.h"
@@ -92,6 +93,27 @@ void BM_Memcpy(benchmark::State& state) {
   state.counters["samples_per_s"] = benchmark::Counter(static_cast<double>(bytes) / 150528, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Memcpy)->UseRealTime();
+
+// An epoch's shuffled order, per index: drawn (the permutation made for an
+// epoch) and read in batches of 256 as the DataLoader fills them. Arg: the
+// epoch's samples. Up to EpochPermutation::kTableMaxSamples it is a table
+// (Fisher-Yates, drawn once per epoch); above, the Feistel network on demand.
+void BM_EpochOrder(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  std::vector<int64_t> out(256);
+  int64_t epoch = 0;
+  for (auto _ : state) {
+    const loader::BatchPlan plan(loader::EpochSampler(n, true, 1, epoch++), 256, false);
+    for (int64_t k = 0; k < plan.num_batches(); ++k) benchmark::DoNotOptimize(plan.FillBatch(k, out).data());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+  state.SetLabel(loader::EpochPermutation(n, true, 1, 0).tabled() ? "table" : "on demand");
+}
+BENCHMARK(BM_EpochOrder)
+    ->Arg(20'000)
+    ->Arg(loader::EpochPermutation::kTableMaxSamples)
+    ->Arg(loader::EpochPermutation::kTableMaxSamples + 1)
+    ->Unit(benchmark::kMillisecond);
 
 // Time to the first batch with 8 non-persistent workers: fork + start-up.
 void BM_EpochStart(benchmark::State& state, WorkerMode mode) {

@@ -27,10 +27,39 @@ uint64_t Round(uint64_t half, uint64_t key, int bits) { return Mix64(half ^ key)
 
 }  // namespace
 
+namespace {
+
+// GCC and Clang's 128-bit integer, for the high half of a 64x64 product.
+__extension__ using Uint128 = unsigned __int128;
+
+// Fisher-Yates from the back: position i takes a uniform draw of [0, i]. The
+// draw is the high half of a 64-bit random times (i + 1) (Lemire's multiply
+// without the rejection step: its bias is below (i + 1) / 2^64, under 2^-41 here).
+std::vector<uint32_t> ShuffledTable(int64_t n, uint64_t state) {
+  std::vector<uint32_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = static_cast<uint32_t>(i);
+  for (int64_t i = n - 1; i > 0; --i) {
+    const uint64_t r = SplitMix64(state);
+    const auto j = static_cast<size_t>((static_cast<Uint128>(r) * static_cast<uint64_t>(i + 1)) >> 64);
+    std::swap(order[static_cast<size_t>(i)], order[j]);
+  }
+  return order;
+}
+
+}  // namespace
+
 EpochPermutation::EpochPermutation(int64_t n, bool shuffle, uint64_t seed, int64_t epoch)
     : n_(n), shuffle_(shuffle && n > 1) {
   if (n < 0) throw std::invalid_argument("EpochPermutation: n must be >= 0, got " + std::to_string(n));
   if (!shuffle_) return;
+  if (n <= kTableMaxSamples) {
+    // Its own stream (another constant than the Feistel keys' below), from both seed and epoch.
+    const uint64_t state = Mix64(seed) ^ Mix64(static_cast<uint64_t>(epoch) + 0x8CB92BA72F3D8DD7ULL);
+    auto table = std::make_shared<Table>();
+    table->order = ShuffledTable(n, state);
+    table_ = std::move(table);
+    return;
+  }
   // At least 2 bits so that both halves are non-empty. The domain is < 2n
   // (or 4 for n <= 3), so cycle-walking takes fewer than 2 passes on average.
   bits_ = std::max(2, static_cast<int>(std::bit_width(static_cast<uint64_t>(n - 1))));
@@ -71,8 +100,7 @@ uint64_t EpochPermutation::Backward(uint64_t x) const {
 // Cycle-walking: apply the network until the value falls in [0, n). It ends,
 // because i < n lies on the same cycle, and it stays a bijection of [0, n)
 // (Black & Rogaway, "Ciphers with arbitrary finite domains").
-int64_t EpochPermutation::at(int64_t i) const {
-  if (!shuffle_) return i;
+int64_t EpochPermutation::OnDemand(int64_t i) const {
   uint64_t y = Forward(static_cast<uint64_t>(i));
   while (y >= static_cast<uint64_t>(n_)) y = Forward(y);
   return static_cast<int64_t>(y);
@@ -80,6 +108,13 @@ int64_t EpochPermutation::at(int64_t i) const {
 
 int64_t EpochPermutation::inverse(int64_t v) const {
   if (!shuffle_) return v;
+  if (table_) {
+    std::call_once(table_->inverse_once, [t = table_.get()] {
+      t->inverse.resize(t->order.size());
+      for (size_t i = 0; i < t->order.size(); ++i) t->inverse[t->order[i]] = static_cast<uint32_t>(i);
+    });
+    return table_->inverse[static_cast<size_t>(v)];
+  }
   uint64_t x = Backward(static_cast<uint64_t>(v));
   while (x >= static_cast<uint64_t>(n_)) x = Backward(x);
   return static_cast<int64_t>(x);

@@ -2,12 +2,22 @@
 // order, and how they are cut into batches (torch's RandomSampler/SequentialSampler,
 // DistributedSampler and BatchSampler).
 //
-// The order is computed on demand, never stored: an epoch of a billion samples
-// must start in well under a second and hold no gigabyte index list (issue 23
-// item 5). The shuffle is a keyed Feistel network over the smallest power-of-two
-// domain that holds [0, n), with cycle-walking back into [0, n): a bijection,
-// O(1) memory, tens of nanoseconds per index. Deterministic in (seed, epoch) on
-// every platform (our own arithmetic, no std:: distribution or shuffle).
+// Two ways to shuffle, chosen by the epoch's size, each deterministic in
+// (seed, epoch) on every platform (our own arithmetic, no std:: distribution or
+// shuffle), each a different order:
+// - Up to kTableMaxSamples (2^22) samples, a table: a Fisher-Yates shuffle of
+//   [0, n) drawn once per epoch from a SplitMix64 stream, 4 bytes per sample
+//   (16 MiB at the bound), a few nanoseconds per index to draw and one load to
+//   read. Small samples (64 bytes, a batch of 256) load at tens of millions per
+//   second, where the on-demand order's tens of nanoseconds per index were most
+//   of the cost (docs/performance.md).
+// - Above it, on demand, never stored: an epoch of a billion samples must
+//   start in well under a second and hold no gigabyte index list. A keyed
+//   Feistel network over the smallest power-of-two domain that holds [0, n),
+//   with cycle-walking back into [0, n): a bijection, O(1) memory, tens of
+//   nanoseconds per index.
+// Both are uniform enough for training; they differ so that each is the
+// fastest at its size. An epoch's order depends on n, seed and epoch only.
 //
 // Who calls what: the DataLoader builds an EpochSampler + BatchPlan per epoch and
 // fills each batch's indices into its own per-slot buffer (FillBatch). The
@@ -17,6 +27,8 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -29,20 +41,36 @@ uint64_t Mix64(uint64_t z);
 uint64_t SplitMix64(uint64_t& state);
 
 // A permutation of [0, n) keyed by (seed, epoch): the visiting order of one
-// epoch. Identity when !shuffle. Copyable, immutable, safe from any thread.
+// epoch. Identity when !shuffle. Copyable (a table is shared, not copied),
+// immutable, safe from any thread.
 class EpochPermutation {
  public:
+  // The largest shuffled epoch held as a table (above: on demand).
+  static constexpr int64_t kTableMaxSamples = int64_t{1} << 22;
+
   EpochPermutation() = default;
   EpochPermutation(int64_t n, bool shuffle, uint64_t seed, int64_t epoch);
 
   int64_t size() const { return n_; }
   // The sample at position i, for 0 <= i < size().
-  int64_t at(int64_t i) const;
-  // The position of sample v: at(inverse(v)) == v.
+  int64_t at(int64_t i) const {
+    if (table_) return table_->order[static_cast<size_t>(i)];
+    return shuffle_ ? OnDemand(i) : i;
+  }
+  // The position of sample v: at(inverse(v)) == v. For a table, the first
+  // call builds the inverse table (for tests and tools, not the hot path).
   int64_t inverse(int64_t v) const;
+  // Whether the order is a table (n <= kTableMaxSamples, shuffled).
+  bool tabled() const { return table_ != nullptr; }
 
  private:
+  struct Table {
+    std::vector<uint32_t> order;
+    mutable std::once_flag inverse_once;
+    mutable std::vector<uint32_t> inverse;
+  };
   static constexpr int kRounds = 6;
+  int64_t OnDemand(int64_t i) const;
   uint64_t Forward(uint64_t x) const;   // one pass of the network over [0, 2^bits)
   uint64_t Backward(uint64_t x) const;  // its inverse
 
@@ -52,6 +80,7 @@ class EpochPermutation {
   int left_bits_ = 0;      // the Feistel halves: left_bits_ + right_bits_ == bits_
   int right_bits_ = 0;
   std::array<uint64_t, kRounds> keys_{};
+  std::shared_ptr<const Table> table_;  // shuffled epochs up to kTableMaxSamples
 };
 
 // One rank's view of an epoch, as torch's DistributedSampler (drop_last=False,

@@ -1,5 +1,6 @@
 // The sampler (loader/sampler.h): the epoch order is a bijection of [0, n)
-// computed on demand, reproducible in (seed, epoch), different across epochs,
+// (a table up to 2^22 samples, computed on demand above), reproducible in
+// (seed, epoch), different across epochs,
 // cut into rank shares as torch's DistributedSampler cuts it, and into batches.
 #include "loader/sampler.h"
 
@@ -53,16 +54,39 @@ TEST(EpochOrder, ShuffleIsAPermutationDeterministicInSeedAndEpoch) {
 
 TEST(EpochOrder, KnownOrderIsStableAcrossPlatforms) {
   // Pinned so that a change of the shuffle (which would change every stored
-  // workload's batch contents) is a deliberate one. The values are those of the
-  // Feistel permutation of sampler.cc (6 rounds, keys from SplitMix64).
-  EXPECT_EQ(EpochOrder(8, true, 1, 0), (std::vector<int64_t>{5, 3, 7, 2, 0, 4, 1, 6}));
-  EXPECT_EQ(EpochOrder(8, true, 1, 1), (std::vector<int64_t>{3, 4, 1, 6, 5, 2, 7, 0}));
+  // workload's batch contents) is a deliberate one. Small epochs: the
+  // Fisher-Yates table of sampler.cc (SplitMix64 draws); a billion: the
+  // Feistel permutation (6 rounds, keys from SplitMix64).
+  EXPECT_EQ(EpochOrder(8, true, 1, 0), (std::vector<int64_t>{0, 2, 3, 6, 5, 7, 1, 4}));
+  EXPECT_EQ(EpochOrder(8, true, 1, 1), (std::vector<int64_t>{2, 1, 5, 3, 6, 7, 0, 4}));
   const EpochPermutation big(kBillion, true, 1, 0);
   EXPECT_EQ(big.at(0), 581452283);
   EXPECT_EQ(big.at(1), 931690918);
   EXPECT_EQ(big.at(2), 81568005);
   EXPECT_EQ(big.at(3), 811133009);
   EXPECT_EQ(big.at(4), 599048506);
+}
+
+// The table holds epochs up to kTableMaxSamples; one sample more is the
+// on-demand network. Both are bijections; a table is shared by its copies.
+TEST(EpochPermutation, ATableUpToItsBoundTheNetworkAbove) {
+  constexpr int64_t bound = EpochPermutation::kTableMaxSamples;
+  for (int64_t n : {bound, bound + 1}) {
+    const EpochPermutation perm(n, true, 9, 2);
+    EXPECT_EQ(perm.tabled(), n == bound) << n;
+    std::vector<bool> seen(static_cast<size_t>(n), false);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = perm.at(i);
+      ASSERT_TRUE(v >= 0 && v < n && !seen[static_cast<size_t>(v)]) << "n " << n << " position " << i;
+      seen[static_cast<size_t>(v)] = true;
+    }
+    const EpochPermutation copy = perm;
+    for (int64_t i : {int64_t{0}, n / 2, n - 1}) {
+      EXPECT_EQ(copy.at(i), perm.at(i));
+      EXPECT_EQ(perm.inverse(perm.at(i)), i);
+    }
+  }
+  EXPECT_FALSE(EpochPermutation(bound, false, 9, 2).tabled());  // no shuffle: the identity, no table
 }
 
 TEST(EpochPermutation, BijectionCheckedExhaustivelyAtAMillion) {
@@ -167,7 +191,7 @@ TEST(EpochPermutation, LooksUniform) {
 }
 
 TEST(EpochPermutation, HoldsNoIndexList) {
-  // O(1) memory whatever n: the sampler and the plan are a few words.
+  // O(1) memory above the table bound: the sampler and the plan are a few words.
   static_assert(sizeof(EpochPermutation) <= 128);
   static_assert(sizeof(BatchPlan) <= 256);
   // And they are cheap to make: a billion-sample epoch's first batch is ready
