@@ -159,6 +159,7 @@ std::vector<CompareRow> CollectCompareRows(const std::vector<const Store*>& stor
     row.run_uid = chosen.run.uid;
     row.status = chosen.run.status;
     row.backend = chosen.run.backend;
+    row.version = chosen.run.version;
     row.date = RunDate(chosen.run);
     row.knee_workers = chosen.run.knee_workers;
     for (const TrialRecord& t : view.trials) {
@@ -299,6 +300,26 @@ std::string CountText(int n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
+// When the hosts of a workload were measured by different feedtune builds,
+// which build measured which hosts: a difference between them may be the
+// build's, not the machines'. Empty when they all agree.
+std::string BuildsText(const std::vector<const ClassSpread*>& classes) {
+  std::map<std::string, std::vector<std::string>> hosts_of;
+  for (const ClassSpread* spread : classes) {
+    for (const CompareRow* row : spread->rows) hosts_of[row->version].push_back(row->host.name);
+  }
+  if (hosts_of.size() < 2) return {};
+  std::string text = "\nbuilds differ: measured by\n";
+  for (const auto& [version, hosts] : hosts_of) {
+    text += "  " + (version.empty() ? std::string("a build that recorded no version") : "feedtune " + version) + ": ";
+    for (size_t i = 0; i < hosts.size(); ++i) text += (i ? ", " : "") + hosts[i];
+    text += "\n";
+  }
+  return text;
+}
+
+Json OptionalVersion(const std::string& version) { return version.empty() ? Json(nullptr) : Json(version); }
+
 // "4" for one loader, "4 per rank" for a node run (its knobs are per rank).
 std::string KneeText(const CompareRow& row) {
   if (!row.knee_workers) return "-";
@@ -349,6 +370,7 @@ std::string RenderCompareTable(const std::vector<CompareRow>& rows) {
       }
       text += internal::RenderRows(columns, cells);
     }
+    text += BuildsText(classes);
   }
   return text;
 }
@@ -393,6 +415,7 @@ std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
           {"baseline_samples_per_s", Number(row->baseline_samples_per_s)},
           {"speedup", row->speedup ? Number(*row->speedup) : Json(nullptr)},
           {"backend", row->backend},
+          {"version", OptionalVersion(row->version)},
           {"date", row->date},
           {"run", Json{{"db", row->db_path},
                        {"id", row->run_id},

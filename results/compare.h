@@ -29,6 +29,7 @@ struct CompareRow {
   std::string run_uid;
   RunStatus status = RunStatus::kRunning;  // the run's
   std::string backend;
+  std::string version;  // the feedtune build that measured the run (runs.version)
   std::string date;     // when the run ended, else when it started (ISO 8601 UTC)
   std::optional<int> knee_workers;  // per rank in a node run: the knobs are per rank
   // sweep.ranks of the run: the loaders measured at once (1: one loader; a

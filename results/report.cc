@@ -456,6 +456,8 @@ std::string RunHeaderText(const RunView& view) {
   text += "workload: " + run.workload_name + " (hash " + run.workload_hash + ")\n";
   text += "status:   " + RunStatusName(run.status) + "\n";
   text += "backend:  " + run.backend + "\n";
+  // Which build measured it: the version, commit, compiler and CUDA toolkit.
+  if (!run.version.empty()) text += "build:    feedtune " + run.version + "\n";
   if (view.machine) {
     const Fingerprint& m = *view.machine;
     text += "machine:  " + (m.label.empty() ? m.hostname : m.label) + ", " + m.cpu_model + ", " +

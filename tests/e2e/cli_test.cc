@@ -65,6 +65,9 @@ TEST_F(Cli, HelpAndVersion) {
   r = Run("--version");
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("feedtune 0."), std::string::npos);
+  // The build string: version, commit, compiler, CUDA (what runs.version keeps).
+  EXPECT_NE(r.out.find(" (git "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", CUDA "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("CUDA backend"), std::string::npos);
   for (const char* sub : {"sweep", "trial", "validate", "report", "machine"}) {
     r = Run(std::string(sub) + " --help");

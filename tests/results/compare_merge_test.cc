@@ -91,6 +91,34 @@ TEST_F(TwoMachinesTest, CompareOverTwoFilesGivesOneRowPerMachineAndWorkload) {
   EXPECT_EQ(only[0].machine.label, "lab-a");
 }
 
+// Hosts measured by different feedtune builds: compare names the build of
+// each host (a difference may be the build's, not the machine's); one build
+// for all adds nothing.
+TEST_F(TwoMachinesTest, CompareNamesTheBuildsWhenHostsDifferInThem) {
+  const Store a = Store::OpenReadOnly(a_path_);
+  const Store b = Store::OpenReadOnly(b_path_);
+  std::vector<CompareRow> rows = CollectCompareRows({&a, &b}, std::string("quickstart"));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].version, "0.1.0") << "runs.version, as the sweep stored it";
+  EXPECT_EQ(rows[1].version, "0.1.0");
+  EXPECT_EQ(RenderCompareTable(rows).find("builds differ"), std::string::npos) << RenderCompareTable(rows);
+
+  rows[0].version = "0.2.0 (git 0123456789ab, GNU 12.2.0, CUDA 12.4)";
+  rows[1].version = "0.1.0 (git ba9876543210-dirty, GNU 12.2.0, CUDA off)";
+  const std::string table = RenderCompareTable(rows);
+  EXPECT_NE(table.find("\nbuilds differ: measured by\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("  feedtune 0.1.0 (git ba9876543210-dirty, GNU 12.2.0, CUDA off): " + rows[1].host.name + "\n"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("  feedtune 0.2.0 (git 0123456789ab, GNU 12.2.0, CUDA 12.4): " + rows[0].host.name + "\n"),
+            std::string::npos)
+      << table;
+  const json out = json::parse(RenderCompareJson(rows));
+  EXPECT_EQ(out["workloads"][0]["machines"][0]["version"], rows[0].version);
+  rows[0].version.clear();
+  EXPECT_TRUE(json::parse(RenderCompareJson(rows))["workloads"][0]["machines"][0]["version"].is_null());
+}
+
 TEST_F(TwoMachinesTest, CompareRenderings) {
   const Store a = Store::OpenReadOnly(a_path_);
   const Store b = Store::OpenReadOnly(b_path_);

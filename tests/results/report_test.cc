@@ -373,6 +373,7 @@ TEST(RenderTableTest, AlignedColumnsMarkersAndSummary) {
   EXPECT_NE(text.find("quickstart (hash 0123456789abcdef)"), std::string::npos) << text;
   EXPECT_NE(text.find("status:   done"), std::string::npos) << text;
   EXPECT_NE(text.find("backend:  host-sim"), std::string::npos) << text;
+  EXPECT_NE(text.find("build:    feedtune 0.1.0\n"), std::string::npos) << "the build that measured the run: " << text;
   EXPECT_NE(text.find("lab box, Test CPU, 2 of 4 CPUs usable"), std::string::npos) << text;
   EXPECT_NE(text.find("started:  2024-05-01T10:00:00Z"), std::string::npos) << text;
 
