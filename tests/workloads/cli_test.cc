@@ -157,7 +157,8 @@ TEST_F(WorkloadCli, CorruptRecordFailsTheTrialNamingFileRecordAndOffset) {
 // One test per config, so that ctest runs them side by side.
 const std::vector<std::string> kShippedConfigs = {
     "cpu-bound", "files-shards", "files-small-files", "hdf5",       "io-bound",    "jpeg-folder",        "lmdb",
-    "node-2ranks", "npy",        "quickstart",        "tar-stream", "tfrecord",    "torch-probe", "torch-probe-2ranks"};
+    "node-2ranks", "npy",        "quickstart",        "smoke",      "tar-stream",  "tfrecord",           "torch-probe",
+    "torch-probe-2ranks"};
 
 // A config added to configs/ without a test here fails: every shipped config is swept below.
 TEST_F(WorkloadCli, EveryShippedConfigIsSweptBelow) {
