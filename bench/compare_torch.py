@@ -17,7 +17,7 @@ the CLI runs it. The tiny profile is also run through the whole trial path
 pageable copy), a sync after every step, so every batch waits for its copy,
 as `feedtune trial` does by default.
 
-Targets (issues 3 and 12): on tiny, feedtune's best and the trial path's best
+Targets: on tiny, feedtune's best and the trial path's best
 are each at least 50x torch's best; on cpu and wait, the num_workers at which
 each peaks agrees within one doubling. Exits 1 when a target is missed.
 

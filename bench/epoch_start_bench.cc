@@ -1,5 +1,5 @@
 // feedtune_epoch_bench: how long a huge map-style epoch takes to its first
-// batch, and what its sampler holds (issue 23 item 5; targets: < 1 s and
+// batch, and what its sampler holds (targets: < 1 s and
 // < 16 MiB at 1e9 samples). Prints one line per loader mode, then the cost
 // per index of the on-demand permutation. Not a Google Benchmark: the figure
 // wanted is one cold start, not a steady-state rate.

@@ -31,7 +31,7 @@ the same shuffled order: PIL + torchvision in a Python loop against
 `feedtune inspect`'s measurement (libjpeg-turbo, read + decode + crop + resize),
 medians per sample.
 
-Targets (issues 14 and 23): per format, the peaks agree within one doubling;
+Targets: per format, the peaks agree within one doubling;
 for tfrecord and tar the native per-sample cost is at or below Python's; the native
 JPEG decode + resize is at least 1.3x PIL's per-core rate. Exits 1 when a target
 is missed.

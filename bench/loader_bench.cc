@@ -137,8 +137,8 @@ BENCHMARK_CAPTURE(BM_EpochStart, process, WorkerMode::kProcess)->UseRealTime()->
 // What the trial loop (TrialRunner: loader wait, copy, step, sync, per-batch
 // accounting, on host-sim) costs per batch beyond the bare loader loop and the
 // modelled device time, on the tiny workload (64 B samples, batch 256, no work,
-// step_us 0, a sync after every step, default host-sim bandwidths). Target
-// (issue 12): overhead_us_per_batch <= 5. Each iteration measures one trial
+// step_us 0, a sync after every step, default host-sim bandwidths). Target:
+// overhead_us_per_batch <= 5. Each iteration measures one trial
 // window and one bare window of the same length, back to back, so both see the
 // same machine; the counters are medians over the iterations. Arg: num_workers
 // (process workers, persistent).

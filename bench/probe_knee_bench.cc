@@ -13,7 +13,7 @@
 // (4x the CPUs for cpu-bound, 8x for wait-bound), each one 1.5 s window in
 // one serving probe per profile (torch is imported once per curve).
 //
-// These were ctest assertions (the perf tier) until issue 24: they measure
+// These are a bench, not ctest assertions (the perf tier): they measure
 // torch on this machine rather than feedtune's code, and a ratio of
 // CPU-bound throughput needs the CPUs to itself, so they run here, alone
 // (`make knee-bench`, and a step of scripts/ci-full). About 30 s on 2 CPUs.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What feedtune.watch adds to a training loop (issue 22: at most 2% on a 5 ms step).
+"""What feedtune.watch adds to a training loop (at most 2% on a 5 ms step).
 
 Runs the same loop over a real torch DataLoader, a 5 ms step per batch, with
 and without watch, in interleaved rounds (A B A B ...: the box's load drifts

@@ -1,6 +1,6 @@
 // Streaming datasets: how the shards of a Dataset with num_shards() > 0 are
 // shared out and read, as torch's IterableDataset with webdataset's
-// split_by_node and split_by_worker read them (issue 23 item 3).
+// split_by_node and split_by_worker read them.
 //
 //   - The epoch's shard order is the shards in order, or, with shuffle, a
 //     permutation keyed by (seed, epoch) (loader/sampler.h), the same in

@@ -1,4 +1,4 @@
-// The worker-memory growth flag (issue 23): a trial whose worker processes
+// The worker-memory growth flag: a trial whose worker processes
 // grow by more than kGrowthFlagBytesPerEpoch per epoch each is flagged, with
 // the figure and its basis, in the sweep's summary, `feedtune trial` and
 // `feedtune report`. The rule lives here, beside its words, so every renderer

@@ -1,4 +1,4 @@
-// Observed runs (issue 22 item 5): what a training job saw, coming back into
+// Observed runs: what a training job saw, coming back into
 // the results file (`feedtune observe`, fed by python feedtune.watch), and the
 // questions asked of it: which sweep stands for the job, and does the sweep's
 // answer hold in the job (`feedtune check`). The store keeps the rows

@@ -214,15 +214,15 @@ CREATE TABLE trial_ranks (
 );
 CREATE INDEX trial_ranks_by_trial ON trial_ranks(trial_id);
 )sql",
-    // 9 -> 10: the two knobs a node sweep tunes around the loader (issue 13,
-    // tuner/search/search.h): each trial's CPU binding and intra-op threads per worker
+    // 9 -> 10: the two knobs a node sweep tunes around the loader
+    // (tuner/search/search.h): each trial's CPU binding and intra-op threads per worker
     // (0 = the workload's own). Older trials ran on the inherited mask with the
     // workload's own threads, which the defaults say.
     R"sql(
 ALTER TABLE trials ADD COLUMN cpu_binding TEXT NOT NULL DEFAULT 'none';
 ALTER TABLE trials ADD COLUMN worker_threads INTEGER NOT NULL DEFAULT 0;
 )sql",
-    // 10 -> 11: observed runs (issue 22): what a training job saw, written by
+    // 10 -> 11: observed runs: what a training job saw, written by
     // `feedtune observe` (python feedtune.watch). One row per job, named by
     // uid: a job that writes every K steps replaces its row. sweep_run_id has
     // no foreign key, since the run it names may live in another file.
@@ -263,7 +263,7 @@ ALTER TABLE runs ADD COLUMN python_version TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN torch_version TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN default_start_method TEXT NOT NULL DEFAULT '';
 )sql",
-    // 12 -> 13: the workers' memory over the trial (issue 23): their private
+    // 12 -> 13: the workers' memory over the trial: their private
     // RSS at the start, its peak, and its growth per epoch per worker with the
     // epochs and samples it rests on, and whether the series is the consumer's
 // (thread workers) rather than worker processes' (results/records.h). NULL in older trials:

@@ -36,7 +36,7 @@ RunFacts ReadRunFacts(const Statement& row, int first) {
     b.fds_open = i64();
     b.usable_cpus = row.Optional<double>(c++).value_or(0);
     b.batch_bytes = i64();
-    b.stream_buffer_bytes = i64();  // absent before issue 23
+    b.stream_buffer_bytes = i64();  // absent in runs older than the streaming formats
   }
   c = first + RunFactIndex("max_workers");
   facts.max_workers = row.Optional<int>(c++);

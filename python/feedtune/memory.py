@@ -1,4 +1,4 @@
-"""The workers' memory over a trial (issue 23), sampled as feedtune's native
+"""The workers' memory over a trial, sampled as feedtune's native
 trials sample it (tuner/measure/worker_memory.h, WorkerMemorySampler): each
 worker process's private resident memory, its series over the epoch
 position, and the figures each window's result line carries.

@@ -37,7 +37,7 @@ native synthetic workload (--samples, --sample-bytes, --cpu-us-per-sample,
 --io-us-per-sample, --jitter, --worker-init-us, --seed). Works with torch 1.13
 and 2.x, under /usr/bin/python3 with Debian's python3-torch.
 
-Your own training loop (issue 22): --step MODULE:FN runs your training step,
+Your own training loop: --step MODULE:FN runs your training step,
 step(batch) with the batch already on the device, instead of the sleep (then
 --step-us is ignored, and each window also reports "step_ms", "step_cpu_ms" and
 "main_cpu_ms_per_batch"); --collate-fn, --sampler (a factory called with the

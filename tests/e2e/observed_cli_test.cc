@@ -1,4 +1,4 @@
-// End to end (issue 22 item 5): a training job's observed run comes back into
+// End to end: a training job's observed run comes back into
 // a results file through `feedtune observe`, and `feedtune check` holds it
 // against a real sweep of the same host and config; `report` shows it beside.
 #include <gtest/gtest.h>

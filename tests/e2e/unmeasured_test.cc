@@ -3,7 +3,7 @@
 // appears: NULL in the store (trials and repeats), null in `report --format
 // json` and `trial --json`, a dash or "not measured" in the progress lines, the
 // summary, the report table and the HTML; no decision quotes such a figure,
-// and the safe limit has no number (issue 17).
+// and the safe limit has no number.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <unistd.h>

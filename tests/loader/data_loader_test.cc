@@ -153,7 +153,7 @@ TEST(DataLoader, RankSharesCoverTheEpochWithDistributedSamplerPadding) {
 }
 
 // A billion-sample epoch starts at once: the order is computed per batch, not
-// materialised (issue 23: 1e8 used to take 2.7 s and 779 MiB before batch 0).
+// materialised (1e8 used to take 2.7 s and 779 MiB before batch 0).
 TEST(DataLoader, ABillionSampleEpochStartsAtOnce) {
   constexpr int64_t n = 1'000'000'000;
   LoaderOptions options;

@@ -118,7 +118,7 @@ TEST(HostSim, CopiesAreReportedApartFromSteps) {
   EXPECT_NEAR(w.step_busy_s, 10 * 1e-3, 1e-3);
 }
 
-// The tiny trial's device (issue 12): a 16 KB batch from pageable memory at
+// The tiny trial's device: a 16 KB batch from pageable memory at
 // 8 GB/s is a 2.048 us copy, step 0 us, a sync after every step.
 DeviceOptions TinyOptions(int64_t step_us) {
   DeviceOptions o;

@@ -1,4 +1,4 @@
-"""The CPU training job of examples/tune_cnn.py (issue 22): a small CNN trained
+"""The CPU training job of examples/tune_cnn.py: a small CNN trained
 in the main process on one intra-op thread, over images augmented in the
 DataLoader's workers, served by feedtune.serve(step=train_step). One serving
 process, as a sweep starts it, and two trials: what it measures is the CNN's

@@ -162,7 +162,7 @@ TEST_F(MigrationTest, OpenUpgradesV1InPlaceKeepingEveryRow) {
   EXPECT_EQ(store.LoadTrials(next.id).at(0).cv, 0.02);
 }
 
-// Schema 10 -> 11 (issue 22): an older file gains the observed table on open,
+// Schema 10 -> 11: an older file gains the observed table on open,
 // keeps its runs, and takes a job's observed run; read-only, it reads none.
 ObservedRecord SomeObservedRun(const std::string& workload) {
   ObservedRecord o;
@@ -210,7 +210,7 @@ void RawExec(const std::string& path, const std::string& sql) {
   ASSERT_EQ(rc, SQLITE_OK) << message;
 }
 
-// Schema 12 -> 13 (issue 23): a v12 file (the fixture upgraded, then its v13
+// Schema 12 -> 13: a v12 file (the fixture upgraded, then its v13
 // columns dropped, as a v12 feedtune left it) reads read-only with the worker
 // memory unmeasured, then upgrades and takes a trial with the series' figures.
 TEST_F(MigrationTest, AV12FileReadsAndUpgradesToTheWorkerMemoryColumns) {
@@ -268,7 +268,7 @@ void ExpectV13Facts(const RunFacts& facts) {
   ASSERT_TRUE(facts.budget.has_value());
   EXPECT_EQ(facts.budget->mem_available_bytes, 8000000000);
   EXPECT_EQ(facts.budget->usable_cpus, 2.0);
-  EXPECT_EQ(facts.budget->stream_buffer_bytes, 0);  // absent before issue 23
+  EXPECT_EQ(facts.budget->stream_buffer_bytes, 0);  // absent in runs older than the streaming formats
   EXPECT_EQ(facts.max_workers, 8);
   ASSERT_TRUE(facts.seed.has_value());
   EXPECT_EQ(facts.seed->db_path, "fleet.db");

@@ -692,6 +692,7 @@ TEST(ConfigTest, ToYamlOfDefaults) {
             "  gain_threshold: 0.05\n"
             "  knee_tolerance: 0.05\n"
             "  time_budget_s: 0.0\n"
+            "  copy_phases: true\n"
             "  ranks: auto\n"
             "  cpu_binding: auto\n"
             "  diagnose: true\n"

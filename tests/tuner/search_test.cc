@@ -643,7 +643,7 @@ std::vector<std::string> Decisions(const SearchOutcome& o) {
   return v;
 }
 
-// Recorded curve shapes of real DataLoader jobs (issue 12): whatever the
+// Recorded curve shapes of real DataLoader jobs: whatever the
 // shape, the named setting is within 5% of the curve's best.
 
 // Throughput by worker count from a table; counts between entries take the
@@ -687,7 +687,7 @@ double ChoiceOverBest(const SearchRun& r, const std::function<double(int)>& curv
 }
 
 TEST(RecordedCurves, DipAtOneWorkerDoesNotEndTheDoubling) {
-  // torch 1.13, 1 ms CPU per 150 KB sample, batch 64, 2 CPUs (issue 12):
+  // torch 1.13, 1 ms CPU per 150 KB sample, batch 64, 2 CPUs:
   // 1 worker is slower than none, 2 and 4 are the best.
   const std::map<int, double> curve = {{0, 912}, {1, 805}, {2, 1520}, {3, 1540}, {4, 1570}, {8, 1480}};
   const auto f = [&](int w) { return Lookup(curve, w); };
@@ -705,8 +705,8 @@ TEST(RecordedCurves, DipAtOneWorkerDoesNotEndTheDoubling) {
 
 TEST(RecordedCurves, JaggedShortEpochMeasuresOnlyPointsThatCanDiffer) {
   // Wait-bound, 500 samples, batch 32: 16 batches per epoch, non-persistent
-  // workers. 9 to 15 workers need 2 rounds per epoch as 8 do (issue 12
-  // measured 12 and 14 below 8); 16 need one.
+  // workers. 9 to 15 workers need 2 rounds per epoch as 8 do (12 and 14
+  // were measured below 8); 16 need one.
   const std::map<int, double> curve = {{0, 70}, {1, 66}, {2, 130}, {3, 170}, {4, 250}, {6, 330},
                                        {8, 516}, {12, 486}, {14, 471}, {16, 650}};
   const auto f = [&](int w) { return Lookup(curve, w); };

@@ -294,7 +294,7 @@ TEST_F(UserDatasetTest, ServeBuildsTheDatasetOncePerSweep) {
   EXPECT_EQ(measurer.servers_started(), 1);
 }
 
-// The workers' memory over a command trial (issue 23): the probe samples its
+// The workers' memory over a command trial: the probe samples its
 // workers as a native trial does (python/feedtune/memory.py), and its
 // synthetic dataset's --leak-bytes-per-sample keeps that much of every read
 // in the worker, as the native LeakTrial's workload.leak_bytes_per_sample

@@ -1,5 +1,5 @@
-// `feedtune observe`: a training job's figures back into the results file
-// (issue 22 item 5). python feedtune.watch runs it from a background thread;
+// `feedtune observe`: a training job's figures back into the results file.
+// python feedtune.watch runs it from a background thread;
 // the store stays the one writer of the file, so Python never writes SQL.
 #include <iostream>
 #include <string>

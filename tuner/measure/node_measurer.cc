@@ -247,7 +247,7 @@ void OnRankSignal(int) { rank_stop.store(true); }
   _exit(3);
 }
 
-double Median0(std::vector<double> v) { return v.empty() ? std::numeric_limits<double>::quiet_NaN() : Median(v); }
+double MedianOrNaN(std::vector<double> v) { return v.empty() ? std::numeric_limits<double>::quiet_NaN() : Median(v); }
 
 }  // namespace
 
@@ -438,8 +438,8 @@ results::TrialRecord AggregateRanks(const loader::Knobs& knobs, const std::vecto
       p50s.push_back(r.repeat_rows[i].wait_p50_us);
       p99s.push_back(r.repeat_rows[i].wait_p99_us);
     }
-    rep.gpu_idle_frac = Median0(idles);
-    rep.wait_p50_us = Median0(p50s);
+    rep.gpu_idle_frac = MedianOrNaN(idles);
+    rep.wait_p50_us = MedianOrNaN(p50s);
     rep.wait_p99_us = p99s.empty() ? 0 : *std::max_element(p99s.begin(), p99s.end());
     node.repeat_rows.push_back(rep);
     rates.push_back(rep.samples_per_s);
@@ -477,7 +477,7 @@ results::TrialRecord AggregateRanks(const loader::Knobs& knobs, const std::vecto
   const double n = std::max<double>(1, static_cast<double>(ranks.size()));
   node.gpu_idle_frac = idle_sum / n;
   node.worker_busy_frac = busy_sum / n;
-  node.wait_p50_us = Median0(p50s);
+  node.wait_p50_us = MedianOrNaN(p50s);
   node.repeats = ranks.empty() ? 0 : ranks[0].repeats;
   if (!ranks.empty()) node.batches_per_epoch = ranks[0].batches_per_epoch;
   if (ranks.empty() || std::none_of(ranks.begin(), ranks.end(),
@@ -527,22 +527,22 @@ RankSet::RankSet(const SweepConfig& config, int ranks, RankConfigFn adjust)
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != tuner) _exit(3);
       close(fds[0]);
-      for (const Rank& other : ranks_) close(other.request_fd);
+      for (const Rank& other : ranks_) close(other.fd);
       RankMain(r, ranks, config, fds[1], *barrier_, adjust, usable_cpus, gpu_nodes);
     }
     close(fds[1]);
     Rank rank;
     rank.index = r;
     rank.pid = pid;
-    rank.request_fd = rank.response_fd = fds[0];
+    rank.fd = fds[0];
     ranks_.push_back(std::move(rank));
   }
 }
 
 RankSet::~RankSet() {
   for (Rank& r : ranks_) {
-    if (!r.exited) SendLine(r.request_fd, "quit");
-    close(r.request_fd);
+    if (!r.exited) SendLine(r.fd, "quit");
+    close(r.fd);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   for (Rank& r : ranks_) {
@@ -587,13 +587,13 @@ void RankSet::ReadLines(std::vector<std::string>* lines) {
   }
   while (!pending.empty()) {
     std::vector<pollfd> fds;
-    for (size_t i : pending) fds.push_back({ranks_[i].response_fd, POLLIN, 0});
+    for (size_t i : pending) fds.push_back({ranks_[i].fd, POLLIN, 0});
     poll(fds.data(), fds.size(), 50);
     std::vector<size_t> still;
     for (size_t k = 0; k < pending.size(); ++k) {
       Rank& rank = ranks_[pending[k]];
       bool open = true;
-      if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) != 0) open = ReadSome(rank.response_fd, rank.buffer);
+      if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) != 0) open = ReadSome(rank.fd, rank.buffer);
       if (TakeLine(rank.buffer, &(*lines)[pending[k]])) continue;
       Reap(rank, /*block=*/!open);
       if (rank.exited) {
@@ -655,7 +655,7 @@ results::TrialRecord RankSet::Measure(const loader::Knobs& knobs, const TrialPla
   }
   barrier_->Reset();
   const std::string request = RequestLine(knobs, plan);
-  for (Rank& r : ranks_) SendLine(r.request_fd, request);  // a dead rank is found below
+  for (Rank& r : ranks_) SendLine(r.fd, request);  // a dead rank is found below
   std::vector<std::string> lines;
   ReadLines(&lines);
 

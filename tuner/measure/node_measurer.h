@@ -110,15 +110,15 @@ class RankSet {
   struct Rank {
     int index = 0;
     pid_t pid = -1;
-    int request_fd = -1;   // tuner -> rank
-    int response_fd = -1;  // rank -> tuner
+    int fd = -1;           // the tuner's end of the rank's socketpair: requests out, records in
     std::string buffer;    // bytes read, not yet a line
     bool exited = false;
     std::string exit_cause;  // "killed by SIGKILL", "exited with code 3"
   };
 
-  // Reads one line from each rank in `waiting` (indices), watching for ranks
-  // that die meanwhile. Lines land in `lines`; a dead rank's entry stays empty.
+  // Reads one line from each rank that has not exited, watching for ranks
+  // that die meanwhile. Lines land in `lines` (one entry per rank); a dead
+  // rank's entry stays empty.
   void ReadLines(std::vector<std::string>* lines);
   void Reap(Rank& rank, bool block);
 

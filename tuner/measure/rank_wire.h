@@ -1,4 +1,4 @@
-// The lines a rank process and the tuner exchange over their pipes (one JSON
+// The lines a rank process and the tuner exchange over their socketpair (one JSON
 // object per line): a trial request (knobs and plan) and the rank's trial
 // record with its facts. NaN (not measured) travels as null.
 #pragma once

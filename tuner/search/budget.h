@@ -11,7 +11,7 @@
 //   CPUs         = n against the usable CPUs (affinity mask, cgroup cpu.max):
 //                  a note, never a skip (waiting workers need no CPU)
 // worker_rss is learnt from the trials already run, and is never below a
-// streaming dataset's shuffle buffer (workers x buffer x sample size, issue 23). Native workloads
+// streaming dataset's shuffle buffer (workers x buffer x sample size). Native workloads
 // (WorkerMemory::kProcessTree): the largest
 // (tree peak RSS - baseline RSS - the trial's slots and pinned pool) / n seen;
 // before any trial with workers, the baseline's whole RSS (a forked worker may

@@ -64,7 +64,7 @@ constexpr const char* kNoCopy =
     "not tried: sweep.copy_phases is false (the job trains on the CPU: no batch is copied to a device)";
 
 // Where the sequence is, for the estimate of trials left.
-enum class Stage {
+enum class SequenceAt {
   kBaseline, kSeedCheck, kPin, kWorkers, kNonBlocking, kPrefetch, kPersistent, kRevisit, kStartMethod, kBinding, kThreads,
   kCombined, kFinal, kDone
 };
@@ -82,7 +82,7 @@ class Search {
     current_.persistent_workers = false;
     current_.cpu_binding = StartBinding(options_.cpu_binding);
 
-    stage_ = Stage::kBaseline;
+    at_ = SequenceAt::kBaseline;
     const size_t base = Measure("baseline", current_);
     outcome_.baseline = base;
     if (trials()[base].status != TrialStatus::kOk) {
@@ -112,7 +112,7 @@ class Search {
   // reference beyond the noise (the interval's top under x1.00). False: the
   // check failed, and the search starts over from the baseline, unseeded.
   bool CheckSeed() {
-    stage_ = Stage::kSeedCheck;
+    at_ = SequenceAt::kSeedCheck;
     const std::string source = setup_.seed->source;
     const size_t index = Measure("seed_check", setup_.seed->best);
     std::string failed;
@@ -124,7 +124,7 @@ class Search {
                         (setup_.reference ? "the job's own setting" : "the baseline"));
       current_ = trials()[index].knobs;
       current_index_ = index;
-      stage_ = Stage::kFinal;
+      at_ = SequenceAt::kFinal;
       FinalCheck("seed_check_pairs");
       if (!outcome_.speedup) {
         failed = "no pair of the check was measured";
@@ -138,7 +138,7 @@ class Search {
       outcome_.best = current_index_;
       AddPhase("seed_check", true, "kept the stored setting of " + source + " (" + loader::KnobsShort(current_) +
                                        ") after one check instead of the search");
-      stage_ = Stage::kDone;
+      at_ = SequenceAt::kDone;
       return true;
     }
     AddPhase("seed_check", false, failed + "; the search runs from the baseline, unseeded");
@@ -153,43 +153,46 @@ class Search {
 
   // Everything after the baseline, up to the final check.
   void Sequence() {
-    stage_ = Stage::kPin;
+    at_ = SequenceAt::kPin;
     if (setup_.seed) {
       SeedStart();
     } else if (!options_.copy_phases) {
       AddPhase("pin_memory", false, kNoCopy);
     } else {
-      TryStep("pin_memory", [](loader::Knobs& k) { k.pin_memory = true; });
+      // Measured without workers, a regime the later steps leave: a small
+      // gain here says nothing about the knee, so it is not revisited.
+      TryStep("pin_memory", [](loader::Knobs& k) { k.pin_memory = true; }, IfSmallGain::kForget);
     }
-    stage_ = Stage::kWorkers;
+    at_ = SequenceAt::kWorkers;
     Workers();
-    stage_ = Stage::kNonBlocking;
+    at_ = SequenceAt::kNonBlocking;
     if (setup_.seed) {
       ConfirmSeed();
     } else if (!options_.copy_phases) {
       AddPhase("non_blocking", false, kNoCopy);
     } else if (current_.pin_memory) {
-      TryStep("non_blocking", [](loader::Knobs& k) { k.non_blocking = true; });
+      // Measured at the knee: a small gain is revisited with the others (Combined).
+      TryStep("non_blocking", [](loader::Knobs& k) { k.non_blocking = true; }, IfSmallGain::kRevisit);
     } else {
-      TryStep("non_blocking", [](loader::Knobs& k) { k.pin_memory = k.non_blocking = true; },
+      TryStep("non_blocking", [](loader::Knobs& k) { k.pin_memory = k.non_blocking = true; }, IfSmallGain::kRevisit,
               " (with pin_memory: a pageable copy is synchronous anyway)");
     }
     if (current_.num_workers > 0) {
-      stage_ = Stage::kPrefetch;
+      at_ = SequenceAt::kPrefetch;
       PrefetchFactors();
-      stage_ = Stage::kPersistent;
+      at_ = SequenceAt::kPersistent;
       Persistent();
       if (current_.persistent_workers && setup_.seed && seeded_plan_.window_epochs > 0) {
         AddPhase("num_workers_persistent", false,
                  "not walked: seeded, the curve itself was measured with persistent workers over whole epochs");
       } else if (current_.persistent_workers) {
-        stage_ = Stage::kRevisit;
+        at_ = SequenceAt::kRevisit;
         WorkersWithPersistent();
       }
-      stage_ = Stage::kStartMethod;
+      at_ = SequenceAt::kStartMethod;
       StartMethodPhase();
       NodePhases();
-      stage_ = Stage::kCombined;
+      at_ = SequenceAt::kCombined;
       Combined();
     } else {
       AddPhase("prefetch_factor", false, "not tried: without workers there is nothing to prefetch");
@@ -200,9 +203,9 @@ class Search {
       NodePhases();  // the rank's own threads and CPUs still matter without workers
     }
     outcome_.best = current_index_;
-    stage_ = Stage::kFinal;
+    at_ = SequenceAt::kFinal;
     FinalCheck();
-    stage_ = Stage::kDone;
+    at_ = SequenceAt::kDone;
   }
 
   double ElapsedS() const {
@@ -226,7 +229,7 @@ class Search {
     AddPhase("time_budget", false,
              Format("the time budget of %g s ended the search after %d trials (%.1f s); kept the best setting so far",
                     options_.time_budget_s, static_cast<int>(trials().size()), ElapsedS()));
-    stage_ = Stage::kDone;
+    at_ = SequenceAt::kDone;
   }
   std::vector<TrialRecord>& trials() { return outcome_.trials; }
   const TrialRecord& current() { return trials()[current_index_]; }
@@ -249,23 +252,23 @@ class Search {
     // After the doubling: the non_blocking trial, or the seed phase's.
     const int step = seeded || options_.copy_phases ? 1 : 0;
     const int after_workers = step + prefetch + persistent + start_method + binding + threads + final_check;
-    switch (stage_) {
-      case Stage::kBaseline: return setup_.check_seed && seeded ? 1 + 2 * repeats() : step + 4 + after_workers;
-      case Stage::kSeedCheck: return 2 * repeats();
-      case Stage::kPin: return 4 + after_workers;
-      case Stage::kWorkers: return (refining_ ? 1 : std::max(0, 2 - misses_) + 1) + after_workers;
-      case Stage::kNonBlocking: return after_workers - step;
-      case Stage::kPrefetch:
+    switch (at_) {
+      case SequenceAt::kBaseline: return setup_.check_seed && seeded ? 1 + 2 * repeats() : step + 4 + after_workers;
+      case SequenceAt::kSeedCheck: return 2 * repeats();
+      case SequenceAt::kPin: return 4 + after_workers;
+      case SequenceAt::kWorkers: return (refining_ ? 1 : std::max(0, 2 - misses_) + 1) + after_workers;
+      case SequenceAt::kNonBlocking: return after_workers - step;
+      case SequenceAt::kPrefetch:
         return std::max(0, prefetch - prefetch_done_) + persistent + start_method + binding + threads + final_check;
-      case Stage::kPersistent:
+      case SequenceAt::kPersistent:
         return std::max(0, persistent - persistent_done_) + start_method + binding + threads + final_check;
-      case Stage::kRevisit: return 2 + start_method + binding + threads + final_check;
-      case Stage::kStartMethod: return std::max(0, start_method - start_method_done_) + binding + threads + final_check;
-      case Stage::kBinding: return binding + threads + final_check;
-      case Stage::kThreads: return threads + final_check;
-      case Stage::kCombined: return 2 * repeats();
-      case Stage::kFinal: return std::max(0, 2 * repeats() - final_done_);
-      case Stage::kDone: return 0;
+      case SequenceAt::kRevisit: return 2 + start_method + binding + threads + final_check;
+      case SequenceAt::kStartMethod: return std::max(0, start_method - start_method_done_) + binding + threads + final_check;
+      case SequenceAt::kBinding: return binding + threads + final_check;
+      case SequenceAt::kThreads: return threads + final_check;
+      case SequenceAt::kCombined: return 2 * repeats();
+      case SequenceAt::kFinal: return std::max(0, 2 * repeats() - final_done_);
+      case SequenceAt::kDone: return 0;
     }
     return 0;
   }
@@ -275,8 +278,8 @@ class Search {
   }
 
   size_t Measure(const char* phase, const loader::Knobs& knobs, TrialPlan plan = {}) {
-    if (options_.time_budget_s > 0 && stage_ != Stage::kBaseline && stage_ != Stage::kSeedCheck &&
-        stage_ != Stage::kFinal &&
+    if (options_.time_budget_s > 0 && at_ != SequenceAt::kBaseline && at_ != SequenceAt::kSeedCheck &&
+        at_ != SequenceAt::kFinal &&
         ElapsedS() >= options_.time_budget_s) {
       throw TimeBudgetSpent{};
     }
@@ -302,9 +305,13 @@ class Search {
     outcome_.phases.push_back({std::move(phase), kept, std::move(why)});
   }
 
+  // How a step that gains within the noise or the threshold is remembered:
+  // not at all, or for the combined trial (Combined) to measure again.
+  enum class IfSmallGain { kForget, kRevisit };
+
   // Measures one change to the current setting and keeps it when it gains.
   template <typename Change>
-  void TryStep(const char* phase, Change change, const std::string& note = "") {
+  void TryStep(const char* phase, Change change, IfSmallGain small_gain, const std::string& note = "") {
     loader::Knobs knobs = current_;
     change(knobs);
     const size_t index = Measure(phase, knobs);
@@ -321,9 +328,7 @@ class Search {
       current_ = knobs;
       current_index_ = index;
     } else {
-      // pin_memory alone was measured without workers, a regime the later
-      // steps leave; non_blocking (with pinning) is measured at the knee.
-      if (std::string(phase) == "non_blocking" && t.samples_per_s > current().samples_per_s) {
+      if (small_gain == IfSmallGain::kRevisit && t.samples_per_s > current().samples_per_s) {
         small_gains_.push_back({phase, index});
       }
       Decide(index, NotKept(t, current(), options_.gain_threshold) + note);
@@ -894,9 +899,9 @@ class Search {
   // The two phases around the loader (search.h): where the ranks run, then
   // how many threads each worker's (or rank's) CPU work uses.
   void NodePhases() {
-    stage_ = Stage::kBinding;
+    at_ = SequenceAt::kBinding;
     CpuBindingPhase();
-    stage_ = Stage::kThreads;
+    at_ = SequenceAt::kThreads;
     WorkerThreadsPhase();
   }
 
@@ -1237,7 +1242,7 @@ class Search {
   TrialPlan seeded_plan_;
 
   // For the estimate of trials left.
-  Stage stage_ = Stage::kBaseline;
+  SequenceAt at_ = SequenceAt::kBaseline;
   int misses_ = 0;
   bool refining_ = false;
   int prefetch_done_ = 0;
