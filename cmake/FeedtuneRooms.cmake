@@ -5,12 +5,15 @@
 # beside them) include: each must match an entry, either a folder ("loader/")
 # or one header ("tuner/measure/measurer.h"). A wrong-way include stops the
 # build with the file, the line and the rule it breaks, so an arrow the wrong
-# way never reaches main. System headers (<...>) and generated headers are not
-# checked. The rule lives beside the target in its CMakeLists.txt.
+# way never reaches main. An include in angle brackets that names a project
+# folder (<tuner/search/search.h>) is checked alike; system and generated
+# headers are not. The rule lives beside the target in its CMakeLists.txt, and
+# the target keeps it (property FEEDTUNE_ROOM_ALLOW) for the tests in tests/rooms.
 set(FEEDTUNE_ROOM_CHECKER ${CMAKE_CURRENT_LIST_DIR}/check_room_includes.cmake)
 
 function(feedtune_room target)
   cmake_parse_arguments(ROOM "" "" "MAY_INCLUDE" ${ARGN})
+  set_property(TARGET ${target} PROPERTY FEEDTUNE_ROOM_ALLOW ${ROOM_MAY_INCLUDE})
   get_target_property(sources ${target} SOURCES)
   set(files "")
   foreach(source IN LISTS sources)

@@ -1,6 +1,7 @@
 # cmake -DROOM=<name> -DROOT=<source dir> -DFILES=a,b -DALLOW=loader/,tuner/measure/measurer.h -P check_room_includes.cmake
-# Fails (exit 1) listing every `#include "<project folder>/..."` in FILES that
-# no ALLOW entry matches; see cmake/FeedtuneRooms.cmake.
+# Fails (exit 1) listing every `#include "<project folder>/..."` (or
+# <project folder/...>: the include path makes both work) in FILES that no
+# ALLOW entry matches; see cmake/FeedtuneRooms.cmake.
 cmake_policy(VERSION 3.24)
 string(REPLACE "," ";" files "${FILES}")
 string(REPLACE "," ";" allow "${ALLOW}")
@@ -11,10 +12,15 @@ foreach(file IN LISTS files)
   set(line_number 0)
   foreach(line IN LISTS lines)
     math(EXPR line_number "${line_number} + 1")
-    if(NOT line MATCHES "^[ \t]*#[ \t]*include[ \t]+\"([^\"]+)\"")
+    if(line MATCHES "^[ \t]*#[ \t]*include[ \t]+\"([^\"]+)\"")
+      set(header ${CMAKE_MATCH_1})
+      set(shown "\"${header}\"")
+    elseif(line MATCHES "^[ \t]*#[ \t]*include[ \t]+<([^>]+)>")
+      set(header ${CMAKE_MATCH_1})
+      set(shown "<${header}>")
+    else()
       continue()
     endif()
-    set(header ${CMAKE_MATCH_1})
     string(REGEX MATCH "^[a-z_]+" folder "${header}")
     if(NOT folder IN_LIST project_folders)
       continue()
@@ -30,7 +36,7 @@ foreach(file IN LISTS files)
     endforeach()
     if(NOT ok)
       file(RELATIVE_PATH where ${ROOT} ${file})
-      string(APPEND refused "  ${where}:${line_number}: includes \"${header}\"\n")
+      string(APPEND refused "  ${where}:${line_number}: includes ${shown}\n")
     endif()
   endforeach()
 endforeach()
