@@ -9,8 +9,10 @@
 #include <tuple>
 #include <utility>
 
+#include "results/json_number.h"
 #include "results/report.h"
 #include "results/store.h"
+#include "results/units.h"
 
 namespace feedtune::results {
 namespace {
@@ -18,9 +20,8 @@ namespace {
 using Json = nlohmann::ordered_json;
 using internal::EscapeHtml;
 using internal::ExactNumber;
-using internal::Fixed;
 
-Json Number(double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); }
+Json Number(double value) { return JsonNumber<Json>(value); }
 
 std::string RunDate(const RunRecord& run) { return run.ended_at.empty() ? run.started_at : run.ended_at; }
 

@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "results/node_report.h"
+#include "results/units.h"
 
 
 namespace feedtune::results {
 namespace {
 
-using internal::Fixed;
 
 // The oldest torch that knows each DataLoader argument feedtune sets (both
 // arrived with torch 1.7). batch_size, num_workers and pin_memory are older

@@ -9,11 +9,11 @@
 #include "results/compare.h"
 #include "results/report.h"
 #include "results/store.h"
+#include "results/units.h"
 
 namespace feedtune::results {
 namespace {
 
-using internal::Fixed;
 
 constexpr double kOtherGpuModel = 8;
 

@@ -17,6 +17,7 @@
 #include "results/report.h"
 #include "results/node_report.h"
 #include "results/timeline_html.h"
+#include "results/units.h"
 
 namespace feedtune::results {
 
@@ -94,7 +95,6 @@ namespace {
 
 using internal::EscapeHtml;
 using internal::ExactNumber;
-using internal::Fixed;
 
 std::string Attr(std::string_view name, std::string_view value) {
   // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on "literal" + string here.

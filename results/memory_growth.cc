@@ -3,7 +3,9 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "results/json_number.h"
 #include "results/units.h"
+
 
 namespace feedtune::results {
 
@@ -30,7 +32,7 @@ std::string GrowthText(const TrialRecord& t) {
 
 std::string WorkerMemoryJson(const TrialRecord& t) {
   using Json = nlohmann::ordered_json;
-  const auto number = [](double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); };
+  const auto number = [](double value) { return JsonNumber<Json>(value); };
   return Json{{"worker_rss_start_bytes", number(t.worker_rss_start_bytes)},
               {"worker_rss_peak_bytes", number(t.worker_rss_peak_bytes)},
               {"worker_rss_growth_bytes_per_epoch", number(t.worker_rss_growth_bytes_per_epoch)},

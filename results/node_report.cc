@@ -5,19 +5,15 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "results/json_number.h"
+#include "results/units.h"
+
 namespace feedtune::results {
 namespace {
 
 using Json = nlohmann::json;
 
-Json Number(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
-
-std::string Fixed(double v, int decimals) {
-  if (!std::isfinite(v)) return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
+Json Number(double value) { return JsonNumber<Json>(value); }
 
 std::string Pad(std::string text, size_t width) {
   if (text.size() < width) text.append(width - text.size(), ' ');

@@ -7,6 +7,7 @@
 #include <set>
 #include <tuple>
 
+#include "results/json_number.h"
 #include "results/report.h"
 #include "results/store.h"
 #include "results/verdict.h"
@@ -16,7 +17,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-Json Number(double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); }
+Json Number(double value) { return JsonNumber<Json>(value); }
 
 constexpr const char* kFieldsHelp =
     R"(  config              the workload/config name its sweep ran under (required)

@@ -7,9 +7,11 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "results/json_number.h"
 #include "results/memory_growth.h"
 #include "results/observed.h"
 #include "results/store.h"
+#include "results/units.h"
 
 namespace feedtune::results {
 namespace {
@@ -20,7 +22,7 @@ using Json = nlohmann::ordered_json;
 
 // Non-finite figures (NaN is how the store returns a value never measured)
 // become null rather than a number a script would trust.
-Json Number(double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); }
+Json Number(double value) { return JsonNumber<Json>(value); }
 
 Json ConfigJson(const loader::Knobs& knobs) {
   Json config{
@@ -202,7 +204,7 @@ Json CalibrationObject(const RunRecord& run) {
 
 // "GPU idle 25.5%", or "GPU idle not measured".
 std::string IdleText(double frac) {
-  return std::isfinite(frac) ? "GPU idle " + internal::Fixed(frac * 100, 1) + "%" : std::string("GPU idle not measured");
+  return std::isfinite(frac) ? "GPU idle " + Fixed(frac * 100, 1) + "%" : std::string("GPU idle not measured");
 }
 
 Json OptionalString(const std::string& text) { return text.empty() ? Json(nullptr) : Json(text); }
@@ -227,13 +229,6 @@ std::string OneLine(std::string_view text) {
 }  // namespace
 
 namespace internal {
-
-std::string Fixed(double value, int decimals) {
-  if (!std::isfinite(value)) return "-";
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "%.*f", decimals, value);
-  return buffer;
-}
 
 std::string KnobsText(const loader::Knobs& k) {
   const auto flag = [](bool value) { return value ? "true" : "false"; };
@@ -305,7 +300,6 @@ bool VariesAroundLoader(const RunView& view) {
 }
 
 using internal::Column;
-using internal::Fixed;
 using internal::KnobsText;
 using internal::RenderRows;
 

@@ -68,7 +68,6 @@ std::string ObservedText(const RunView& view);
 
 // Shared by the renderers of this folder.
 namespace internal {
-std::string Fixed(double value, int decimals);  // "-" when not finite
 std::string KnobsText(const loader::Knobs& knobs);
 // Aligned text columns, numbers right-aligned; no trailing blanks.
 struct Column {

@@ -7,6 +7,13 @@
 
 namespace feedtune::results {
 
+std::string Fixed(double value, int decimals) {
+  if (!std::isfinite(value)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+  return buf;
+}
+
 std::string ThreeFigures(double value) {
   if (!std::isfinite(value)) return "?";
   char buf[64];

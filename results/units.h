@@ -7,6 +7,9 @@
 
 namespace feedtune::results {
 
+// A fixed number of decimals: Fixed(12.345, 1) is "12.3"; "-" when not finite
+// (a figure not measured), as the reports' tables show it.
+std::string Fixed(double value, int decimals);
 // Three significant figures at most: "0.42", "12.5", "840"; "?" when not finite.
 std::string ThreeFigures(double value);
 // The shortest exact-enough form ("%g"): "0.5", "2", "1e-05"; for command arguments.

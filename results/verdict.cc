@@ -5,16 +5,17 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "results/json_number.h"
 #include "results/report.h"
+#include "results/units.h"
 
 namespace feedtune::results {
 namespace {
 
 using Json = nlohmann::json;
 using internal::EscapeHtml;
-using internal::Fixed;
 
-Json Number(double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); }
+Json Number(double value) { return JsonNumber<Json>(value); }
 
 double NumberOr(const Json& j, const char* key) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : kNaN;

@@ -15,6 +15,8 @@
 #include "results/store.h"
 #include "results_test_util.h"
 
+#include "results/units.h"
+
 namespace feedtune::results {
 namespace {
 
@@ -181,7 +183,7 @@ TEST_F(FixtureReportTest, HtmlChartsHoldTheTrialsPoints) {
   EXPECT_EQ(row_class.size(), 8u);
   EXPECT_EQ(row_class["6"], "best");
   EXPECT_EQ(row_class["3"], "knee");
-  EXPECT_EQ(rows[6][7], internal::Fixed(ById(view_, 6).samples_per_s, 1));
+  EXPECT_EQ(rows[6][7], Fixed(ById(view_, 6).samples_per_s, 1));
 
   // The machine and the effective config.
   EXPECT_FALSE(page["tables"]["kv"].empty());

@@ -11,6 +11,7 @@
 
 #include "results/compare.h"
 #include "results/fleet.h"
+#include "results/json_number.h"
 #include "results/observed.h"
 #include "results/store.h"
 #include "tuner/cli/cli_util.h"
@@ -44,7 +45,7 @@ Examples:
   feedtune check --db fleet.db
   feedtune check --db fleet.db --workload resnet50 --slower-than 15 --format json)";
 
-nlohmann::json Number(double value) { return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr); }
+nlohmann::json Number(double value) { return results::JsonNumber(value); }
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "results/json_number.h"
 #include "results/memory_growth.h"
 #include "results/report.h"
 #include "results/units.h"
@@ -25,7 +26,7 @@ nlohmann::json KnobsJson(const loader::Knobs& k) {
 }
 
 // NaN (not measured) as null.
-nlohmann::json Number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+nlohmann::json Number(double v) { return results::JsonNumber(v); }
 
 template <typename T>
 nlohmann::json Optional(const std::optional<T>& v) {

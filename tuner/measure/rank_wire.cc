@@ -5,12 +5,14 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "results/json_number.h"
+
 namespace feedtune::tuner::node {
 namespace {
 
 using nlohmann::json;
 
-json Num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json Num(double v) { return results::JsonNumber<json>(v); }
 double Num(const json& j, const char* key) {
   const auto it = j.find(key);
   if (it == j.end() || it->is_null()) return std::numeric_limits<double>::quiet_NaN();
