@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "results/fingerprint.h"
+#include "results/json_number.h"
 #include "results/fleet.h"
 #include "results/memory_growth.h"
 #include "results/node_report.h"
@@ -54,7 +55,7 @@ int ResolveMaxWorkers(const tuner::SweepConfig& config, std::string* why) {
 
 // A streaming dataset gives each reader (a worker of a rank) whole shards:
 // past shards / ranks workers, the extra ones read nothing, so a doubling
-// beyond would measure noise (issue 23 item 3). The cap and its reason go
+// beyond would measure noise. The cap and its reason go
 // where max_workers' do.
 void CapWorkersAtShards(const tuner::OpenedWorkload& workload, int ranks, int* max_workers, std::string* why,
                         std::string* cap_why) {
@@ -89,21 +90,6 @@ int64_t BatchBytes(const tuner::SweepConfig& config) {
   }
   return 0;
 }
-
-std::string G(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
-std::string Fixed(double value, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
-  return buf;
-}
-
-// NaN (not measured) as null.
-nlohmann::json Number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
 constexpr const char* kSweepUsage = R"(Usage: feedtune sweep CONFIG [options]
        feedtune sweep --resume RUN [--db FILE] [options]
@@ -435,11 +421,11 @@ void AnnounceRun(const SweepArgs& a, const SweepSession& s, tuner::Progress& pro
   for (const std::string& warning : s.preflight) progress.Note("feedtune: warning: " + warning);
   progress.Note(s.max_workers_why);
   if (!s.shards_warning.empty()) progress.Note("warning: " + s.shards_warning);
-  progress.Note("budgets: memory " + G(config.sweep.budget.memory_fraction) + " x " +
+  progress.Note("budgets: memory " + results::ShortNumber(config.sweep.budget.memory_fraction) + " x " +
                 results::MiB(s.facts->mem_available_bytes) + " available, /dev/shm " +
-                G(config.sweep.budget.shm_fraction) + " x " + results::MiB(s.facts->shm_free_bytes) +
+                results::ShortNumber(config.sweep.budget.shm_fraction) + " x " + results::MiB(s.facts->shm_free_bytes) +
                 " free, open files " + std::to_string(s.facts->nofile_limit) + ", usable CPUs " +
-                G(s.facts->usable_cpus));
+                results::ShortNumber(s.facts->usable_cpus));
   output.Event(tuner::StartEventJson(s.run.id, config.name, s.device->backend_name(), s.max_workers, a.resuming));
   if (s.seed) {
     output.Event(nlohmann::json{{"event", "seed"},
@@ -694,22 +680,22 @@ nlohmann::json TrialJson(const results::TrialRecord& t, const std::string& backe
                         {"worker_threads", t.knobs.worker_threads}}},
                       {"status", results::TrialStatusName(t.status)},
                       {"error", t.error ? nlohmann::json(*t.error) : nlohmann::json(nullptr)},
-                      {"samples_per_s", Number(t.samples_per_s)},
-                      {"ci", {Number(t.ci_low), Number(t.ci_high)}},
-                      {"mb_per_s", Number(t.mb_per_s)},
-                      {"gpu_idle_frac", Number(t.gpu_idle_frac)},
-                      {"wait_p50_us", Number(t.wait_p50_us)},
-                      {"wait_p99_us", Number(t.wait_p99_us)},
-                      {"worker_startup_s", Number(t.worker_startup_s)},
-                      {"cpu_util", Number(t.cpu_util)},
+                      {"samples_per_s", results::JsonNumber(t.samples_per_s)},
+                      {"ci", {results::JsonNumber(t.ci_low), results::JsonNumber(t.ci_high)}},
+                      {"mb_per_s", results::JsonNumber(t.mb_per_s)},
+                      {"gpu_idle_frac", results::JsonNumber(t.gpu_idle_frac)},
+                      {"wait_p50_us", results::JsonNumber(t.wait_p50_us)},
+                      {"wait_p99_us", results::JsonNumber(t.wait_p99_us)},
+                      {"worker_startup_s", results::JsonNumber(t.worker_startup_s)},
+                      {"cpu_util", results::JsonNumber(t.cpu_util)},
                       {"peak_rss_bytes", t.peak_rss_bytes},
-                      {"cv", Number(t.cv)},
-                      {"time_to_first_batch_s", Number(t.time_to_first_batch_s)},
-                      {"epoch_boundary_ms", Number(t.epoch_boundary_ms)},
-                      {"worker_busy_frac", Number(t.worker_busy_frac)},
-                      {"worker_rss_bytes", Number(t.worker_rss_bytes)},
-                      {"copy_s", Number(t.copy_s)},
-                      {"pinned_alloc_s", Number(t.pinned_alloc_s)},
+                      {"cv", results::JsonNumber(t.cv)},
+                      {"time_to_first_batch_s", results::JsonNumber(t.time_to_first_batch_s)},
+                      {"epoch_boundary_ms", results::JsonNumber(t.epoch_boundary_ms)},
+                      {"worker_busy_frac", results::JsonNumber(t.worker_busy_frac)},
+                      {"worker_rss_bytes", results::JsonNumber(t.worker_rss_bytes)},
+                      {"copy_s", results::JsonNumber(t.copy_s)},
+                      {"pinned_alloc_s", results::JsonNumber(t.pinned_alloc_s)},
                       {"batches_per_epoch", t.batches_per_epoch ? nlohmann::json(*t.batches_per_epoch)
                                                                 : nlohmann::json(nullptr)},
                       {"repeats", t.repeats}};
@@ -722,7 +708,7 @@ nlohmann::json TrialJson(const results::TrialRecord& t, const std::string& backe
 void PrintTrialText(const results::TrialRecord& t, const std::string& backend) {
   // A figure the workload did not measure (a command's) reads "not measured".
   const auto figure = [](double value, int decimals, const char* unit) {
-    return std::isfinite(value) ? Fixed(value, decimals) + unit : std::string("not measured");
+    return std::isfinite(value) ? results::Fixed(value, decimals) + unit : std::string("not measured");
   };
   std::printf("%s  %.1f samples/s [%.1f, %.1f]  %s  GPU idle %s  wait p50 %s p99 %s  CPU %.2f  RSS %.0f MiB  (%s)\n",
               tuner::KnobsShort(t.knobs).c_str(), t.samples_per_s, t.ci_low, t.ci_high,
@@ -735,9 +721,9 @@ void PrintTrialText(const results::TrialRecord& t, const std::string& backend) {
               figure(t.worker_startup_s * 1e3, 1, " ms").c_str(),
               figure(t.pinned_alloc_s * 1e3, 1, " ms").c_str());
   std::string workers;
-  if (std::isfinite(t.worker_busy_frac)) workers += "busy " + Fixed(t.worker_busy_frac * 100, 1) + "%";
+  if (std::isfinite(t.worker_busy_frac)) workers += "busy " + results::Fixed(t.worker_busy_frac * 100, 1) + "%";
   if (std::isfinite(t.worker_rss_bytes)) {
-    workers += (workers.empty() ? "" : ", ") + std::string("peak RSS ") + Fixed(t.worker_rss_bytes / (1 << 20), 0) +
+    workers += (workers.empty() ? "" : ", ") + std::string("peak RSS ") + results::Fixed(t.worker_rss_bytes / (1 << 20), 0) +
                " MiB each";
   }
   if (std::isfinite(t.worker_rss_peak_bytes)) {
@@ -745,7 +731,7 @@ void PrintTrialText(const results::TrialRecord& t, const std::string& backend) {
                " at the start, " + results::MiB(std::llround(t.worker_rss_peak_bytes)) + " at the peak";
     if (std::isfinite(t.worker_rss_growth_bytes_per_epoch)) {
       workers += ", " + results::MiB(std::llround(t.worker_rss_growth_bytes_per_epoch)) + " growth per epoch over " +
-                 Fixed(t.worker_rss_epochs, 1) + " epochs";
+                 results::Fixed(t.worker_rss_epochs, 1) + " epochs";
     }
   }
   if (!workers.empty()) std::printf("workers: %s\n", workers.c_str());
