@@ -187,7 +187,7 @@ struct SweepSession {
   std::string no_seed;  // why --seed-from found nothing, for the progress notes
   int max_workers = 0;
   std::string max_workers_why;
-  std::string max_workers_cap;  // why max_workers is below the config's (tuner::SearchSetup)
+  std::string max_workers_cap_why;  // why max_workers is below the config's (tuner::SearchSetup)
   std::string shards_warning;  // a streaming dataset with fewer shards than the box's readers
   std::optional<tuner::PythonPreflight> python;  // a Python command's preflight (python_preflight.h)
   bool attached = false;  // --serve-fd: the training job serves the trials (feedtune.autotune)
@@ -377,7 +377,7 @@ void BuildSetup(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progre
     s.seed_store.reset();
   }
   s.max_workers = ResolveMaxWorkers(s.config, &s.max_workers_why);
-  CapWorkersAtShards(s.workload, std::max(s.ranks, 1), &s.max_workers, &s.max_workers_why, &s.max_workers_cap);
+  CapWorkersAtShards(s.workload, std::max(s.ranks, 1), &s.max_workers, &s.max_workers_why, &s.max_workers_cap_why);
   if (s.workload.dataset && s.workload.dataset->num_shards() > 0) {
     const int ranks = std::max(s.ranks, 1);
     s.shards_warning = workloads::FewShardsWarning(s.workload.dataset->num_shards(), ranks,
@@ -439,7 +439,7 @@ void AnnounceRun(const SweepArgs& a, const SweepSession& s, tuner::Progress& pro
 tuner::SearchSetup MakeSearchSetup(const SweepSession& s) {
   tuner::SearchSetup setup;
   setup.max_workers = s.max_workers;
-  setup.max_workers_cap = s.max_workers_cap;
+  setup.max_workers_cap_why = s.max_workers_cap_why;
   setup.samples_per_epoch = SamplesPerEpoch(s.workload);
   setup.batches_per_epoch = BatchesPerEpoch(setup.samples_per_epoch, s.config.loader);
   setup.usable_cpus = s.facts->usable_cpus;  // stored with the run: a resume decides alike

@@ -361,7 +361,7 @@ class Search {
     size_t best = current_index_;
     const int64_t batches = BatchesPerEpoch();
     std::string stop = "reached max_workers " + std::to_string(setup_.max_workers) +
-                       (setup_.max_workers_cap.empty() ? "" : " (" + setup_.max_workers_cap + ")");
+                       (setup_.max_workers_cap_why.empty() ? "" : " (" + setup_.max_workers_cap_why + ")");
     misses_ = 0;
     bool fall_pending = false;  // a fall beyond the noise that the next doubling must confirm
     if (setup_.seed) stop = SeededDoubling(curve, batches);  // instead of the loop below

@@ -154,7 +154,7 @@ struct SearchSetup {
   int max_workers = 64;           // the resolved cap, >= 1
   // Why max_workers is below the config's, said where the doubling stops
   // there (a stream of few shards); empty otherwise.
-  std::string max_workers_cap;
+  std::string max_workers_cap_why;
   int64_t samples_per_epoch = 0;  // 0 = unknown; used to size the persistent_workers check
   // 0 = unknown (then the baseline record's batches_per_epoch, if the
   // workload reported one). Caps the doubling at one round per epoch and, on
