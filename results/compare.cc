@@ -9,7 +9,7 @@
 #include <tuple>
 #include <utility>
 
-#include "results/json_number.h"
+#include "results/json_form.h"
 #include "results/report.h"
 #include "results/store.h"
 #include "results/units.h"
@@ -94,12 +94,6 @@ bool Better(const Candidate& a, const Candidate& b) {
   if (a_best != b_best) return a_best;
   if (RunDate(a.run) != RunDate(b.run)) return RunDate(a.run) > RunDate(b.run);
   return a.store == b.store && a.run.id > b.run.id;
-}
-
-Json ConfigJson(const loader::Knobs& k) {
-  return Json{{"batch_size", k.batch_size},           {"num_workers", k.num_workers},
-              {"pin_memory", k.pin_memory},           {"non_blocking", k.non_blocking},
-              {"prefetch_factor", k.prefetch_factor}, {"persistent_workers", k.persistent_workers}};
 }
 
 // Rows grouped by workload, in row order.
@@ -389,7 +383,7 @@ std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
       }
       Json best = nullptr;
       if (row->best_config) {
-        best = Json{{"config", ConfigJson(*row->best_config)},
+        best = Json{{"config", LoaderKnobsJson<Json>(*row->best_config)},
                     {"samples_per_s", Number(row->best_samples_per_s)},
                     {"ci", Json::array({Number(row->best_ci_low), Number(row->best_ci_high)})},
                     {"gpu_idle_frac", Number(row->best_gpu_idle_frac)}};

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "results/json_number.h"
+#include "results/json_form.h"
 #include "results/units.h"
 
 

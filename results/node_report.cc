@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "results/json_number.h"
+#include "results/json_form.h"
 #include "results/units.h"
 
 namespace feedtune::results {

@@ -7,7 +7,7 @@
 #include <set>
 #include <tuple>
 
-#include "results/json_number.h"
+#include "results/json_form.h"
 #include "results/report.h"
 #include "results/store.h"
 #include "results/verdict.h"

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "results/json_number.h"
+#include "results/json_form.h"
 #include "results/memory_growth.h"
 #include "results/observed.h"
 #include "results/store.h"
@@ -24,20 +24,6 @@ using Json = nlohmann::ordered_json;
 // become null rather than a number a script would trust.
 Json Number(double value) { return JsonNumber<Json>(value); }
 
-Json ConfigJson(const loader::Knobs& knobs) {
-  Json config{
-      {"batch_size", knobs.batch_size},           {"num_workers", knobs.num_workers},
-      {"pin_memory", knobs.pin_memory},           {"non_blocking", knobs.non_blocking},
-      {"prefetch_factor", knobs.prefetch_factor}, {"persistent_workers", knobs.persistent_workers},
-      // Around the loader (tuner/search/search.h); worker_threads 0 = the workload's own.
-      {"cpu_binding", loader::CpuBindingName(knobs.cpu_binding)}, {"worker_threads", knobs.worker_threads}};
-  // A Python command's start method, only when a trial named one: "default"
-  // (the interpreter's) is every other run's, which never had the key.
-  if (knobs.multiprocessing_context != loader::StartMethod::kDefault) {
-    config["multiprocessing_context"] = loader::StartMethodName(knobs.multiprocessing_context);
-  }
-  return config;
-}
 
 const TrialRecord* FindTrial(const RunView& view, std::optional<int64_t> id) {
   if (!id) return nullptr;
@@ -49,7 +35,7 @@ const TrialRecord* FindTrial(const RunView& view, std::optional<int64_t> id) {
 
 Json SummaryJson(const TrialRecord* trial) {
   if (trial == nullptr) return nullptr;
-  return Json{{"config", ConfigJson(trial->knobs)},
+  return Json{{"config", SettingJson<Json>(trial->knobs)},
               {"samples_per_s", Number(trial->samples_per_s)},
               {"gpu_idle_frac", Number(trial->gpu_idle_frac)}};
 }
@@ -93,37 +79,6 @@ Json MachineJson(const std::optional<Fingerprint>& machine) {
               {"gpus", gpus}};
 }
 
-Json TrialJson(const TrialRecord& t) {
-  Json j = Json{{"id", t.id},
-              {"phase", t.phase},
-              {"config", ConfigJson(t.knobs)},
-              {"status", TrialStatusName(t.status)},
-              {"samples_per_s", Number(t.samples_per_s)},
-              {"ci", Json::array({Number(t.ci_low), Number(t.ci_high)})},
-              {"mb_per_s", Number(t.mb_per_s)},
-              {"gpu_idle_frac", Number(t.gpu_idle_frac)},
-              {"copy_s", Number(t.copy_s)},
-              {"wait_p50_us", Number(t.wait_p50_us)},
-              {"wait_p99_us", Number(t.wait_p99_us)},
-              {"worker_startup_s", Number(t.worker_startup_s)},
-              {"cpu_util", Number(t.cpu_util)},
-              {"peak_rss_bytes", t.peak_rss_bytes},
-              {"repeats", t.repeats},
-              {"decision", t.decision},
-              {"error", t.error ? Json(*t.error) : Json(nullptr)},
-              {"time_to_first_batch_s", Number(t.time_to_first_batch_s)},
-              {"epoch_boundary_ms", Number(t.epoch_boundary_ms)},
-              {"cv", Number(t.cv)},
-              {"worker_busy_frac", Number(t.worker_busy_frac)},
-              {"pinned_alloc_s", Number(t.pinned_alloc_s)},
-              {"batches_per_epoch", t.batches_per_epoch ? Json(*t.batches_per_epoch) : Json(nullptr)},
-              {"worker_rss_bytes", Number(t.worker_rss_bytes)}};
-  // The workers' memory over the trial and its flag (results/memory_growth.h).
-  j.update(Json::parse(WorkerMemoryJson(t)));
-  // A node trial (sweep.ranks > 1): the ranks' figures (results/node_report.h).
-  if (t.node) j["node"] = Json::parse(NodeFiguresJson(*t.node));
-  return j;
-}
 
 Json OrNull(const auto& v) { return v ? Json(*v) : Json(nullptr); }
 
@@ -154,13 +109,7 @@ Json SeedObject(const SeedFacts& seed) {
               {"why", seed.why},
               {"source", seed.source},
               {"knee_workers", seed.knee_workers},
-              {"best",
-               {{"batch_size", k.batch_size},
-                {"num_workers", k.num_workers},
-                {"pin_memory", k.pin_memory},
-                {"non_blocking", k.non_blocking},
-                {"prefetch_factor", k.prefetch_factor},
-                {"persistent_workers", k.persistent_workers}}}};
+              {"best", LoaderKnobsJson<Json>(k)}};
 }
 
 // The "calibration" object (CalibrationJson), its keys sorted as the one

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "results/json_number.h"
+#include "results/json_form.h"
 #include "results/report.h"
 #include "results/units.h"
 
@@ -81,13 +81,7 @@ std::string VerdictToJson(const Verdict& v) {
                       {"note", s.note}});
   }
   const loader::Knobs& k = v.knobs;
-  Json j = {{"config",
-             {{"batch_size", k.batch_size},
-              {"num_workers", k.num_workers},
-              {"pin_memory", k.pin_memory},
-              {"non_blocking", k.non_blocking},
-              {"prefetch_factor", k.prefetch_factor},
-              {"persistent_workers", k.persistent_workers}}},
+  Json j = {{"config", LoaderKnobsJson<Json>(k)},
             {"bottleneck", v.bottleneck.empty() ? Json(nullptr) : Json(v.bottleneck)},
             {"runner_up", v.runner_up.empty() ? Json(nullptr) : Json(v.runner_up)},
             {"headroom", Number(v.headroom)},

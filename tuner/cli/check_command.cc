@@ -11,7 +11,7 @@
 
 #include "results/compare.h"
 #include "results/fleet.h"
-#include "results/json_number.h"
+#include "results/json_form.h"
 #include "results/observed.h"
 #include "results/store.h"
 #include "tuner/cli/cli_util.h"
@@ -74,13 +74,7 @@ OrderedJson ObservedCheckJson(const results::ObservedCheck& c) {
   OrderedJson swept = nullptr;
   if (c.sweep_run_id) {
     swept = {{"run", *c.sweep_run_id},
-             {"config",
-              {{"batch_size", c.swept.batch_size},
-               {"num_workers", c.swept.num_workers},
-               {"pin_memory", c.swept.pin_memory},
-               {"non_blocking", c.swept.non_blocking},
-               {"prefetch_factor", c.swept.prefetch_factor},
-               {"persistent_workers", c.swept.persistent_workers}}},
+             {"config", results::LoaderKnobsJson<OrderedJson>(c.swept)},
              {"samples_per_s", Number(c.swept_samples_per_s)}};
   }
   return {{"config", c.observed.workload_name},

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "results/json_number.h"
+#include "results/json_form.h"
 #include "results/memory_growth.h"
 #include "results/report.h"
 #include "results/units.h"
@@ -17,13 +17,6 @@ using results::Format;  // results/units.h
 
 constexpr int kBarWidth = 24;
 constexpr size_t kBarLineMax = 118;  // keep the redrawn line within a terminal row
-
-nlohmann::json KnobsJson(const loader::Knobs& k) {
-  return {{"batch_size", k.batch_size},           {"num_workers", k.num_workers},
-          {"pin_memory", k.pin_memory},           {"non_blocking", k.non_blocking},
-          {"prefetch_factor", k.prefetch_factor}, {"persistent_workers", k.persistent_workers},
-          {"cpu_binding", loader::CpuBindingName(k.cpu_binding)}, {"worker_threads", k.worker_threads}};
-}
 
 // NaN (not measured) as null.
 nlohmann::json Number(double v) { return results::JsonNumber(v); }
@@ -125,7 +118,7 @@ std::string TrialEventJson(const results::TrialRecord& t, const SearchProgress& 
                         {"number", progress.trials_done},
                         {"id", t.id},
                         {"phase", t.phase},
-                        {"config", KnobsJson(t.knobs)},
+                        {"config", results::SettingJson(t.knobs)},
                         {"status", results::TrialStatusName(t.status)},
                         {"error", t.error ? nlohmann::json(*t.error) : nlohmann::json(nullptr)},
                         {"samples_per_s", t.samples_per_s},
@@ -148,7 +141,7 @@ std::string DoneEventJson(const SearchOutcome& outcome, const results::RunRecord
   const auto trial_json = [&](const std::optional<size_t>& i) -> nlohmann::json {
     if (!i) return nullptr;
     const auto& t = outcome.trials[*i];
-    return {{"id", t.id}, {"config", KnobsJson(t.knobs)}, {"samples_per_s", t.samples_per_s},
+    return {{"id", t.id}, {"config", results::SettingJson(t.knobs)}, {"samples_per_s", t.samples_per_s},
             {"ci", {t.ci_low, t.ci_high}}, {"gpu_idle_frac", Number(t.gpu_idle_frac)}};
   };
   return nlohmann::json{{"event", "done"},

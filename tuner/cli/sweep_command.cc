@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "results/fingerprint.h"
-#include "results/json_number.h"
+#include "results/json_form.h"
 #include "results/fleet.h"
 #include "results/memory_growth.h"
 #include "results/node_report.h"
@@ -666,41 +666,10 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
 
 namespace {
 
-// `trial --json`: the trial's figures, one object (the report's trial keys).
-nlohmann::json TrialJson(const results::TrialRecord& t, const std::string& backend) {
-  nlohmann::json j = {{"backend", backend},
-                      {"config",
-                       {{"batch_size", t.knobs.batch_size},
-                        {"num_workers", t.knobs.num_workers},
-                        {"pin_memory", t.knobs.pin_memory},
-                        {"non_blocking", t.knobs.non_blocking},
-                        {"prefetch_factor", t.knobs.prefetch_factor},
-                        {"persistent_workers", t.knobs.persistent_workers},
-                        {"cpu_binding", loader::CpuBindingName(t.knobs.cpu_binding)},
-                        {"worker_threads", t.knobs.worker_threads}}},
-                      {"status", results::TrialStatusName(t.status)},
-                      {"error", t.error ? nlohmann::json(*t.error) : nlohmann::json(nullptr)},
-                      {"samples_per_s", results::JsonNumber(t.samples_per_s)},
-                      {"ci", {results::JsonNumber(t.ci_low), results::JsonNumber(t.ci_high)}},
-                      {"mb_per_s", results::JsonNumber(t.mb_per_s)},
-                      {"gpu_idle_frac", results::JsonNumber(t.gpu_idle_frac)},
-                      {"wait_p50_us", results::JsonNumber(t.wait_p50_us)},
-                      {"wait_p99_us", results::JsonNumber(t.wait_p99_us)},
-                      {"worker_startup_s", results::JsonNumber(t.worker_startup_s)},
-                      {"cpu_util", results::JsonNumber(t.cpu_util)},
-                      {"peak_rss_bytes", t.peak_rss_bytes},
-                      {"cv", results::JsonNumber(t.cv)},
-                      {"time_to_first_batch_s", results::JsonNumber(t.time_to_first_batch_s)},
-                      {"epoch_boundary_ms", results::JsonNumber(t.epoch_boundary_ms)},
-                      {"worker_busy_frac", results::JsonNumber(t.worker_busy_frac)},
-                      {"worker_rss_bytes", results::JsonNumber(t.worker_rss_bytes)},
-                      {"copy_s", results::JsonNumber(t.copy_s)},
-                      {"pinned_alloc_s", results::JsonNumber(t.pinned_alloc_s)},
-                      {"batches_per_epoch", t.batches_per_epoch ? nlohmann::json(*t.batches_per_epoch)
-                                                                : nlohmann::json(nullptr)},
-                      {"repeats", t.repeats}};
-  if (t.node) j["node"] = nlohmann::json::parse(results::NodeFiguresJson(*t.node));  // sweep.ranks > 1
-  j.update(nlohmann::json::parse(results::WorkerMemoryJson(t)));  // the workers' memory and its flag
+// `trial --json`: the backend, then the trial as the report's "trials" hold it.
+nlohmann::ordered_json TrialJson(const results::TrialRecord& t, const std::string& backend) {
+  nlohmann::ordered_json j = {{"backend", backend}};
+  j.update(results::TrialJson(t));
   return j;
 }
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "results/json_number.h"
+#include "results/json_form.h"
 
 namespace feedtune::tuner::node {
 namespace {
