@@ -166,6 +166,40 @@ TEST(Search, TheTimeBudgetEndsTheSequenceAtTheBestSoFar) {
   EXPECT_EQ(Phase(r, "final_check"), nullptr);
 }
 
+// At the budget, only trials measured since the kept setting compete with
+// it. Here persistent workers were kept over whole epochs (3600 samples/s,
+// the restart paid) after a prefetch_factor trial of time windows measured
+// 4150 without ever crossing an epoch: that earlier, differently measured
+// trial must not take the kept step back (bench/in_job's wait job did).
+TEST(Search, TheTimeBudgetKeepsAStepKeptOverAnEarlierTrial) {
+  int trials = 0;
+  ScriptedMeasurer m([&trials](const loader::Knobs& k, const TrialPlan& plan, int) {
+    ++trials;
+    if (plan.window_epochs > 0) return k.persistent_workers ? 3600.0 : 3000.0;  // whole epochs
+    const double v = 1000.0 * std::min(std::max(k.num_workers, 1), 4);
+    return k.prefetch_factor == 4 ? v * 1.0375 : v;  // +3.75%: under the 5% threshold
+  });
+  SweepOptions options;
+  options.copy_phases = false;
+  options.prefetch_factors = {2, 4};
+  SearchSetup setup;
+  setup.samples_per_epoch = 4096;  // whole-epoch windows fit at these rates
+  setup.elapsed_s = [&trials] { return static_cast<double>(trials); };
+  // Find where persistent_workers is kept, then end the budget right after it.
+  SearchRun probe = RunOn(m, options, setup);
+  const auto on = std::find(probe.seen.begin(), probe.seen.end(), "persistent_workers 4");
+  ASSERT_NE(on, probe.seen.end());
+  ASSERT_NE(std::find(on + 1, probe.seen.end(), "persistent_workers 4"), probe.seen.end());  // off, then on
+  ASSERT_TRUE(Phase(probe, "persistent_workers")->kept);
+  const auto kept_at = std::find(on + 1, probe.seen.end(), "persistent_workers 4") - probe.seen.begin() + 1;
+  trials = 0;
+  options.time_budget_s = static_cast<double>(kept_at) - 0.5;
+  const SearchRun r = RunOn(m, options, setup);
+  ASSERT_NE(Phase(r, "time_budget"), nullptr);
+  EXPECT_TRUE(Best(r).knobs.persistent_workers);
+  EXPECT_EQ(Best(r).knobs.prefetch_factor, 2);
+}
+
 // sweep.copy_phases false (a job that trains on the CPU): neither
 // pin_memory nor non_blocking is measured, and each phase says why.
 TEST(Search, WithoutCopyPhasesPinMemoryAndNonBlockingAreNotTried) {

@@ -217,8 +217,13 @@ class Search {
   // kept so far, or a trial measured since that gains over it by THE RULE
   // (a doubling cut short has not yet named its knee). The final check, once
   // begun, is not cut short (Measure), so the speedup is known or not run.
+  //
+  // Only trials measured after the kept one: an earlier trial lost to it, or
+  // was measured another way (time windows against a later phase's whole
+  // epochs, where the restart persistent workers save is paid), and comparing
+  // across that would undo a kept step.
   void KeepBestAtBudget() {
-    for (size_t i = 0; i < trials().size(); ++i) {
+    for (size_t i = current_index_ + 1; i < trials().size(); ++i) {
       const TrialRecord& t = trials()[i];
       if (t.status == TrialStatus::kOk && t.phase != "final_check" && IsGain(t, current(), options_.gain_threshold)) {
         current_index_ = i;
