@@ -32,9 +32,9 @@ nlohmann::ordered_json TrialJson(const TrialRecord& t) {
               {"batches_per_epoch", t.batches_per_epoch ? Json(*t.batches_per_epoch) : Json(nullptr)},
               {"worker_rss_bytes", JsonNumber<Json>(t.worker_rss_bytes)}};
   // The workers' memory over the trial and its flag (results/memory_growth.h).
-  j.update(Json::parse(WorkerMemoryJson(t)));
+  j.update(WorkerMemoryJson(t));
   // A node trial (sweep.ranks > 1): the ranks' figures (results/node_report.h).
-  if (t.node) j["node"] = Json::parse(NodeFiguresJson(*t.node));
+  if (t.node) j["node"] = NodeFiguresJson(*t.node);
   return j;
 }
 

@@ -30,7 +30,7 @@ std::string GrowthText(const TrialRecord& t) {
                                      : "the workers restart each epoch, which frees it");
 }
 
-std::string WorkerMemoryJson(const TrialRecord& t) {
+nlohmann::ordered_json WorkerMemoryJson(const TrialRecord& t) {
   using Json = nlohmann::ordered_json;
   const auto number = [](double value) { return JsonNumber<Json>(value); };
   return Json{{"worker_rss_start_bytes", number(t.worker_rss_start_bytes)},
@@ -38,8 +38,7 @@ std::string WorkerMemoryJson(const TrialRecord& t) {
               {"worker_rss_growth_bytes_per_epoch", number(t.worker_rss_growth_bytes_per_epoch)},
               {"worker_rss_epochs", number(t.worker_rss_epochs)},
               {"worker_rss_samples", t.worker_rss_samples},
-              {"worker_rss_flag", GrowthFlagged(t) ? Json(GrowthText(t)) : Json(nullptr)}}
-      .dump();
+              {"worker_rss_flag", GrowthFlagged(t) ? Json(GrowthText(t)) : Json(nullptr)}};
 }
 
 std::string GrowthFlagsText(const std::vector<TrialRecord>& trials, const std::string& indent) {

@@ -9,6 +9,7 @@
 // stored run must flag what the sweep flagged without the sweep's config.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,7 +43,7 @@ std::string GrowthText(const TrialRecord& trial);
 // worker_rss_peak_bytes, worker_rss_growth_bytes_per_epoch, worker_rss_epochs
 // (null when not measured), worker_rss_samples, and worker_rss_flag (GrowthText
 // when flagged, else null).
-std::string WorkerMemoryJson(const TrialRecord& trial);
+nlohmann::ordered_json WorkerMemoryJson(const TrialRecord& trial);
 
 // One line per flagged trial, each starting with `indent`: "trial 7 (2
 // workers, persistent): memory grows ... (over 2.0 epochs, 34 samples)"; ""

@@ -11,7 +11,7 @@
 namespace feedtune::results {
 namespace {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 
 Json Number(double value) { return JsonNumber<Json>(value); }
 
@@ -22,7 +22,7 @@ std::string Pad(std::string text, size_t width) {
 
 }  // namespace
 
-std::string NodeFiguresJson(const NodeFigures& node) {
+nlohmann::ordered_json NodeFiguresJson(const NodeFigures& node) {
   Json ranks = Json::array();
   for (const RankRecord& r : node.rank_rows) {
     ranks.push_back({{"rank", r.rank},
@@ -45,8 +45,7 @@ std::string NodeFiguresJson(const NodeFigures& node) {
               {"processes", node.processes},
               {"threads", node.threads},
               {"shm_bytes", node.shm_bytes},
-              {"per_rank", ranks}}
-      .dump();
+              {"per_rank", ranks}};
 }
 
 std::string NodeFiguresText(const NodeFigures& node, const std::string& indent) {

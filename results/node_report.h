@@ -3,6 +3,7 @@
 // per-rank table for the text and HTML reports and `trial`. Stateless.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,7 +16,7 @@ namespace feedtune::results {
 //  "threads", "shm_bytes", "per_rank": [{"rank", "pid", "status", "error",
 //  "samples_per_s", "gpu_idle_frac", "wait_p50_us", "wait_p99_us", "cpu_mask",
 //  "worker_cpu_masks", "processes", "threads", "shm_bytes"}]}
-std::string NodeFiguresJson(const NodeFigures& node);
+nlohmann::ordered_json NodeFiguresJson(const NodeFigures& node);
 
 // A summary line and one row per rank, each line starting with `indent`.
 std::string NodeFiguresText(const NodeFigures& node, const std::string& indent);

@@ -52,11 +52,13 @@ std::string RunStatusName(RunStatus status) { return NameOf(kRunStatusNames, sta
 TrialStatus ParseTrialStatus(std::string_view text) { return Parse(kTrialStatusNames, text, "trial"); }
 RunStatus ParseRunStatus(std::string_view text) { return Parse(kRunStatusNames, text, "run"); }
 
-std::string PhasesToJson(const std::vector<PhaseFact>& phases) {
+nlohmann::json PhasesArray(const std::vector<PhaseFact>& phases) {
   nlohmann::json list = nlohmann::json::array();
   for (const PhaseFact& p : phases) list.push_back({{"phase", p.phase}, {"kept", p.kept}, {"why", p.why}});
-  return list.dump();
+  return list;
 }
+
+std::string PhasesToJson(const std::vector<PhaseFact>& phases) { return PhasesArray(phases).dump(); }
 
 std::vector<PhaseFact> PhasesFromJson(const std::string& json) {
   std::vector<PhaseFact> phases;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -310,6 +311,8 @@ struct RunFacts {
 // (the JSON report's and run_facts.phases_json), and its reader (anything
 // but such an array reads as none).
 std::string PhasesToJson(const std::vector<PhaseFact>& phases);
+// The same as a value, for a JSON being built (the report, the sweep's done event).
+nlohmann::json PhasesArray(const std::vector<PhaseFact>& phases);
 std::vector<PhaseFact> PhasesFromJson(const std::string& json);
 
 struct RunRecord {

@@ -143,7 +143,7 @@ Json CalibrationObject(const RunRecord& run) {
                      {"calibration_s", cpu.calibration_s}});
   }
   if (!facts.preflight.empty()) j["preflight"] = facts.preflight;
-  if (!facts.phases.empty()) j["phases"] = nlohmann::json::parse(PhasesToJson(facts.phases));
+  if (!facts.phases.empty()) j["phases"] = PhasesArray(facts.phases);
   if (!facts.timelines_json.empty()) {
     const auto timelines = nlohmann::json::parse(facts.timelines_json, nullptr, /*allow_exceptions=*/false);
     if (!timelines.is_discarded()) j["timelines"] = timelines;
@@ -601,7 +601,7 @@ std::string CalibrationJson(const RunRecord& run) { return CalibrationObject(run
 
 std::string SafeLimitJson(const std::optional<SafeLimit>& safe) { return SafeLimitObject(safe).dump(); }
 
-std::string SeedJson(const SeedFacts& seed) { return SeedObject(seed).dump(); }
+nlohmann::ordered_json SeedJson(const SeedFacts& seed) { return SeedObject(seed); }
 
 std::string SafeLimitBasis(const RunRecord& run) {
   return run.facts.safe_limit ? run.facts.safe_limit->basis : std::string();

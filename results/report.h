@@ -2,6 +2,7 @@
 // Pure functions of the records; the caller loads them from a Store.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,7 +56,7 @@ std::string CalibrationJson(const RunRecord& run);
 // "worker_rss_bytes", "growth_bytes"}, or "null" (a run before it was kept).
 std::string SafeLimitJson(const std::optional<SafeLimit>& safe);
 // A --seed-from seed as the reports and the sweep's seed event print it.
-std::string SeedJson(const SeedFacts& seed);
+nlohmann::ordered_json SeedJson(const SeedFacts& seed);
 // What the safe limit rests on ("" without one).
 std::string SafeLimitBasis(const RunRecord& run);
 // One self-contained HTML page (inline CSS and SVG, no script, no network):

@@ -137,7 +137,7 @@ std::string TrialEventJson(const results::TrialRecord& t, const SearchProgress& 
 }
 
 std::string DoneEventJson(const SearchOutcome& outcome, const results::RunRecord& run) {
-  const nlohmann::json phases = nlohmann::json::parse(results::PhasesToJson(outcome.phases));
+  const nlohmann::json phases = results::PhasesArray(outcome.phases);
   const auto trial_json = [&](const std::optional<size_t>& i) -> nlohmann::json {
     if (!i) return nullptr;
     const auto& t = outcome.trials[*i];

@@ -428,9 +428,9 @@ void AnnounceRun(const SweepArgs& a, const SweepSession& s, tuner::Progress& pro
                 results::ShortNumber(s.facts->usable_cpus));
   output.Event(tuner::StartEventJson(s.run.id, config.name, s.device->backend_name(), s.max_workers, a.resuming));
   if (s.seed) {
-    output.Event(nlohmann::json{{"event", "seed"},
-                                {"text", tuner::SeedText(*s.seed)},
-                                {"seed", nlohmann::json::parse(results::SeedJson(tuner::SeedFactsOf(*s.seed)))}}
+    output.Event(nlohmann::ordered_json{{"event", "seed"},
+                                        {"text", tuner::SeedText(*s.seed)},
+                                        {"seed", results::SeedJson(tuner::SeedFactsOf(*s.seed))}}
                      .dump());
   }
 }
