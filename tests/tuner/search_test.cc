@@ -41,9 +41,11 @@ class ScriptedMeasurer final : public TrialMeasurer {
     t.ci_high = v * 1.01;
     t.repeats = plan.repeats > 0 ? plan.repeats : 3;
     t.epoch_boundary_ms = plan.window_epochs > 0 ? (knobs.persistent_workers ? 5.0 : 100.0) : NAN;
+    t.time_to_first_batch_s = knobs.num_workers > 0 ? first_batch_s : 0.0;
     return t;
   }
   std::vector<TrialPlan> plans;
+  double first_batch_s = 0;  // each worker trial's time to its first batch
 
  private:
   Curve curve_;
@@ -198,6 +200,57 @@ TEST(Search, TheTimeBudgetKeepsAStepKeptOverAnEarlierTrial) {
   ASSERT_NE(Phase(r, "time_budget"), nullptr);
   EXPECT_TRUE(Best(r).knobs.persistent_workers);
   EXPECT_EQ(Best(r).knobs.prefetch_factor, 2);
+}
+
+// Under a time budget, persistent_workers goes before prefetch_factor when
+// the knee's restart (its time to the first batch) is at least
+// gain_threshold of an epoch: here 0.5 s of a 1.024 s epoch at 4 workers.
+// Its trials measure two whole-epoch windows, and once it is kept, the
+// prefetch_factor trials are measured over whole epochs too.
+TEST(Search, UnderATimeBudgetAnExpensiveRestartPutsPersistentWorkersFirst) {
+  ScriptedMeasurer m([](const loader::Knobs& k, const TrialPlan& plan, int) {
+    const double v = 1000.0 * std::min(std::max(k.num_workers, 1), 4);
+    if (plan.window_epochs > 0) return k.persistent_workers ? v * 0.9 : v * 0.6;  // the restart paid
+    return v;
+  });
+  m.first_batch_s = 0.5;
+  SweepOptions options;
+  options.copy_phases = false;
+  options.prefetch_factors = {2, 4};
+  options.time_budget_s = 1000;  // never reached: only the order is under test
+  SearchSetup setup;
+  setup.samples_per_epoch = 4096;
+  const SearchRun r = RunOn(m, options, setup);
+  const auto at = [&r](const std::string& s) { return std::find(r.seen.begin(), r.seen.end(), s) - r.seen.begin(); };
+  ASSERT_LT(at("persistent_workers 4"), static_cast<long>(r.seen.size()));
+  EXPECT_LT(at("persistent_workers 4"), at("prefetch_factor 4"));
+  const PhaseDecision* persistent = Phase(r, "persistent_workers");
+  ASSERT_NE(persistent, nullptr);
+  EXPECT_TRUE(persistent->kept);
+  EXPECT_NE(persistent->why.find("tried before prefetch_factor, as the time budget may end the search: the workers' "
+                                 "restart at each epoch was 49% of one at the knee"),
+            std::string::npos)
+      << persistent->why;
+  for (size_t i = 0; i < r.seen.size(); ++i) {
+    if (r.seen[i].rfind("persistent_workers", 0) == 0) {
+      EXPECT_EQ(m.plans[i].repeats, 2) << r.seen[i];
+      EXPECT_EQ(m.plans[i].window_epochs, 1) << r.seen[i];
+    }
+    if (r.seen[i].rfind("prefetch_factor", 0) == 0) {
+      EXPECT_EQ(m.plans[i].window_epochs, 1) << r.seen[i];
+    }
+  }
+  EXPECT_TRUE(Best(r).knobs.persistent_workers);
+
+  // A restart under gain_threshold of an epoch: the order is search.h's.
+  ScriptedMeasurer cheap([](const loader::Knobs& k, const TrialPlan&, int) {
+    return 1000.0 * std::min(std::max(k.num_workers, 1), 4);
+  });
+  cheap.first_batch_s = 0.02;
+  const SearchRun c = RunOn(cheap, options, setup);
+  const auto at_c = [&c](const std::string& s) { return std::find(c.seen.begin(), c.seen.end(), s) - c.seen.begin(); };
+  EXPECT_LT(at_c("prefetch_factor 4"), at_c("persistent_workers 4"));
+  EXPECT_EQ(Phase(c, "persistent_workers")->why.find("before prefetch_factor"), std::string::npos);
 }
 
 // sweep.copy_phases false (a job that trains on the CPU): neither

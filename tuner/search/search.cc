@@ -178,17 +178,11 @@ class Search {
               " (with pin_memory: a pageable copy is synchronous anyway)");
     }
     if (current_.num_workers > 0) {
+      persistent_first_ = PersistentFirst();
+      if (persistent_first_) PersistentPhases();
       at_ = SequenceAt::kPrefetch;
       PrefetchFactors();
-      at_ = SequenceAt::kPersistent;
-      Persistent();
-      if (current_.persistent_workers && setup_.seed && seeded_plan_.window_epochs > 0) {
-        AddPhase("num_workers_persistent", false,
-                 "not walked: seeded, the curve itself was measured with persistent workers over whole epochs");
-      } else if (current_.persistent_workers) {
-        at_ = SequenceAt::kRevisit;
-        WorkersWithPersistent();
-      }
+      if (!persistent_first_) PersistentPhases();
       at_ = SequenceAt::kStartMethod;
       StartMethodPhase();
       NodePhases();
@@ -263,11 +257,15 @@ class Search {
       case SequenceAt::kPin: return 4 + after_workers;
       case SequenceAt::kWorkers: return (refining_ ? 1 : std::max(0, 2 - misses_) + 1) + after_workers;
       case SequenceAt::kNonBlocking: return after_workers - step;
+      // PersistentFirst swaps the two phases.
       case SequenceAt::kPrefetch:
-        return std::max(0, prefetch - prefetch_done_) + persistent + start_method + binding + threads + final_check;
+        return std::max(0, prefetch - prefetch_done_) + (persistent_first_ ? 0 : persistent) + start_method +
+               binding + threads + final_check;
       case SequenceAt::kPersistent:
-        return std::max(0, persistent - persistent_done_) + start_method + binding + threads + final_check;
-      case SequenceAt::kRevisit: return 2 + start_method + binding + threads + final_check;
+        return std::max(0, persistent - persistent_done_) + (persistent_first_ ? prefetch : 0) + start_method +
+               binding + threads + final_check;
+      case SequenceAt::kRevisit:
+        return 2 + (persistent_first_ ? prefetch : 0) + start_method + binding + threads + final_check;
       case SequenceAt::kStartMethod: return std::max(0, start_method - start_method_done_) + binding + threads + final_check;
       case SequenceAt::kBinding: return binding + threads + final_check;
       case SequenceAt::kThreads: return threads + final_check;
@@ -581,7 +579,7 @@ class Search {
       seeded_plan_.window_epochs = PersistentWindowEpochs(&why);
       if (seeded_plan_.window_epochs > 0) {
         current_.persistent_workers = true;
-        persistent_plan_epochs_ = seeded_plan_.window_epochs;
+        persistent_plan_ = seeded_plan_;
         persistent = ", persistent_workers on (windows of " + std::to_string(seeded_plan_.window_epochs) +
                      " whole epochs)";
       }
@@ -737,7 +735,7 @@ class Search {
       if (pf == from) continue;
       loader::Knobs knobs = current_;
       knobs.prefetch_factor = pf;
-      const size_t index = Measure("prefetch_factor", knobs);
+      const size_t index = Measure("prefetch_factor", knobs, PlanAgainstCurrent());
       ++prefetch_done_;
       tried += (tried.empty() ? "" : ", ") + std::to_string(pf);
       const TrialRecord& t = trials()[index];
@@ -771,29 +769,76 @@ class Search {
     }
   }
 
-  // Off and on, each over whole epochs, since persistent_workers acts only at
-  // the epoch boundary.
-  // Windows for a persistent_workers comparison: whole epochs, >= 2 per
-  // setting. 0, with the reason in `why`, when an epoch at the current rate is
-  // too long for that.
-  int PersistentWindowEpochs(std::string* why) {
-    const int epochs = std::max(1, (2 + repeats() - 1) / repeats());
-    // A command may not say its epoch length; the batches it reported do.
-    const int64_t samples_per_epoch = setup_.samples_per_epoch > 0
-                                          ? setup_.samples_per_epoch
-                                          : BatchesPerEpoch() * current_.batch_size;
+  // Windows of whole epochs for a persistent_workers comparison, >= 2 epochs
+  // per setting: `windows` (0: sweep.repeats) of this many epochs each. 0,
+  // with the reason in `why`, when an epoch at the current rate is too long.
+  int PersistentWindowEpochs(std::string* why, int windows = 0) {
+    const int n = windows > 0 ? windows : repeats();
+    const int epochs = std::max(1, (2 + n - 1) / n);
+    const int64_t samples_per_epoch = SamplesPerEpoch();
     if (samples_per_epoch > 0 && current().samples_per_s > 0) {
       const double epoch_s = static_cast<double>(samples_per_epoch) / current().samples_per_s;
-      const double trial_s = epoch_s * (repeats() * epochs + 1);
+      const double trial_s = epoch_s * (n * epochs + 1);
       const double limit_s = std::max(30.0, 5.0 * repeats() * options_.measure_seconds);
       if (trial_s > limit_s) {
         *why = "not tried: an epoch takes about " + Format("%.0f s", epoch_s) + " here, so measuring " +
-               std::to_string(repeats() * epochs) + " epochs per setting would take " + Format("%.0f s", trial_s) +
+               std::to_string(n * epochs) + " epochs per setting would take " + Format("%.0f s", trial_s) +
                " (limit " + Format("%.0f s", limit_s) + "); the setting only saves the worker restart once per epoch";
         return 0;
       }
     }
     return epochs;
+  }
+
+  // How a trial compared with the current setting is measured: over whole
+  // epochs once the persistent_workers phase kept it (measured so, the
+  // current setting pays the refill at each epoch that time windows miss),
+  // else in time windows.
+  TrialPlan PlanAgainstCurrent() const {
+    return persistent_kept_ && current_.persistent_workers ? persistent_plan_ : TrialPlan{};
+  }
+
+  // A command may not say its epoch length; the batches it reported do.
+  int64_t SamplesPerEpoch() {
+    return setup_.samples_per_epoch > 0 ? setup_.samples_per_epoch : BatchesPerEpoch() * current_.batch_size;
+  }
+
+  // Under a time budget the sequence may end before its last phases, and the
+  // persistent_workers phase, which measures whole epochs, is the costliest.
+  // It goes before prefetch_factor when what it saves, the workers' restart
+  // at each epoch (the knee's time to its first batch), is at least
+  // gain_threshold of an epoch at the knee's rate: then it is the larger gain
+  // at stake. Without a budget, or seeded, the order is search.h's.
+  bool PersistentFirst() {
+    if (options_.time_budget_s <= 0 || setup_.seed) return false;
+    const TrialRecord& knee = current();
+    const int64_t samples_per_epoch = SamplesPerEpoch();
+    if (knee.status != TrialStatus::kOk || knee.samples_per_s <= 0 || knee.time_to_first_batch_s <= 0 ||
+        samples_per_epoch <= 0) {
+      return false;
+    }
+    const double epoch_s = static_cast<double>(samples_per_epoch) / knee.samples_per_s;
+    restart_share_ = knee.time_to_first_batch_s / epoch_s;
+    return restart_share_ >= options_.gain_threshold;
+  }
+
+  // persistent_workers, then, when it was kept, the worker counts above the knee with it.
+  void PersistentPhases() {
+    at_ = SequenceAt::kPersistent;
+    Persistent();
+    if (persistent_first_ && !outcome_.phases.empty() && outcome_.phases.back().phase == "persistent_workers") {
+      outcome_.phases.back().why += Format(
+          "; tried before prefetch_factor, as the time budget may end the search: the workers' restart at each "
+          "epoch was %.0f%% of one at the knee",
+          100.0 * restart_share_);
+    }
+    if (current_.persistent_workers && setup_.seed && seeded_plan_.window_epochs > 0) {
+      AddPhase("num_workers_persistent", false,
+               "not walked: seeded, the curve itself was measured with persistent workers over whole epochs");
+    } else if (current_.persistent_workers) {
+      at_ = SequenceAt::kRevisit;
+      WorkersWithPersistent();
+    }
   }
 
   void Persistent() {
@@ -809,13 +854,16 @@ class Search {
       return;
     }
     TrialPlan plan;
+    // Under a time budget two windows per setting, the fewest an interval is
+    // drawn from: each is a whole epoch, and the budget is short.
+    if (options_.time_budget_s > 0) plan.repeats = std::min(repeats(), 2);
     std::string why;
-    plan.window_epochs = PersistentWindowEpochs(&why);
+    plan.window_epochs = PersistentWindowEpochs(&why, plan.repeats);
     if (plan.window_epochs == 0) {
       AddPhase("persistent_workers", false, why);
       return;
     }
-    persistent_plan_epochs_ = plan.window_epochs;
+    persistent_plan_ = plan;
     persistent_done_ = 0;
     const size_t off = Measure("persistent_workers", current_, plan);
     ++persistent_done_;
@@ -845,6 +893,7 @@ class Search {
       Decide(on, "kept: " + figure + boundary);
       current_ = knobs;
       current_index_ = on;
+      persistent_kept_ = true;
     } else {
       Decide(on, NotKept(t_on, ref, options_.gain_threshold) + boundary);
       if (t_on.samples_per_s > ref.samples_per_s) {
@@ -863,8 +912,7 @@ class Search {
   // measured again with it, in order, over whole epochs, while each gains.
   void WorkersWithPersistent() {
     const char* phase = "num_workers_persistent";
-    TrialPlan plan;
-    plan.window_epochs = persistent_plan_epochs_;
+    const TrialPlan plan = persistent_plan_;
     const int from = current_.num_workers;
     std::string why;
     bool kept = false;
@@ -1116,7 +1164,7 @@ class Search {
     }
     loader::Knobs knobs = current_;
     std::string what;
-    TrialPlan plan;
+    TrialPlan plan = PlanAgainstCurrent();
     for (const auto& [phase, index] : small_gains_) {
       const loader::Knobs& k = trials()[index].knobs;
       if (phase == "num_workers") {
@@ -1138,7 +1186,7 @@ class Search {
     // With persistent_workers, over whole epochs against the epoch-window reference.
     size_t reference = current_index_;
     if (knobs.persistent_workers && !current_.persistent_workers && persistent_reference_) {
-      plan.window_epochs = persistent_plan_epochs_;
+      plan = persistent_plan_;
       reference = *persistent_reference_;
     }
     const size_t index = Measure("combined", knobs, plan);
@@ -1241,7 +1289,16 @@ class Search {
   std::optional<size_t> persistent_reference_;  // the off trial over whole epochs
   int start_method_done_ = 0;                   // the multiprocessing_context phase's trials so far
   std::vector<std::pair<int, size_t>> workers_curve_;  // (workers, trial index), ascending, after refinement
-  int persistent_plan_epochs_ = 1;
+  // The persistent_workers phase's windows (whole epochs), for every later
+  // trial compared with one of its trials.
+  TrialPlan persistent_plan_ = [] {
+    TrialPlan plan;
+    plan.window_epochs = 1;
+    return plan;
+  }();
+  bool persistent_first_ = false;  // PersistentFirst: before prefetch_factor
+  bool persistent_kept_ = false;   // the persistent_workers phase kept it
+  double restart_share_ = 0;       // the knee's restart per epoch, as a share of the epoch
   std::optional<int> seeded_knee_;  // where the seeded doubling started
   // The seeded curve's windows: whole epochs when it runs with the seed's persistent_workers.
   TrialPlan seeded_plan_;

@@ -107,7 +107,14 @@
 // once it has passed, no new trial starts and the sequence ends at the best
 // setting so far, with a "time_budget" phase saying so. The baseline always
 // runs, and a final check once begun runs to its end. The budget is the one
-// input not in the records: a resumed run may stop elsewhere.
+// input not in the records: a resumed run may stop elsewhere. Under a budget
+// the persistent_workers phase (and num_workers_persistent) runs before
+// prefetch_factor when the knee's time to its first batch, the restart it
+// saves at each epoch, is at least gain_threshold of an epoch at the knee's
+// rate, and measures two windows per setting: on short epochs that restart is
+// the larger gain, and its whole-epoch trials the first a budget cuts off.
+// Every trial compared with a setting the persistent_workers phase kept is
+// measured as it was, over whole epochs.
 //
 // THE RULE for keeping a step: its median throughput must exceed the current
 // median by more than gain_threshold AND, when both trials have 2 or more
