@@ -9,6 +9,7 @@
 #include <tuple>
 #include <utility>
 
+#include "results/background.h"
 #include "results/json_form.h"
 #include "results/report.h"
 #include "results/store.h"
@@ -178,6 +179,8 @@ std::vector<CompareRow> CollectCompareRows(const std::vector<const Store*>& stor
       row.baseline_samples_per_s = baseline->samples_per_s;
     }
     row.speedup = RunSpeedup(view);
+    row.busy = IsBusy(chosen.run);
+    row.background_cpu = chosen.run.facts.background ? chosen.run.facts.background->median_cpu : NAN;
     rows.push_back(std::move(row));
   }
   // The classes' medians first (the map's order keeps each class together),
@@ -313,6 +316,19 @@ std::string BuildsText(const std::vector<const ClassSpread*>& classes) {
   return text;
 }
 
+// The hosts whose run was marked busy, and what that means for their row.
+std::string BusyRowsText(const std::vector<const ClassSpread*>& classes) {
+  std::string text;
+  for (const ClassSpread* spread : classes) {
+    for (const CompareRow* row : spread->rows) {
+      if (!row->busy) continue;
+      text += "  " + row->host.name + " (run " + std::to_string(row->run_id) + "): other processes took " +
+              Fixed(row->background_cpu, 2) + " CPU in its windows: its row describes the contention with them\n";
+    }
+  }
+  return text.empty() ? text : "\nBUSY: measured beside other processes (docs/measurement.md)\n" + text;
+}
+
 Json OptionalVersion(const std::string& version) { return version.empty() ? Json(nullptr) : Json(version); }
 
 // "4" for one loader, "4 per rank" for a node run (its knobs are per rank).
@@ -355,6 +371,7 @@ std::string RenderCompareTable(const std::vector<CompareRow>& rows) {
         const Fingerprint& m = row->machine;
         std::string run = std::to_string(row->run_id);
         if (row->status != RunStatus::kDone) run += " (" + RunStatusName(row->status) + ")";
+        if (row->busy) run += " BUSY";
         cells.push_back({row->host.name, row->machine_hash, CpuText(m), GpuText(m),
                          CountText(row->ranks, "rank", "ranks"), KneeText(*row),
                          row->best_config ? CompactKnobs(*row->best_config) : "-",
@@ -366,6 +383,7 @@ std::string RenderCompareTable(const std::vector<CompareRow>& rows) {
       text += internal::RenderRows(columns, cells);
     }
     text += BuildsText(classes);
+    text += BusyRowsText(classes);
   }
   return text;
 }
@@ -397,6 +415,8 @@ std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
                         {"machine_id", row->host.machine_id.empty() ? Json(nullptr) : Json(row->host.machine_id)}}},
           {"class", row->machine_hash},
           {"outlier", row->outlier},
+          {"busy", row->busy},
+          {"background_cpu", Number(row->background_cpu)},
           {"below_class_median", Number(row->below_class_median)},
           {"cpu_model", m.cpu_model},
           {"usable_cpus", m.usable_cpus},

@@ -47,6 +47,10 @@ struct CompareRow {
   // the median, as a fraction of it (NaN when the class has no median).
   bool outlier = false;
   double below_class_median = 0;
+  // The run was marked busy (docs/measurement.md): other processes took
+  // background_cpu CPUs (median of its windows; NaN when not measured).
+  bool busy = false;
+  double background_cpu = 0;
 };
 
 // One hardware class of one workload: the spread of its hosts' best samples/s.

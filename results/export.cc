@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "results/background.h"
 #include "results/node_report.h"
 #include "results/units.h"
 
@@ -86,6 +87,10 @@ std::vector<std::string> Provenance(const RunView& view, const TrialRecord& best
   lines.push_back(figures);
   if (run.backend == "host-sim") {
     lines.push_back("(host-sim backend: the GPU side was modelled; re-run the sweep on the GPU machine)");
+  }
+  if (IsBusy(run)) {
+    lines.push_back("(busy: " + BusyText(*run.facts.background) +
+                    ": these settings describe the contention with them; sweep on a quiet box, docs/measurement.md)");
   }
   for (std::string& line : lines) line = CommentSafe(line);
   return lines;

@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "results/background.h"
 #include "results/compare.h"
 #include "results/report.h"
 #include "results/store.h"
@@ -83,6 +84,16 @@ const char* RunMatchName(RunMatch match) {
 }
 
 std::string StoredRunMatch::Describe() const {
+  std::string text = DescribeMatch();
+  if (!passed_over.empty()) {
+    text += "; quiet, taken over " + passed_over;
+  } else if (busy) {
+    text += "; busy: " + BusyText(*run.facts.background) + ", and no quiet run of this host or class";
+  }
+  return text;
+}
+
+std::string StoredRunMatch::DescribeMatch() const {
   const std::string which = "run " + std::to_string(run.id) + " of " + run.host.name + ", " + RunDate(run);
   switch (match) {
     case RunMatch::kHost:
@@ -114,11 +125,20 @@ std::optional<StoredRunMatch> NearestStoredRun(const Store& store, const std::st
     if (row.outlier) outliers.emplace(row.machine_hash, row.host.Key());
   }
   std::optional<StoredRunMatch> chosen;
+  std::optional<StoredRunMatch> unaware;  // chosen as if no run were busy
   // Ranked by (match, distance) ascending, then newest.
   const auto before = [](const StoredRunMatch& a, const StoredRunMatch& b) {
     if (a.match != b.match) return a.match < b.match;
     if (a.distance != b.distance) return a.distance < b.distance;
     return Newer(a.run, b.run);
+  };
+  // This host's and its class's runs first, a quiet one before a busy one
+  // (docs/measurement.md); then as above.
+  const auto ahead = [&before](const StoredRunMatch& a, const StoredRunMatch& b) {
+    const bool a_near = a.match != RunMatch::kNeighbour, b_near = b.match != RunMatch::kNeighbour;
+    if (a_near != b_near) return a_near;
+    if (a_near && a.busy != b.busy) return !a.busy;
+    return before(a, b);
   };
   for (RunRecord& run : store.LoadRuns()) {
     if (run.workload_name != workload || !run.best_trial_id.has_value()) continue;
@@ -132,8 +152,15 @@ std::optional<StoredRunMatch> NearestStoredRun(const Store& store, const std::st
                       : m->second.hash == hash            ? RunMatch::kClass
                                                           : RunMatch::kNeighbour;
     if (candidate.match != RunMatch::kHost && outliers.count({m->second.hash, run.host.Key()}) > 0) continue;
+    candidate.busy = IsBusy(run);
     candidate.run = std::move(run);
-    if (!chosen || before(candidate, *chosen)) chosen = std::move(candidate);
+    if (!unaware || before(candidate, *unaware)) unaware = candidate;
+    if (!chosen || ahead(candidate, *chosen)) chosen = std::move(candidate);
+  }
+  if (chosen && unaware && unaware->run.uid != chosen->run.uid && unaware->busy) {
+    chosen->passed_over = "run " + std::to_string(unaware->run.id) + " of " + unaware->run.host.name + ", " +
+                          RunDate(unaware->run) + ", which ran on a busy box (" +
+                          BusyText(*unaware->run.facts.background) + ")";
   }
   return chosen;
 }
@@ -156,6 +183,33 @@ std::string DescribeStoredWorkloads(const Store& store) {
   return text;
 }
 
+std::vector<BusyRun> BusyRuns(const Store& store, const std::optional<std::string>& workload) {
+  std::map<int64_t, StoredMachine> machines;
+  for (StoredMachine& m : store.LoadMachines()) machines.emplace(m.id, std::move(m));
+  std::vector<BusyRun> busy;
+  for (const RunRecord& run : store.LoadRuns()) {
+    if ((workload && run.workload_name != *workload) || !IsBusy(run)) continue;
+    const auto m = machines.find(run.machine_id);
+    if (m == machines.end()) continue;
+    BusyRun b;
+    b.workload_name = run.workload_name;
+    b.host = run.host;
+    b.machine_hash = m->second.hash;
+    b.run_id = run.id;
+    b.date = RunDate(run);
+    b.background_cpu = run.facts.background->median_cpu;
+    const auto stands = NearestStoredRun(store, run.workload_name, m->second.fingerprint, run.host);
+    if (stands && !stands->busy && stands->run.uid != run.uid) b.instead = stands->run.id;
+    b.text = b.host.name + ": " + b.workload_name + " run " + std::to_string(run.id) + " (" + b.date + "): " +
+             BusyText(*run.facts.background) + "; " +
+             (b.instead ? "export, loader_kwargs and --seed-from take run " + std::to_string(*b.instead) + " instead"
+                        : std::string("no quiet run of this host or class stands in for it: sweep again on a quiet "
+                                      "box"));
+    busy.push_back(std::move(b));
+  }
+  return busy;
+}
+
 std::vector<FleetFinding> CheckFleet(const Store& store, const std::optional<std::string>& workload) {
   std::vector<FleetFinding> findings;
   std::map<int64_t, std::string> class_of;
@@ -165,7 +219,9 @@ std::vector<FleetFinding> CheckFleet(const Store& store, const std::optional<std
   std::map<std::tuple<std::string, std::string, std::string>, std::vector<RunRecord>> by_host;
   for (RunRecord& run : store.LoadRuns()) {
     if (workload && run.workload_name != *workload) continue;
-    if (!run.best_trial_id) continue;
+    // A busy run's figures are its neighbours' contention (docs/measurement.md):
+    // `check` lists it apart (BusyRuns), and holds quiet runs against each other.
+    if (!run.best_trial_id || IsBusy(run)) continue;
     by_host[std::make_tuple(run.workload_name, run.workload_hash, run.host.Key())].push_back(std::move(run));
   }
   for (auto& [key, runs] : by_host) {

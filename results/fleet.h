@@ -37,8 +37,19 @@ struct StoredRunMatch {
   std::string machine_hash;  // the run's class
   Fingerprint machine;       // the run's class fingerprint
   double distance = 0;       // MachineDistance to the machine asked about
-  // "this host's latest run (run 7 of gpu-node-3, 2024-06-01T10:05:00Z)", and so on.
+  // The run was marked busy (docs/measurement.md): no quiet run of this
+  // host or class stood in for it.
+  bool busy = false;
+  // A busy run of this host or class that would have been chosen, passed
+  // over for this quiet one: "run 9 of gpu-node-3, 2024-06-02T...: other
+  // processes took 1.01 CPU ..."; empty when none was.
+  std::string passed_over;
+  // "this host's latest run (run 7 of gpu-node-3, 2024-06-01T10:05:00Z)", and
+  // so on, with the busy run passed over or the busy mark.
   std::string Describe() const;
+
+ private:
+  std::string DescribeMatch() const;  // the match alone
 };
 
 // The stored run of `workload` (by name) that stands for `machine` on `host`:
@@ -47,8 +58,11 @@ struct StoredRunMatch {
 // breaks ties). A run is this host's when its machine-id equals ours (both
 // known), else when its hostname does; with `match_name`, its name (the
 // label) must equal host.name too. Another host that is an outlier of its
-// class (compare.h) is passed over: its setting is not its class's. nullopt
-// when no run of the workload has a best setting.
+// class (compare.h) is passed over: its setting is not its class's. A run
+// marked busy (docs/measurement.md) is passed over for a quiet run of this
+// host or class, which then stands first (this host's before its class's);
+// only when none is quiet does a busy one stand, said so. nullopt when no run
+// of the workload has a best setting.
 std::optional<StoredRunMatch> NearestStoredRun(const Store& store, const std::string& workload,
                                                const Fingerprint& machine, const HostIdentity& host,
                                                bool match_name = false);
@@ -78,8 +92,26 @@ struct FleetFinding {
   std::string text;  // one line for people
 };
 
+// A run marked busy (docs/measurement.md), as `check` lists it: which run,
+// the quiet run that `export`, loader_kwargs and --seed-from take for its
+// host instead (none: the busy run still stands), and one line for people.
+struct BusyRun {
+  std::string workload_name;
+  HostIdentity host;
+  std::string machine_hash;
+  int64_t run_id = 0;
+  std::string date;
+  double background_cpu = 0;  // the median over its windows
+  std::optional<int64_t> instead;
+  std::string text;
+};
+
+// Every run marked busy, optionally of one workload, oldest first.
+std::vector<BusyRun> BusyRuns(const Store& store, const std::optional<std::string>& workload);
+
 // Regressions (latest best's interval wholly below the previous run's: its
-// ci_high < the previous ci_low; by workload name and hash, per host) and
+// ci_high < the previous ci_low; by workload name and hash, per host; runs
+// marked busy left out, BusyRuns lists them) and
 // class outliers (IsClassOutlier, compare.h), optionally of one workload.
 std::vector<FleetFinding> CheckFleet(const Store& store, const std::optional<std::string>& workload);
 

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "results/background.h"
 #include "results/report.h"
 #include "results/node_report.h"
 #include "results/timeline_html.h"
@@ -505,6 +506,11 @@ std::string RenderHtml(const RunView& view) {
           " &#183; workload hash " +
           EscapeHtml(run.workload_hash) + " &#183; started " + EscapeHtml(run.started_at) +
           (run.ended_at.empty() ? "" : ", ended " + EscapeHtml(run.ended_at)) + "</p>\n";
+  // The busy mark (docs/measurement.md), where a reader looks first.
+  if (IsBusy(run)) {
+    body += "<p class=\"meta busy\"><strong>busy</strong>: " + EscapeHtml(BusyText(*run.facts.background)) +
+            ": the knee and the best describe the contention with them</p>\n";
+  }
 
   body += "<div class=\"cards\">\n";
   body += Card("baseline", baseline ? Fixed(baseline->samples_per_s, 1) + " samples/s" : "-",

@@ -30,7 +30,10 @@ nlohmann::ordered_json TrialJson(const TrialRecord& t) {
               {"worker_busy_frac", JsonNumber<Json>(t.worker_busy_frac)},
               {"pinned_alloc_s", JsonNumber<Json>(t.pinned_alloc_s)},
               {"batches_per_epoch", t.batches_per_epoch ? Json(*t.batches_per_epoch) : Json(nullptr)},
-              {"worker_rss_bytes", JsonNumber<Json>(t.worker_rss_bytes)}};
+              {"worker_rss_bytes", JsonNumber<Json>(t.worker_rss_bytes)},
+              // Other processes' CPU in the windows (docs/measurement.md).
+              {"background_cpu", JsonNumber<Json>(t.background_cpu)},
+              {"remeasured_windows", t.remeasured_windows}};
   // The workers' memory over the trial and its flag (results/memory_growth.h).
   j.update(WorkerMemoryJson(t));
   // A node trial (sweep.ranks > 1): the ranks' figures (results/node_report.h).

@@ -3,6 +3,7 @@
 #include "results/records.h"
 
 #include <array>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <utility>
@@ -72,6 +73,14 @@ std::vector<PhaseFact> PhasesFromJson(const std::string& json) {
     phase.why = p.value("why", std::string());
   }
   return phases;
+}
+
+// Figures that were not measured are NaN on both sides: equal here.
+bool BackgroundFacts::operator==(const BackgroundFacts& o) const {
+  const auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+  return source == o.source && same(start_cpu, o.start_cpu) && sample_s == o.sample_s && top == o.top &&
+         same(reference_cpu, o.reference_cpu) && warn_cpu == o.warn_cpu && disturbed_cpu == o.disturbed_cpu &&
+         same(median_cpu, o.median_cpu) && windows == o.windows && remeasured == o.remeasured && busy == o.busy;
 }
 
 }  // namespace feedtune::results

@@ -108,6 +108,15 @@ struct RepeatRecord {
   double wait_p99_us = 0;
   double wall_s = 0;
   bool outlier = false;
+  // Schema v16 (docs/measurement.md, other processes' CPU): the CPUs other
+  // processes took during the window (the box's busy CPU, or its cgroup's,
+  // less the trial's process tree); NaN where not measured. Disturbed: it
+  // differed from the run's quiet reference beyond
+  // sweep.background.disturbed_cpu. Remeasured: a disturbed window another
+  // window replaced, left out of the trial's figures.
+  double background_cpu = std::numeric_limits<double>::quiet_NaN();
+  bool disturbed = false;
+  bool remeasured = false;
 };
 
 // One rank of a node trial (sweep.ranks > 1; tuner/measure/node_measurer.h): its own loader's
@@ -195,6 +204,12 @@ struct TrialRecord {
   int worker_rss_samples = 0;
   // The series is this process's (thread workers, or none), not worker processes'.
   bool worker_rss_in_consumer = false;
+  // Schema v16: other processes' CPU, the median over the windows in the
+  // figures (RepeatRecord::background_cpu); NaN where not measured (command
+  // workloads, files before v16). remeasured_windows: disturbed windows that
+  // others replaced (repeat rows with remeasured set).
+  double background_cpu = std::numeric_limits<double>::quiet_NaN();
+  int remeasured_windows = 0;
   std::string decision;       // why the phase kept or dropped this setting
   std::vector<RepeatRecord> repeat_rows;
   // A node trial (sweep.ranks > 1): the ranks' figures; unset for one loader.
@@ -287,6 +302,41 @@ struct PhaseFact {
   bool operator==(const PhaseFact&) const = default;
 };
 
+// A process that took CPU beside the sweep (docs/measurement.md): its
+// command name, one pid of that name, how many processes shared the name,
+// and their CPUs over the sample.
+struct ProcessCpu {
+  std::string name;
+  int64_t pid = 0;
+  int processes = 1;
+  double cpu = 0;
+
+  bool operator==(const ProcessCpu&) const = default;
+};
+
+// Other processes' CPU around a run (schema v16's run_facts background_
+// columns; docs/measurement.md). NaN: not measured.
+struct BackgroundFacts {
+  std::string source;  // what the box's busy CPU was read from: "/proc/stat", or the cgroup's file
+  // Sampled for sample_s before the baseline, with the top consumers then.
+  double start_cpu = std::numeric_limits<double>::quiet_NaN();
+  double sample_s = 0;
+  std::vector<ProcessCpu> top;
+  // What each window was judged against: start_cpu when it was at most
+  // warn_cpu (the box was quiet), NaN otherwise (nothing to judge against).
+  double reference_cpu = std::numeric_limits<double>::quiet_NaN();
+  double warn_cpu = 0;       // sweep.background.warn_cpu
+  double disturbed_cpu = 0;  // sweep.background.disturbed_cpu
+  // At the end: the median over the run's measured windows, how many there
+  // were, and the mark: busy when that median is above warn_cpu.
+  double median_cpu = std::numeric_limits<double>::quiet_NaN();
+  int windows = 0;
+  int remeasured = 0;  // windows re-measured in the run
+  bool busy = false;
+
+  bool operator==(const BackgroundFacts& o) const;
+};
+
 // What a sweep knew about its run beside the trials, as typed fields (the
 // run_facts table: schema v14 for budget, max_workers, seed and safe limit,
 // v15 for the rest; before, keys of runs.calibration_json). Unset or empty:
@@ -303,6 +353,8 @@ struct RunFacts {
   // ({"baseline": ..., "best": ...}, loader::TimelineExcerptJson each), kept
   // as JSON: they are a trace, drawn by the HTML report (results/timeline_html.h).
   std::string timelines_json;
+  // v16: other processes' CPU at the start and over the windows; the busy mark.
+  std::optional<BackgroundFacts> background;
 
   bool operator==(const RunFacts&) const = default;
 };

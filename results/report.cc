@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "results/background.h"
 #include "results/json_form.h"
 #include "results/memory_growth.h"
 #include "results/observed.h"
@@ -377,7 +378,10 @@ std::string RenderJson(const RunView& view) {
                  {"config_yaml", OptionalString(run.config_yaml)},
                  {"safe_max_workers_basis", OptionalString(SafeLimitBasis(run))},
                  {"verdict", view.verdict ? Json::parse(VerdictToJson(*view.verdict)) : Json(nullptr)},
-                 {"observed", ObservedArray(view.observed)}};
+                 {"observed", ObservedArray(view.observed)},
+                 // Other processes' CPU (docs/measurement.md): null before schema v16.
+                 {"busy", run.facts.background ? Json(run.facts.background->busy) : Json(nullptr)},
+                 {"background", BackgroundJson(run.facts.background)}};
   // A node run (sweep.ranks > 1): the formulas beside what they measured.
   if (const auto formulas = NodeFormulas(view.trials, view.machine ? view.machine->usable_cpus : 0, best);
       !formulas.empty()) {
@@ -411,7 +415,17 @@ std::string RunHeaderText(const RunView& view) {
   }
   text += "started:  " + run.started_at;
   if (!run.ended_at.empty()) text += ", ended " + run.ended_at;
-  text += "\n\n";
+  text += "\n";
+  // Other processes' CPU (docs/measurement.md): the busy mark, else what the windows measured.
+  if (const auto& bg = run.facts.background; bg && bg->busy) {
+    text += "busy:     " + BusyText(*bg) + ": the knee and the best describe the contention with them\n";
+  } else if (bg && bg->windows > 0) {
+    text += "others:   other processes took " + Fixed(bg->median_cpu, 2) + " CPU (median of " +
+            std::to_string(bg->windows) + " windows)" +
+            (bg->remeasured > 0 ? "; " + std::to_string(bg->remeasured) + " disturbed windows re-measured" : "") +
+            "\n";
+  }
+  text += "\n";
   return text;
 }
 
@@ -478,6 +492,17 @@ std::string TrialsTableText(const RunView& view, const TrialRecord* baseline, co
   };
   std::vector<std::vector<std::string>> rows;
   for (const TrialRecord& t : view.trials) rows.push_back(TrialRow(view.run, t, baseline, best));
+  // Other processes' CPU per trial, where the windows measured it (schema v16).
+  if (std::any_of(view.trials.begin(), view.trials.end(),
+                  [](const TrialRecord& t) { return std::isfinite(t.background_cpu); })) {
+    const size_t at = columns.size() - 1;
+    columns.insert(columns.begin() + static_cast<std::ptrdiff_t>(at), Column{"others CPU", true});
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const TrialRecord& t = view.trials[i];
+      rows[i].insert(rows[i].begin() + static_cast<std::ptrdiff_t>(at),
+                     t.status == TrialStatus::kOk ? Fixed(t.background_cpu, 2) : std::string("-"));
+    }
+  }
   if (VariesAroundLoader(view)) {
     // Before the decision, after the figures: the figure columns keep their places.
     const size_t at = columns.size() - 1;

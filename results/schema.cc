@@ -341,6 +341,31 @@ ALTER TABLE run_facts ADD COLUMN preflight_json TEXT;
 ALTER TABLE run_facts ADD COLUMN phases_json TEXT;
 ALTER TABLE run_facts ADD COLUMN timelines_json TEXT;
 )sql",
+    // 15 -> 16: other processes' CPU (docs/measurement.md): per window, with
+    // whether it was disturbed and re-measured; per trial, the median over
+    // the windows in its figures and how many were re-measured; per run, the
+    // sample before the baseline, its top consumers, the quiet reference,
+    // the thresholds, the median over the windows and the busy mark. Older
+    // rows read NULL (not measured), 0 for the flags and counts.
+    R"sql(
+ALTER TABLE repeats ADD COLUMN background_cpu REAL;
+ALTER TABLE repeats ADD COLUMN disturbed INTEGER NOT NULL DEFAULT 0 CHECK (disturbed IN (0, 1));
+ALTER TABLE repeats ADD COLUMN remeasured INTEGER NOT NULL DEFAULT 0 CHECK (remeasured IN (0, 1));
+ALTER TABLE trials ADD COLUMN background_cpu REAL;
+ALTER TABLE trials ADD COLUMN remeasured_windows INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE run_facts ADD COLUMN has_background INTEGER NOT NULL DEFAULT 0 CHECK (has_background IN (0, 1));
+ALTER TABLE run_facts ADD COLUMN background_source TEXT;
+ALTER TABLE run_facts ADD COLUMN background_start_cpu REAL;
+ALTER TABLE run_facts ADD COLUMN background_sample_s REAL;
+ALTER TABLE run_facts ADD COLUMN background_top_json TEXT;
+ALTER TABLE run_facts ADD COLUMN background_reference_cpu REAL;
+ALTER TABLE run_facts ADD COLUMN background_warn_cpu REAL;
+ALTER TABLE run_facts ADD COLUMN background_disturbed_cpu REAL;
+ALTER TABLE run_facts ADD COLUMN background_median_cpu REAL;
+ALTER TABLE run_facts ADD COLUMN background_windows INTEGER;
+ALTER TABLE run_facts ADD COLUMN background_remeasured INTEGER;
+ALTER TABLE run_facts ADD COLUMN busy INTEGER CHECK (busy IN (0, 1));
+)sql",
 };
 
 // `json` (an expression: runs.calibration_json, or one of these applied to
@@ -592,6 +617,31 @@ std::optional<std::string> PreflightJson(const std::vector<std::string>& warning
 std::optional<std::string> PhasesJson(const std::vector<PhaseFact>& phases) {
   if (phases.empty()) return std::nullopt;
   return PhasesToJson(phases);
+}
+
+std::string ProcessCpuToJson(const std::vector<ProcessCpu>& top) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const ProcessCpu& p : top) {
+    list.push_back({{"name", p.name}, {"pid", p.pid}, {"processes", p.processes}, {"cpu", p.cpu}});
+  }
+  return list.dump();
+}
+
+// Tolerant, as GpusFromJson: a damaged value reads as no consumers.
+std::vector<ProcessCpu> ProcessCpuFromJson(const std::string& json) {
+  std::vector<ProcessCpu> top;
+  const nlohmann::json list = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!list.is_array()) return top;
+  for (const nlohmann::json& item : list) {
+    if (!item.is_object()) continue;
+    ProcessCpu p;
+    p.name = item.value("name", "");
+    p.pid = item.value("pid", int64_t{0});
+    p.processes = item.value("processes", 1);
+    p.cpu = item.value("cpu", 0.0);
+    top.push_back(std::move(p));
+  }
+  return top;
 }
 
 std::string GpusToJson(const std::vector<GpuInfo>& gpus) {

@@ -22,6 +22,7 @@ namespace feedtune::results {
 
 constexpr int kRunFactsVersion = 14;      // run_facts: budget, max_workers, seed, safe limit
 constexpr int kMoreRunFactsVersion = 15;  // run_facts: cpu, preflight, phases, timelines
+constexpr int kBackgroundVersion = 16;    // other processes' CPU: repeats, trials, run_facts
 
 // One column of a table, in the order the store binds and reads it: its name,
 // the schema version whose migration added it, and what a file before that
@@ -131,6 +132,8 @@ inline constexpr Column kTrialColumns[] = {
     {"worker_rss_epochs", 13},
     {"worker_rss_samples", 13, "0"},
     {"worker_rss_in_consumer", 13, "0"},
+    {"background_cpu", kBackgroundVersion},
+    {"remeasured_windows", kBackgroundVersion, "0"},
 };
 
 inline constexpr Column kRepeatColumns[] = {
@@ -143,6 +146,9 @@ inline constexpr Column kRepeatColumns[] = {
     {"wait_p99_us"},
     {"wall_s"},
     {"outlier"},
+    {"background_cpu", kBackgroundVersion},
+    {"disturbed", kBackgroundVersion, "0"},
+    {"remeasured", kBackgroundVersion, "0"},
 };
 
 // Each column of run_facts (in the order ReadRunFacts reads them), the path
@@ -202,6 +208,20 @@ inline constexpr RunFactColumn kRunFactColumns[] = {
     {"preflight_json", "$.preflight", kMoreRunFactsVersion},
     {"phases_json", "$.phases", kMoreRunFactsVersion},
     {"timelines_json", "$.timelines", kMoreRunFactsVersion},
+    // v16: other processes' CPU (BackgroundFacts). No older file had them in
+    // its JSON: the paths read as NULL there.
+    {"has_background", "$.background", kBackgroundVersion},
+    {"background_source", "$.background.source", kBackgroundVersion},
+    {"background_start_cpu", "$.background.start_cpu", kBackgroundVersion},
+    {"background_sample_s", "$.background.sample_s", kBackgroundVersion},
+    {"background_top_json", "$.background.top", kBackgroundVersion},
+    {"background_reference_cpu", "$.background.reference_cpu", kBackgroundVersion},
+    {"background_warn_cpu", "$.background.warn_cpu", kBackgroundVersion},
+    {"background_disturbed_cpu", "$.background.disturbed_cpu", kBackgroundVersion},
+    {"background_median_cpu", "$.background.median_cpu", kBackgroundVersion},
+    {"background_windows", "$.background.windows", kBackgroundVersion},
+    {"background_remeasured", "$.background.remeasured", kBackgroundVersion},
+    {"busy", "$.background.busy", kBackgroundVersion},
 };
 
 // Where `column` stands in kRunFactColumns: ReadRunFacts reads a group's
@@ -261,6 +281,10 @@ std::vector<std::string> PreflightFromJson(const std::string& json);
 std::optional<std::string> PreflightJson(const std::vector<std::string>& warnings);
 // The phases' decisions as run_facts.phases_json holds them (none: NULL).
 std::optional<std::string> PhasesJson(const std::vector<PhaseFact>& phases);
+// The top consumers as run_facts.background_top_json holds them: a JSON
+// array of {"name", "pid", "processes", "cpu"}; anything else reads as none.
+std::string ProcessCpuToJson(const std::vector<ProcessCpu>& top);
+std::vector<ProcessCpu> ProcessCpuFromJson(const std::string& json);
 // GPU detail as the machines.gpus_json column holds it.
 std::string GpusToJson(const std::vector<GpuInfo>& gpus);
 std::vector<GpuInfo> GpusFromJson(const std::string& text);

@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -88,6 +89,22 @@ RunFacts ReadRunFacts(const Statement& row, int first) {
   facts.preflight = PreflightFromJson(text());
   facts.phases = PhasesFromJson(text());
   facts.timelines_json = text();
+  c = first + RunFactIndex("has_background");
+  if (flag()) {
+    BackgroundFacts& bg = facts.background.emplace();
+    const auto figure = [&row, &c]() { return row.Optional<double>(c++).value_or(std::nan("")); };
+    bg.source = text();
+    bg.start_cpu = figure();
+    bg.sample_s = row.Optional<double>(c++).value_or(0);
+    bg.top = ProcessCpuFromJson(text());
+    bg.reference_cpu = figure();
+    bg.warn_cpu = row.Optional<double>(c++).value_or(0);
+    bg.disturbed_cpu = row.Optional<double>(c++).value_or(0);
+    bg.median_cpu = figure();
+    bg.windows = row.Optional<int>(c++).value_or(0);
+    bg.remeasured = row.Optional<int>(c++).value_or(0);
+    bg.busy = flag();
+  }
   return facts;
 }
 
@@ -392,7 +409,7 @@ int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::
                  std::string(loader::CpuBindingName(k.cpu_binding)), k.worker_threads,
                  std::string(loader::StartMethodName(k.multiprocessing_context)), t.worker_rss_start_bytes,
                  t.worker_rss_peak_bytes, t.worker_rss_growth_bytes_per_epoch, t.worker_rss_epochs,
-                 t.worker_rss_samples, t.worker_rss_in_consumer)
+                 t.worker_rss_samples, t.worker_rss_in_consumer, t.background_cpu, t.remeasured_windows)
         .Run();
     trial_id = sqlite3_last_insert_rowid(db_.get());
   }
@@ -402,7 +419,7 @@ int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::
     for (const RepeatRecord& r : trial.repeat_rows) {
       insert
           .BindAll(trial_id, r.index, r.samples_per_s, r.mb_per_s, r.gpu_idle_frac, r.wait_p50_us,
-                   r.wait_p99_us, r.wall_s, r.outlier)
+                   r.wait_p99_us, r.wall_s, r.outlier, r.background_cpu, r.disturbed, r.remeasured)
           .Run();
       insert.Reset();
     }
@@ -511,6 +528,8 @@ void Store::WriteRunFacts(int64_t run_id, const RunFacts& facts, const std::stri
   const std::optional<CpuCalibrationFacts>& cpu = facts.cpu;
   using K = loader::Knobs;
   using C = CpuCalibrationFacts;
+  const std::optional<BackgroundFacts>& bg = facts.background;
+  using G = BackgroundFacts;
   Statement insert(*statements_, db_.get(), path_, operation, sql);
   insert
       .BindAll(run_id, b.has_value(), Field(b, &BudgetFacts::mem_available_bytes),
@@ -528,7 +547,11 @@ void Store::WriteRunFacts(int64_t run_id, const RunFacts& facts, const std::stri
                Field(cpu, &C::clock), Field(cpu, &C::clock_read_ns), Field(cpu, &C::work_bytes_per_s),
                Field(cpu, &C::chunk_bytes), Field(cpu, &C::chunk_us), Field(cpu, &C::clock_overhead),
                Field(cpu, &C::check_requested_us), Field(cpu, &C::check_spent_us), Field(cpu, &C::calibration_s),
-               PreflightJson(facts.preflight), PhasesJson(facts.phases), NullIfEmpty(facts.timelines_json))
+               PreflightJson(facts.preflight), PhasesJson(facts.phases), NullIfEmpty(facts.timelines_json),
+               bg.has_value(), Field(bg, &G::source), Field(bg, &G::start_cpu), Field(bg, &G::sample_s),
+               bg ? std::optional<std::string>(ProcessCpuToJson(bg->top)) : std::nullopt,
+               Field(bg, &G::reference_cpu), Field(bg, &G::warn_cpu), Field(bg, &G::disturbed_cpu),
+               Field(bg, &G::median_cpu), Field(bg, &G::windows), Field(bg, &G::remeasured), Field(bg, &G::busy))
       .Run();
 }
 
@@ -551,7 +574,7 @@ std::vector<RunRecord> Store::LoadRuns() const {
 }
 
 std::vector<TrialRecord> Store::LoadTrials(int64_t run_id) const {
-  static_assert(std::size(kTrialColumns) == 39, "a trial column was added: read it below and bind it in InsertTrial");
+  static_assert(std::size(kTrialColumns) == 41, "a trial column was added: read it below and bind it in InsertTrial");
   const std::string sql =
       "SELECT id, " + ColumnList(kTrialColumns, schema_version_) + " FROM trials WHERE run_id = ? ORDER BY id";
   Statement select(db_.get(), path_, "load trials", sql.c_str());
@@ -600,16 +623,18 @@ std::vector<TrialRecord> Store::LoadTrials(int64_t run_id) const {
     t.worker_rss_epochs = select.Double(37);
     t.worker_rss_samples = select.Int32(38);
     t.worker_rss_in_consumer = select.Bool(39);
+    t.background_cpu = select.Double(40);
+    t.remeasured_windows = select.Int32(41);
     index_by_id[t.id] = trials.size();
     trials.push_back(std::move(t));
   }
 
   // One query for all repeats of the run rather than one per trial.
-  Statement repeats(db_.get(), path_, "load repeats",
-                    "SELECT r.trial_id, r.idx, r.samples_per_s, r.mb_per_s, r.gpu_idle_frac, "
-                    "r.wait_p50_us, r.wait_p99_us, r.wall_s, r.outlier FROM repeats r "
-                    "JOIN trials t ON r.trial_id = t.id WHERE t.run_id = ? "
-                    "ORDER BY r.trial_id, r.idx, r.id");
+  static_assert(std::size(kRepeatColumns) == 12, "a repeat column was added: read it below");
+  const std::string repeats_sql = "SELECT " + ColumnList(kRepeatColumns, schema_version_) +
+                                  " FROM repeats WHERE trial_id IN (SELECT id FROM trials WHERE run_id = ?) "
+                                  "ORDER BY trial_id, idx, id";
+  Statement repeats(db_.get(), path_, "load repeats", repeats_sql.c_str());
   repeats.BindAll(run_id);
   while (repeats.Step()) {
     const auto it = index_by_id.find(repeats.Int(0));
@@ -623,6 +648,9 @@ std::vector<TrialRecord> Store::LoadTrials(int64_t run_id) const {
     r.wait_p99_us = repeats.Double(6);
     r.wall_s = repeats.Double(7);
     r.outlier = repeats.Bool(8);
+    r.background_cpu = repeats.Double(9);
+    r.disturbed = repeats.Bool(10);
+    r.remeasured = repeats.Bool(11);
     trials[it->second].repeat_rows.push_back(r);
   }
   LoadNodes(run_id, trials, index_by_id);

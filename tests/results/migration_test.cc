@@ -213,6 +213,26 @@ void RawExec(const std::string& path, const std::string& sql) {
 // Schema 12 -> 13: a v12 file (the fixture upgraded, then its v13
 // columns dropped, as a v12 feedtune left it) reads read-only with the worker
 // memory unmeasured, then upgrades and takes a trial with the series' figures.
+// What schema v16 added (other processes' CPU), dropped again to make an older
+// file out of a fresh one; the run_facts columns too when that table stays.
+std::string DropV16(bool run_facts) {
+  std::string sql;
+  for (const char* column : {"background_cpu", "remeasured_windows"}) {
+    sql += std::string("ALTER TABLE trials DROP COLUMN ") + column + ";";
+  }
+  for (const char* column : {"background_cpu", "disturbed", "remeasured"}) {
+    sql += std::string("ALTER TABLE repeats DROP COLUMN ") + column + ";";
+  }
+  if (!run_facts) return sql;
+  for (const char* column : {"has_background", "background_source", "background_start_cpu", "background_sample_s",
+                             "background_top_json", "background_reference_cpu", "background_warn_cpu",
+                             "background_disturbed_cpu", "background_median_cpu", "background_windows",
+                             "background_remeasured", "busy"}) {
+    sql += std::string("ALTER TABLE run_facts DROP COLUMN ") + column + ";";
+  }
+  return sql;
+}
+
 TEST_F(MigrationTest, AV12FileReadsAndUpgradesToTheWorkerMemoryColumns) {
   { Store store = Store::Open(copy_); }
   RawExec(copy_,
@@ -222,8 +242,8 @@ TEST_F(MigrationTest, AV12FileReadsAndUpgradesToTheWorkerMemoryColumns) {
           "ALTER TABLE trials DROP COLUMN worker_rss_epochs; "
           "ALTER TABLE trials DROP COLUMN worker_rss_samples; "
           "ALTER TABLE trials DROP COLUMN worker_rss_in_consumer; "
-          "DROP TABLE run_facts; "
-          "PRAGMA user_version = 12;");
+          "DROP TABLE run_facts; " +
+              DropV16(false) + "PRAGMA user_version = 12;");
   {
     Store reader = Store::OpenReadOnly(copy_);
     EXPECT_EQ(reader.schema_version(), 12);
@@ -292,7 +312,7 @@ void ExpectV13Facts(const RunFacts& facts) {
 TEST_F(MigrationTest, AV13FileMovesTheRunFactsOutOfTheJsonIntoTypedColumns) {
   { Store store = Store::Open(copy_); }
   RawExec(copy_, std::string("UPDATE runs SET calibration_json = '") + kV13RunJson +
-                     "' WHERE id = 1; DROP TABLE run_facts; PRAGMA user_version = 13;");
+                     "' WHERE id = 1; DROP TABLE run_facts; " + DropV16(false) + "PRAGMA user_version = 13;");
   std::string report_before;
   {
     Store reader = Store::OpenReadOnly(copy_);
@@ -347,7 +367,7 @@ TEST_F(MigrationTest, AV14FileMovesTheRestOfTheRunFactsIntoTypedColumns) {
                              "cpu_calibration_s", "preflight_json", "phases_json", "timelines_json"}) {
     v14 += std::string("ALTER TABLE run_facts DROP COLUMN ") + column + ";";
   }
-  RawExec(copy_, v14 + "PRAGMA user_version = 14;");
+  RawExec(copy_, v14 + DropV16(true) + "PRAGMA user_version = 14;");
   const auto expect_facts = [](const RunFacts& facts) {
     ASSERT_TRUE(facts.cpu.has_value());
     EXPECT_EQ(facts.cpu->clock, "CLOCK_THREAD_CPUTIME_ID");

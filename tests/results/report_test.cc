@@ -111,8 +111,11 @@ TEST(RenderJsonTest, HasEveryDesignKeyWithValues) {
                                               // additions, never removals
                                               "knee_kneedle", "safe_max_workers", "speedup_ci",
                                               "run_uid", "version", "calibration", "config_yaml",
-                                              "safe_max_workers_basis", "verdict", "observed"}));
+                                              "safe_max_workers_basis", "verdict", "observed", "busy",
+                                              "background"}));
   EXPECT_TRUE(out["verdict"].is_null());  // a run without stage trials
+  EXPECT_TRUE(out["busy"].is_null());        // a run that measured no other processes' CPU
+  EXPECT_TRUE(out["background"].is_null());
   EXPECT_EQ(out["observed"], nlohmann::json::array());  // no training job observed on its host
   EXPECT_EQ(out["run_id"], 3);
   EXPECT_EQ(out["status"], "done");
@@ -171,7 +174,8 @@ TEST(RenderJsonTest, HasEveryDesignKeyWithValues) {
                                      "worker_busy_frac", "pinned_alloc_s", "batches_per_epoch",
                                      "worker_rss_bytes", "worker_rss_start_bytes", "worker_rss_peak_bytes",
                                      "worker_rss_growth_bytes_per_epoch", "worker_rss_epochs",
-                                     "worker_rss_samples", "worker_rss_flag"}));
+                                     "worker_rss_samples", "worker_rss_flag", "background_cpu",
+                                     "remeasured_windows"}));
     EXPECT_EQ(Keys(trial["config"]), kConfigKeys);
     EXPECT_EQ(trial["ci"].size(), 2u);
   }
