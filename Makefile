@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 TEST_JOBS ?= $(shell echo $$((2 * $$(nproc))))
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build sweep test check deb test-asan test-tsan fuzz bench grid-vs-sweep regret in-job-bench probe-protocol formats-bench fleet-scale seed-bench node-bench trace-bench clean
+.PHONY: all deps build sweep test check deb test-asan test-tsan fuzz bench grid-vs-sweep regret in-job-bench probe-protocol formats-bench fleet-scale seed-bench node-bench trace-bench busy-box-bench clean
 
 all: build
 
@@ -110,6 +110,14 @@ fleet-scale: build
 # 5%; about 30 s), exits 1 when missed.
 seed-bench: build
 	bench/seed_from --feedtune $(BUILD)/tuner/cli/feedtune --pairs 5
+
+# A sweep on a busy box (docs/measurement.md): configs/cpu-bound.yaml and
+# configs/io-bound.yaml swept quiet and beside a one-CPU hog (`yes`); prints
+# each knee, best and the background the sweeps measured (goals: the hog's
+# background within 10% of 1 CPU, its run marked busy, its decisions naming
+# it; about 6 minutes on 2 CPUs, alone on the box), exits 1 when missed.
+busy-box-bench: build
+	bench/busy_box --feedtune $(BUILD)/tuner/cli/feedtune
 
 # What the node harness costs (tuner/measure/node_measurer.h): N host-sim ranks in one node
 # trial against N independent trials started together, on a wait-bound tiny

@@ -164,7 +164,10 @@ void WriteChromeTrace(std::ostream& out, std::vector<TraceEvent> events, const T
   std::sort(events.begin(), events.end(), [](const TraceEvent& a, const TraceEvent& b) {
     return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
   });
-  const int64_t t0 = events.empty() ? 0 : events.front().start_ns;
+  // Time 0: the first span, or a counter's point before it.
+  int64_t t0 = events.empty() ? std::numeric_limits<int64_t>::max() : events.front().start_ns;
+  for (const TraceCounter& c : info.counters) t0 = std::min(t0, c.ns);
+  if (t0 == std::numeric_limits<int64_t>::max()) t0 = 0;
   const int32_t main_pid = static_cast<int32_t>(getpid());
 
   CappedWriter w(out);
@@ -255,6 +258,16 @@ void WriteChromeTrace(std::ostream& out, std::vector<TraceEvent> events, const T
     }
     if (!put("{\"ph\":\"f\",\"bp\":\"e\"," + common + ",\"pid\":" + std::to_string(to.pid) + ",\"tid\":" +
              std::to_string(to.tid) + ",\"ts\":" + Us(to.start_ns - t0) + "}")) {
+      break;
+    }
+  }
+
+  for (const TraceCounter& c : info.counters) {
+    if (w.full()) break;
+    char value[32];
+    std::snprintf(value, sizeof value, "%.3f", c.value);
+    if (!put("{\"ph\":\"C\",\"name\":\"" + Escape(c.name) + "\",\"pid\":" + std::to_string(main_pid) +
+             ",\"ts\":" + Us(c.ns - t0) + ",\"args\":{\"CPUs\":" + value + "}}")) {
       break;
     }
   }

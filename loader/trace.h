@@ -181,6 +181,14 @@ class DeviceTraceRecorder final : public device::DeviceTraceSink {
   bool active_ = false;
 };
 
+// One point of a counter track (ph C): a figure measured beside the spans,
+// e.g. the CPU other processes took in the traced window (docs/trace.md).
+struct TraceCounter {
+  std::string name;
+  int64_t ns = 0;  // the steady clock, as the spans' times
+  double value = 0;
+};
+
 // A trial's trace as the trial runner hands it back (tuner/measure/trial_runner.h,
 // TrialPlan::trace): the caller sets `seconds`, the trial fills the rest.
 struct TraceCapture {
@@ -189,6 +197,7 @@ struct TraceCapture {
   int64_t dropped = 0;
   int64_t max_events = 0;
   bool recorded = false;  // the trial ran its first window with the buffer armed
+  std::vector<TraceCounter> counters;  // counter tracks beside the spans
 };
 
 // What the file says about itself besides the events.
@@ -199,6 +208,7 @@ struct TraceInfo {
   std::string device;       // the device backend's description
   int64_t dropped = 0;      // events lost to full rings
   int64_t max_events = 0;
+  std::vector<TraceCounter> counters;  // written as counter tracks (ph C) of the main process
 };
 
 // Writes `events` (TraceBuffer::Events) as a Chrome trace event JSON object:

@@ -156,10 +156,11 @@ TEST_F(KillTest, SigkillAtSeededPointsThenResume) {
     // stored trial was not yet reported when the kill came.
     EXPECT_GE(stored, prior + new_lines) << "a reported trial is missing from the results file";
     EXPECT_LE(stored, prior + new_lines + 1);
-    // Every stored trial is whole: its repeat rows came in the same transaction.
+    // Every stored trial is whole: its repeat rows came in the same
+    // transaction (re-measured windows beside those in its figures).
     EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM trials t WHERE run_id = " + std::to_string(*run) +
                                " AND status = 'ok' AND (SELECT count(*) FROM repeats r WHERE r.trial_id = t.id) "
-                               "!= t.repeats"),
+                               "!= t.repeats + t.remeasured_windows"),
               0);
     if (r.exit_code == 0) {
       EXPECT_EQ(SummaryTrials(r.out, *run), stored) << r.out;

@@ -103,6 +103,9 @@ static void ExpectSameConfig(const SweepConfig& a, const SweepConfig& b) {
   EXPECT_EQ(a.sweep.budget.memory_fraction, b.sweep.budget.memory_fraction);
   EXPECT_EQ(a.sweep.budget.shm_fraction, b.sweep.budget.shm_fraction);
   EXPECT_EQ(a.sweep.budget.job_epochs, b.sweep.budget.job_epochs);
+  EXPECT_EQ(a.sweep.background.warn_cpu, b.sweep.background.warn_cpu);
+  EXPECT_EQ(a.sweep.background.disturbed_cpu, b.sweep.background.disturbed_cpu);
+  EXPECT_EQ(a.sweep.background.sample_seconds, b.sweep.background.sample_seconds);
 }
 
 // A config with every field away from its default, doubles that print badly
@@ -144,6 +147,7 @@ static SweepConfig Unusual() {
   c.sweep.gain_threshold = 0;
   c.sweep.knee_tolerance = 0.9999999999999999;
   c.sweep.budget = {.memory_fraction = 1, .shm_fraction = 5e-324, .job_epochs = 1'000'000};
+  c.sweep.background = {.warn_cpu = 0.1 + 0.2, .disturbed_cpu = 1e-300, .sample_seconds = 0};
   return c;
 }
 
@@ -696,7 +700,8 @@ TEST(ConfigTest, ToYamlOfDefaults) {
             "  ranks: auto\n"
             "  cpu_binding: auto\n"
             "  diagnose: true\n"
-            "  budget: {memory_fraction: 0.5, shm_fraction: 0.8, job_epochs: 1}\n");
+            "  budget: {memory_fraction: 0.5, shm_fraction: 0.8, job_epochs: 1}\n"
+            "  background: {warn_cpu: 0.25, disturbed_cpu: 0.25, sample_seconds: 1.0}\n");
 }
 
 TEST(ConfigTest, ToYamlRoundTrips) {

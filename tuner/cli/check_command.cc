@@ -39,6 +39,11 @@ host's sweep of the same config (the run the job named, else the latest):
               input-bound at the swept setting")
   knobs       the job's DataLoader knobs differ from the swept best (named)
 A job that holds gets one line: "holds: ...". A rerun within the noise passes.
+Runs marked busy (other processes took more CPU than sweep.background.warn_cpu
+beside their sweep, docs/measurement.md) are listed, each with the quiet run
+that export, loader_kwargs and --seed-from take for its host instead; a busy
+run alone is not a finding (it does not change the exit code), and is not held
+against the host's previous run as a regression.
 Exit codes: 0 nothing found, 1 findings (or the file cannot be read), 2 bad usage.
 
 Examples:
@@ -94,9 +99,24 @@ int CountObservedFindings(const std::vector<results::ObservedCheck>& checks) {
   return count;
 }
 
+OrderedJson BusyRunsJson(const std::vector<results::BusyRun>& busy) {
+  OrderedJson list = OrderedJson::array();
+  for (const results::BusyRun& b : busy) {
+    list.push_back({{"workload", b.workload_name},
+                    {"host", b.host.name},
+                    {"class", b.machine_hash},
+                    {"run", b.run_id},
+                    {"date", b.date},
+                    {"background_cpu", Number(b.background_cpu)},
+                    {"instead", b.instead ? OrderedJson(*b.instead) : OrderedJson(nullptr)},
+                    {"text", b.text}});
+  }
+  return list;
+}
+
 void PrintCheckJson(const std::string& db_path, const std::optional<std::string>& only, size_t pairs,
                     const std::vector<results::FleetFinding>& findings, int regressions,
-                    const std::vector<results::ObservedCheck>& observed) {
+                    const std::vector<results::ObservedCheck>& observed, const std::vector<results::BusyRun>& busy) {
   OrderedJson list = OrderedJson::array();
   for (const results::FleetFinding& f : findings) list.push_back(FleetFindingJson(f));
   OrderedJson jobs = OrderedJson::array();
@@ -109,12 +129,15 @@ void PrintCheckJson(const std::string& db_path, const std::optional<std::string>
                            {"findings", list},
                            // Issue 22: training jobs held against their sweep.
                            {"observed_findings", CountObservedFindings(observed)},
-                           {"observed", jobs}};
+                           {"observed", jobs},
+                           // Runs measured beside other processes (docs/measurement.md).
+                           {"busy_runs", BusyRunsJson(busy)}};
   std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
 void PrintCheckTable(const std::string& db_path, size_t pairs, const std::vector<results::FleetFinding>& findings,
-                     int regressions, const std::vector<results::ObservedCheck>& observed) {
+                     int regressions, const std::vector<results::ObservedCheck>& observed,
+                     const std::vector<results::BusyRun>& busy) {
   const int outliers = static_cast<int>(findings.size()) - regressions;
   std::cout << "feedtune check: " << db_path << ": " << pairs << " host/workload pairs, " << regressions
             << (regressions == 1 ? " regression, " : " regressions, ") << outliers
@@ -130,6 +153,7 @@ void PrintCheckTable(const std::string& db_path, size_t pairs, const std::vector
       for (const results::ObservedFinding& f : c.findings) std::cout << "  " << f.kind << ": " << who << ": " << f.text << "\n";
     }
   }
+  for (const results::BusyRun& b : busy) std::cout << "  busy: " << b.text << "\n";
 }
 
 }  // namespace
@@ -162,6 +186,7 @@ int RunCheck(const Args& args) {
     const std::vector<results::FleetFinding> findings = results::CheckFleet(store, only);
     const std::vector<results::CompareRow> rows = results::CollectCompareRows({&store}, only);
     const std::vector<results::ObservedCheck> observed = results::CheckObserved(store, only, slower_than_pct / 100);
+    const std::vector<results::BusyRun> busy = results::BusyRuns(store, only);
     if (rows.empty() && observed.empty() && only) {
       std::cerr << "feedtune: " << db_path << ": no runs of workload '" << workload
                 << "'; the file holds: " << results::DescribeStoredWorkloads(store) << "\n";
@@ -170,9 +195,9 @@ int RunCheck(const Args& args) {
     int regressions = 0;
     for (const auto& f : findings) regressions += f.kind == "regression" ? 1 : 0;
     if (format == "json") {
-      PrintCheckJson(db_path, only, rows.size(), findings, regressions, observed);
+      PrintCheckJson(db_path, only, rows.size(), findings, regressions, observed, busy);
     } else {
-      PrintCheckTable(db_path, rows.size(), findings, regressions, observed);
+      PrintCheckTable(db_path, rows.size(), findings, regressions, observed, busy);
     }
     return findings.empty() && CountObservedFindings(observed) == 0 ? kExitOk : kExitFailure;
   } catch (const results::StoreError& e) {

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "results/background.h"
 #include "results/export.h"
 #include "results/fleet.h"
 #include "loader/device/gpu_probe.h"
@@ -116,6 +117,12 @@ class, else the nearest other class's (GPU model, then GPU count, usable CPUs
 and memory). The output's first line says which (the "source" key in JSON);
 exit 1, with what the file holds, when no run of the workload has a best.
 
+A run marked busy (other processes took CPU beside its sweep, above
+sweep.background.warn_cpu: docs/measurement.md) is passed over for a quiet run
+of the same host or class, by --machine this and by the default --run latest;
+the first line says which run was taken and which was passed over. --run N
+exports run N as it is, busy or not (its header says so).
+
 Examples:
   feedtune export --format torch --out feedtune_settings.py
   feedtune export --run 3 --format env >> job.env
@@ -123,6 +130,28 @@ Examples:
 }  // namespace
 
 namespace {
+
+// `export` of the latest run, when that run was marked busy (docs/measurement.md):
+// the run that stands for its host instead, chosen as `--machine this` chooses
+// (a quiet run of the same host, else of its class), with where it came from;
+// nullopt when the latest is quiet or nothing quiet stands in for it.
+std::optional<std::pair<int64_t, results::ExportSource>> QuietInsteadOfLatest(const results::Store& store,
+                                                                               const results::RunRecord& latest,
+                                                                               const std::string& db_path) {
+  if (!results::IsBusy(latest)) return std::nullopt;
+  const std::optional<results::Fingerprint> machine = store.LoadMachine(latest.machine_id);
+  if (!machine) return std::nullopt;
+  const auto match = results::NearestStoredRun(store, latest.workload_name, *machine, latest.host);
+  if (!match || match->busy || match->run.id == latest.id) return std::nullopt;
+  results::ExportSource source;
+  source.match = results::RunMatchName(match->match);
+  source.for_host = latest.host.name;
+  source.why = match->Describe() + " (--run " + std::to_string(latest.id) + " exports the busy run anyway)";
+  source.db_path = db_path;
+  source.run_host = match->run.host.name;
+  source.run_class = match->machine_hash;
+  return std::make_pair(match->run.id, source);
+}
 
 // `export --machine this`: the run that stands for this machine (results/fleet.h).
 int ExportForThisMachine(const std::string& db_path, const std::string& workload, const std::string& label,
@@ -200,6 +229,15 @@ int RunExport(const Args& args) {
   try {
     const results::Store store = results::Store::OpenReadOnly(db_path);
     const results::RunView view = results::LoadRunView(store, run_id);
+    if (!run_id) {
+      if (const auto quiet = QuietInsteadOfLatest(store, view.run, db_path)) {
+        return WriteOutput(results::RenderExport(results::LoadRunView(store, quiet->first), *export_format,
+                                                 &quiet->second),
+                           out_path)
+                   ? kExitOk
+                   : kExitFailure;
+      }
+    }
     return WriteOutput(results::RenderExport(view, *export_format), out_path) ? kExitOk
                                                                               : kExitFailure;
   } catch (const results::StoreError& e) {

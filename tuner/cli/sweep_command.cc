@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "results/background.h"
 #include "results/fingerprint.h"
 #include "results/json_form.h"
 #include "results/fleet.h"
@@ -26,6 +27,7 @@
 #include "tuner/measure/measurer_factory.h"
 #include "tuner/search/formula_trials.h"
 #include "tuner/measure/node_measurer.h"
+#include "tuner/measure/proc_stats.h"
 #include "tuner/measure/python_preflight.h"
 #include "tuner/search/preflight.h"
 #include "tuner/cli/progress.h"
@@ -105,6 +107,15 @@ A step is kept only if its median gains more than sweep.gain_threshold and its
 95% interval does not overlap the current one. Each trial is stored in the
 results file as soon as it ends; trials that would exceed the memory, /dev/shm
 or open-file budget are skipped and stored with the reason.
+
+Other processes' CPU (docs/measurement.md): before the baseline the sweep
+samples the box for sweep.background.sample_seconds (1 s); above
+sweep.background.warn_cpu (0.25 CPU) it names the top consumers and goes on.
+Each window records what other processes took; one that differs from the quiet
+start beyond sweep.background.disturbed_cpu is measured again (at most as many
+extra windows as sweep.repeats per trial), and a run whose windows others
+shared above warn_cpu is marked busy: export, loader_kwargs and --seed-from
+then prefer a quiet run of the same host or class.
 
 Progress goes to stderr (a bar on a terminal, plain lines otherwise), the
 summary to stdout; --json prints one JSON event per line on stdout instead.
@@ -190,6 +201,7 @@ struct SweepSession {
   std::string max_workers_cap_why;  // why max_workers is below the config's (tuner::SearchSetup)
   std::string shards_warning;  // a streaming dataset with fewer shards than the box's readers
   std::optional<tuner::PythonPreflight> python;  // a Python command's preflight (python_preflight.h)
+  results::BackgroundFacts background;  // other processes' CPU: the sample before the baseline, the thresholds
   bool attached = false;  // --serve-fd: the training job serves the trials (feedtune.autotune)
 };
 
@@ -385,6 +397,41 @@ void BuildSetup(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progre
   }
 }
 
+// Other processes' CPU before the baseline (docs/measurement.md, "A busy
+// box"): sampled for sweep.background.sample_seconds while this tree is
+// idle. Above sweep.background.warn_cpu it is said up front, with the top
+// consumers, and the sweep goes on; at or below it, it is the quiet reference
+// the trials judge their windows against. A resumed run keeps the sample and
+// the reference stored with it. Before the run is stored: an interruption
+// here leaves no run behind.
+void SampleBox(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progress& progress, SweepSession& s) {
+  const tuner::BackgroundOptions& options = s.config.sweep.background;
+  results::BackgroundFacts& facts = s.background;
+  if (a.resuming && s.run.facts.background) {
+    facts = *s.run.facts.background;
+  } else {
+    facts.warn_cpu = options.warn_cpu;
+    facts.disturbed_cpu = options.disturbed_cpu;
+    // Attached (--serve-fd), the training job that started feedtune is its
+    // parent: its CPU is the trial's, not another process's, so nothing is sampled.
+    if (options.sample_seconds > 0 && !s.attached) {
+      progress.Note("feedtune: other processes' CPU: sampling the box for " +
+                    results::ShortNumber(options.sample_seconds) + " s before the baseline");
+      tuner::BackgroundSample sample = tuner::SampleBackground(options.sample_seconds, &stop);
+      if (stop.load()) throw SweepStop{kExitInterrupted, "interrupted before the baseline; no run was stored"};
+      facts.source = sample.source.path;
+      facts.start_cpu = sample.cpu;
+      facts.sample_s = sample.seconds;
+      facts.top = std::move(sample.top);
+    } else {
+      facts.source = tuner::FindBoxCpuSource().path;
+    }
+    if (std::isfinite(facts.start_cpu) && facts.start_cpu <= facts.warn_cpu) facts.reference_cpu = facts.start_cpu;
+    if (const std::string warning = results::StartWarning(facts); !warning.empty()) s.preflight.push_back(warning);
+  }
+  s.measurer->SetQuietBackground(facts.reference_cpu);
+}
+
 // A fresh sweep's run record, stored: from here on every trial is kept.
 void BeginRun(const SweepArgs& a, SweepSession& s) {
   if (a.resuming) return;
@@ -407,6 +454,7 @@ void BeginRun(const SweepArgs& a, SweepSession& s) {
   if (s.seed) run.facts.seed = tuner::SeedFactsOf(*s.seed);
   run.facts.cpu = s.workload.cpu_calibration;
   run.facts.preflight = s.preflight;
+  run.facts.background = s.background;
   run.id = s.store->BeginRun(run);
 }
 
@@ -484,6 +532,9 @@ tuner::SearchOutcome Search(const SweepArgs& a, SweepSession& s, tuner::Budget& 
                         const tuner::SearchProgress& p) { progress.Start(plan, knobs, p); };
   events.on_trial = [&](results::TrialRecord& trial, const tuner::SearchProgress& p) {
     const bool replayed = replay.last_replayed();
+    // What other processes did to its windows, a function of the record (a
+    // replayed trial says the same).
+    trial.decision += results::TrialBackgroundNote(trial, s.background);
     if (!replayed) trial.id = s.store->AddTrial(s.run.id, trial);
     budget.Observe(trial);  // with its id: the safe limit names the trial it rests on
     ++kept;
@@ -549,6 +600,7 @@ void FinishRun(const tuner::SearchOutcome& outcome, const tuner::Budget& budget,
   run.facts.max_workers = s.max_workers;
   run.facts.safe_limit = safe;  // what the safe limit rests on; the report and the summary print it
   run.facts.phases = outcome.phases;
+  run.facts.background = results::SummarizeBackground(s.background, outcome.trials);
   s.store->FinishRun(run);
 }
 
@@ -605,17 +657,35 @@ void TraceBest(SweepArgs& a, const tuner::SearchOutcome& outcome, tuner::Progres
   }
 }
 
+// The summary's line on other processes' CPU: the busy mark and what it
+// means, or what the windows measured; empty when none did (a command).
+std::string BackgroundSummary(const results::RunRecord& run) {
+  if (!run.facts.background || run.facts.background->windows == 0) return "";
+  const results::BackgroundFacts& bg = *run.facts.background;
+  if (bg.busy) {
+    return "busy:      " + results::BusyText(bg) +
+           ": the knee and the best describe the contention with them. The run is marked busy: export, "
+           "loader_kwargs and --seed-from take a quiet run of this host or class over it (docs/measurement.md)\n";
+  }
+  std::string text = "background: other processes took " + results::Fixed(bg.median_cpu, 2) + " CPU (median of " +
+                     std::to_string(bg.windows) + " windows)";
+  if (bg.remeasured > 0) text += "; " + std::to_string(bg.remeasured) + " disturbed windows re-measured";
+  return text + "\n";
+}
+
 // The summary (text), or the done event (JSON lines) with the verdict in it,
 // which stays the last line.
 void PrintOutcome(const SweepArgs& a, const tuner::SearchOutcome& outcome,
                   const std::optional<results::Verdict>& verdict, const SweepSession& s, const Output& output) {
   if (a.json) {
     nlohmann::json done = nlohmann::json::parse(tuner::DoneEventJson(outcome, s.run));
+    done["background"] = results::BackgroundJson(s.run.facts.background);
     if (verdict) done["verdict"] = nlohmann::json::parse(results::VerdictToJson(*verdict));
     output.Event(done.dump());
     return;
   }
   std::cout << tuner::SummaryText(outcome, s.run, a.db_path);
+  std::cout << BackgroundSummary(s.run);
   if (verdict) {
     std::cout << "\nwhere the time goes at the best setting (stage trials, docs/verdict.md):\n"
               << results::VerdictText(*verdict, "  ");
@@ -636,6 +706,7 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     const Output output{*progress, a->json};
     LoadConfigOrRun(*a, s);
     BuildSetup(*a, stop, *progress, s);
+    SampleBox(*a, stop, *progress, s);
     BeginRun(*a, s);
     AnnounceRun(*a, s, *progress, output);
     // A command's workers are not the process tree feedtune sees: its budget
@@ -705,6 +776,10 @@ void PrintTrialText(const results::TrialRecord& t, const std::string& backend) {
   }
   if (!workers.empty()) std::printf("workers: %s\n", workers.c_str());
   if (results::GrowthFlagged(t)) std::printf("warning: %s\n", results::GrowthText(t).c_str());
+  if (std::isfinite(t.background_cpu)) {
+    std::printf("background: other processes took %.2f CPU during the windows (docs/measurement.md)\n",
+                t.background_cpu);
+  }
   if (t.node) std::fputs(results::NodeFiguresText(*t.node, "").c_str(), stdout);
 }
 

@@ -32,6 +32,7 @@ bool WriteTraceFile(std::ofstream& out, const std::string& path, const loader::T
   info.device = device;
   info.dropped = capture.dropped;
   info.max_events = capture.max_events;
+  info.counters = capture.counters;
   loader::WriteChromeTrace(out, capture.events, info);
   out.flush();
   if (!out) {

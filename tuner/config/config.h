@@ -25,6 +25,19 @@ struct BudgetOptions {
   int job_epochs = 1;
 };
 
+// Other processes' CPU beside a sweep (docs/measurement.md, "A busy box").
+struct BackgroundOptions {
+  // CPUs of other processes above which the sweep warns before its baseline
+  // and marks the run busy (when the median over its windows is above it).
+  double warn_cpu = 0.25;
+  // A window whose background differs from the run's quiet reference by more
+  // than this many CPUs is disturbed and measured again.
+  double disturbed_cpu = 0.25;
+  // How long the sweep samples the box before its baseline; 0: no sample, so
+  // no warning and no quiet reference (no window is re-measured).
+  double sample_seconds = 1.0;
+};
+
 // How a node sweep's ranks are placed on the CPUs (tuner/measure/node_measurer.h), per trial
 // (loader::Knobs::cpu_binding): `none` leaves every rank the mask feedtune
 // inherited; `split` binds each rank, its fork server and workers, to an
@@ -58,6 +71,7 @@ struct SweepOptions {
   // verdict (tuner/measure/stage_runner.h, docs/verdict.md).
   bool diagnose = true;
   BudgetOptions budget;
+  BackgroundOptions background;
   // Data-parallel ranks on this node, each with its own loader (tuner/measure/node_measurer.h).
   // 0 = auto: the number of CUDA devices, 1 without one.
   int ranks = 0;

@@ -188,6 +188,7 @@ using DeviceOptions = device::DeviceOptions;
 using HostSim = device::HostSimOptions;
 constexpr auto kSweep = &SweepConfig::sweep;
 constexpr auto kBudget = &SweepOptions::budget;
+constexpr auto kBackground = &SweepOptions::background;
 
 constexpr int64_t kMaxUs = 10'000'000;
 
@@ -363,6 +364,13 @@ constexpr Key kKeyTable[] = {
     {"sweep.budget.shm_fraction", Hashed::kNo,
      Real<kSweep, kBudget, &BudgetOptions::shm_fraction>(0, kOpen, 1, kClosed)},
     {"sweep.budget.job_epochs", Hashed::kNo, Int<kSweep, kBudget, &BudgetOptions::job_epochs>(1, 1'000'000)},
+    // Other processes' CPU (tuner/measure/proc_stats.h, docs/measurement.md).
+    {"sweep.background.warn_cpu", Hashed::kNo,
+     Real<kSweep, kBackground, &BackgroundOptions::warn_cpu>(0, kClosed, kInf, kOpen)},
+    {"sweep.background.disturbed_cpu", Hashed::kNo,
+     Real<kSweep, kBackground, &BackgroundOptions::disturbed_cpu>(0, kOpen, kInf, kOpen)},
+    {"sweep.background.sample_seconds", Hashed::kNo,
+     Real<kSweep, kBackground, &BackgroundOptions::sample_seconds>(0, kClosed, 60, kClosed)},
 };
 
 }  // namespace

@@ -345,6 +345,12 @@ CommandMeasurer::CommandMeasurer(const SweepConfig& config, const std::atomic<bo
 
 CommandMeasurer::~CommandMeasurer() = default;  // kills a serving process group (CommandServer's destructor)
 
+double CommandMeasurer::BackgroundBetween(const std::optional<CpuReading>& before,
+                                          const std::optional<CpuReading>& after) const {
+  if (attach_fd_ >= 0 || !before || !after) return std::numeric_limits<double>::quiet_NaN();
+  return BackgroundCpu(*before, *after);
+}
+
 pid_t CommandMeasurer::server_pid() const { return server_ != nullptr && server_->alive() ? server_->pid() : -1; }
 
 workloads::CommandContext CommandMeasurer::Context(const loader::Knobs& knobs) const {
@@ -389,7 +395,9 @@ results::TrialRecord CommandMeasurer::MeasurePlanned(const loader::Knobs& knobs,
     std::vector<std::string> run_env = env;
     run_env.push_back("FEEDTUNE_REPEAT=" + std::to_string(r));
     if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) throw Interrupted();
+    const std::optional<CpuReading> box_before = meter_.Read();
     const CommandRun run = RunCommand(argv, run_env, timeout_s, stop_);  // throws Interrupted
+    const std::optional<CpuReading> box_after = meter_.Read();
     std::string failure;
     CommandReport report;
     if (!run.ok()) {
@@ -411,7 +419,7 @@ results::TrialRecord CommandMeasurer::MeasurePlanned(const loader::Knobs& knobs,
       trial.repeats = r;
       return trial;
     }
-    windows.push_back({report, run.wall_s});
+    windows.push_back({report, run.wall_s, BackgroundBetween(box_before, box_after)});
     if (run.wall_s > 0) cpu_util = std::max(cpu_util, run.cpu_s / run.wall_s);
     peak_rss = std::max(peak_rss, run.max_rss_bytes);
   }
@@ -497,14 +505,20 @@ results::TrialRecord CommandMeasurer::MeasureServed(const loader::Knobs& knobs, 
   if (knobs.multiprocessing_context != loader::StartMethod::kDefault) {
     request["multiprocessing_context"] = loader::StartMethodName(knobs.multiprocessing_context);
   }
+  const std::optional<CpuReading> box_before = meter_.Read();
   const ServedTrial served = server_->RunTrial(request.dump(), trial_id, repeats, timeout_s, stop_);  // throws Interrupted
+  const double background = BackgroundBetween(box_before, meter_.Read());
   if (!served.ok) {
     const std::string stderr_tail = server_->stderr_tail();
     if (!server_->alive() && attach_fd_ < 0) server_.reset();  // the next trial starts a new process
     return failed(served.failure, stderr_tail);
   }
   std::vector<Window> windows;
-  for (size_t i = 0; i < served.windows.size(); ++i) windows.push_back({served.windows[i], served.window_wall_s[i]});
+  // The served trial's windows are timed inside the command: each takes the
+  // background over the whole trial.
+  for (size_t i = 0; i < served.windows.size(); ++i) {
+    windows.push_back({served.windows[i], served.window_wall_s[i], background});
+  }
   Aggregate(windows, served.wall_s > 0 ? served.cpu_s / served.wall_s : 0, served.peak_rss_bytes,
             /*cumulative=*/true, trial);
   return trial;
@@ -516,6 +530,7 @@ void CommandMeasurer::Aggregate(const std::vector<Window>& windows, double cpu_u
   // Each figure over the windows that reported it; NaN when none did.
   const auto median_of = [](const std::vector<double>& values) { return values.empty() ? kNotMeasured : Median(values); };
   std::vector<double> rates, mbps, idles, p50s, p99s, startups, boundaries, first_batches, busy, worker_rss;
+  std::vector<double> backgrounds;
   bool idle_missing = false;
   for (size_t r = 0; r < windows.size(); ++r) {
     const CommandReport& report = windows[r].report;
@@ -527,6 +542,8 @@ void CommandMeasurer::Aggregate(const std::vector<Window>& windows, double cpu_u
     rep.gpu_idle_frac = report.gpu_idle_frac.value_or(kNotMeasured);
     rep.wait_p50_us = report.wait_p50_us.value_or(kNotMeasured);
     rep.wait_p99_us = report.wait_p99_us.value_or(kNotMeasured);
+    rep.background_cpu = windows[r].background_cpu;
+    if (std::isfinite(rep.background_cpu)) backgrounds.push_back(rep.background_cpu);
     trial.repeat_rows.push_back(rep);
     rates.push_back(rep.samples_per_s);
     if (report.mb_per_s) mbps.push_back(*report.mb_per_s);
@@ -557,6 +574,7 @@ void CommandMeasurer::Aggregate(const std::vector<Window>& windows, double cpu_u
   trial.epoch_boundary_ms = median_of(boundaries);  // the search prints "not measured" for NaN
   trial.time_to_first_batch_s = median_of(first_batches);
   trial.worker_busy_frac = median_of(busy);
+  trial.background_cpu = median_of(backgrounds);
   // The peak, not the median: the budget must hold the largest a worker took.
   trial.worker_rss_bytes = worker_rss.empty() ? kNotMeasured : *std::max_element(worker_rss.begin(), worker_rss.end());
   // The workers' memory over the trial, and so its growth flag (results/memory_growth.h).

@@ -64,6 +64,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -71,6 +72,7 @@
 #include <vector>
 
 #include "tuner/config/config.h"
+#include "tuner/measure/proc_stats.h"
 #include "tuner/measure/trial_runner.h"
 #include "workloads/command_args.h"
 
@@ -181,7 +183,14 @@ class CommandMeasurer final : public TrialMeasurer {
   struct Window {
     CommandReport report;
     double wall_s = 0;
+    // Other processes' CPU over the command's run (protocol run) or the
+    // served trial (serve); NaN where not read.
+    double background_cpu = std::numeric_limits<double>::quiet_NaN();
   };
+  // Other processes' CPU between two readings; NaN when either is missing
+  // or the trial is attached (the job that started feedtune is its parent,
+  // its CPU the trial's, yet outside this tree).
+  double BackgroundBetween(const std::optional<CpuReading>& before, const std::optional<CpuReading>& after) const;
 
   workloads::CommandContext Context(const loader::Knobs& knobs) const;
   results::TrialRecord MeasureServed(const loader::Knobs& knobs, const TrialPlan& plan, int repeats);
@@ -196,6 +205,7 @@ class CommandMeasurer final : public TrialMeasurer {
   std::unique_ptr<CommandServer> server_;  // serve: started at the first trial, again after a failure
   int servers_started_ = 0;
   int attach_fd_ = -1;            // AttachToCaller's socket; -1: serve starts workload.argv
+  BackgroundMeter meter_{FindBoxCpuSource()};  // other processes' CPU (docs/measurement.md)
   int64_t trials_requested_ = 0;  // the serve protocol's trial numbers
   bool idle_warned_ = false;      // the missing gpu_idle_frac was said (once per measurer)
 };

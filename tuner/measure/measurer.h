@@ -51,6 +51,11 @@ class TrialMeasurer {
   }
   // A warning about the last trial (e.g. the pinned pool could not be locked), or empty.
   virtual std::string last_warning() const { return {}; }
+  // The run's quiet reference for other processes' CPU (docs/measurement.md):
+  // a window whose background differs from it beyond
+  // sweep.background.disturbed_cpu is measured again. NaN (the default): no
+  // window is judged. A measurer that does not measure the background ignores it.
+  virtual void SetQuietBackground(double /*cpu*/) {}
 };
 
 // How one rank of a node trial keeps step with the others (tuner/measure/node_measurer.h): the

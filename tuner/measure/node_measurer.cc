@@ -181,6 +181,8 @@ void OnRankSignal(int) { rank_stop.store(true); }
     TrialRunner runner(config, *device, workload.dataset, stop, workload.fork_server);
     BarrierSync sync(barrier, config.device.rank_barrier, stop);
     runner.set_rank_sync(&sync);
+    // The tuner's tree holds every rank: the other ranks are the trial's own CPU.
+    runner.set_background_tree_root(getppid());
     SendLine(fd, nlohmann::json{{"ready", true},
                                 {"backend", device->backend_name()},
                                 {"device", device->description()},
@@ -431,9 +433,10 @@ results::TrialRecord AggregateRanks(const loader::Knobs& knobs, const std::vecto
     rep.wall_s = longest;
     rep.samples_per_s = longest > 0 ? samples / longest : 0;
     rep.mb_per_s = longest > 0 ? bytes / longest : 0;
-    std::vector<double> idles, p50s, p99s;
+    std::vector<double> idles, p50s, p99s, backgrounds;
     for (const auto& r : ranks) {
       if (i >= r.repeat_rows.size()) continue;
+      if (std::isfinite(r.repeat_rows[i].background_cpu)) backgrounds.push_back(r.repeat_rows[i].background_cpu);
       idles.push_back(r.repeat_rows[i].gpu_idle_frac);
       p50s.push_back(r.repeat_rows[i].wait_p50_us);
       p99s.push_back(r.repeat_rows[i].wait_p99_us);
@@ -441,10 +444,17 @@ results::TrialRecord AggregateRanks(const loader::Knobs& knobs, const std::vecto
     rep.gpu_idle_frac = MedianOrNaN(idles);
     rep.wait_p50_us = MedianOrNaN(p50s);
     rep.wait_p99_us = p99s.empty() ? 0 : *std::max_element(p99s.begin(), p99s.end());
+    // Every rank reads the same box against the same tree: their median.
+    rep.background_cpu = MedianOrNaN(backgrounds);
     node.repeat_rows.push_back(rep);
     rates.push_back(rep.samples_per_s);
     mbps.push_back(rep.mb_per_s);
   }
+  std::vector<double> window_backgrounds;
+  for (const auto& rep : node.repeat_rows) {
+    if (std::isfinite(rep.background_cpu)) window_backgrounds.push_back(rep.background_cpu);
+  }
+  node.background_cpu = MedianOrNaN(window_backgrounds);
   if (!rates.empty()) {
     const Summary s = Summarize(rates);
     for (size_t i = 0; i < s.outliers.size(); ++i) node.repeat_rows[i].outlier = s.outliers[i];

@@ -65,7 +65,8 @@ std::string RecordLine(const results::TrialRecord& t, const results::RankRecord&
   for (const auto& rep : t.repeat_rows) {
     reps.push_back({{"samples_per_s", Num(rep.samples_per_s)}, {"mb_per_s", Num(rep.mb_per_s)},
                     {"gpu_idle_frac", Num(rep.gpu_idle_frac)}, {"wait_p50_us", Num(rep.wait_p50_us)},
-                    {"wait_p99_us", Num(rep.wait_p99_us)}, {"wall_s", Num(rep.wall_s)}});
+                    {"wait_p99_us", Num(rep.wait_p99_us)}, {"wall_s", Num(rep.wall_s)},
+                    {"background_cpu", Num(rep.background_cpu)}});
   }
   return json{{"status", results::TrialStatusName(t.status)},
               {"error", t.error ? json(*t.error) : json(nullptr)},
@@ -91,6 +92,7 @@ std::string RecordLine(const results::TrialRecord& t, const results::RankRecord&
               {"worker_rss_samples", t.worker_rss_samples},
               {"worker_rss_in_consumer", t.worker_rss_in_consumer},
               {"batches_per_epoch", t.batches_per_epoch ? json(*t.batches_per_epoch) : json(nullptr)},
+              {"background_cpu", Num(t.background_cpu)},
               {"repeat_rows", reps},
               {"pid", r.pid},
               {"cpu_mask", r.cpu_mask},
@@ -128,6 +130,7 @@ void ParseRecord(const std::string& line, results::TrialRecord* t, results::Rank
     t->worker_rss_samples = j.at("worker_rss_samples").get<int>();
     t->worker_rss_in_consumer = j.at("worker_rss_in_consumer").get<bool>();
     if (!j.at("batches_per_epoch").is_null()) t->batches_per_epoch = j.at("batches_per_epoch").get<int64_t>();
+    t->background_cpu = Num(j, "background_cpu");
     int index = 0;
     for (const auto& rep_j : j.at("repeat_rows")) {
       results::RepeatRecord rep;
@@ -138,6 +141,7 @@ void ParseRecord(const std::string& line, results::TrialRecord* t, results::Rank
       rep.wait_p50_us = Num(rep_j, "wait_p50_us");
       rep.wait_p99_us = Num(rep_j, "wait_p99_us");
       rep.wall_s = Num(rep_j, "wall_s");
+      rep.background_cpu = Num(rep_j, "background_cpu");
       t->repeat_rows.push_back(rep);
     }
     r->pid = j.at("pid");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -119,6 +120,9 @@ void FinishTrace(loader::TraceBuffer& buffer, loader::DeviceTraceRecorder& recor
 // What the windows of a trial add up to, from one repeat to the next.
 struct WindowTotals {
   std::vector<double> rates, mbps, idles, p50s, p99s;
+  std::vector<double> backgrounds;  // other processes' CPU, of the windows where it was read
+  std::vector<size_t> counted_rows;  // the repeat rows in the figures, in order (not re-measured)
+  int remeasured = 0;
   double copy_s = 0, cpu_util = 0, wall_s = 0;
   int64_t peak_rss = 0;
   std::vector<double> boundary_ms;  // per epoch boundary: its wait beyond the window's median
@@ -143,6 +147,10 @@ class TrialSession {
     const loader::Dataset& dataset;
     RankSync* sync;  // null: one loader
     const TrialPlan& plan;
+    const BackgroundMeter& meter;
+    // The run's quiet reference (TrialMeasurer::SetQuietBackground); NaN:
+    // no window is judged disturbed.
+    double quiet_reference;
   };
 
   TrialSession(const Parts& parts, loader::DataLoader& data_loader, Loop& loop,
@@ -166,12 +174,15 @@ class TrialSession {
   }
 
   // Window `r`: the steps, then its figures into the totals and the record.
-  void MeasureWindow(int r) {
+  // Returns whether the window is in the trial's figures: false when other
+  // processes disturbed it and `may_remeasure` (another window takes its place).
+  bool MeasureWindow(int r, bool may_remeasure) {
     totals_.waits_us.clear();
     totals_.boundaries.clear();
     // E.g. a cold cache: the dataset evicts its files before each window.
     if (std::string note = p_.dataset.BeforeRepeat(); !note.empty() && warning_.empty()) warning_ = note;
-    const TreeUsage usage_before = ReadTreeUsage();
+    TreeUsage usage_before;
+    const std::optional<CpuReading> box_before = ReadEdge(&usage_before);
     memory_.Sample(loader_.worker_pids(), loop_.epoch_position());  // outside the window's time
     const bool trace = r == 0 && recorder_ != nullptr;
     if (trace) StartTrace(*p_.plan.trace, *loader_.trace(), *recorder_, p_.device);
@@ -181,19 +192,32 @@ class TrialSession {
     const WindowCount count = RunWindowSteps(window_start);
     const device::DeviceWindow window = p_.device.EndWindow();
     if (trace) FinishTrace(*loader_.trace(), *recorder_, p_.device, p_.plan.trace);
-    const double wall = Seconds(Clock::now() - window_start);
-    const TreeUsage usage_after = ReadTreeUsage();
+    const auto window_end = Clock::now();
+    const double wall = Seconds(window_end - window_start);
+    TreeUsage usage_after;
+    const std::optional<CpuReading> box_after = ReadEdge(&usage_after);
     if (p_.sync != nullptr) p_.sync->WindowEnd();
-    AddWindow(r, count, wall, window);
-    totals_.cpu_util = std::max(totals_.cpu_util, (usage_after.cpu_s - usage_before.cpu_s) / wall);
+    results::RepeatRecord rep;
+    if (box_before && box_after) rep.background_cpu = BackgroundCpu(*box_before, *box_after);
+    rep.disturbed = std::isfinite(p_.quiet_reference) && std::isfinite(rep.background_cpu) &&
+                    std::abs(rep.background_cpu - p_.quiet_reference) > p_.config.sweep.background.disturbed_cpu;
+    rep.remeasured = rep.disturbed && may_remeasure;
+    if (trace) AddBackgroundCounter(rep.background_cpu, window_start, window_end);
+    AddWindow(r, count, wall, window, rep);
     totals_.peak_rss = std::max(totals_.peak_rss, usage_after.rss_bytes);
+    if (rep.remeasured) return false;
+    totals_.cpu_util = std::max(totals_.cpu_util, (usage_after.cpu_s - usage_before.cpu_s) / wall);
+    return true;
   }
 
   // The trial's figures: medians over the windows, the loader's counters and
   // the workers' memory.
   void Finish(int repeats) {
     const Summary s = Summarize(totals_.rates);
-    for (size_t i = 0; i < s.outliers.size(); ++i) trial_.repeat_rows[i].outlier = s.outliers[i];
+    for (size_t i = 0; i < s.outliers.size(); ++i) trial_.repeat_rows[totals_.counted_rows[i]].outlier = s.outliers[i];
+    trial_.background_cpu = totals_.backgrounds.empty() ? std::numeric_limits<double>::quiet_NaN()
+                                                        : Median(totals_.backgrounds);
+    trial_.remeasured_windows = totals_.remeasured;
     trial_.samples_per_s = s.median;
     trial_.cv = s.cv;
     trial_.ci_low = s.ci_low;
@@ -251,9 +275,28 @@ class TrialSession {
     }
   }
 
-  // Window `r`'s repeat row, and its figures into the totals.
-  void AddWindow(int r, const WindowCount& count, double wall, const device::DeviceWindow& window) {
-    results::RepeatRecord rep;
+  // The box and the tree at a window's edge: the tree read once, for the
+  // window's CPU figure and, when the meter counts this process's tree, for
+  // the background too (a node rank's meter counts the whole node's).
+  std::optional<CpuReading> ReadEdge(TreeUsage* usage) const {
+    if (p_.meter.tree_root() == 0) return p_.meter.Read(usage);
+    *usage = ReadTreeUsage();
+    return p_.meter.Read();
+  }
+
+  // The traced window's background as a counter track (docs/trace.md): one
+  // value over the window, at its start and its end.
+  void AddBackgroundCounter(double cpu, Clock::time_point start, Clock::time_point end) {
+    if (!std::isfinite(cpu)) return;
+    const char* name = "other processes' CPU";
+    p_.plan.trace->counters.push_back({name, loader::TraceNs(start), cpu});
+    p_.plan.trace->counters.push_back({name, loader::TraceNs(end), cpu});
+  }
+
+  // Window `r`'s repeat row, and, unless it is re-measured, its figures into
+  // the totals.
+  void AddWindow(int r, const WindowCount& count, double wall, const device::DeviceWindow& window,
+                 results::RepeatRecord rep) {
     rep.index = r;
     rep.wall_s = wall;
     rep.samples_per_s = static_cast<double>(count.samples) / wall;
@@ -261,8 +304,14 @@ class TrialSession {
     rep.gpu_idle_frac = window.idle_frac();
     rep.wait_p50_us = Percentile(totals_.waits_us, 50);
     rep.wait_p99_us = Percentile(totals_.waits_us, 99);
-    for (size_t b : totals_.boundaries) totals_.boundary_ms.push_back((totals_.waits_us[b] - rep.wait_p50_us) / 1e3);
     trial_.repeat_rows.push_back(rep);
+    if (rep.remeasured) {
+      ++totals_.remeasured;
+      return;
+    }
+    totals_.counted_rows.push_back(trial_.repeat_rows.size() - 1);
+    for (size_t b : totals_.boundaries) totals_.boundary_ms.push_back((totals_.waits_us[b] - rep.wait_p50_us) / 1e3);
+    if (std::isfinite(rep.background_cpu)) totals_.backgrounds.push_back(rep.background_cpu);
     totals_.rates.push_back(rep.samples_per_s);
     totals_.mbps.push_back(rep.mb_per_s);
     totals_.idles.push_back(rep.gpu_idle_frac);
@@ -289,7 +338,9 @@ TrialRunner::TrialRunner(const SweepConfig& config, device::Device& device,
                          std::shared_ptr<const loader::Dataset> dataset, const std::atomic<bool>* stop,
                          std::shared_ptr<loader::ForkServer> fork_server)
     : config_(config), device_(device), dataset_(std::move(dataset)), fork_server_(std::move(fork_server)),
-      stop_(stop) {}
+      stop_(stop), meter_(FindBoxCpuSource()) {}
+
+void TrialRunner::set_background_tree_root(pid_t root) { meter_ = BackgroundMeter(meter_.source(), root); }
 
 results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) {
   results::TrialRecord trial;
@@ -319,10 +370,20 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
       ~SinkReset() { device.set_trace_sink(nullptr); }
     } sink_reset{device_};
     Loop loop(data_loader, device_, knobs, config_.device.sync_every_steps, stop_, recorder ? &*recorder : nullptr);
-    TrialSession session({config_, device_, *dataset_, sync_, plan}, data_loader, loop,
+    TrialSession session({config_, device_, *dataset_, sync_, plan, meter_, quiet_reference_}, data_loader, loop,
                          recorder ? &*recorder : nullptr, trial, last_warning_);
     session.WarmUp();
-    for (int r = 0; r < repeats; ++r) session.MeasureWindow(r);
+    // A window other processes disturbed is measured again, at most as many
+    // times as the trial has windows (docs/measurement.md). The ranks of a
+    // node trial end their windows together, so they re-measure none.
+    const int remeasure_budget = sync_ == nullptr ? repeats : 0;
+    for (int r = 0, counted = 0, remeasured = 0; counted < repeats; ++r) {
+      if (session.MeasureWindow(r, remeasured < remeasure_budget)) {
+        ++counted;
+      } else {
+        ++remeasured;
+      }
+    }
     session.Finish(repeats);
     trial.status = results::TrialStatus::kOk;
   } catch (const Interrupted&) {

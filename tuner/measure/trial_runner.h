@@ -14,6 +14,13 @@
 // restart, pipeline refill) minus the window's median wait; the trial reports
 // the median over its boundaries, NaN when its windows crossed none.
 //
+// Other processes' CPU (TrialRecord::background_cpu, docs/measurement.md):
+// each window reads the box's busy CPU and this process tree's at its edges.
+// A window whose background differs from the run's quiet reference by more
+// than sweep.background.disturbed_cpu is disturbed: another window replaces
+// it, up to as many as the trial's repeats; it stays in the repeat rows,
+// marked, out of the figures.
+//
 // The workers' memory (TrialRecord::worker_rss_*): each worker process's
 // private RSS sampled through the windows, between steps, with its growth per
 // epoch (tuner/measure/worker_memory.h).
@@ -21,7 +28,9 @@
 #pragma once
 
 #include <atomic>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -33,6 +42,7 @@
 #include "results/records.h"
 #include "tuner/config/config.h"
 #include "tuner/measure/measurer.h"
+#include "tuner/measure/proc_stats.h"
 
 namespace feedtune::tuner {
 
@@ -50,8 +60,14 @@ class TrialRunner final : public TrialMeasurer {
 
   std::string last_warning() const override { return last_warning_; }
 
+  void SetQuietBackground(double cpu) override { quiet_reference_ = cpu; }
+
   // A rank of a node trial (tuner/measure/node_measurer.h) sets this once, before any trial.
   void set_rank_sync(RankSync* sync) { sync_ = sync; }
+
+  // A rank counts the whole node's tree (its parent's, the tuner) as its own
+  // for the background: the other ranks are not other processes.
+  void set_background_tree_root(pid_t root);
 
  private:
   const SweepConfig config_;
@@ -61,6 +77,8 @@ class TrialRunner final : public TrialMeasurer {
   const std::atomic<bool>* const stop_;
   std::string last_warning_;
   RankSync* sync_ = nullptr;
+  BackgroundMeter meter_;  // other processes' CPU per window (tuner/measure/proc_stats.h)
+  double quiet_reference_ = std::numeric_limits<double>::quiet_NaN();
 };
 
 }  // namespace feedtune::tuner
