@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 TEST_JOBS ?= $(shell echo $$((2 * $$(nproc))))
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build sweep test check deb test-asan test-tsan fuzz bench grid-vs-sweep regret in-job-bench probe-protocol formats-bench fleet-scale seed-bench node-bench trace-bench busy-box-bench clean
+.PHONY: all deps build sweep test check deb test-asan test-tsan fuzz bench grid-vs-sweep regret in-job-bench native-vs-torch probe-protocol formats-bench fleet-scale seed-bench node-bench trace-bench busy-box-bench clean
 
 all: build
 
@@ -80,6 +80,12 @@ regret: build
 # the tuning's cost, the job's speedup (about 8 minutes on 2 CPUs; alone).
 in-job-bench: build
 	FEEDTUNE_BIN=$(BUILD)/tuner/cli/feedtune bench/in_job
+
+# Native trials with and without this box's torch costs (feedtune calibrate)
+# against torch's DataLoader, 0 to 32 workers: each curve's peak and what
+# torch loses at the native peaks (about 6 minutes on 2 CPUs; alone).
+native-vs-torch: build
+	bench/native_vs_torch --feedtune $(BUILD)/tuner/cli/feedtune
 
 # configs/torch-probe.yaml swept with protocol run and serve side by side;
 # prints the wall-time ratio serve/run (target <= 0.6) and both decisions.

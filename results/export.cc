@@ -88,6 +88,13 @@ std::vector<std::string> Provenance(const RunView& view, const TrialRecord& best
   if (run.backend == "host-sim") {
     lines.push_back("(host-sim backend: the GPU side was modelled; re-run the sweep on the GPU machine)");
   }
+  if (run.facts.torch_costs) {
+    lines.push_back("figures of the native core paying this host's torch costs (workload.torch_costs auto): " +
+                    TorchCostsLine(*run.facts.torch_costs));
+  } else if (IsNativeRun(run.config_yaml, run.backend)) {
+    lines.push_back("(figures of the native core alone, no torch costs paid: a torch job may run best with fewer "
+                    "workers; `feedtune calibrate`, then sweep again, docs/measurement.md#torch-costs)");
+  }
   if (IsBusy(run)) {
     lines.push_back("(busy: " + BusyText(*run.facts.background) +
                     ": these settings describe the contention with them; sweep on a quiet box, docs/measurement.md)");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "loader/options.h"
+#include "results/torch_costs.h"
 
 namespace feedtune::results {
 
@@ -355,6 +356,8 @@ struct RunFacts {
   std::string timelines_json;
   // v16: other processes' CPU at the start and over the windows; the busy mark.
   std::optional<BackgroundFacts> background;
+  // v17: the torch costs the native trials paid (workload.torch_costs auto); none: the native core's figures.
+  std::optional<TorchCosts> torch_costs;
 
   bool operator==(const RunFacts&) const = default;
 };

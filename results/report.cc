@@ -381,7 +381,9 @@ std::string RenderJson(const RunView& view) {
                  {"observed", ObservedArray(view.observed)},
                  // Other processes' CPU (docs/measurement.md): null before schema v16.
                  {"busy", run.facts.background ? Json(run.facts.background->busy) : Json(nullptr)},
-                 {"background", BackgroundJson(run.facts.background)}};
+                 {"background", BackgroundJson(run.facts.background)},
+                 // The torch costs the native trials paid (docs/measurement.md#torch-costs): null before v17, or none.
+                 {"torch_costs", run.facts.torch_costs ? Json(TorchCostsJson(*run.facts.torch_costs)) : Json(nullptr)}};
   // A node run (sweep.ranks > 1): the formulas beside what they measured.
   if (const auto formulas = NodeFormulas(view.trials, view.machine ? view.machine->usable_cpus : 0, best);
       !formulas.empty()) {
@@ -416,6 +418,12 @@ std::string RunHeaderText(const RunView& view) {
   text += "started:  " + run.started_at;
   if (!run.ended_at.empty()) text += ", ended " + run.ended_at;
   text += "\n";
+  if (run.facts.torch_costs) {
+    text += "torch:    the native trials paid this host's torch costs (workload.torch_costs auto): " +
+            TorchCostsLine(*run.facts.torch_costs) + "\n";
+  } else if (IsNativeRun(run.config_yaml, run.backend)) {
+    text += "torch:    no torch costs paid: the native core's own figures (feedtune calibrate)\n";
+  }
   // Other processes' CPU (docs/measurement.md): the busy mark, else what the windows measured.
   if (const auto& bg = run.facts.background; bg && bg->busy) {
     text += "busy:     " + BusyText(*bg) + ": the knee and the best describe the contention with them\n";

@@ -366,6 +366,31 @@ ALTER TABLE run_facts ADD COLUMN background_windows INTEGER;
 ALTER TABLE run_facts ADD COLUMN background_remeasured INTEGER;
 ALTER TABLE run_facts ADD COLUMN busy INTEGER CHECK (busy IN (0, 1));
 )sql",
+    // 16 -> 17: this box's torch DataLoader costs, per host (`feedtune
+    // calibrate`, results/torch_costs.h; the columns follow TorchCostFields),
+    // and the costs a run's native trials paid (NULL: none, the native core's
+    // own figures).
+    R"sql(
+CREATE TABLE torch_costs (
+  host TEXT PRIMARY KEY,
+  measured_at TEXT NOT NULL,
+  python_version TEXT NOT NULL,
+  torch_version TEXT NOT NULL,
+  start_method TEXT NOT NULL,
+  worker_start_s REAL NOT NULL,
+  in_process_batch_s REAL NOT NULL,
+  in_process_sample_s REAL NOT NULL,
+  in_process_byte_s REAL NOT NULL,
+  worker_batch_s REAL NOT NULL,
+  worker_sample_s REAL NOT NULL,
+  worker_byte_s REAL NOT NULL,
+  main_batch_s REAL NOT NULL,
+  main_byte_s REAL NOT NULL,
+  main_worker_start_s REAL NOT NULL,
+  main_worker_stop_s REAL NOT NULL
+);
+ALTER TABLE run_facts ADD COLUMN torch_costs_json TEXT;
+)sql",
 };
 
 // `json` (an expression: runs.calibration_json, or one of these applied to

@@ -23,6 +23,7 @@ namespace feedtune::results {
 constexpr int kRunFactsVersion = 14;      // run_facts: budget, max_workers, seed, safe limit
 constexpr int kMoreRunFactsVersion = 15;  // run_facts: cpu, preflight, phases, timelines
 constexpr int kBackgroundVersion = 16;    // other processes' CPU: repeats, trials, run_facts
+constexpr int kTorchCostsVersion = 17;    // torch_costs per host; run_facts: the costs a run paid
 
 // One column of a table, in the order the store binds and reads it: its name,
 // the schema version whose migration added it, and what a file before that
@@ -222,6 +223,8 @@ inline constexpr RunFactColumn kRunFactColumns[] = {
     {"background_windows", "$.background.windows", kBackgroundVersion},
     {"background_remeasured", "$.background.remeasured", kBackgroundVersion},
     {"busy", "$.background.busy", kBackgroundVersion},
+    // v17: the torch costs the run's native trials paid (TorchCostsJson), NULL: none.
+    {"torch_costs_json", "$.torch_costs", kTorchCostsVersion},
 };
 
 // Where `column` stands in kRunFactColumns: ReadRunFacts reads a group's

@@ -122,6 +122,13 @@ class Statement {
     return *this;
   }
 
+  // Binds one value to parameter `index` (1-based): for column lists a table drives.
+  template <typename Value>
+  Statement& BindAt(int index, const Value& value) {
+    Bind(index, value);
+    return *this;
+  }
+
   // True when a row is ready, false when the statement is done.
   bool Step() {
     const int rc = sqlite3_step(stmt_);

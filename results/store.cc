@@ -105,6 +105,8 @@ RunFacts ReadRunFacts(const Statement& row, int first) {
     bg.remeasured = row.Optional<int>(c++).value_or(0);
     bg.busy = flag();
   }
+  c = first + RunFactIndex("torch_costs_json");
+  facts.torch_costs = TorchCostsFromJson(text());
   return facts;
 }
 
@@ -551,7 +553,9 @@ void Store::WriteRunFacts(int64_t run_id, const RunFacts& facts, const std::stri
                bg.has_value(), Field(bg, &G::source), Field(bg, &G::start_cpu), Field(bg, &G::sample_s),
                bg ? std::optional<std::string>(ProcessCpuToJson(bg->top)) : std::nullopt,
                Field(bg, &G::reference_cpu), Field(bg, &G::warn_cpu), Field(bg, &G::disturbed_cpu),
-               Field(bg, &G::median_cpu), Field(bg, &G::windows), Field(bg, &G::remeasured), Field(bg, &G::busy))
+               Field(bg, &G::median_cpu), Field(bg, &G::windows), Field(bg, &G::remeasured), Field(bg, &G::busy),
+               facts.torch_costs ? std::optional<std::string>(TorchCostsJson(*facts.torch_costs).dump())
+                                 : std::nullopt)
       .Run();
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "results/records.h"
+#include "results/torch_costs.h"
 #include "results/verdict.h"
 
 struct sqlite3;
@@ -48,7 +49,7 @@ class StatementCache;  // results/sqlite.h
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 16;
+  static constexpr int kSchemaVersion = 17;
   static constexpr int32_t kApplicationId = 0x46656564;  // "Feed"
 
   // Opens (creating when missing, with its parent folder) the results file.
@@ -86,6 +87,10 @@ class Store {
   std::optional<Fingerprint> LoadMachine(int64_t machine_id) const;
   std::vector<StoredMachine> LoadMachines() const;  // in id order
   std::vector<BandwidthRecord> LoadBandwidth(int64_t machine_id) const;  // empty when never measured
+  // This host's torch DataLoader costs (results/torch_costs.h), keyed by
+  // HostIdentity::Key(): the latest `feedtune calibrate` replaces the row.
+  void SetTorchCosts(const std::string& host, const TorchCosts& costs);
+  std::optional<TorchCosts> LoadTorchCosts(const std::string& host) const;  // empty when never measured
   // The run's bottleneck verdict (tuner/measure/stage_runner.h), replacing any before;
   // nullopt when it has none (or the file predates verdicts).
   void SaveVerdict(int64_t run_id, const Verdict& verdict);

@@ -58,4 +58,6 @@ const char* CropModeName(CropMode mode) { return mode == CropMode::kRandom ? "ra
 
 const char* ShardAccessName(ShardAccess access) { return access == ShardAccess::kStream ? "stream" : "random"; }
 
+const char* TorchCostsModeName(TorchCostsMode mode) { return mode == TorchCostsMode::kAuto ? "auto" : "off"; }
+
 }  // namespace feedtune::workloads

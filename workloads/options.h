@@ -61,6 +61,8 @@ struct FaultOptions {
   bool operator==(const FaultOptions&) const = default;
 };
 
+enum class TorchCostsMode { kAuto, kOff };
+
 struct SyntheticOptions {
   int64_t samples = 4096;            // per epoch
   int64_t sample_bytes = 150528;     // fixed size; with a distribution, its max (the slot size)
@@ -79,6 +81,10 @@ struct SyntheticOptions {
   int64_t leak_bytes_per_sample = 0;
   FaultOptions fault;
   uint64_t seed = 0;                 // content, size and cost are deterministic in (seed, index)
+  // kAuto: each sample and worker also pays this host's torch DataLoader
+  // costs when the results file holds them (`feedtune calibrate`,
+  // tuner/measure/torch_cost_dataset.h); kOff: the native core's own costs.
+  TorchCostsMode torch_costs = TorchCostsMode::kAuto;
 };
 
 enum class FilesLayout { kShards, kFiles };
@@ -160,5 +166,6 @@ const char* CacheModeName(CacheMode mode);
 const char* FilesDecodeName(FilesDecode decode);
 const char* CropModeName(CropMode mode);
 const char* ShardAccessName(ShardAccess access);
+const char* TorchCostsModeName(TorchCostsMode mode);
 
 }  // namespace feedtune::workloads

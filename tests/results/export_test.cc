@@ -131,7 +131,7 @@ TEST(ExportTest, EnvLinesSourceInAShell) {
   const std::string path = dir / "feedtune.env";
   WriteFile(path, RenderExport(SweepView(&store), ExportFormat::kEnv));
   const auto result = RunShell(
-      "/bin/sh -c 'set -a; . " + path + "; env' | grep '^FEEDTUNE_' | LC_ALL=C sort", dir);
+      "env -i /bin/sh -c 'set -a; . " + path + "; env' | grep '^FEEDTUNE_' | LC_ALL=C sort", dir);
   ASSERT_EQ(result.code, 0) << result.err;
   EXPECT_EQ(result.out,
             "FEEDTUNE_BATCH_SIZE=32\n"

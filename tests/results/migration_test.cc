@@ -213,10 +213,12 @@ void RawExec(const std::string& path, const std::string& sql) {
 // Schema 12 -> 13: a v12 file (the fixture upgraded, then its v13
 // columns dropped, as a v12 feedtune left it) reads read-only with the worker
 // memory unmeasured, then upgrades and takes a trial with the series' figures.
-// What schema v16 added (other processes' CPU), dropped again to make an older
-// file out of a fresh one; the run_facts columns too when that table stays.
-std::string DropV16(bool run_facts) {
-  std::string sql;
+// What schemas v16 (other processes' CPU) and v17 (torch costs) added,
+// dropped again to make an older file out of a fresh one; the run_facts
+// columns too when that table stays.
+std::string DropSinceV16(bool run_facts) {
+  std::string sql = "DROP TABLE torch_costs;";
+  if (run_facts) sql += "ALTER TABLE run_facts DROP COLUMN torch_costs_json;";
   for (const char* column : {"background_cpu", "remeasured_windows"}) {
     sql += std::string("ALTER TABLE trials DROP COLUMN ") + column + ";";
   }
@@ -243,7 +245,7 @@ TEST_F(MigrationTest, AV12FileReadsAndUpgradesToTheWorkerMemoryColumns) {
           "ALTER TABLE trials DROP COLUMN worker_rss_samples; "
           "ALTER TABLE trials DROP COLUMN worker_rss_in_consumer; "
           "DROP TABLE run_facts; " +
-              DropV16(false) + "PRAGMA user_version = 12;");
+              DropSinceV16(false) + "PRAGMA user_version = 12;");
   {
     Store reader = Store::OpenReadOnly(copy_);
     EXPECT_EQ(reader.schema_version(), 12);
@@ -312,7 +314,7 @@ void ExpectV13Facts(const RunFacts& facts) {
 TEST_F(MigrationTest, AV13FileMovesTheRunFactsOutOfTheJsonIntoTypedColumns) {
   { Store store = Store::Open(copy_); }
   RawExec(copy_, std::string("UPDATE runs SET calibration_json = '") + kV13RunJson +
-                     "' WHERE id = 1; DROP TABLE run_facts; " + DropV16(false) + "PRAGMA user_version = 13;");
+                     "' WHERE id = 1; DROP TABLE run_facts; " + DropSinceV16(false) + "PRAGMA user_version = 13;");
   std::string report_before;
   {
     Store reader = Store::OpenReadOnly(copy_);
@@ -367,7 +369,7 @@ TEST_F(MigrationTest, AV14FileMovesTheRestOfTheRunFactsIntoTypedColumns) {
                              "cpu_calibration_s", "preflight_json", "phases_json", "timelines_json"}) {
     v14 += std::string("ALTER TABLE run_facts DROP COLUMN ") + column + ";";
   }
-  RawExec(copy_, v14 + DropV16(true) + "PRAGMA user_version = 14;");
+  RawExec(copy_, v14 + DropSinceV16(true) + "PRAGMA user_version = 14;");
   const auto expect_facts = [](const RunFacts& facts) {
     ASSERT_TRUE(facts.cpu.has_value());
     EXPECT_EQ(facts.cpu->clock, "CLOCK_THREAD_CPUTIME_ID");

@@ -112,8 +112,9 @@ TEST(RenderJsonTest, HasEveryDesignKeyWithValues) {
                                               "knee_kneedle", "safe_max_workers", "speedup_ci",
                                               "run_uid", "version", "calibration", "config_yaml",
                                               "safe_max_workers_basis", "verdict", "observed", "busy",
-                                              "background"}));
+                                              "background", "torch_costs"}));
   EXPECT_TRUE(out["verdict"].is_null());  // a run without stage trials
+  EXPECT_TRUE(out["torch_costs"].is_null());  // a run that paid none
   EXPECT_TRUE(out["busy"].is_null());        // a run that measured no other processes' CPU
   EXPECT_TRUE(out["background"].is_null());
   EXPECT_EQ(out["observed"], nlohmann::json::array());  // no training job observed on its host

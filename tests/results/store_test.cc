@@ -1,4 +1,5 @@
 #include "results/store.h"
+#include "results/torch_costs.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -619,6 +620,54 @@ TEST_F(StoreTest, ReaderSeesWritesOfAnotherConnection) {
   EXPECT_TRUE(reader.LoadTrials(run_id).empty());
   writer.AddTrial(run_id, TestTrial());
   EXPECT_EQ(reader.LoadTrials(run_id).size(), 1u);
+}
+
+// `feedtune calibrate`'s torch costs: one row per host, every field back as
+// stored, the newest replacing the old, other hosts apart.
+TEST(TorchCostsStoreTest, RoundTripsPerHostAndTheNewestReplaces) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("feedtune-tc-" + std::to_string(getpid()) + ".db")).string();
+  std::filesystem::remove(path);
+  {
+    Store store = Store::Open(path);
+    EXPECT_FALSE(store.LoadTorchCosts("box/abc").has_value());
+    TorchCosts c;
+    c.measured_at = "2026-12-04T17:00:00Z";
+    c.python_version = "3.11.2";
+    c.torch_version = "1.13.0";
+    c.start_method = "fork";
+    double v = 1e-6;
+    for (const TorchCostField& f : TorchCostFields()) c.*f.member = (v *= 2);  // each field its own value
+    store.SetTorchCosts("box/abc", c);
+    ASSERT_TRUE(store.LoadTorchCosts("box/abc").has_value());
+    EXPECT_EQ(*store.LoadTorchCosts("box/abc"), c);
+    EXPECT_FALSE(store.LoadTorchCosts("other/def").has_value());
+    TorchCosts newer = c;
+    newer.worker_start_s = 0.5;
+    newer.measured_at = "2026-12-05T09:00:00Z";
+    store.SetTorchCosts("box/abc", newer);
+    EXPECT_EQ(*store.LoadTorchCosts("box/abc"), newer);
+  }
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + "-wal");
+  std::filesystem::remove(path + "-shm");
+}
+
+// The probe's answer: every number required and non-negative, named when not.
+TEST(TorchCostsStoreTest, TheProbesAnswerIsReadOrRefusedNamingTheKey) {
+  nlohmann::json answer = {{"python_version", "3.11.2"}, {"torch_version", "1.13.0"}, {"start_method", "fork"}};
+  for (const TorchCostField& f : TorchCostFields()) answer[f.name] = 2e-6;
+  const TorchCosts c = TorchCostsFromProbe(answer);
+  EXPECT_EQ(c.torch_version, "1.13.0");
+  EXPECT_DOUBLE_EQ(c.main_byte_s, 2e-6);
+  EXPECT_DOUBLE_EQ(c.SampleSeconds(/*in_worker=*/true, 1000, 16), 2e-6 / 16 + 2e-6 + 2e-6 * 1000);
+  answer["worker_sample_s"] = -1;
+  try {
+    TorchCostsFromProbe(answer);
+    FAIL() << "a negative cost was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "the torch probe's answer has no non-negative number \"worker_sample_s\"");
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "loader/device/device.h"
 #include "results/records.h"
+#include "results/torch_costs.h"
 #include "tuner/cli/commands.h"
 #include "tuner/config/config.h"
 #include "tuner/measure/measurer_factory.h"
@@ -28,6 +29,10 @@ std::optional<po::variables_map> Parse(const Args& args, const po::options_descr
 
 std::string NowIso8601();
 
+// Runs argv (PATH looked up), stderr passed through; returns the exit status
+// (or -1 when it cannot start, errno set) and its stdout in `*out`.
+int RunCapturing(const std::vector<std::string>& argv, std::string* out);
+
 // This machine's fingerprint, with `label` as display name (hostname when empty).
 results::Fingerprint MachineFingerprint(const std::string& label);
 
@@ -39,14 +44,29 @@ struct Session {
   std::unique_ptr<device::Device> device;
 };
 
-// Loads the config (applying `overrides`, as `--set` gives them), opens the
-// workload (its dataset and fork server) and then creates the device, in that
-// order (see tuner/measure/measurer_factory.h); prints the error and returns nullopt
-// (with the exit code) when it cannot.
 // tuner::OpenWorkload, printing why it failed (exit code 2 for the user's input, 1 otherwise).
-bool OpenWorkloadOrExplain(const tuner::SweepConfig& config, tuner::OpenedWorkload* workload, int* exit_code);
+bool OpenWorkloadOrExplain(const tuner::SweepConfig& config, tuner::OpenedWorkload* workload, int* exit_code,
+                           const results::TorchCosts* torch_costs = nullptr);
 
+// Whether the workload's trials pay torch costs when there are some: a native
+// kind with workload.torch_costs auto.
+bool PaysTorchCosts(const tuner::SweepConfig& config);
+
+// The torch costs a native workload's trials pay (workload.torch_costs auto,
+// docs/measurement.md#torch-costs): this host's, stored in `db_path` by
+// `feedtune calibrate` or a sweep's first use. Empty when !PaysTorchCosts, or
+// when the file holds none for this host (then `*note` says why the figures
+// are the native core's), or cannot be read (no note: the caller's own use of
+// the file reports it).
+std::optional<results::TorchCosts> StoredTorchCosts(const tuner::SweepConfig& config, const std::string& db_path,
+                                                    std::string* note);
+
+// Loads the config (applying `overrides`, as `--set` gives them), opens the
+// workload (its dataset and fork server, paying the torch costs stored in
+// `torch_costs_db` for this host when that is not empty) and then creates the
+// device, in that order (see tuner/measure/measurer_factory.h); prints the
+// error and returns nullopt (with the exit code) when it cannot.
 std::optional<Session> OpenSession(const std::string& path, const std::vector<std::string>& overrides,
-                                   int* exit_code);
+                                   int* exit_code, const std::string& torch_costs_db = "");
 
 }  // namespace feedtune::cli

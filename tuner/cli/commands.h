@@ -22,6 +22,7 @@ int RunInit(const Args& args);
 int RunConfigKeys(const Args& args);
 int RunReport(const Args& args);
 int RunMachine(const Args& args);
+int RunCalibrate(const Args& args);
 int RunCompare(const Args& args);
 int RunMerge(const Args& args);
 int RunExport(const Args& args);

@@ -4,9 +4,6 @@
 // shell parts are templates kept as files (tuner/cli/fleet_templates/), filled
 // in here; the Kubernetes manifests are built with yaml-cpp, so every value is
 // quoted as YAML needs.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -25,7 +22,6 @@
 #include "tuner/cli/fleet_templates.h"
 #include "tuner/cli/version.h"
 
-extern char** environ;
 
 namespace feedtune::cli {
 namespace {
@@ -152,38 +148,6 @@ bool ConfigLoads(const std::string& path) {
     std::cerr << "feedtune: " << e.what() << "\n";
     return false;
   }
-}
-
-// Runs argv (PATH looked up), stderr passed through; returns the exit status
-// (or -1 when it cannot start) and its stdout in `*out`.
-int RunCapturing(const std::vector<std::string>& argv, std::string* out) {
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return -1;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
-  std::vector<char*> c_argv;
-  for (const std::string& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
-  c_argv.push_back(nullptr);
-  pid_t pid = 0;
-  const int spawn_error = posix_spawnp(&pid, c_argv[0], &actions, nullptr, c_argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(pipe_fds[1]);
-  if (spawn_error != 0) {
-    close(pipe_fds[0]);
-    errno = spawn_error;
-    return -1;
-  }
-  char buf[4096];
-  ssize_t n = 0;
-  while ((n = read(pipe_fds[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0) out->append(buf, static_cast<size_t>(n));
-  }
-  close(pipe_fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 // `sbatch --parsable [extra...] script`: the job id, or "" after saying why not.

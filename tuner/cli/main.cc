@@ -50,6 +50,7 @@ Commands:
                     jobs that do not run as their sweep said (exit 1 when any)
   observe           record what a training job saw (python: feedtune.watch) in a results file
   machine           print this machine's fingerprint
+  calibrate         measure this box's torch DataLoader costs, which native sweeps then pay
   gen-data          write a dataset: shards, one file per sample, npy, hdf5 or lmdb
   inspect PATH      what a .npy, HDF5 or LMDB file is, its traps, and a read measurement
   fleet slurm|k8s   job files that sweep every node of a cluster and merge the results
@@ -99,6 +100,7 @@ int main(int argc, char** argv) {
   if (command == "config-keys") return RunConfigKeys(args);
   if (command == "report") return RunReport(args);
   if (command == "machine") return RunMachine(args);
+  if (command == "calibrate") return RunCalibrate(args);
   if (command == "compare") return RunCompare(args);
   if (command == "merge") return RunMerge(args);
   if (command == "export") return RunExport(args);

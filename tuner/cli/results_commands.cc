@@ -327,6 +327,10 @@ int RunMachine(const Args& args) {
     try {
       results::Store store = results::Store::Open(db_path);
       const int64_t machine_id = store.UpsertMachine(fp);
+      // What `feedtune calibrate` stored for this host, which native sweeps pay.
+      const std::optional<results::TorchCosts> costs = store.LoadTorchCosts(results::HostOf(fp).Key());
+      j["torch_costs"] = costs ? results::TorchCostsJson(*costs) : nlohmann::ordered_json();
+      if (!costs) j["torch_costs_note"] = "none stored for this host: `feedtune calibrate --db " + db_path + "`";
       if (!bandwidth.points.empty()) {
         std::vector<results::BandwidthRecord> rows;
         for (const auto& p : bandwidth.points) {

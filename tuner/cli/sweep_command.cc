@@ -18,6 +18,7 @@
 #include "results/units.h"
 #include "tuner/search/budget.h"
 #include "tuner/cli/cli_util.h"
+#include "tuner/cli/torch_costs_probe.h"
 #include "tuner/cli/install_paths.h"
 #include "workloads/format_inspect.h"
 #include "tuner/cli/trace_files.h"
@@ -201,6 +202,7 @@ struct SweepSession {
   std::string max_workers_cap_why;  // why max_workers is below the config's (tuner::SearchSetup)
   std::string shards_warning;  // a streaming dataset with fewer shards than the box's readers
   std::optional<tuner::PythonPreflight> python;  // a Python command's preflight (python_preflight.h)
+  bool torch_costs_measured = false;  // this sweep measured them: stored with its run
   results::BackgroundFacts background;  // other processes' CPU: the sample before the baseline, the thresholds
   bool attached = false;  // --serve-fd: the training job serves the trials (feedtune.autotune)
 };
@@ -341,7 +343,19 @@ void CheckAttachable(SweepSession& s) {
 // that order (tuner/measure/measurer_factory.h says why), then the seed.
 void BuildSetup(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progress& progress, SweepSession& s) {
   int code = kExitOk;
-  if (!OpenWorkloadOrExplain(s.config, &s.workload, &code)) throw SweepStop{code, ""};
+  // The torch costs the native trials pay: those a resumed run paid, else this
+  // host's in the results file, measured first on its first sweep there.
+  // (Not when attached: that is a command's sweep, or an error said below.)
+  std::optional<results::TorchCosts> torch_costs;
+  if (a.resuming) {
+    torch_costs = s.run.facts.torch_costs;
+  } else if (a.serve_fd < 0) {
+    torch_costs = SweepTorchCosts(s.config, a.db_path, [&progress](const std::string& n) { progress.Note(n); },
+                                  &s.torch_costs_measured);
+  }
+  if (!OpenWorkloadOrExplain(s.config, &s.workload, &code, torch_costs ? &*torch_costs : nullptr)) {
+    throw SweepStop{code, ""};
+  }
   PythonPreflight(a, stop, progress, s);
   if (a.trace_files.best && !s.workload.dataset) {
     throw SweepStop{kExitUsage,
@@ -453,6 +467,8 @@ void BeginRun(const SweepArgs& a, SweepSession& s) {
   // Stored with the run: --resume re-seeds from it.
   if (s.seed) run.facts.seed = tuner::SeedFactsOf(*s.seed);
   run.facts.cpu = s.workload.cpu_calibration;
+  run.facts.torch_costs = s.workload.torch_costs;
+  if (s.torch_costs_measured && s.workload.torch_costs) StoreTorchCosts(*s.store, *s.workload.torch_costs);
   run.facts.preflight = s.preflight;
   run.facts.background = s.background;
   run.id = s.store->BeginRun(run);
@@ -799,7 +815,9 @@ so and whether the OOM killer did it (the cgroup's memory.events), exit 1.
 --trace FILE writes a timeline of the trial's first window (every worker's
 sample fetches and batches, the pin stage, the main loop's waits, the device's
 copies and steps) as Chrome trace JSON: open it in https://ui.perfetto.dev or
-chrome://tracing (docs/trace.md).
+chrome://tracing (docs/trace.md). A native workload pays this host's torch
+DataLoader costs stored in --db (`feedtune calibrate`; workload.torch_costs
+off: the native core alone).
 
 Examples:
   feedtune trial configs/quickstart.yaml --set loader.num_workers=4 --set loader.pin_memory=true --json
@@ -822,7 +840,9 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
       "json", "print the measurement as one JSON object")(
       "trace", po::value(&trace_path), "write a Chrome trace of the trial's first window to FILE")(
       "trace-seconds", po::value(&trace.seconds)->default_value(1.0), kTraceSecondsHelp)(
-      "db", po::value(&db_path), "results file whose sweep of this host and workload gives the worker memory")(
+      "db", po::value(&db_path),
+      "results file whose sweep of this host and workload gives the worker memory, and whose torch costs for this "
+      "host a native trial pays (feedtune calibrate)")(
       "force", "run the setting even when it is over a memory, /dev/shm or open-file budget");
   po::positional_options_description positional;
   positional.add("config", 1);
@@ -850,7 +870,7 @@ int MeasureTrial(const po::variables_map& vm, const std::string& config_path, co
       return kExitUsage;
     }
   }
-  auto session = OpenSession(config_path, sets, &code);
+  auto session = OpenSession(config_path, sets, &code, db_path);
   if (!session) return code;
   if (trace_file && !session->workload.dataset) {
     std::cerr << "feedtune: --trace records feedtune's own loader; a command workload runs its own "

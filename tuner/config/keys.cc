@@ -288,6 +288,12 @@ constexpr Key kKeyTable[] = {
      Real<kWorkload, kSynthetic, &Synthetic::jitter>(0, kClosed, 1, kClosed), kDatasets},
     {"workload.worker_init_us", Hashed::kYes,
      Int<kWorkload, kSynthetic, &Synthetic::worker_init_us>(0, kMaxUs), kDatasets},
+    // What the run paid is stored with it; the workload is the same either way.
+    {"workload.torch_costs", Hashed::kNo,
+     Enum<kWorkload, kSynthetic, &Synthetic::torch_costs>(
+         static_cast<int>(workloads::TorchCostsMode::kOff) + 1,
+         &EnumName<workloads::TorchCostsMode, &workloads::TorchCostsModeName>),
+     kDatasets},
     // Memory each read keeps for good (a drill of the growth flag); kIfSet:
     // workloads without it keep their hashes.
     {"workload.leak_bytes_per_sample", Hashed::kIfSet,

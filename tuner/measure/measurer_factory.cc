@@ -7,6 +7,7 @@
 
 #include "tuner/measure/command_measurer.h"
 #include "tuner/measure/kill_cause.h"
+#include "tuner/measure/torch_cost_dataset.h"
 #include "workloads/cpu_work.h"
 #include "workloads/files_dataset.h"
 #include "workloads/format_inspect.h"
@@ -43,6 +44,20 @@ auto OpenFormat(const SweepConfig& config, Open open) -> decltype(open()) {
 results::CpuCalibrationFacts CalibrationFacts(const workloads::CpuCalibration& c) {
   return {"CLOCK_THREAD_CPUTIME_ID", c.clock_read_ns, c.work_bytes_per_s, static_cast<int64_t>(c.chunk_bytes),
           c.chunk_us, c.clock_overhead, c.check_requested_us, c.check_spent_us, c.calibration_s};
+}
+
+// The calibration back from the run record's form, for the torch costs' CPU burns.
+workloads::CpuCalibration CalibrationOf(const results::CpuCalibrationFacts& f) {
+  workloads::CpuCalibration c;
+  c.clock_read_ns = f.clock_read_ns;
+  c.work_bytes_per_s = f.work_bytes_per_s;
+  c.chunk_bytes = static_cast<size_t>(f.chunk_bytes);
+  c.chunk_us = f.chunk_us;
+  c.clock_overhead = f.clock_overhead;
+  c.check_requested_us = f.check_requested_us;
+  c.check_spent_us = f.check_spent_us;
+  c.calibration_s = f.calibration_s;
+  return c;
 }
 
 // A format kind (npy, hdf5, lmdb, tfrecord, tar): its dataset built with this
@@ -85,7 +100,7 @@ void DescribeCommand(const SweepConfig& config, OpenedWorkload* opened) {
 
 }  // namespace
 
-OpenedWorkload OpenWorkload(const SweepConfig& config) {
+OpenedWorkload OpenWorkload(const SweepConfig& config, const results::TorchCosts* torch_costs) {
   OpenedWorkload opened;
   const workloads::WorkloadOptions& w = config.workload;
   // The rank processes first, while this process has one thread (tuner/measure/node_measurer.h).
@@ -170,6 +185,14 @@ OpenedWorkload OpenWorkload(const SweepConfig& config) {
   // Wrapped before the fork server copies it, so its workers see the switch.
   opened.stages = std::make_shared<StageDataset>(opened.dataset);
   opened.dataset = opened.stages;
+  if (torch_costs != nullptr && !opened.ranks && w.synthetic.torch_costs == workloads::TorchCostsMode::kAuto) {
+    opened.torch_costs = *torch_costs;
+    opened.dataset = std::make_shared<TorchCostDataset>(opened.dataset, *torch_costs,
+                                                        static_cast<int>(config.loader.knobs.batch_size),
+                                                        CalibrationOf(*opened.cpu_calibration));
+    opened.description += "\npaying this host's torch costs (workload.torch_costs auto): " +
+                          results::TorchCostsLine(*torch_costs);
+  }
   if (opened.ranks) {
     opened.description = std::to_string(opened.ranks->ranks()) + " ranks (sweep.ranks), each reading its " +
                          "DistributedSampler share of " + opened.description;
@@ -193,7 +216,9 @@ std::unique_ptr<TrialMeasurer> MakeMeasurer(const SweepConfig& config, const Ope
     workload.ranks->WaitReady();
     return std::make_unique<KillNamingMeasurer>(std::make_unique<node::NodeMeasurer>(workload.ranks));
   }
-  return std::make_unique<TrialRunner>(config, device, workload.dataset, stop, workload.fork_server);
+  auto runner = std::make_unique<TrialRunner>(config, device, workload.dataset, stop, workload.fork_server);
+  if (workload.torch_costs) runner->set_torch_costs(*workload.torch_costs, CalibrationOf(*workload.cpu_calibration));
+  return runner;
 }
 
 }  // namespace feedtune::tuner

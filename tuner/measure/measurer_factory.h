@@ -21,6 +21,7 @@
 #include "loader/device/device.h"
 #include "loader/fork_server.h"
 #include "results/records.h"
+#include "results/torch_costs.h"
 #include "tuner/config/config.h"
 #include "tuner/measure/node_measurer.h"
 #include "tuner/measure/stage_dataset.h"
@@ -49,12 +50,18 @@ struct OpenedWorkload {
   // sweep.ranks > 1 (native kinds): the rank processes, forked first of all;
   // the dataset above then only describes the workload (no fork server).
   std::shared_ptr<node::RankSet> ranks;
+  // The torch costs the native trials pay (tuner/measure/torch_cost_dataset.h):
+  // the workers through `dataset`, the consumer through the trial runner.
+  std::optional<results::TorchCosts> torch_costs;
 };
 
 // Call before this process starts threads or creates a CUDA device. Throws
 // WorkloadError (see above), std::runtime_error (damaged data: the message
 // names the file, record and byte offset) or std::system_error (no fork server).
-OpenedWorkload OpenWorkload(const SweepConfig& config);
+// `torch_costs` (may be null): this host's torch DataLoader costs, for a
+// native kind on one rank to pay (workload.torch_costs auto; the caller reads
+// them from the results file). Not paid by node sweeps' ranks.
+OpenedWorkload OpenWorkload(const SweepConfig& config, const results::TorchCosts* torch_costs = nullptr);
 
 // `config`, `device` and `stop` must outlive the measurer. `serve_fd` >= 0
 // (a command workload with protocol serve, `sweep --serve-fd`): the process

@@ -27,10 +27,19 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 // Drives the loop over batches, crossing epoch boundaries as the data runs out.
 class Loop {
  public:
+  // `main_cost` (may be empty): torch's main-process costs when the loader
+  // has workers: per batch from a worker, inside the wait; per worker
+  // started and stopped, at each start of them.
+  struct MainCost {
+    const results::TorchCosts* costs;
+    const workloads::CpuCalibration* calibration;
+  };
   Loop(loader::DataLoader& loader, device::Device& device, const loader::Knobs& knobs, int sync_every,
-       const std::atomic<bool>* stop, loader::DeviceTraceRecorder* recorder = nullptr)
+       const std::atomic<bool>* stop, loader::DeviceTraceRecorder* recorder = nullptr,
+       std::optional<MainCost> main_cost = std::nullopt)
       : loader_(loader), device_(device), knobs_(knobs), sync_every_(sync_every), stop_(stop), recorder_(recorder),
-        trace_(loader.trace()), pid_(trace_ ? getpid() : 0), tid_(trace_ ? loader::TraceThreadId() : 0) {}
+        trace_(loader.trace()), pid_(trace_ ? getpid() : 0), tid_(trace_ ? loader::TraceThreadId() : 0),
+        main_cost_(knobs.num_workers > 0 ? main_cost : std::nullopt) {}
 
   struct StepFacts {
     double wait_s;
@@ -45,10 +54,17 @@ class Loop {
     std::optional<loader::BatchView> batch = loader_.Next();
     const bool first_of_epoch = !batch;
     if (!batch) {
+      // Without persistent workers torch's main process joins its workers
+      // at the epoch's end and forks new ones, one after another.
+      if (main_cost_ && !knobs_.persistent_workers) {
+        PayMain(main_cost_->costs->MainStopSeconds(knobs_.num_workers) +
+                main_cost_->costs->MainStartSeconds(knobs_.num_workers));
+      }
       loader_.StartEpoch(++epoch_);
       batch = loader_.Next();
       if (!batch) throw loader::LoaderError("an epoch has no batch (samples < batch_size with drop_last)");
     }
+    if (main_cost_) PayMain(main_cost_->costs->MainBatchSeconds(batch->payload_bytes));
     const auto got = Clock::now();
     const double wait = Seconds(got - start);
     if (trace_ != nullptr) {
@@ -67,6 +83,7 @@ class Loop {
   }
 
   void Begin() {
+    if (main_cost_) PayMain(main_cost_->costs->MainStartSeconds(knobs_.num_workers));
     loader_.StartEpoch(epoch_);
   }
 
@@ -92,6 +109,11 @@ class Loop {
   int64_t steps_ = 0;
   int64_t batches_into_epoch_ = 0;
   bool at_epoch_end_ = false;
+  const std::optional<MainCost> main_cost_;
+
+  void PayMain(double seconds) const {
+    workloads::BurnCpu(static_cast<int64_t>(seconds * 1e9), {}, *main_cost_->calibration);
+  }
 };
 
 // Arms the trace for the first `capture.seconds` of the window about to start
@@ -369,7 +391,10 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
       device::Device& device;
       ~SinkReset() { device.set_trace_sink(nullptr); }
     } sink_reset{device_};
-    Loop loop(data_loader, device_, knobs, config_.device.sync_every_steps, stop_, recorder ? &*recorder : nullptr);
+    std::optional<Loop::MainCost> main_cost;
+    if (torch_costs_) main_cost = Loop::MainCost{&*torch_costs_, &calibration_};
+    Loop loop(data_loader, device_, knobs, config_.device.sync_every_steps, stop_, recorder ? &*recorder : nullptr,
+              main_cost);
     TrialSession session({config_, device_, *dataset_, sync_, plan, meter_, quiet_reference_}, data_loader, loop,
                          recorder ? &*recorder : nullptr, trial, last_warning_);
     session.WarmUp();

@@ -40,8 +40,10 @@
 #include "loader/options.h"
 #include "loader/trace.h"
 #include "results/records.h"
+#include "results/torch_costs.h"
 #include "tuner/config/config.h"
 #include "tuner/measure/measurer.h"
+#include "workloads/cpu_work.h"
 #include "tuner/measure/proc_stats.h"
 
 namespace feedtune::tuner {
@@ -65,6 +67,16 @@ class TrialRunner final : public TrialMeasurer {
   // A rank of a node trial (tuner/measure/node_measurer.h) sets this once, before any trial.
   void set_rank_sync(RankSync* sync) { sync_ = sync; }
 
+  // The torch costs this run pays (workload.torch_costs auto, results/torch_costs.h):
+  // with workers, the consumer burns the main process's cost of each batch it
+  // takes, inside the wait, as torch's __next__ rebuilds the batch there, and
+  // its cost of starting and stopping the workers, one after another, at each
+  // start of them (every epoch without persistent_workers). The workers'
+  // share is the dataset's (tuner/measure/torch_cost_dataset.h).
+  void set_torch_costs(const results::TorchCosts& costs, const workloads::CpuCalibration& calibration) {
+    torch_costs_ = costs;
+    calibration_ = calibration;
+  }
   // A rank counts the whole node's tree (its parent's, the tuner) as its own
   // for the background: the other ranks are not other processes.
   void set_background_tree_root(pid_t root);
@@ -79,6 +91,8 @@ class TrialRunner final : public TrialMeasurer {
   RankSync* sync_ = nullptr;
   BackgroundMeter meter_;  // other processes' CPU per window (tuner/measure/proc_stats.h)
   double quiet_reference_ = std::numeric_limits<double>::quiet_NaN();
+  std::optional<results::TorchCosts> torch_costs_;
+  workloads::CpuCalibration calibration_;  // with torch_costs_
 };
 
 }  // namespace feedtune::tuner
