@@ -267,7 +267,8 @@ void WriteChromeTrace(std::ostream& out, std::vector<TraceEvent> events, const T
     char value[32];
     std::snprintf(value, sizeof value, "%.3f", c.value);
     if (!put("{\"ph\":\"C\",\"name\":\"" + Escape(c.name) + "\",\"pid\":" + std::to_string(main_pid) +
-             ",\"ts\":" + Us(c.ns - t0) + ",\"args\":{\"CPUs\":" + value + "}}")) {
+             ",\"tid\":" + std::to_string(main_pid) + ",\"ts\":" + Us(c.ns - t0) + ",\"args\":{\"CPUs\":" +
+             value + "}}")) {
       break;
     }
   }

@@ -235,6 +235,7 @@ void CheckTraceFile(const fs::path& path, int workers, bool pinned, json* parsed
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names;
   std::map<int64_t, std::string> process_names;
   std::map<int64_t, std::vector<json>> flows;
+  int counters = 0;
   for (const auto& e : j["traceEvents"]) {
     const auto ids = std::make_pair(e["pid"].get<int64_t>(), e["tid"].get<int64_t>());
     const std::string ph = e["ph"];
@@ -247,8 +248,14 @@ void CheckTraceFile(const fs::path& path, int workers, bool pinned, json* parsed
       process_names[ids.first] = e["args"]["name"];
     } else if (ph == "s" || ph == "f") {
       flows[e["id"].get<int64_t>()].push_back(e);
+    } else if (ph == "C") {
+      // Other processes' CPU over the traced window (docs/trace.md), in CPUs.
+      EXPECT_EQ(e["name"], "other processes' CPU") << e.dump();
+      EXPECT_GE(e["args"]["CPUs"].get<double>(), 0) << e.dump();
+      ++counters;
     }
   }
+  EXPECT_EQ(counters, 2) << "the background's counter track: the window's start and end";
   // Spans on a track nest: each starts after the one enclosing it and ends before it ends.
   for (auto& [ids, spans] : tracks) {
     EXPECT_TRUE(thread_names.count(ids)) << "track " << ids.first << "/" << ids.second << " has no name";

@@ -225,19 +225,22 @@ TEST(BackgroundHog, NamedInTheWarningBeforeTheBaseline) {
   testing_util::Hog hog("feedtune_hog");
   const pid_t pid = hog.pid();
   ASSERT_GT(pid, 0);
-  const BackgroundSample sample = SampleBackground(1.0);
+  // Every consumer named, so that on a box busy with others (a test suite
+  // beside it) the hog is still among them.
+  const BackgroundSample sample = SampleBackground(1.0, nullptr, 1000);
   hog.Stop();
   ASSERT_TRUE(std::isfinite(sample.cpu)) << sample.source.path;
   EXPECT_NEAR(sample.seconds, 1.0, 0.5);
-  // One CPU spinning; a shared box gives it less when others run too, so
-  // the bound is generous: what matters is that it shows.
-  EXPECT_GE(sample.cpu, 0.3) << sample.source.path;
+  // One CPU spinning; a shared box gives it less when others run too (a
+  // fifth of a CPU under a loaded test suite), so the bound is generous:
+  // what matters is that it shows and is named.
+  EXPECT_GE(sample.cpu, 0.05) << sample.source.path;
   bool named = false;
   for (const results::ProcessCpu& p : sample.top) {
     if (p.name != "feedtune_hog") continue;
     named = true;
     EXPECT_EQ(p.pid, pid);
-    EXPECT_GE(p.cpu, 0.3);
+    EXPECT_GE(p.cpu, 0.05);
   }
   EXPECT_TRUE(named) << results::TopConsumersText(sample.top);
 

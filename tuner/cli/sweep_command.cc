@@ -416,8 +416,8 @@ void BuildSetup(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progre
 // idle. Above sweep.background.warn_cpu it is said up front, with the top
 // consumers, and the sweep goes on; at or below it, it is the quiet reference
 // the trials judge their windows against. A resumed run keeps the sample and
-// the reference stored with it. Before the run is stored: an interruption
-// here leaves no run behind.
+// the reference stored with it. After the run is stored (a results file that
+// cannot be written fails first); the warning joins its preflight warnings.
 void SampleBox(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progress& progress, SweepSession& s) {
   const tuner::BackgroundOptions& options = s.config.sweep.background;
   results::BackgroundFacts& facts = s.background;
@@ -430,9 +430,16 @@ void SampleBox(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progres
     // parent: its CPU is the trial's, not another process's, so nothing is sampled.
     if (options.sample_seconds > 0 && !s.attached) {
       progress.Note("feedtune: other processes' CPU: sampling the box for " +
-                    results::ShortNumber(options.sample_seconds) + " s before the baseline");
+                    results::ShortNumber(options.sample_seconds) + " s first");
       tuner::BackgroundSample sample = tuner::SampleBackground(options.sample_seconds, &stop);
-      if (stop.load()) throw SweepStop{kExitInterrupted, "interrupted before the baseline; no run was stored"};
+      if (stop.load()) {
+        s.run.status = results::RunStatus::kInterrupted;
+        s.run.ended_at = NowIso8601();
+        s.store->FinishRun(s.run);
+        throw SweepStop{kExitInterrupted, "interrupted before the first trial; run " + std::to_string(s.run.id) +
+                                              " is marked interrupted (`feedtune sweep --resume " +
+                                              std::to_string(s.run.id) + "` continues it)"};
+      }
       facts.source = sample.source.path;
       facts.start_cpu = sample.cpu;
       facts.sample_s = sample.seconds;
@@ -442,6 +449,9 @@ void SampleBox(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progres
     }
     if (std::isfinite(facts.start_cpu) && facts.start_cpu <= facts.warn_cpu) facts.reference_cpu = facts.start_cpu;
     if (const std::string warning = results::StartWarning(facts); !warning.empty()) s.preflight.push_back(warning);
+    // Stored with the run's facts at its end (or its interruption).
+    s.run.facts.preflight = s.preflight;
+    s.run.facts.background = facts;
   }
   s.measurer->SetQuietBackground(facts.reference_cpu);
 }
@@ -470,7 +480,6 @@ void BeginRun(const SweepArgs& a, SweepSession& s) {
   run.facts.torch_costs = s.workload.torch_costs;
   if (s.torch_costs_measured && s.workload.torch_costs) StoreTorchCosts(*s.store, *s.workload.torch_costs);
   run.facts.preflight = s.preflight;
-  run.facts.background = s.background;
   run.id = s.store->BeginRun(run);
 }
 
@@ -722,8 +731,8 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     const Output output{*progress, a->json};
     LoadConfigOrRun(*a, s);
     BuildSetup(*a, stop, *progress, s);
-    SampleBox(*a, stop, *progress, s);
     BeginRun(*a, s);
+    SampleBox(*a, stop, *progress, s);
     AnnounceRun(*a, s, *progress, output);
     // A command's workers are not the process tree feedtune sees: its budget
     // rests on the worker memory the command measured (tuner/search/budget.h).

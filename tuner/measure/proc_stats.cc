@@ -310,7 +310,7 @@ std::optional<CpuReading> BackgroundMeter::Read(TreeUsage* usage) const {
   return CpuReading{(*box_before + *box_after) / 2, usage->cpu_s, (seconds(t0) + seconds(t1)) / 2};
 }
 
-BackgroundSample SampleBackground(double seconds, const std::atomic<bool>* stop) {
+BackgroundSample SampleBackground(double seconds, const std::atomic<bool>* stop, size_t top) {
   BackgroundSample sample;
   sample.source = FindBoxCpuSource();
   sample.cpu = std::nan("");
@@ -327,7 +327,7 @@ BackgroundSample SampleBackground(double seconds, const std::atomic<bool>* stop)
   if (!start || !end) return sample;
   sample.seconds = end->wall_s - start->wall_s;
   sample.cpu = BackgroundCpu(*start, *end);
-  sample.top = TopConsumers(before, after, sample.seconds, TreePids(after, getpid()));
+  sample.top = TopConsumers(before, after, sample.seconds, TreePids(after, getpid()), top);
   return sample;
 }
 

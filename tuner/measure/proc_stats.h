@@ -105,7 +105,8 @@ struct BackgroundSample {
   double cpu = 0;      // NaN when the source could not be read
   std::vector<results::ProcessCpu> top;
 };
-BackgroundSample SampleBackground(double seconds, const std::atomic<bool>* stop = nullptr);
+// `top`: how many consumers to name.
+BackgroundSample SampleBackground(double seconds, const std::atomic<bool>* stop = nullptr, size_t top = 5);
 
 // Reads the box and the tree as one reading (the box around the tree).
 class BackgroundMeter {
