@@ -77,7 +77,10 @@ std::string CpuListText(const std::vector<int>& cpus) {
     while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
     if (!text.empty()) text += ',';
     text += std::to_string(cpus[i]);
-    if (j > i) text += "-" + std::to_string(cpus[j]);
+    if (j > i) {
+      text += '-';  // appended apart: GCC 12's -Wrestrict misreads "-" + std::string at -O2
+      text += std::to_string(cpus[j]);
+    }
     i = j + 1;
   }
   return text;
