@@ -159,6 +159,19 @@ int64_t TraceNowNs() {
 
 int32_t TraceThreadId() { return static_cast<int32_t>(syscall(SYS_gettid)); }
 
+namespace {
+
+// A counter's point ("ph":"C") on the main process's track, in CPUs.
+std::string CounterEventJson(const TraceCounter& c, int32_t main_pid, int64_t t0) {
+  char value[32];
+  std::snprintf(value, sizeof value, "%.3f", c.value);
+  return "{\"ph\":\"C\",\"name\":\"" + Escape(c.name) + "\",\"pid\":" + std::to_string(main_pid) +
+         ",\"tid\":" + std::to_string(main_pid) + ",\"ts\":" + Us(c.ns - t0) + ",\"args\":{\"CPUs\":" + value +
+         "}}";
+}
+
+}  // namespace
+
 void WriteChromeTrace(std::ostream& out, std::vector<TraceEvent> events, const TraceInfo& info) {
   // Outer spans first at equal starts, so a reader that stacks them sees the nesting.
   std::sort(events.begin(), events.end(), [](const TraceEvent& a, const TraceEvent& b) {
@@ -263,14 +276,7 @@ void WriteChromeTrace(std::ostream& out, std::vector<TraceEvent> events, const T
   }
 
   for (const TraceCounter& c : info.counters) {
-    if (w.full()) break;
-    char value[32];
-    std::snprintf(value, sizeof value, "%.3f", c.value);
-    if (!put("{\"ph\":\"C\",\"name\":\"" + Escape(c.name) + "\",\"pid\":" + std::to_string(main_pid) +
-             ",\"tid\":" + std::to_string(main_pid) + ",\"ts\":" + Us(c.ns - t0) + ",\"args\":{\"CPUs\":" +
-             value + "}}")) {
-      break;
-    }
+    if (w.full() || !put(CounterEventJson(c, main_pid, t0))) break;
   }
 
   char cap[512];
