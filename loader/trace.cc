@@ -292,21 +292,21 @@ void WriteChromeTrace(std::ostream& out, std::vector<TraceEvent> events, const T
         0);
 }
 
-std::string TimelineExcerptJson(const std::vector<TraceEvent>& events, int num_workers, double ms) {
+TimelineExcerpt MakeTimelineExcerpt(const std::vector<TraceEvent>& events, int num_workers, double ms) {
+  TimelineExcerpt excerpt;
+  excerpt.ms = static_cast<int64_t>(ms);
   int64_t t0 = std::numeric_limits<int64_t>::max();
   for (const TraceEvent& e : events) {
     if (e.kind == TraceKind::kStep) t0 = std::min(t0, e.start_ns);
   }
-  if (t0 == std::numeric_limits<int64_t>::max()) return {};
+  if (t0 == std::numeric_limits<int64_t>::max()) return excerpt;
   const int64_t t1 = t0 + static_cast<int64_t>(ms * 1e6);
 
   // Rows: the workers (or the main loop, which loads without them), pin, copy, step.
-  std::vector<std::string> names;
-  if (num_workers == 0) names.push_back("main (loads)");
-  for (int w = 0; w < num_workers; ++w) names.push_back("worker " + std::to_string(w));
-  const size_t pin_row = names.size();
-  names.insert(names.end(), {"pin", "copy", "step"});
-  std::vector<std::string> spans(names.size());
+  if (num_workers == 0) excerpt.rows.push_back({"main (loads)", {}});
+  for (int w = 0; w < num_workers; ++w) excerpt.rows.push_back({"worker " + std::to_string(w), {}});
+  const size_t pin_row = excerpt.rows.size();
+  for (const char* name : {"pin", "copy", "step"}) excerpt.rows.push_back({name, {}});
   for (const TraceEvent& e : events) {
     size_t row;
     if (e.kind == TraceKind::kBatch) {
@@ -320,20 +320,12 @@ std::string TimelineExcerptJson(const std::vector<TraceEvent>& events, int num_w
     } else {
       continue;
     }
-    if (row >= names.size() || e.end_ns <= t0 || e.start_ns >= t1) continue;
+    if (row >= excerpt.rows.size() || e.end_ns <= t0 || e.start_ns >= t1) continue;
     const int64_t s = (std::max(e.start_ns, t0) - t0) / 1000;
     const int64_t d = (std::min(e.end_ns, t1) - t0) / 1000 - s;
-    if (!spans[row].empty()) spans[row] += ',';
-    char span[48];
-    std::snprintf(span, sizeof span, "[%lld,%lld]", static_cast<long long>(s), static_cast<long long>(d));
-    spans[row] += span;
+    excerpt.rows[row].spans.push_back({s, d});
   }
-  std::string out = "{\"ms\":" + std::to_string(static_cast<int64_t>(ms)) + ",\"rows\":[";
-  for (size_t r = 0; r < names.size(); ++r) {
-    if (r > 0) out += ',';
-    out += "{\"name\":\"" + names[r] + "\",\"spans\":[" + spans[r] + "]}";
-  }
-  return out + "]}";
+  return excerpt;
 }
 
 }  // namespace feedtune::loader

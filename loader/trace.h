@@ -25,6 +25,7 @@
 // track; Arm/Disarm/Events from the owner (the consumer thread).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -220,8 +221,17 @@ struct TraceInfo {
 void WriteChromeTrace(std::ostream& out, std::vector<TraceEvent> events, const TraceInfo& info);
 
 // A compact excerpt for the HTML report: the first `ms` milliseconds from the
-// first step, one row per worker (its batch spans), the pin stage, the copy
-// and the step, as JSON: {"ms":200,"rows":[{"name":"worker 0","spans":[[start_us,dur_us],...]},...]}.
-std::string TimelineExcerptJson(const std::vector<TraceEvent>& events, int num_workers, double ms = 200);
+// first step, one row per worker (its batch spans; "main (loads)" without
+// workers), the pin stage, the copy and the step. The caller writes it as
+// JSON (tuner/cli/trace_files.h).
+struct TimelineExcerpt {
+  struct Row {
+    std::string name;                             // "worker 0", "pin", "copy", "step"
+    std::vector<std::array<int64_t, 2>> spans;  // [start_us, duration_us] from the first step
+  };
+  int64_t ms = 0;
+  std::vector<Row> rows;  // empty when the capture has no step
+};
+TimelineExcerpt MakeTimelineExcerpt(const std::vector<TraceEvent>& events, int num_workers, double ms = 200);
 
 }  // namespace feedtune::loader

@@ -136,8 +136,8 @@ std::string NodeFormulasText(const std::vector<FormulaRow>& rows, std::optional<
   return text;
 }
 
-std::string NodeFormulasJson(const std::vector<FormulaRow>& rows, std::optional<double> best,
-                             std::optional<double> knee) {
+nlohmann::ordered_json NodeFormulasJson(const std::vector<FormulaRow>& rows, std::optional<double> best,
+                                        std::optional<double> knee) {
   Json out = Json::array();
   const auto gap = [](const FormulaRow& row, std::optional<double> to) {
     return row.samples_per_s && to && *to > 0 ? Number(*row.samples_per_s / *to - 1) : Json(nullptr);
@@ -152,7 +152,7 @@ std::string NodeFormulasJson(const std::vector<FormulaRow>& rows, std::optional<
                    {"gap_to_best", gap(row, best)},
                    {"gap_to_knee", gap(row, knee)}});
   }
-  return out.dump();
+  return out;
 }
 
 namespace {

@@ -50,8 +50,8 @@ std::vector<FormulaRow> NodeFormulas(const std::vector<TrialRecord>& trials, int
 // the gap to the knee).
 std::string NodeFormulasText(const std::vector<FormulaRow>& rows, std::optional<double> best_samples_per_s,
                              const std::string& indent);
-std::string NodeFormulasJson(const std::vector<FormulaRow>& rows, std::optional<double> best_samples_per_s,
-                             std::optional<double> knee_samples_per_s);
+nlohmann::ordered_json NodeFormulasJson(const std::vector<FormulaRow>& rows, std::optional<double> best_samples_per_s,
+                                        std::optional<double> knee_samples_per_s);
 
 // For `export`: how to launch the measured node, each line starting with
 // `prefix` ("# " in Python, "" in env files): the rank count for torchrun

@@ -351,7 +351,7 @@ struct RunFacts {
   std::vector<std::string> preflight;      // the warnings said before the first trial
   std::vector<PhaseFact> phases;           // at the end
   // `sweep --trace`: the baseline's and the best setting's timeline excerpts
-  // ({"baseline": ..., "best": ...}, loader::TimelineExcerptJson each), kept
+  // ({"baseline": ..., "best": ...}, loader::MakeTimelineExcerpt each), kept
   // as JSON: they are a trace, drawn by the HTML report (results/timeline_html.h).
   std::string timelines_json;
   // v16: other processes' CPU at the start and over the windows; the busy mark.

@@ -83,7 +83,16 @@ Json MachineJson(const std::optional<Fingerprint>& machine) {
 
 Json OrNull(const auto& v) { return v ? Json(*v) : Json(nullptr); }
 
-Json SafeLimitObject(const std::optional<SafeLimit>& safe) {
+Json BudgetFactsObject(const BudgetFacts& f) {
+  return Json{{"mem_available_bytes", f.mem_available_bytes}, {"shm_free_bytes", f.shm_free_bytes},
+              {"nofile_limit", f.nofile_limit},               {"fds_open", f.fds_open},
+              {"usable_cpus", f.usable_cpus},                 {"batch_bytes", f.batch_bytes},
+              {"stream_buffer_bytes", f.stream_buffer_bytes}};
+}
+
+}  // namespace
+
+Json SafeLimitJson(const std::optional<SafeLimit>& safe) {
   if (!safe) return nullptr;
   return Json{{"workers", OrNull(safe->workers)},
               {"basis", safe->basis},
@@ -92,14 +101,7 @@ Json SafeLimitObject(const std::optional<SafeLimit>& safe) {
               {"growth_bytes", OrNull(safe->growth_bytes)}};
 }
 
-Json BudgetFactsObject(const BudgetFacts& f) {
-  return Json{{"mem_available_bytes", f.mem_available_bytes}, {"shm_free_bytes", f.shm_free_bytes},
-              {"nofile_limit", f.nofile_limit},               {"fds_open", f.fds_open},
-              {"usable_cpus", f.usable_cpus},                 {"batch_bytes", f.batch_bytes},
-              {"stream_buffer_bytes", f.stream_buffer_bytes}};
-}
-
-Json SeedObject(const SeedFacts& seed) {
+Json SeedJson(const SeedFacts& seed) {
   const loader::Knobs& k = seed.best;
   return Json{{"db", seed.db_path},
               {"run", seed.run_id},
@@ -113,44 +115,49 @@ Json SeedObject(const SeedFacts& seed) {
               {"best", LoaderKnobsJson<Json>(k)}};
 }
 
-// The "calibration" object (CalibrationJson), its keys sorted as the one
-// object was stored before v14. Text that does not parse is passed on as a
-// string rather than dropped.
-Json CalibrationObject(const RunRecord& run) {
+// Its keys sorted as the one object was stored before v14 (a nlohmann::json
+// sorts them). Text that does not parse is passed on as a string rather than
+// dropped.
+Json CalibrationJson(const RunRecord& run) {
   const RunFacts& facts = run.facts;
   nlohmann::json j = nullptr;
   if (!run.calibration_json.empty()) {
+    // The stored keys: text read from the results file.
     j = nlohmann::json::parse(run.calibration_json, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return run.calibration_json;
   }
-  if (facts == RunFacts{}) return Json::parse(j.dump());
+  if (facts == RunFacts{}) return Json(j);
   if (!j.is_object()) j = nlohmann::json::object();
-  if (facts.budget) j["budget_facts"] = nlohmann::json::parse(BudgetFactsObject(*facts.budget).dump());
+  if (facts.budget) j["budget_facts"] = nlohmann::json(BudgetFactsObject(*facts.budget));
   if (facts.max_workers) j["max_workers"] = *facts.max_workers;
-  if (facts.seed) j["seed"] = nlohmann::json::parse(SeedObject(*facts.seed).dump());
-  if (facts.safe_limit) j["safe_limit"] = nlohmann::json::parse(SafeLimitObject(facts.safe_limit).dump());
+  if (facts.seed) j["seed"] = nlohmann::json(SeedJson(*facts.seed));
+  if (facts.safe_limit) j["safe_limit"] = nlohmann::json(SafeLimitJson(facts.safe_limit));
   if (facts.cpu) {
     // Over the "cpu" object as stored: an older figure in it stays beside the calibration's.
     if (!j.contains("cpu") || !j["cpu"].is_object()) j["cpu"] = nlohmann::json::object();
     const CpuCalibrationFacts& cpu = *facts.cpu;
+    const auto number = [](double value) { return JsonNumber<nlohmann::json>(value); };
     j["cpu"].update({{"clock", cpu.clock},
-                     {"clock_read_ns", cpu.clock_read_ns},
-                     {"work_bytes_per_s", cpu.work_bytes_per_s},
+                     {"clock_read_ns", number(cpu.clock_read_ns)},
+                     {"work_bytes_per_s", number(cpu.work_bytes_per_s)},
                      {"chunk_bytes", cpu.chunk_bytes},
-                     {"chunk_us", cpu.chunk_us},
-                     {"clock_overhead", cpu.clock_overhead},
-                     {"check_requested_us", cpu.check_requested_us},
-                     {"check_spent_us", cpu.check_spent_us},
-                     {"calibration_s", cpu.calibration_s}});
+                     {"chunk_us", number(cpu.chunk_us)},
+                     {"clock_overhead", number(cpu.clock_overhead)},
+                     {"check_requested_us", number(cpu.check_requested_us)},
+                     {"check_spent_us", number(cpu.check_spent_us)},
+                     {"calibration_s", number(cpu.calibration_s)}});
   }
   if (!facts.preflight.empty()) j["preflight"] = facts.preflight;
   if (!facts.phases.empty()) j["phases"] = PhasesArray(facts.phases);
   if (!facts.timelines_json.empty()) {
+    // The trace excerpts as the results file keeps them (text).
     const auto timelines = nlohmann::json::parse(facts.timelines_json, nullptr, /*allow_exceptions=*/false);
     if (!timelines.is_discarded()) j["timelines"] = timelines;
   }
-  return Json::parse(j.dump());
+  return Json(j);
 }
+
+namespace {
 
 // "GPU idle 25.5%", or "GPU idle not measured".
 std::string IdleText(double frac) {
@@ -350,7 +357,7 @@ std::string RenderJson(const RunView& view) {
   if (run.speedup_ci_low && run.speedup_ci_high) {
     speedup_ci = Json::array({Number(*run.speedup_ci_low), Number(*run.speedup_ci_high)});
   }
-  const Json calibration = CalibrationObject(run);
+  const Json calibration = CalibrationJson(run);
   Json trials = Json::array();
   for (const TrialRecord& trial : view.trials) trials.push_back(TrialJson(trial));
 
@@ -377,7 +384,7 @@ std::string RenderJson(const RunView& view) {
                  {"calibration", calibration},
                  {"config_yaml", OptionalString(run.config_yaml)},
                  {"safe_max_workers_basis", OptionalString(SafeLimitBasis(run))},
-                 {"verdict", view.verdict ? Json::parse(VerdictToJson(*view.verdict)) : Json(nullptr)},
+                 {"verdict", view.verdict ? Json(VerdictJson(*view.verdict)) : Json(nullptr)},
                  {"observed", ObservedArray(view.observed)},
                  // Other processes' CPU (docs/measurement.md): null before schema v16.
                  {"busy", run.facts.background ? Json(run.facts.background->busy) : Json(nullptr)},
@@ -388,7 +395,7 @@ std::string RenderJson(const RunView& view) {
   if (const auto formulas = NodeFormulas(view.trials, view.machine ? view.machine->usable_cpus : 0, best);
       !formulas.empty()) {
     const std::optional<double> best_sps = best ? std::optional(best->samples_per_s) : std::nullopt;
-    out["node_formulas"] = Json::parse(NodeFormulasJson(formulas, best_sps, run.knee_samples_per_s));
+    out["node_formulas"] = NodeFormulasJson(formulas, best_sps, run.knee_samples_per_s);
   }
   // Error text from workers and commands is not guaranteed UTF-8; replace bad
   // bytes rather than fail the whole report.
@@ -629,12 +636,6 @@ std::string ObservedText(const RunView& view) {
                      {"job", false}},
                     rows);
 }
-
-std::string CalibrationJson(const RunRecord& run) { return CalibrationObject(run).dump(); }
-
-std::string SafeLimitJson(const std::optional<SafeLimit>& safe) { return SafeLimitObject(safe).dump(); }
-
-nlohmann::ordered_json SeedJson(const SeedFacts& seed) { return SeedObject(seed); }
 
 std::string SafeLimitBasis(const RunRecord& run) {
   return run.facts.safe_limit ? run.facts.safe_limit->basis : std::string();

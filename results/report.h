@@ -50,11 +50,11 @@ std::string RenderJson(const RunView& view);  // pretty-printed, ends with a new
 // calibration_json with the typed facts (RunFacts) under the keys they had
 // there before schemas v14 and v15 ("budget_facts", "max_workers", "seed",
 // "safe_limit", "cpu", "preflight", "phases", "timelines"), so scripts read
-// the same object; "null" when it has none.
-std::string CalibrationJson(const RunRecord& run);
+// the same object; null when it has none.
+nlohmann::ordered_json CalibrationJson(const RunRecord& run);
 // A safe limit as the reports print it: {"workers", "basis", "trial",
-// "worker_rss_bytes", "growth_bytes"}, or "null" (a run before it was kept).
-std::string SafeLimitJson(const std::optional<SafeLimit>& safe);
+// "worker_rss_bytes", "growth_bytes"}, or null (a run before it was kept).
+nlohmann::ordered_json SafeLimitJson(const std::optional<SafeLimit>& safe);
 // A --seed-from seed as the reports and the sweep's seed event print it.
 nlohmann::ordered_json SeedJson(const SeedFacts& seed);
 // What the safe limit rests on ("" without one).

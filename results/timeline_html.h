@@ -1,6 +1,6 @@
 // The HTML report's timeline section: about 200 ms of the baseline above the
-// same of the best, as `sweep --trace` kept them (loader/trace.h,
-// TimelineExcerptJson each, stored as RunFacts::timelines_json).
+// same of the best, as `sweep --trace` kept them (loader/trace.h's
+// TimelineExcerpt each, stored as RunFacts::timelines_json).
 // One row per worker, the pin stage, the copy and the step: gaps in the step
 // row are the GPU waiting. Inline SVG, no script.
 #pragma once

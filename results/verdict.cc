@@ -69,7 +69,7 @@ const StageRate* Verdict::Find(const std::string& stage) const {
   return nullptr;
 }
 
-std::string VerdictToJson(const Verdict& v) {
+nlohmann::json VerdictJson(const Verdict& v) {
   Json stages = Json::array();
   for (const StageRate& s : v.stages) {
     stages.push_back({{"stage", s.stage},
@@ -90,8 +90,10 @@ std::string VerdictToJson(const Verdict& v) {
             {"stages", stages},
             {"advice", v.advice},
             {"notes", v.notes}};
-  return j.dump();
+  return j;
 }
+
+std::string VerdictToJson(const Verdict& v) { return VerdictJson(v).dump(); }
 
 std::optional<Verdict> VerdictFromJson(const std::string& text) {
   const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,9 +70,11 @@ const std::vector<std::string>& StageNames();
 // {"config": {...}, "bottleneck", "runner_up", "headroom", "input_bound_frac",
 //  "band", "stages": [{"stage", "measured", "samples_per_s", "ci": [lo, hi],
 //  "trial_samples_per_s", "trial_ci": [lo, hi], "note"}], "advice", "notes"}.
-// NaN is null.
+// NaN is null. VerdictJson is the value (for the report and the sweep's done
+// event); VerdictToJson its text, which the store keeps.
+nlohmann::json VerdictJson(const Verdict& verdict);
 std::string VerdictToJson(const Verdict& verdict);
-// Reads VerdictToJson's output back; nullopt when it is not such an object.
+// Reads VerdictToJson's text back; nullopt when it is not such an object.
 std::optional<Verdict> VerdictFromJson(const std::string& json);
 
 // Lines for people: a row per stage with its rate and interval, then the

@@ -232,7 +232,7 @@ class FactSheet {
   }
   // A fact whose JSON value is not one line of text (HDF5's dataset list).
   void AddJson(const std::string& key, nlohmann::json value) { json_[key] = std::move(value); }
-  std::string Dump() const { return json_.dump(); }
+  const nlohmann::json& Json() const { return json_; }
 
  private:
   InspectReport* report_;
@@ -510,7 +510,7 @@ InspectReport Inspect(const std::string& path, const InspectOptions& options) {
       InspectTar(files, options, facts, &report);
       break;
   }
-  report.json_facts = facts.Dump();
+  report.json_facts = facts.Json();
   return report;
 }
 
@@ -531,7 +531,7 @@ std::string InspectReport::ToText() const {
 }
 
 std::string InspectReport::ToJson() const {
-  nlohmann::json out = {{"path", path}, {"format", format}, {"facts", nlohmann::json::parse(json_facts)},
+  nlohmann::json out = {{"path", path}, {"format", format}, {"facts", json_facts},
                         {"warnings", warnings}};
   if (measured_samples > 0) {
     out["measurement"] = {{"what", measured_what},

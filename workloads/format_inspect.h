@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -65,7 +66,7 @@ struct InspectReport {
   std::string path;
   std::string format;               // "npy", "hdf5", "lmdb", "jpeg"
   std::vector<std::pair<std::string, std::string>> facts;  // in print order
-  std::string json_facts;           // the same, as a JSON object, typed
+  nlohmann::json json_facts = nlohmann::json::object();  // the same, typed
   std::vector<std::string> warnings;
   std::string measured_what = "read";  // "read", or "read + decode" (jpeg)
   int64_t measured_samples = 0;     // 0: not measured

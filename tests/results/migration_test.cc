@@ -322,7 +322,7 @@ TEST_F(MigrationTest, AV13FileMovesTheRunFactsOutOfTheJsonIntoTypedColumns) {
     const auto run = reader.LoadRun(1);
     ASSERT_TRUE(run.has_value());
     ExpectV13Facts(run->facts);
-    report_before = CalibrationJson(*run);
+    report_before = CalibrationJson(*run).dump();
     // Read as the migration will leave it: the typed facts out of the JSON.
     EXPECT_EQ(run->calibration_json.find("budget_facts"), std::string::npos) << run->calibration_json;
     EXPECT_NE(run->calibration_json.find("fork_us"), std::string::npos) << run->calibration_json;
@@ -338,7 +338,7 @@ TEST_F(MigrationTest, AV13FileMovesTheRunFactsOutOfTheJsonIntoTypedColumns) {
   ASSERT_TRUE(run.has_value());
   ExpectV13Facts(run->facts);
   // The JSON report's "calibration" object reads as before the migration.
-  EXPECT_EQ(CalibrationJson(*run), report_before);
+  EXPECT_EQ(CalibrationJson(*run).dump(), report_before);
   // Written back through the one writer, read back through the one reader.
   run->facts.max_workers = 6;
   run->facts.seed.reset();
@@ -388,7 +388,7 @@ TEST_F(MigrationTest, AV14FileMovesTheRestOfTheRunFactsIntoTypedColumns) {
     const auto run = reader.LoadRun(1);
     ASSERT_TRUE(run.has_value());
     expect_facts(run->facts);
-    report_before = CalibrationJson(*run);
+    report_before = CalibrationJson(*run).dump();
     // Read as the migration will leave it: only the older figure stays in the JSON.
     EXPECT_EQ(run->calibration_json, R"({"cpu":{"fork_us":900}})");
   }
@@ -402,7 +402,7 @@ TEST_F(MigrationTest, AV14FileMovesTheRestOfTheRunFactsIntoTypedColumns) {
   expect_facts(run->facts);
   EXPECT_EQ(run->calibration_json, R"({"cpu":{"fork_us":900}})");
   // The JSON report's "calibration" object reads as before the migration.
-  EXPECT_EQ(CalibrationJson(*run), report_before);
+  EXPECT_EQ(CalibrationJson(*run).dump(), report_before);
   EXPECT_NE(report_before.find(R"("fork_us":900)"), std::string::npos) << report_before;
   // Written back through the one writer, read back through the one reader.
   run->facts.phases.push_back({"persistent_workers", false, "no gain"});

@@ -488,7 +488,7 @@ TEST(NodeFormulasText, SignedGapFallbackOrNotMeasured) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("-> 8   workers per rank: not measured in this run\n"), std::string::npos) << text;
-  const json formulas = json::parse(NodeFormulasJson(rows, 1000.0, 800.0));
+  const json formulas = NodeFormulasJson(rows, 1000.0, 800.0);
   EXPECT_DOUBLE_EQ(formulas[0]["gap_to_best"].get<double>(), -0.5);
   EXPECT_DOUBLE_EQ(formulas[0]["gap_to_knee"].get<double>(), 500.0 / 800.0 - 1);
   EXPECT_TRUE(formulas[0]["at_best_settings"].get<bool>());

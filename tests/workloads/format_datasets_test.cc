@@ -621,13 +621,13 @@ TEST_F(FormatDatasetsTest, InspectFindsTheChunkTrap) {
 TEST_F(FormatDatasetsTest, InspectNpyAndLmdb) {
   const InspectReport npy = Inspect(WriteNpy(30, 500), InspectOptions{});
   EXPECT_EQ(npy.format, "npy");
-  const nlohmann::json facts = nlohmann::json::parse(npy.json_facts);
+  const nlohmann::json& facts = npy.json_facts;
   EXPECT_EQ(facts["shape"], nlohmann::json({30, 500}));
   EXPECT_EQ(facts["sample_bytes"], 500);
   EXPECT_EQ(npy.measured_samples, 30);
   const InspectReport lmdb = Inspect(WriteLmdb(40, 300), InspectOptions{});
   EXPECT_EQ(lmdb.format, "lmdb");
-  EXPECT_EQ(nlohmann::json::parse(lmdb.json_facts)["entries"], 40);
+  EXPECT_EQ(lmdb.json_facts["entries"], 40);
   EXPECT_NE(lmdb.ToText().find("file_system"), std::string::npos);
 }
 

@@ -136,7 +136,7 @@ std::string TrialEventJson(const results::TrialRecord& t, const SearchProgress& 
       .dump();
 }
 
-std::string DoneEventJson(const SearchOutcome& outcome, const results::RunRecord& run) {
+nlohmann::json DoneEvent(const SearchOutcome& outcome, const results::RunRecord& run) {
   const nlohmann::json phases = results::PhasesArray(outcome.phases);
   const auto trial_json = [&](const std::optional<size_t>& i) -> nlohmann::json {
     if (!i) return nullptr;
@@ -154,13 +154,12 @@ std::string DoneEventJson(const SearchOutcome& outcome, const results::RunRecord
                         {"knee_workers", Optional(outcome.knee_workers)},
                         {"knee_kneedle_workers", Optional(outcome.kneedle_workers)},
                         {"safe_max_workers", Optional(run.safe_max_workers)},
-                        {"safe_limit", nlohmann::json::parse(results::SafeLimitJson(run.facts.safe_limit))},
+                        {"safe_limit", results::SafeLimitJson(run.facts.safe_limit)},
                         {"speedup", Optional(outcome.speedup)},
                         {"speedup_ci", outcome.speedup_ci_low ? nlohmann::json({*outcome.speedup_ci_low,
                                                                                 *outcome.speedup_ci_high})
                                                               : nlohmann::json(nullptr)},
-                        {"phases", phases}}
-      .dump();
+                        {"phases", phases}};
 }
 
 std::string InterruptedEventJson(int64_t run_id, int trials_kept) {

@@ -14,11 +14,12 @@
 // The JSON events (`sweep --json`) are one object per line:
 //   {"event":"start", ...}  {"event":"trial", ...}  {"event":"done", ...}
 //   {"event":"interrupted", ...}
-// built by the *EventJson functions below. One thread uses a Progress.
+// built by the *EventJson functions and DoneEvent below. One thread uses a Progress.
 #pragma once
 
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -69,7 +70,9 @@ std::string StartEventJson(int64_t run_id, const std::string& workload, const st
                            int max_workers, bool resumed);
 std::string TrialEventJson(const results::TrialRecord& trial, const SearchProgress& progress, double elapsed_s,
                            std::optional<double> left_s, bool replayed);
-std::string DoneEventJson(const SearchOutcome& outcome, const results::RunRecord& run);
+// The done event as a value: the sweep adds the background and the verdict
+// before it prints it (the last line).
+nlohmann::json DoneEvent(const SearchOutcome& outcome, const results::RunRecord& run);
 std::string InterruptedEventJson(int64_t run_id, int trials_kept);
 
 // The summary printed after a sweep: knee (and Kneedle), best and fastest, the

@@ -703,9 +703,9 @@ std::string BackgroundSummary(const results::RunRecord& run) {
 void PrintOutcome(const SweepArgs& a, const tuner::SearchOutcome& outcome,
                   const std::optional<results::Verdict>& verdict, const SweepSession& s, const Output& output) {
   if (a.json) {
-    nlohmann::json done = nlohmann::json::parse(tuner::DoneEventJson(outcome, s.run));
+    nlohmann::json done = tuner::DoneEvent(outcome, s.run);
     done["background"] = results::BackgroundJson(s.run.facts.background);
-    if (verdict) done["verdict"] = nlohmann::json::parse(results::VerdictToJson(*verdict));
+    if (verdict) done["verdict"] = results::VerdictJson(*verdict);
     output.Event(done.dump());
     return;
   }

@@ -58,6 +58,21 @@ bool OpenSweepTraceFiles(const std::string& dir, double seconds, SweepTraceFiles
   return true;
 }
 
+namespace {
+
+// An excerpt as the run keeps it: {"knobs", "ms", "rows": [{"name", "spans":
+// [[start_us, duration_us], ...]}]}; null when the capture has no step.
+nlohmann::json ExcerptJson(const loader::TimelineExcerpt& excerpt, const std::string& knobs) {
+  if (excerpt.rows.empty()) return nullptr;
+  nlohmann::json rows = nlohmann::json::array();
+  for (const loader::TimelineExcerpt::Row& row : excerpt.rows) {
+    rows.push_back({{"name", row.name}, {"spans", row.spans}});
+  }
+  return {{"knobs", knobs}, {"ms", excerpt.ms}, {"rows", rows}};
+}
+
+}  // namespace
+
 SweepTimelines TraceBaselineAndBest(SweepTraceFiles& files, tuner::TrialMeasurer& measurer,
                                     const loader::Knobs& baseline, const loader::Knobs& best,
                                     const std::string& workload, const std::string& device,
@@ -75,19 +90,15 @@ SweepTimelines TraceBaselineAndBest(SweepTraceFiles& files, tuner::TrialMeasurer
     std::string error;
     if (trial.status != results::TrialStatus::kOk) {
       note("warning: --trace " + path + ": the traced " + which + " trial failed: " + trial.error.value_or("?"));
-      return std::string();
+      return nlohmann::json();
     }
     if (!WriteTraceFile(out, path, capture, workload, knobs, device, &error)) {
       note("warning: " + error);
-      return std::string();
+      return nlohmann::json();
     }
     note("trace of the " + which + " (" + tuner::KnobsShort(knobs) + "): " + path + ", " +
          std::to_string(capture.events.size()) + " spans; open it in https://ui.perfetto.dev");
-    auto excerpt = nlohmann::json::parse(loader::TimelineExcerptJson(capture.events, knobs.num_workers), nullptr,
-                                         /*allow_exceptions=*/false);
-    if (!excerpt.is_object()) return std::string();
-    excerpt["knobs"] = tuner::KnobsShort(knobs);
-    return excerpt.dump();
+    return ExcerptJson(loader::MakeTimelineExcerpt(capture.events, knobs.num_workers), tuner::KnobsShort(knobs));
   };
   timelines.baseline = trace_one(baseline, "baseline", *files.baseline);
   timelines.best = trace_one(best, "best", *files.best);
@@ -96,8 +107,8 @@ SweepTimelines TraceBaselineAndBest(SweepTraceFiles& files, tuner::TrialMeasurer
 
 std::string TimelinesJson(const SweepTimelines& timelines) {
   nlohmann::json kept = nlohmann::json::object();
-  if (!timelines.baseline.empty()) kept["baseline"] = nlohmann::json::parse(timelines.baseline);
-  if (!timelines.best.empty()) kept["best"] = nlohmann::json::parse(timelines.best);
+  if (!timelines.baseline.is_null()) kept["baseline"] = timelines.baseline;
+  if (!timelines.best.is_null()) kept["best"] = timelines.best;
   return kept.dump();
 }
 

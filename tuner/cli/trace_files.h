@@ -6,6 +6,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "loader/options.h"
@@ -37,10 +38,10 @@ bool OpenSweepTraceFiles(const std::string& dir, double seconds, SweepTraceFiles
 // After the sweep: measures the baseline and the best setting once more (one
 // window each, not stored as trials: their figures are the search's), traced,
 // and writes both files. Returns the two excerpts for the report
-// (loader::TimelineExcerptJson), empty where a trace failed; `note` gets a
-// line per file. Throws tuner::Interrupted.
+// (loader::MakeTimelineExcerpt, with the setting's short knobs), null where a
+// trace failed; `note` gets a line per file. Throws tuner::Interrupted.
 struct SweepTimelines {
-  std::string baseline, best;
+  nlohmann::json baseline, best;
 };
 // The excerpts as the run keeps them (RunFacts::timelines_json, where the
 // HTML report finds them: results/timeline_html.h): {"baseline": ..., "best": ...}.

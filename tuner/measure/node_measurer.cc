@@ -233,13 +233,7 @@ void OnRankSignal(int) { rank_stop.store(true); }
       facts.shm_bytes = sync.facts().shm_bytes;
       std::string warning = runner.last_warning();
       if (!binding_note.empty()) warning = binding_note + (warning.empty() ? "" : "; " + warning);
-      std::string out = RecordLine(trial, facts);
-      if (!warning.empty()) {
-        auto j = nlohmann::json::parse(out);
-        j["warning"] = warning;
-        out = j.dump();
-      }
-      if (!SendLine(fd, out)) _exit(0);
+      if (!SendLine(fd, RecordLine(trial, facts, warning))) _exit(0);
     }
   } catch (const std::exception& e) {
     SendLine(fd, nlohmann::json{{"ready", false}, {"error", e.what()}}.dump());

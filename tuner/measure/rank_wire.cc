@@ -60,7 +60,7 @@ void ParseRequest(const std::string& line, loader::Knobs* k, TrialPlan* plan) {
   }
 }
 
-std::string RecordLine(const results::TrialRecord& t, const results::RankRecord& r) {
+std::string RecordLine(const results::TrialRecord& t, const results::RankRecord& r, const std::string& warning) {
   json reps = json::array();
   for (const auto& rep : t.repeat_rows) {
     reps.push_back({{"samples_per_s", Num(rep.samples_per_s)}, {"mb_per_s", Num(rep.mb_per_s)},
@@ -68,39 +68,40 @@ std::string RecordLine(const results::TrialRecord& t, const results::RankRecord&
                     {"wait_p99_us", Num(rep.wait_p99_us)}, {"wall_s", Num(rep.wall_s)},
                     {"background_cpu", Num(rep.background_cpu)}});
   }
-  return json{{"status", results::TrialStatusName(t.status)},
-              {"error", t.error ? json(*t.error) : json(nullptr)},
-              {"samples_per_s", Num(t.samples_per_s)},
-              {"mb_per_s", Num(t.mb_per_s)},
-              {"gpu_idle_frac", Num(t.gpu_idle_frac)},
-              {"copy_s", Num(t.copy_s)},
-              {"wait_p50_us", Num(t.wait_p50_us)},
-              {"wait_p99_us", Num(t.wait_p99_us)},
-              {"worker_startup_s", Num(t.worker_startup_s)},
-              {"cpu_util", Num(t.cpu_util)},
-              {"peak_rss_bytes", t.peak_rss_bytes},
-              {"repeats", t.repeats},
-              {"time_to_first_batch_s", Num(t.time_to_first_batch_s)},
-              {"epoch_boundary_ms", Num(t.epoch_boundary_ms)},
-              {"worker_busy_frac", Num(t.worker_busy_frac)},
-              {"pinned_alloc_s", Num(t.pinned_alloc_s)},
-              {"worker_rss_bytes", Num(t.worker_rss_bytes)},
-              {"worker_rss_start_bytes", Num(t.worker_rss_start_bytes)},
-              {"worker_rss_peak_bytes", Num(t.worker_rss_peak_bytes)},
-              {"worker_rss_growth_bytes_per_epoch", Num(t.worker_rss_growth_bytes_per_epoch)},
-              {"worker_rss_epochs", Num(t.worker_rss_epochs)},
-              {"worker_rss_samples", t.worker_rss_samples},
-              {"worker_rss_in_consumer", t.worker_rss_in_consumer},
-              {"batches_per_epoch", t.batches_per_epoch ? json(*t.batches_per_epoch) : json(nullptr)},
-              {"background_cpu", Num(t.background_cpu)},
-              {"repeat_rows", reps},
-              {"pid", r.pid},
-              {"cpu_mask", r.cpu_mask},
-              {"worker_cpu_masks", r.worker_cpu_masks},
-              {"processes", r.processes},
-              {"threads", r.threads},
-              {"shm_bytes", r.shm_bytes}}
-      .dump();
+  json line = {{"status", results::TrialStatusName(t.status)},
+                {"error", t.error ? json(*t.error) : json(nullptr)},
+                {"samples_per_s", Num(t.samples_per_s)},
+                {"mb_per_s", Num(t.mb_per_s)},
+                {"gpu_idle_frac", Num(t.gpu_idle_frac)},
+                {"copy_s", Num(t.copy_s)},
+                {"wait_p50_us", Num(t.wait_p50_us)},
+                {"wait_p99_us", Num(t.wait_p99_us)},
+                {"worker_startup_s", Num(t.worker_startup_s)},
+                {"cpu_util", Num(t.cpu_util)},
+                {"peak_rss_bytes", t.peak_rss_bytes},
+                {"repeats", t.repeats},
+                {"time_to_first_batch_s", Num(t.time_to_first_batch_s)},
+                {"epoch_boundary_ms", Num(t.epoch_boundary_ms)},
+                {"worker_busy_frac", Num(t.worker_busy_frac)},
+                {"pinned_alloc_s", Num(t.pinned_alloc_s)},
+                {"worker_rss_bytes", Num(t.worker_rss_bytes)},
+                {"worker_rss_start_bytes", Num(t.worker_rss_start_bytes)},
+                {"worker_rss_peak_bytes", Num(t.worker_rss_peak_bytes)},
+                {"worker_rss_growth_bytes_per_epoch", Num(t.worker_rss_growth_bytes_per_epoch)},
+                {"worker_rss_epochs", Num(t.worker_rss_epochs)},
+                {"worker_rss_samples", t.worker_rss_samples},
+                {"worker_rss_in_consumer", t.worker_rss_in_consumer},
+                {"batches_per_epoch", t.batches_per_epoch ? json(*t.batches_per_epoch) : json(nullptr)},
+                {"background_cpu", Num(t.background_cpu)},
+                {"repeat_rows", reps},
+                {"pid", r.pid},
+                {"cpu_mask", r.cpu_mask},
+                {"worker_cpu_masks", r.worker_cpu_masks},
+                {"processes", r.processes},
+                {"threads", r.threads},
+                {"shm_bytes", r.shm_bytes}};
+  if (!warning.empty()) line["warning"] = warning;
+  return line.dump();
 }
 
 void ParseRecord(const std::string& line, results::TrialRecord* t, results::RankRecord* r) {

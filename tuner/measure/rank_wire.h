@@ -15,8 +15,10 @@ std::string RequestLine(const loader::Knobs& knobs, const TrialPlan& plan);
 // Throws std::runtime_error on a malformed line.
 void ParseRequest(const std::string& line, loader::Knobs* knobs, TrialPlan* plan);
 
-// A rank's record: the loader's figures plus `rank` (its RankRecord facts).
-std::string RecordLine(const results::TrialRecord& trial, const results::RankRecord& rank);
+// A rank's record: the loader's figures plus `rank` (its RankRecord facts),
+// and the trial's warning under "warning" when there is one.
+std::string RecordLine(const results::TrialRecord& trial, const results::RankRecord& rank,
+                       const std::string& warning = "");
 // Throws std::runtime_error on a malformed line.
 void ParseRecord(const std::string& line, results::TrialRecord* trial, results::RankRecord* rank);
 
