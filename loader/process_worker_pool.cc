@@ -46,38 +46,13 @@ constexpr auto kStopGrace = std::chrono::milliseconds(1000);
 // After SIGKILL, how long to wait for the fork server to report the end.
 constexpr int kKilledReportMs = 5000;
 
-bool WriteAll(int fd, const void* data, size_t size) {
-  const auto* p = static_cast<const char*>(data);
+// Moves all `size` bytes at `p` through `io` (write, send or read of what is
+// left), retrying after EINTR; false on an error, or when `io` moves nothing
+// (the other end closed).
+template <typename Byte, typename Io>
+bool MoveAll(Byte* p, size_t size, Io io) {
   while (size > 0) {
-    const ssize_t n = write(fd, p, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-bool SendAll(int fd, const void* data, size_t size) {
-  const auto* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = send(fd, p, size, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-bool ReadAll(int fd, void* data, size_t size) {
-  auto* p = static_cast<char*>(data);
-  while (size > 0) {
-    const ssize_t n = read(fd, p, size);
+    const ssize_t n = io(p, size);
     if (n == 0) return false;
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -87,6 +62,19 @@ bool ReadAll(int fd, void* data, size_t size) {
     size -= static_cast<size_t>(n);
   }
   return true;
+}
+
+bool WriteAll(int fd, const void* data, size_t size) {
+  return MoveAll(static_cast<const char*>(data), size, [fd](const char* p, size_t left) { return write(fd, p, left); });
+}
+
+bool SendAll(int fd, const void* data, size_t size) {
+  return MoveAll(static_cast<const char*>(data), size,
+                 [fd](const char* p, size_t left) { return send(fd, p, left, MSG_NOSIGNAL); });
+}
+
+bool ReadAll(int fd, void* data, size_t size) {
+  return MoveAll(static_cast<char*>(data), size, [fd](char* p, size_t left) { return read(fd, p, left); });
 }
 
 void SendReport(int fd, ReportHeader header, const std::string& error) {

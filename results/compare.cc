@@ -97,10 +97,12 @@ bool Better(const Candidate& a, const Candidate& b) {
   return a.store == b.store && a.run.id > b.run.id;
 }
 
-// Rows grouped by workload, in row order.
-std::vector<std::vector<const CompareRow*>> Groups(const std::vector<CompareRow>& rows) {
-  std::vector<std::vector<const CompareRow*>> groups;
-  for (const CompareRow& row : rows) {
+// Rows (or classes: anything with a workload's name and hash) grouped by
+// workload, in order.
+template <typename Row>
+std::vector<std::vector<const Row*>> ByWorkload(const std::vector<Row>& rows) {
+  std::vector<std::vector<const Row*>> groups;
+  for (const Row& row : rows) {
     if (groups.empty() || groups.back().front()->workload_name != row.workload_name ||
         groups.back().front()->workload_hash != row.workload_hash) {
       groups.emplace_back();
@@ -275,19 +277,6 @@ std::string ClassTitle(const ClassSpread& spread) {
   return "class " + spread.machine_hash + ": " + m.cpu_model + ", " + CpuText(m) + " CPUs, GPU " + GpuText(m);
 }
 
-// Classes grouped by workload, in order.
-std::vector<std::vector<const ClassSpread*>> ByWorkload(const std::vector<ClassSpread>& spreads) {
-  std::vector<std::vector<const ClassSpread*>> groups;
-  for (const ClassSpread& spread : spreads) {
-    if (groups.empty() || groups.back().front()->workload_name != spread.workload_name ||
-        groups.back().front()->workload_hash != spread.workload_hash) {
-      groups.emplace_back();
-    }
-    groups.back().push_back(&spread);
-  }
-  return groups;
-}
-
 int HostCount(const std::vector<const ClassSpread*>& classes) {
   int hosts = 0;
   for (const ClassSpread* c : classes) hosts += c->hosts;
@@ -391,7 +380,7 @@ std::string RenderCompareTable(const std::vector<CompareRow>& rows) {
 std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
   const std::vector<ClassSpread> spreads = ClassSpreads(rows);
   Json workloads = Json::array();
-  for (const auto& group : Groups(rows)) {
+  for (const auto& group : ByWorkload(rows)) {
     Json machines = Json::array();
     for (const CompareRow* row : group) {
       const Fingerprint& m = row->machine;

@@ -1,8 +1,10 @@
 #include "results/export.h"
 
+#include <cctype>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "results/background.h"
@@ -208,21 +210,35 @@ nlohmann::ordered_json ConfigJson(const Settings& s) {
           {"worker_threads", s.knobs.worker_threads}};
 }
 
+// The six DataLoader keyword arguments of a setting as text, in the order
+// every export writes them: booleans as `yes` or `no`, prefetch_factor as
+// `no_prefetch` where it does not apply (no workers).
+std::vector<std::pair<std::string, std::string>> LoaderKnobTexts(const Settings& s, const char* yes, const char* no,
+                                                                 const std::string& no_prefetch) {
+  const auto flag = [&](bool value) { return std::string(value ? yes : no); };
+  return {{"batch_size", std::to_string(s.knobs.batch_size)},
+          {"num_workers", std::to_string(s.knobs.num_workers)},
+          {"pin_memory", flag(s.knobs.pin_memory)},
+          {"non_blocking", flag(s.knobs.non_blocking)},
+          {"prefetch_factor", s.prefetch_applies ? std::to_string(s.knobs.prefetch_factor) : no_prefetch},
+          {"persistent_workers", flag(s.knobs.persistent_workers)}};
+}
+
+// "BATCH_SIZE" for "batch_size".
+std::string Upper(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return text;
+}
+
 std::string Yaml(const RunView& view, const TrialRecord& best) {
   const Settings s = SettingsOf(best);
   std::string yaml = "# feedtune export --format yaml\n";
   for (const std::string& line : Provenance(view, best)) yaml += "# " + line + "\n";
   yaml += "# " + NeedsNote() + "; non_blocking goes to x.to(device, non_blocking=...), not to DataLoader\n";
-  const auto flag = [](bool value) { return value ? "true" : "false"; };
-  yaml += "batch_size: " + std::to_string(s.knobs.batch_size) + "\n";
-  yaml += "num_workers: " + std::to_string(s.knobs.num_workers) + "\n";
-  yaml += std::string("pin_memory: ") + flag(s.knobs.pin_memory) + "\n";
-  yaml += std::string("non_blocking: ") + flag(s.knobs.non_blocking) + "\n";
-  yaml += "prefetch_factor: " +
-          (s.prefetch_applies ? std::to_string(s.knobs.prefetch_factor)
-                              : std::string("null  # only with workers: torch rejects it when num_workers is 0")) +
-          "\n";
-  yaml += std::string("persistent_workers: ") + flag(s.knobs.persistent_workers) + "\n";
+  for (const auto& [key, value] :
+       LoaderKnobTexts(s, "true", "false", "null  # only with workers: torch rejects it when num_workers is 0")) {
+    yaml += key + ": " + value + "\n";
+  }
   // Around the loader (tuner/search/search.h): the ranks' binding, and the intra-op
   // threads per worker (OMP_NUM_THREADS; 0 = as the job's environment has it).
   yaml += std::string("cpu_binding: ") + loader::CpuBindingName(s.knobs.cpu_binding) + "\n";
@@ -238,14 +254,9 @@ std::string Env(const RunView& view, const TrialRecord& best) {
   std::string env = "# feedtune export --format env (booleans 1/0; an empty value: leave the setting to torch)\n";
   for (const std::string& line : Provenance(view, best)) env += "# " + line + "\n";
   env += "# " + NeedsNote() + "; FEEDTUNE_NON_BLOCKING is for x.to(device, non_blocking=...)\n";
-  const auto flag = [](bool value) { return value ? "1" : "0"; };
-  env += "FEEDTUNE_BATCH_SIZE=" + std::to_string(s.knobs.batch_size) + "\n";
-  env += "FEEDTUNE_NUM_WORKERS=" + std::to_string(s.knobs.num_workers) + "\n";
-  env += std::string("FEEDTUNE_PIN_MEMORY=") + flag(s.knobs.pin_memory) + "\n";
-  env += std::string("FEEDTUNE_NON_BLOCKING=") + flag(s.knobs.non_blocking) + "\n";
-  env += "FEEDTUNE_PREFETCH_FACTOR=" +
-         (s.prefetch_applies ? std::to_string(s.knobs.prefetch_factor) : std::string()) + "\n";
-  env += std::string("FEEDTUNE_PERSISTENT_WORKERS=") + flag(s.knobs.persistent_workers) + "\n";
+  for (const auto& [key, value] : LoaderKnobTexts(s, "1", "0", "")) {
+    env += "FEEDTUNE_" + Upper(key) + "=" + value + "\n";
+  }
   if (const std::string method = StartMethodToEmit(view, best); !method.empty()) {
     env += "FEEDTUNE_MULTIPROCESSING_CONTEXT=" + method + "\n";
   }

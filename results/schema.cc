@@ -497,6 +497,20 @@ void MoveMoreRunFactsOutOfJson(sqlite3* db, const std::string& path) {
   Exec(db, path, operation, strip.c_str());
 }
 
+// The objects of a JSON array kept as text, each read by `read`. Tolerant on
+// purpose: a damaged column (not an array, an item not an object) reads as
+// fewer items, never as an unreadable run.
+template <typename T, typename Read>
+std::vector<T> ObjectsFromJson(const std::string& text, Read read) {
+  std::vector<T> items;
+  const nlohmann::json list = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!list.is_array()) return items;
+  for (const nlohmann::json& item : list) {
+    if (item.is_object()) items.push_back(read(item));
+  }
+  return items;
+}
+
 }  // namespace
 
 std::string RunFactColumnNames(int up_to, int from) {
@@ -507,29 +521,15 @@ std::string RunFactColumnNames(int up_to, int from) {
   return names;
 }
 
-std::string ColumnList(std::span<const Column> table, int version) {
-  std::string list;
-  for (const Column& c : table) {
-    list += list.empty() ? "" : ", ";
-    list += version >= c.since ? c.name : c.stand_in;
-  }
-  return list;
-}
-
 std::string Placeholders(size_t count) {
   std::string list;
   for (size_t i = 0; i < count; ++i) list += i == 0 ? "?" : ", ?";
   return list;
 }
 
-std::string InsertSql(std::string_view table, std::span<const Column> columns) {
-  return "INSERT INTO " + std::string(table) + " (" + ColumnList(columns) + ") VALUES (" +
-         Placeholders(columns.size()) + ")";
-}
-
 std::string RunColumns(int version) {
   std::string list;
-  for (const Column& c : kRunColumns) {
+  for (const Column<RunRecord>& c : kRunColumns) {
     list += list.empty() ? "" : ", ";
     if (version < c.since) {
       list += c.stand_in;
@@ -652,21 +652,15 @@ std::string ProcessCpuToJson(const std::vector<ProcessCpu>& top) {
   return list.dump();
 }
 
-// Tolerant, as GpusFromJson: a damaged value reads as no consumers.
 std::vector<ProcessCpu> ProcessCpuFromJson(const std::string& json) {
-  std::vector<ProcessCpu> top;
-  const nlohmann::json list = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
-  if (!list.is_array()) return top;
-  for (const nlohmann::json& item : list) {
-    if (!item.is_object()) continue;
+  return ObjectsFromJson<ProcessCpu>(json, [](const nlohmann::json& item) {
     ProcessCpu p;
     p.name = item.value("name", "");
     p.pid = item.value("pid", int64_t{0});
     p.processes = item.value("processes", 1);
     p.cpu = item.value("cpu", 0.0);
-    top.push_back(std::move(p));
-  }
-  return top;
+    return p;
+  });
 }
 
 std::string GpusToJson(const std::vector<GpuInfo>& gpus) {
@@ -682,13 +676,8 @@ std::string GpusToJson(const std::vector<GpuInfo>& gpus) {
   return list.dump();
 }
 
-// Tolerant on purpose: a damaged detail column must not make the run unreadable.
 std::vector<GpuInfo> GpusFromJson(const std::string& text) {
-  std::vector<GpuInfo> gpus;
-  const nlohmann::json list = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!list.is_array()) return gpus;
-  for (const nlohmann::json& item : list) {
-    if (!item.is_object()) continue;
+  return ObjectsFromJson<GpuInfo>(text, [](const nlohmann::json& item) {
     GpuInfo g;
     g.name = item.value("name", "");
     g.mem_bytes = item.value("mem_bytes", int64_t{0});
@@ -696,9 +685,8 @@ std::vector<GpuInfo> GpusFromJson(const std::string& text) {
     g.runtime = item.value("runtime", "");
     g.pci_bus_id = item.value("pci_bus_id", "");
     g.link = item.value("link", "");
-    gpus.push_back(std::move(g));
-  }
-  return gpus;
+    return g;
+  });
 }
 
 }  // namespace feedtune::results

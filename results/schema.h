@@ -9,13 +9,16 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
+#include "results/sqlite.h"
 #include "results/store.h"
 
 namespace feedtune::results {
@@ -25,131 +28,297 @@ constexpr int kMoreRunFactsVersion = 15;  // run_facts: cpu, preflight, phases, 
 constexpr int kBackgroundVersion = 16;    // other processes' CPU: repeats, trials, run_facts
 constexpr int kTorchCostsVersion = 17;    // torch_costs per host; run_facts: the costs a run paid
 
-// One column of a table, in the order the store binds and reads it: its name,
-// the schema version whose migration added it, and what a file before that
+// The stored forms of the columns that hold a name or JSON. Reading is
+// tolerant on purpose: a damaged or newer value must not make a run unreadable.
+//
+// A stored start method; a name this version does not know reads as default.
+loader::StartMethod StartMethodFromStored(const std::string& name);
+// A stored cpu_binding; a name this version does not know reads as none.
+loader::CpuBinding BindingFromName(const std::string& name);
+// GPU detail as the machines.gpus_json column holds it.
+std::string GpusToJson(const std::vector<GpuInfo>& gpus);
+std::vector<GpuInfo> GpusFromJson(const std::string& text);
+
+// One column of a table, in the order the store selects and inserts it: its
+// name, the schema version whose migration added it, what a file before that
 // version reads in its place (a read-only Store cannot migrate, yet must read
-// every older file). The stand-in is the value that migration stores for old
-// rows, so a file reads alike migrated or not.
+// every older file), and how a Record's field is read from it and bound to
+// it. The stand-in is the value that migration stores for old rows, so a
+// file reads alike migrated or not. A column added to a table is selected,
+// read, inserted and bound from its one row here; its migration (schema.cc)
+// adds it to the file.
+template <typename Record>
 struct Column {
   const char* name;
   int since = 1;
   const char* stand_in = "NULL";
+  void (*read)(const Statement& row, int column, Record& record) = nullptr;
+  void (*bind)(Statement& statement, int index, const Record& record) = nullptr;
 };
 
-inline constexpr Column kMachineColumns[] = {
-    {"hash"},
-    {"hostname"},
-    {"label"},
-    {"cpu_model"},
-    {"logical_cpus"},
-    {"usable_cpus"},
-    {"cgroup_cpu_limit"},
-    {"numa_nodes"},
-    {"mem_total_bytes"},
-    {"cgroup_mem_limit_bytes"},
-    {"shm_bytes"},
-    {"nofile_limit"},
-    {"kernel"},
-    {"gpu_name"},
-    {"gpu_count"},
-    {"gpu_mem_bytes"},
-    {"gpu_driver"},
-    {"pcie_link"},
-    {"gpu_runtime", 2, "''"},
-    {"gpus_json", 2, "'[]'"},
+template <typename Member>
+struct MemberClass;
+template <typename Class, typename Type>
+struct MemberClass<Type Class::*> {
+  using type = Class;
 };
 
-// SELECT only (the id is the row's own); the writers name their columns.
-inline constexpr Column kRunColumns[] = {
-    {"id"},
-    {"machine_id"},
-    {"workload_name"},
-    {"workload_hash"},
-    {"config_yaml"},
-    {"backend"},
-    {"version"},
-    {"started_at"},
-    {"ended_at"},
-    {"status"},
-    {"knee_workers"},
-    {"knee_samples_per_s"},
-    {"best_trial_id"},
-    {"baseline_trial_id"},
-    {"knee_kneedle_workers", 2},
-    {"safe_max_workers", 2},
-    {"speedup", 2},
-    {"speedup_ci_low", 2},
-    {"speedup_ci_high", 2},
-    {"calibration_json", 2, "''"},
+// The column of the field that `First` (then each of `Rest`, into a nested
+// struct) points to, read and bound as its type is (Statement::Get, BindAt):
+// Field<&TrialRecord::knobs, &loader::Knobs::batch_size>("batch_size").
+template <auto First, auto... Rest>
+constexpr Column<typename MemberClass<decltype(First)>::type> Field(const char* name, int since = 1,
+                                                                   const char* stand_in = "NULL") {
+  using Record = typename MemberClass<decltype(First)>::type;
+  return {name, since, stand_in,
+          [](const Statement& row, int column, Record& record) {
+            auto& field = ((record.*First).*....*Rest);
+            field = row.Get<std::remove_cvref_t<decltype(field)>>(column);
+          },
+          [](Statement& statement, int index, const Record& record) {
+            statement.BindAt(index, ((record.*First).*....*Rest));
+          }};
+}
+
+// "a, b, c": the columns of `table` a file of `version` has, each older one's
+// stand-in in its place, for a SELECT.
+template <typename Record, size_t N>
+std::string ColumnList(const Column<Record> (&table)[N], int version = Store::kSchemaVersion) {
+  std::string list;
+  for (const Column<Record>& c : table) {
+    list += list.empty() ? "" : ", ";
+    list += version >= c.since ? c.name : c.stand_in;
+  }
+  return list;
+}
+// "?, ?, ?": one placeholder for each of `count` values.
+std::string Placeholders(size_t count);
+// "<verb> <table> (<leading>, <every column of `columns`>) VALUES (?, ...)"
+// (verb "INSERT INTO", "INSERT OR REPLACE INTO"): `leading` names the
+// values bound before the table's, the placeholders are counted for both.
+template <typename Record, size_t N>
+std::string InsertSql(std::string_view verb, std::string_view table, std::string_view leading,
+                      const Column<Record> (&columns)[N]) {
+  const size_t leading_count = leading.empty() ? 0 : std::count(leading.begin(), leading.end(), ',') + 1;
+  return std::string(verb) + " " + std::string(table) + " (" + std::string(leading) + (leading.empty() ? "" : ", ") +
+         ColumnList(columns) + ") VALUES (" + Placeholders(leading_count + N) + ")";
+}
+// Reads `record`'s fields from the row's columns `first`, first + 1, ...
+template <typename Record, size_t N>
+void ReadColumns(const Statement& row, int first, const Column<Record> (&table)[N], Record& record) {
+  for (size_t i = 0; i < N; ++i) table[i].read(row, first + static_cast<int>(i), record);
+}
+// Binds `record`'s fields to the placeholders `first`, first + 1, ... (1-based).
+template <typename Record, size_t N>
+Statement& BindColumns(Statement& statement, int first, const Column<Record> (&table)[N], const Record& record) {
+  for (size_t i = 0; i < N; ++i) table[i].bind(statement, first + static_cast<int>(i), record);
+  return statement;
+}
+
+// The machines' columns after `hash` (the stored hash: selected and inserted
+// apart, since Fingerprint::Hash() recomputes it).
+inline constexpr Column<Fingerprint> kMachineColumns[] = {
+    Field<&Fingerprint::hostname>("hostname"),
+    // A machine without a label shows its hostname.
+    {"label", 1, "NULL", [](const Statement& row, int c, Fingerprint& f) { f.label = row.Text(c); },
+     [](Statement& s, int i, const Fingerprint& f) { s.BindAt(i, f.label.empty() ? f.hostname : f.label); }},
+    Field<&Fingerprint::cpu_model>("cpu_model"),
+    Field<&Fingerprint::logical_cpus>("logical_cpus"),
+    Field<&Fingerprint::usable_cpus>("usable_cpus"),
+    // NULL (no limit recorded) reads as 0, none.
+    {"cgroup_cpu_limit", 1, "NULL",
+     [](const Statement& row, int c, Fingerprint& f) { f.cgroup_cpu_limit = row.IsNull(c) ? 0 : row.Double(c); },
+     [](Statement& s, int i, const Fingerprint& f) { s.BindAt(i, f.cgroup_cpu_limit); }},
+    Field<&Fingerprint::numa_nodes>("numa_nodes"),
+    Field<&Fingerprint::mem_total_bytes>("mem_total_bytes"),
+    Field<&Fingerprint::cgroup_mem_limit_bytes>("cgroup_mem_limit_bytes"),
+    Field<&Fingerprint::shm_bytes>("shm_bytes"),
+    Field<&Fingerprint::nofile_limit>("nofile_limit"),
+    Field<&Fingerprint::kernel>("kernel"),
+    Field<&Fingerprint::gpu_name>("gpu_name"),
+    Field<&Fingerprint::gpu_count>("gpu_count"),
+    Field<&Fingerprint::gpu_mem_bytes>("gpu_mem_bytes"),
+    Field<&Fingerprint::gpu_driver>("gpu_driver"),
+    Field<&Fingerprint::pcie_link>("pcie_link"),
+    Field<&Fingerprint::gpu_runtime>("gpu_runtime", 2, "''"),
+    {"gpus_json", 2, "'[]'", [](const Statement& row, int c, Fingerprint& f) { f.gpus = GpusFromJson(row.Text(c)); },
+     [](Statement& s, int i, const Fingerprint& f) { s.BindAt(i, GpusToJson(f.gpus)); }},
+};
+
+// A run's status by its name.
+inline constexpr Column<RunRecord> kRunStatusColumn = {
+    "status", 1, "NULL", [](const Statement& row, int c, RunRecord& run) { run.status = ParseRunStatus(row.Text(c)); },
+    [](Statement& s, int i, const RunRecord& run) { s.BindAt(i, RunStatusName(run.status)); }};
+
+inline constexpr Column<RunRecord> kRunColumns[] = {
+    Field<&RunRecord::id>("id"),
+    Field<&RunRecord::machine_id>("machine_id"),
+    Field<&RunRecord::workload_name>("workload_name"),
+    Field<&RunRecord::workload_hash>("workload_hash"),
+    Field<&RunRecord::config_yaml>("config_yaml"),
+    Field<&RunRecord::backend>("backend"),
+    Field<&RunRecord::version>("version"),
+    Field<&RunRecord::started_at>("started_at"),
+    Field<&RunRecord::ended_at>("ended_at"),
+    kRunStatusColumn,
+    Field<&RunRecord::knee_workers>("knee_workers"),
+    Field<&RunRecord::knee_samples_per_s>("knee_samples_per_s"),
+    Field<&RunRecord::best_trial_id>("best_trial_id"),
+    Field<&RunRecord::baseline_trial_id>("baseline_trial_id"),
+    Field<&RunRecord::knee_kneedle_workers>("knee_kneedle_workers", 2),
+    Field<&RunRecord::safe_max_workers>("safe_max_workers", 2),
+    Field<&RunRecord::speedup>("speedup", 2),
+    Field<&RunRecord::speedup_ci_low>("speedup_ci_low", 2),
+    Field<&RunRecord::speedup_ci_high>("speedup_ci_high", 2),
+    Field<&RunRecord::calibration_json>("calibration_json", 2, "''"),
     // The 1 -> 2 migration stores this uid, so a run has the same identity
     // whether its file was migrated or read as v1.
-    {"uid", 2,
-     "'v1:' || (SELECT hash FROM machines WHERE machines.id = runs.machine_id) || ':' || started_at || ':' || id"},
-    {"host_name", 7, "(SELECT label FROM machines WHERE machines.id = runs.machine_id)"},
-    {"host_hostname", 7, "(SELECT hostname FROM machines WHERE machines.id = runs.machine_id)"},
-    {"host_machine_id", 7, "''"},
-    {"python_version", 12, "''"},
-    {"torch_version", 12, "''"},
-    {"default_start_method", 12, "''"},
+    Field<&RunRecord::uid>(
+        "uid", 2,
+        "'v1:' || (SELECT hash FROM machines WHERE machines.id = runs.machine_id) || ':' || started_at || ':' || id"),
+    Field<&RunRecord::host, &HostIdentity::name>("host_name", 7,
+                                                 "(SELECT label FROM machines WHERE machines.id = runs.machine_id)"),
+    Field<&RunRecord::host, &HostIdentity::hostname>(
+        "host_hostname", 7, "(SELECT hostname FROM machines WHERE machines.id = runs.machine_id)"),
+    Field<&RunRecord::host, &HostIdentity::machine_id>("host_machine_id", 7, "''"),
+    Field<&RunRecord::python, &PythonFacts::python_version>("python_version", 12, "''"),
+    Field<&RunRecord::python, &PythonFacts::torch_version>("torch_version", 12, "''"),
+    Field<&RunRecord::python, &PythonFacts::default_start_method>("default_start_method", 12, "''"),
 };
 
-inline constexpr Column kTrialColumns[] = {
-    {"run_id"},
-    {"phase"},
-    {"batch_size"},
-    {"num_workers"},
-    {"pin_memory"},
-    {"non_blocking"},
-    {"prefetch_factor"},
-    {"persistent_workers"},
-    {"status"},
-    {"error"},
-    {"samples_per_s"},
-    {"ci_low"},
-    {"ci_high"},
-    {"mb_per_s"},
-    {"gpu_idle_frac"},
-    {"copy_s"},
-    {"wait_p50_us"},
-    {"wait_p99_us"},
-    {"worker_startup_s"},
-    {"cpu_util"},
-    {"peak_rss_bytes"},
-    {"repeats"},
-    {"decision"},
-    {"time_to_first_batch_s", 2},
-    {"epoch_boundary_ms", 2},
-    {"cv", 2},
-    {"worker_busy_frac", 2},
-    {"pinned_alloc_s", 4},
-    {"batches_per_epoch", 5},
-    {"worker_rss_bytes", 6},
-    {"cpu_binding", 10, "'none'"},
-    {"worker_threads", 10, "0"},
-    {"multiprocessing_context", 12, "'default'"},
-    {"worker_rss_start_bytes", 13},
-    {"worker_rss_peak_bytes", 13},
-    {"worker_rss_growth_bytes_per_epoch", 13},
-    {"worker_rss_epochs", 13},
-    {"worker_rss_samples", 13, "0"},
-    {"worker_rss_in_consumer", 13, "0"},
-    {"background_cpu", kBackgroundVersion},
-    {"remeasured_windows", kBackgroundVersion, "0"},
+// A trial's status by its name.
+inline constexpr Column<TrialRecord> kTrialStatusColumn = {
+    "status", 1, "NULL", [](const Statement& row, int c, TrialRecord& t) { t.status = ParseTrialStatus(row.Text(c)); },
+    [](Statement& s, int i, const TrialRecord& t) { s.BindAt(i, TrialStatusName(t.status)); }};
+
+// The trials' columns after `run_id` (selected and inserted apart: a merged
+// trial takes its new run's id).
+inline constexpr Column<TrialRecord> kTrialColumns[] = {
+    Field<&TrialRecord::phase>("phase"),
+    Field<&TrialRecord::knobs, &loader::Knobs::batch_size>("batch_size"),
+    Field<&TrialRecord::knobs, &loader::Knobs::num_workers>("num_workers"),
+    Field<&TrialRecord::knobs, &loader::Knobs::pin_memory>("pin_memory"),
+    Field<&TrialRecord::knobs, &loader::Knobs::non_blocking>("non_blocking"),
+    Field<&TrialRecord::knobs, &loader::Knobs::prefetch_factor>("prefetch_factor"),
+    Field<&TrialRecord::knobs, &loader::Knobs::persistent_workers>("persistent_workers"),
+    kTrialStatusColumn,
+    Field<&TrialRecord::error>("error"),
+    Field<&TrialRecord::samples_per_s>("samples_per_s"),
+    Field<&TrialRecord::ci_low>("ci_low"),
+    Field<&TrialRecord::ci_high>("ci_high"),
+    Field<&TrialRecord::mb_per_s>("mb_per_s"),
+    Field<&TrialRecord::gpu_idle_frac>("gpu_idle_frac"),
+    Field<&TrialRecord::copy_s>("copy_s"),
+    Field<&TrialRecord::wait_p50_us>("wait_p50_us"),
+    Field<&TrialRecord::wait_p99_us>("wait_p99_us"),
+    Field<&TrialRecord::worker_startup_s>("worker_startup_s"),
+    Field<&TrialRecord::cpu_util>("cpu_util"),
+    Field<&TrialRecord::peak_rss_bytes>("peak_rss_bytes"),
+    Field<&TrialRecord::repeats>("repeats"),
+    Field<&TrialRecord::decision>("decision"),
+    Field<&TrialRecord::time_to_first_batch_s>("time_to_first_batch_s", 2),
+    Field<&TrialRecord::epoch_boundary_ms>("epoch_boundary_ms", 2),
+    Field<&TrialRecord::cv>("cv", 2),
+    Field<&TrialRecord::worker_busy_frac>("worker_busy_frac", 2),
+    Field<&TrialRecord::pinned_alloc_s>("pinned_alloc_s", 4),
+    Field<&TrialRecord::batches_per_epoch>("batches_per_epoch", 5),
+    Field<&TrialRecord::worker_rss_bytes>("worker_rss_bytes", 6),
+    {"cpu_binding", 10, "'none'",
+     [](const Statement& row, int c, TrialRecord& t) { t.knobs.cpu_binding = BindingFromName(row.Text(c)); },
+     [](Statement& s, int i, const TrialRecord& t) {
+       s.BindAt(i, std::string(loader::CpuBindingName(t.knobs.cpu_binding)));
+     }},
+    Field<&TrialRecord::knobs, &loader::Knobs::worker_threads>("worker_threads", 10, "0"),
+    {"multiprocessing_context", 12, "'default'",
+     [](const Statement& row, int c, TrialRecord& t) {
+       t.knobs.multiprocessing_context = StartMethodFromStored(row.Text(c));
+     },
+     [](Statement& s, int i, const TrialRecord& t) {
+       s.BindAt(i, std::string(loader::StartMethodName(t.knobs.multiprocessing_context)));
+     }},
+    Field<&TrialRecord::worker_rss_start_bytes>("worker_rss_start_bytes", 13),
+    Field<&TrialRecord::worker_rss_peak_bytes>("worker_rss_peak_bytes", 13),
+    Field<&TrialRecord::worker_rss_growth_bytes_per_epoch>("worker_rss_growth_bytes_per_epoch", 13),
+    Field<&TrialRecord::worker_rss_epochs>("worker_rss_epochs", 13),
+    Field<&TrialRecord::worker_rss_samples>("worker_rss_samples", 13, "0"),
+    Field<&TrialRecord::worker_rss_in_consumer>("worker_rss_in_consumer", 13, "0"),
+    Field<&TrialRecord::background_cpu>("background_cpu", kBackgroundVersion),
+    Field<&TrialRecord::remeasured_windows>("remeasured_windows", kBackgroundVersion, "0"),
 };
 
-inline constexpr Column kRepeatColumns[] = {
-    {"trial_id"},
-    {"idx"},
-    {"samples_per_s"},
-    {"mb_per_s"},
-    {"gpu_idle_frac"},
-    {"wait_p50_us"},
-    {"wait_p99_us"},
-    {"wall_s"},
-    {"outlier"},
-    {"background_cpu", kBackgroundVersion},
-    {"disturbed", kBackgroundVersion, "0"},
-    {"remeasured", kBackgroundVersion, "0"},
+// The repeats' columns after `trial_id`.
+inline constexpr Column<RepeatRecord> kRepeatColumns[] = {
+    Field<&RepeatRecord::index>("idx"),
+    Field<&RepeatRecord::samples_per_s>("samples_per_s"),
+    Field<&RepeatRecord::mb_per_s>("mb_per_s"),
+    Field<&RepeatRecord::gpu_idle_frac>("gpu_idle_frac"),
+    Field<&RepeatRecord::wait_p50_us>("wait_p50_us"),
+    Field<&RepeatRecord::wait_p99_us>("wait_p99_us"),
+    Field<&RepeatRecord::wall_s>("wall_s"),
+    Field<&RepeatRecord::outlier>("outlier"),
+    Field<&RepeatRecord::background_cpu>("background_cpu", kBackgroundVersion),
+    Field<&RepeatRecord::disturbed>("disturbed", kBackgroundVersion, "0"),
+    Field<&RepeatRecord::remeasured>("remeasured", kBackgroundVersion, "0"),
+};
+
+// A node trial's figures (trial_nodes, from v9) after `trial_id`.
+inline constexpr Column<NodeFigures> kNodeColumns[] = {
+    Field<&NodeFigures::ranks>("ranks"),
+    Field<&NodeFigures::slowest_rank_samples_per_s>("slowest_rank_samples_per_s"),
+    Field<&NodeFigures::rank_spread>("rank_spread"),
+    Field<&NodeFigures::processes>("processes"),
+    Field<&NodeFigures::threads>("threads"),
+    Field<&NodeFigures::shm_bytes>("shm_bytes"),
+};
+
+// Each rank of a node trial (trial_ranks, from v9) after `trial_id`.
+inline constexpr Column<RankRecord> kRankColumns[] = {
+    Field<&RankRecord::rank>("rank"),
+    Field<&RankRecord::pid>("pid"),
+    {"status", 1, "NULL", [](const Statement& row, int c, RankRecord& r) { r.status = ParseTrialStatus(row.Text(c)); },
+     [](Statement& s, int i, const RankRecord& r) { s.BindAt(i, TrialStatusName(r.status)); }},
+    Field<&RankRecord::error>("error"),
+    Field<&RankRecord::samples_per_s>("samples_per_s"),
+    Field<&RankRecord::gpu_idle_frac>("gpu_idle_frac"),
+    Field<&RankRecord::wait_p50_us>("wait_p50_us"),
+    Field<&RankRecord::wait_p99_us>("wait_p99_us"),
+    Field<&RankRecord::cpu_mask>("cpu_mask"),
+    Field<&RankRecord::worker_cpu_masks>("worker_cpu_masks"),
+    Field<&RankRecord::processes>("processes"),
+    Field<&RankRecord::threads>("threads"),
+    Field<&RankRecord::shm_bytes>("shm_bytes"),
+};
+
+// The observed runs (from v11) after `machine_id` (selected and inserted
+// apart: a merged row takes its machine's id in the file it goes to).
+inline constexpr Column<ObservedRecord> kObservedColumns[] = {
+    Field<&ObservedRecord::uid>("uid"),
+    Field<&ObservedRecord::host, &HostIdentity::name>("host_name"),
+    Field<&ObservedRecord::host, &HostIdentity::hostname>("host_hostname"),
+    Field<&ObservedRecord::host, &HostIdentity::machine_id>("host_machine_id"),
+    Field<&ObservedRecord::workload_name>("workload_name"),
+    Field<&ObservedRecord::knobs, &loader::Knobs::batch_size>("batch_size"),
+    Field<&ObservedRecord::knobs, &loader::Knobs::num_workers>("num_workers"),
+    Field<&ObservedRecord::knobs, &loader::Knobs::pin_memory>("pin_memory"),
+    // NULL: the job did not say; the knob then keeps its default.
+    {"non_blocking", 1, "NULL",
+     [](const Statement& row, int c, ObservedRecord& o) {
+       o.non_blocking = row.Optional<bool>(c);
+       if (o.non_blocking) o.knobs.non_blocking = *o.non_blocking;
+     },
+     [](Statement& s, int i, const ObservedRecord& o) { s.BindAt(i, o.non_blocking); }},
+    Field<&ObservedRecord::knobs, &loader::Knobs::prefetch_factor>("prefetch_factor"),
+    Field<&ObservedRecord::knobs, &loader::Knobs::persistent_workers>("persistent_workers"),
+    Field<&ObservedRecord::samples_per_s>("samples_per_s"),
+    Field<&ObservedRecord::input_bound_frac>("input_bound_frac"),
+    Field<&ObservedRecord::step_s>("step_s"),
+    Field<&ObservedRecord::wait_s>("wait_s"),
+    Field<&ObservedRecord::steps>("steps"),
+    Field<&ObservedRecord::started_at>("started_at"),
+    Field<&ObservedRecord::ended_at>("ended_at"),
+    Field<&ObservedRecord::finished>("finished"),
+    Field<&ObservedRecord::sweep_run_id>("sweep_run_id"),
+    Field<&ObservedRecord::source>("source"),
 };
 
 // Each column of run_facts (in the order ReadRunFacts reads them), the path
@@ -237,14 +406,6 @@ consteval int RunFactIndex(std::string_view column) {
   throw "RunFactIndex: no run_facts column of that name";
 }
 
-// "a, b, c": the columns of `table` a file of `version` has, each older one's
-// stand-in in its place, for a SELECT.
-std::string ColumnList(std::span<const Column> table, int version = Store::kSchemaVersion);
-// "?, ?, ?": one placeholder for each of `count` values.
-std::string Placeholders(size_t count);
-// "INSERT INTO <table> (<every column of `columns`>) VALUES (?, ...)", the
-// placeholders counted from the table.
-std::string InsertSql(std::string_view table, std::span<const Column> columns);
 // The runs' columns of a file of `version` (calibration_json without what
 // run_facts took over), then the run facts' (RunFactsSelect); from RunsTable().
 std::string RunColumns(int version);
@@ -271,13 +432,6 @@ void CheckHeader(const std::string& path);
 // Brings the schema up to Store::kSchemaVersion and marks the file as feedtune's.
 void Migrate(sqlite3* db, const std::string& path);
 
-// The stored forms of the columns that hold a name or JSON. Reading is
-// tolerant on purpose: a damaged or newer value must not make a run unreadable.
-//
-// A stored start method; a name this version does not know reads as default.
-loader::StartMethod StartMethodFromStored(const std::string& name);
-// A stored cpu_binding; a name this version does not know reads as none.
-loader::CpuBinding BindingFromName(const std::string& name);
 // The preflight warnings as run_facts.preflight_json holds them: a JSON array
 // of strings (none: NULL); anything else reads as none.
 std::vector<std::string> PreflightFromJson(const std::string& json);
@@ -288,8 +442,4 @@ std::optional<std::string> PhasesJson(const std::vector<PhaseFact>& phases);
 // array of {"name", "pid", "processes", "cpu"}; anything else reads as none.
 std::string ProcessCpuToJson(const std::vector<ProcessCpu>& top);
 std::vector<ProcessCpu> ProcessCpuFromJson(const std::string& json);
-// GPU detail as the machines.gpus_json column holds it.
-std::string GpusToJson(const std::vector<GpuInfo>& gpus);
-std::vector<GpuInfo> GpusFromJson(const std::string& text);
-
 }  // namespace feedtune::results

@@ -75,6 +75,11 @@ class StatementCache {
   std::map<std::string, Entry, std::less<>> entries_;
 };
 
+template <typename T>
+inline constexpr bool kIsOptional = false;
+template <typename T>
+inline constexpr bool kIsOptional<std::optional<T>> = true;
+
 class Statement {
  public:
   Statement(sqlite3* db, const std::string& path, std::string_view operation, const char* sql)
@@ -173,6 +178,26 @@ class Statement {
       return Text(column);
     } else {
       return static_cast<T>(Int(column));
+    }
+  }
+  // The column as a field of type T takes it: int (Int32), int64_t (Int),
+  // bool, double, std::string, or an optional of one (NULL: none); what a
+  // column table (results/schema.h) reads a field with.
+  template <typename T>
+  T Get(int column) const {
+    if constexpr (kIsOptional<T>) {
+      return Optional<typename T::value_type>(column);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return Bool(column);
+    } else if constexpr (std::is_same_v<T, int>) {
+      return Int32(column);
+    } else if constexpr (std::is_same_v<T, int64_t>) {
+      return Int(column);
+    } else if constexpr (std::is_same_v<T, double>) {
+      return Double(column);
+    } else {
+      static_assert(std::is_same_v<T, std::string>, "a field type Get does not read");
+      return Text(column);
     }
   }
 

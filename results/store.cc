@@ -112,42 +112,17 @@ RunFacts ReadRunFacts(const Statement& row, int first) {
 
 // A member of a group the run may lack, for binding: NULL without the group.
 template <typename Group, typename T>
-std::optional<T> Field(const std::optional<Group>& group, T Group::*member) {
+std::optional<T> OrNull(const std::optional<Group>& group, T Group::*member) {
   return group ? std::optional<T>((*group).*member) : std::nullopt;
 }
 template <typename Group, typename T>
-std::optional<T> Field(const Group* group, T Group::*member) {
+std::optional<T> OrNull(const Group* group, T Group::*member) {
   return group != nullptr ? std::optional<T>(group->*member) : std::nullopt;
 }
 
 RunRecord ReadRun(const Statement& row) {
-  static_assert(std::size(kRunColumns) == 27, "a run column was added: read it here");
   RunRecord run;
-  run.id = row.Int(0);
-  run.machine_id = row.Int(1);
-  run.workload_name = row.Text(2);
-  run.workload_hash = row.Text(3);
-  run.config_yaml = row.Text(4);
-  run.backend = row.Text(5);
-  run.version = row.Text(6);
-  run.started_at = row.Text(7);
-  run.ended_at = row.Text(8);
-  run.status = ParseRunStatus(row.Text(9));
-  run.knee_workers = row.Optional<int>(10);
-  run.knee_samples_per_s = row.Optional<double>(11);
-  run.best_trial_id = row.Optional<int64_t>(12);
-  run.baseline_trial_id = row.Optional<int64_t>(13);
-  run.knee_kneedle_workers = row.Optional<int>(14);
-  run.safe_max_workers = row.Optional<int>(15);
-  run.speedup = row.Optional<double>(16);
-  run.speedup_ci_low = row.Optional<double>(17);
-  run.speedup_ci_high = row.Optional<double>(18);
-  run.calibration_json = row.Text(19);
-  run.uid = row.Text(20);
-  run.host.name = row.Text(21);
-  run.host.hostname = row.Text(22);
-  run.host.machine_id = row.Text(23);
-  run.python = {row.Text(24), row.Text(25), row.Text(26)};
+  ReadColumns(row, 0, kRunColumns, run);
   run.facts = ReadRunFacts(row, static_cast<int>(std::size(kRunColumns)));
   return run;
 }
@@ -172,31 +147,30 @@ std::string NewRunUid(const std::string& machine_hash, const std::string& starte
   return machine_hash + ":" + started_at + ":" + hex;
 }
 
-// Reads the columns of kMachineColumns (starting at column 0).
+// The machine of a row that selected "hash, <kMachineColumns>". The stored
+// hash is not read back: Fingerprint::Hash() recomputes it from the fields.
 Fingerprint ReadMachine(const Statement& select) {
-  static_assert(std::size(kMachineColumns) == 20, "a machine column was added: read it here and bind it in InsertMachine");
   Fingerprint f;
-  // Column 0 is the stored hash; Hash() recomputes it from the fields below.
-  f.hostname = select.Text(1);
-  f.label = select.Text(2);
-  f.cpu_model = select.Text(3);
-  f.logical_cpus = select.Int32(4);
-  f.usable_cpus = select.Int32(5);
-  f.cgroup_cpu_limit = select.IsNull(6) ? 0 : select.Double(6);
-  f.numa_nodes = select.Int32(7);
-  f.mem_total_bytes = select.Int(8);
-  f.cgroup_mem_limit_bytes = select.Int(9);
-  f.shm_bytes = select.Int(10);
-  f.nofile_limit = select.Int(11);
-  f.kernel = select.Text(12);
-  f.gpu_name = select.Text(13);
-  f.gpu_count = select.Int32(14);
-  f.gpu_mem_bytes = select.Int(15);
-  f.gpu_driver = select.Text(16);
-  f.pcie_link = select.Text(17);
-  f.gpu_runtime = select.Text(18);
-  f.gpus = GpusFromJson(select.Text(19));
+  ReadColumns(select, 1, kMachineColumns, f);
   return f;
+}
+
+// Hands each row of `select` (its first column a trial id of the run) to
+// `read` with that trial; rows of trials not loaded are skipped.
+template <typename Read>
+void ForEachTrialRow(Statement& select, std::vector<TrialRecord>& trials,
+                     const std::map<int64_t, size_t>& index_by_id, Read read) {
+  while (select.Step()) {
+    const auto it = index_by_id.find(select.Int(0));
+    if (it != index_by_id.end()) read(trials[it->second]);
+  }
+}
+
+// The child rows of a run's trials: `columns` of `table` whose trial is one of the run's.
+template <typename Record, size_t N>
+std::string TrialRowsSql(const char* table, const Column<Record> (&columns)[N], int version, const char* order) {
+  return "SELECT trial_id, " + ColumnList(columns, version) + " FROM " + table +
+         " WHERE trial_id IN (SELECT id FROM trials WHERE run_id = ?) ORDER BY " + order;
 }
 
 }  // namespace
@@ -302,16 +276,12 @@ int64_t Store::UpsertMachine(const Fingerprint& fingerprint) {
 
 int64_t Store::InsertMachine(const std::string& hash, const Fingerprint& f,
                              const std::optional<std::string>& first_seen) {
-  const std::string sql = "INSERT INTO machines (" + ColumnList(kMachineColumns) + ", first_seen) VALUES (" +
-                          Placeholders(std::size(kMachineColumns)) + ", COALESCE(?, " + kNowSql + "))";
+  constexpr int kColumns = static_cast<int>(std::size(kMachineColumns));
+  const std::string sql = "INSERT INTO machines (hash, " + ColumnList(kMachineColumns) + ", first_seen) VALUES (?, " +
+                          Placeholders(kColumns) + ", COALESCE(?, " + kNowSql + "))";
   Statement insert(*statements_, db_.get(), path_, "record machine", sql);
-  insert
-      .BindAll(hash, f.hostname, f.label.empty() ? f.hostname : f.label, f.cpu_model,
-               f.logical_cpus, f.usable_cpus, f.cgroup_cpu_limit, f.numa_nodes, f.mem_total_bytes,
-               f.cgroup_mem_limit_bytes, f.shm_bytes, f.nofile_limit, f.kernel, f.gpu_name,
-               f.gpu_count, f.gpu_mem_bytes, f.gpu_driver, f.pcie_link, f.gpu_runtime,
-               GpusToJson(f.gpus), first_seen)
-      .Run();
+  insert.BindAll(hash);
+  BindColumns(insert, 2, kMachineColumns, f).BindAt(kColumns + 2, first_seen).Run();
   return sqlite3_last_insert_rowid(db_.get());
 }
 
@@ -395,34 +365,18 @@ int64_t Store::AddTrial(int64_t run_id, const TrialRecord& trial) {
 }
 
 int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::string& operation) {
-  const std::string sql = InsertSql("trials", kTrialColumns);
   int64_t trial_id = 0;
   {
-    Statement insert(*statements_, db_.get(), path_, operation, sql);
-    const TrialRecord& t = trial;
-    const loader::Knobs& k = trial.knobs;
-    insert
-        .BindAll(run_id, t.phase, k.batch_size, k.num_workers, k.pin_memory, k.non_blocking,
-                 k.prefetch_factor, k.persistent_workers, TrialStatusName(t.status), t.error, t.samples_per_s,
-                 t.ci_low, t.ci_high, t.mb_per_s, t.gpu_idle_frac, t.copy_s, t.wait_p50_us,
-                 t.wait_p99_us, t.worker_startup_s, t.cpu_util, t.peak_rss_bytes, t.repeats,
-                 t.decision, t.time_to_first_batch_s, t.epoch_boundary_ms, t.cv,
-                 t.worker_busy_frac, t.pinned_alloc_s, t.batches_per_epoch, t.worker_rss_bytes,
-                 std::string(loader::CpuBindingName(k.cpu_binding)), k.worker_threads,
-                 std::string(loader::StartMethodName(k.multiprocessing_context)), t.worker_rss_start_bytes,
-                 t.worker_rss_peak_bytes, t.worker_rss_growth_bytes_per_epoch, t.worker_rss_epochs,
-                 t.worker_rss_samples, t.worker_rss_in_consumer, t.background_cpu, t.remeasured_windows)
-        .Run();
+    Statement insert(*statements_, db_.get(), path_, operation,
+                     InsertSql("INSERT INTO", "trials", "run_id", kTrialColumns));
+    BindColumns(insert.BindAll(run_id), 2, kTrialColumns, trial).Run();
     trial_id = sqlite3_last_insert_rowid(db_.get());
   }
   if (!trial.repeat_rows.empty()) {
-    const std::string repeat_sql = InsertSql("repeats", kRepeatColumns);
-    Statement insert(*statements_, db_.get(), path_, operation, repeat_sql);
+    Statement insert(*statements_, db_.get(), path_, operation,
+                     InsertSql("INSERT INTO", "repeats", "trial_id", kRepeatColumns));
     for (const RepeatRecord& r : trial.repeat_rows) {
-      insert
-          .BindAll(trial_id, r.index, r.samples_per_s, r.mb_per_s, r.gpu_idle_frac, r.wait_p50_us,
-                   r.wait_p99_us, r.wall_s, r.outlier, r.background_cpu, r.disturbed, r.remeasured)
-          .Run();
+      BindColumns(insert.BindAll(trial_id), 2, kRepeatColumns, r).Run();
       insert.Reset();
     }
   }
@@ -431,21 +385,13 @@ int64_t Store::InsertTrial(int64_t run_id, const TrialRecord& trial, const std::
 }
 
 void Store::InsertNode(int64_t trial_id, const NodeFigures& node, const std::string& operation) {
-  Statement(*statements_, db_.get(), path_, operation,
-            "INSERT INTO trial_nodes (trial_id, ranks, slowest_rank_samples_per_s, rank_spread, processes, "
-            "threads, shm_bytes) VALUES (?, ?, ?, ?, ?, ?, ?)")
-      .BindAll(trial_id, node.ranks, node.slowest_rank_samples_per_s, node.rank_spread, node.processes,
-               node.threads, node.shm_bytes)
-      .Run();
+  Statement node_insert(*statements_, db_.get(), path_, operation,
+                        InsertSql("INSERT INTO", "trial_nodes", "trial_id", kNodeColumns));
+  BindColumns(node_insert.BindAll(trial_id), 2, kNodeColumns, node).Run();
   Statement insert(*statements_, db_.get(), path_, operation,
-                   "INSERT INTO trial_ranks (trial_id, rank, pid, status, error, samples_per_s, gpu_idle_frac, "
-                   "wait_p50_us, wait_p99_us, cpu_mask, worker_cpu_masks, processes, threads, shm_bytes) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                   InsertSql("INSERT INTO", "trial_ranks", "trial_id", kRankColumns));
   for (const RankRecord& r : node.rank_rows) {
-    insert
-        .BindAll(trial_id, r.rank, r.pid, TrialStatusName(r.status), r.error, r.samples_per_s, r.gpu_idle_frac,
-                 r.wait_p50_us, r.wait_p99_us, r.cpu_mask, r.worker_cpu_masks, r.processes, r.threads, r.shm_bytes)
-        .Run();
+    BindColumns(insert.BindAll(trial_id), 2, kRankColumns, r).Run();
     insert.Reset();
   }
 }
@@ -453,48 +399,23 @@ void Store::InsertNode(int64_t trial_id, const NodeFigures& node, const std::str
 void Store::LoadNodes(int64_t run_id, std::vector<TrialRecord>& trials,
                       const std::map<int64_t, size_t>& index_by_id) const {
   if (schema_version_ < 9) return;  // an older file opened read-only has no node tables
-  Statement nodes(db_.get(), path_, "load node trials",
-                  "SELECT n.trial_id, n.ranks, n.slowest_rank_samples_per_s, n.rank_spread, n.processes, "
-                  "n.threads, n.shm_bytes FROM trial_nodes n JOIN trials t ON n.trial_id = t.id "
-                  "WHERE t.run_id = ?");
+  const std::string nodes_sql = TrialRowsSql("trial_nodes", kNodeColumns, schema_version_, "trial_id");
+  Statement nodes(db_.get(), path_, "load node trials", nodes_sql.c_str());
   nodes.BindAll(run_id);
-  while (nodes.Step()) {
-    const auto it = index_by_id.find(nodes.Int(0));
-    if (it == index_by_id.end()) continue;
+  ForEachTrialRow(nodes, trials, index_by_id, [&nodes](TrialRecord& trial) {
     NodeFigures node;
-    node.ranks = nodes.Int32(1);
-    node.slowest_rank_samples_per_s = nodes.Double(2);
-    node.rank_spread = nodes.Double(3);
-    node.processes = nodes.Int32(4);
-    node.threads = nodes.Int32(5);
-    node.shm_bytes = nodes.Int(6);
-    trials[it->second].node = std::move(node);
-  }
-  Statement ranks(db_.get(), path_, "load node trials",
-                  "SELECT r.trial_id, r.rank, r.pid, r.status, r.error, r.samples_per_s, r.gpu_idle_frac, "
-                  "r.wait_p50_us, r.wait_p99_us, r.cpu_mask, r.worker_cpu_masks, r.processes, r.threads, "
-                  "r.shm_bytes FROM trial_ranks r JOIN trials t ON r.trial_id = t.id WHERE t.run_id = ? "
-                  "ORDER BY r.trial_id, r.rank");
+    ReadColumns(nodes, 1, kNodeColumns, node);
+    trial.node = std::move(node);
+  });
+  const std::string ranks_sql = TrialRowsSql("trial_ranks", kRankColumns, schema_version_, "trial_id, rank");
+  Statement ranks(db_.get(), path_, "load node trials", ranks_sql.c_str());
   ranks.BindAll(run_id);
-  while (ranks.Step()) {
-    const auto it = index_by_id.find(ranks.Int(0));
-    if (it == index_by_id.end() || !trials[it->second].node) continue;
+  ForEachTrialRow(ranks, trials, index_by_id, [&ranks](TrialRecord& trial) {
+    if (!trial.node) return;
     RankRecord r;
-    r.rank = ranks.Int32(1);
-    r.pid = ranks.Int(2);
-    r.status = ParseTrialStatus(ranks.Text(3));
-    r.error = ranks.Optional<std::string>(4);
-    r.samples_per_s = ranks.Double(5);
-    r.gpu_idle_frac = ranks.Double(6);
-    r.wait_p50_us = ranks.Double(7);
-    r.wait_p99_us = ranks.Double(8);
-    r.cpu_mask = ranks.Text(9);
-    r.worker_cpu_masks = ranks.Text(10);
-    r.processes = ranks.Int32(11);
-    r.threads = ranks.Int32(12);
-    r.shm_bytes = ranks.Int(13);
-    trials[it->second].node->rank_rows.push_back(std::move(r));
-  }
+    ReadColumns(ranks, 1, kRankColumns, r);
+    trial.node->rank_rows.push_back(std::move(r));
+  });
 }
 
 void Store::FinishRun(const RunRecord& run) {
@@ -534,26 +455,27 @@ void Store::WriteRunFacts(int64_t run_id, const RunFacts& facts, const std::stri
   using G = BackgroundFacts;
   Statement insert(*statements_, db_.get(), path_, operation, sql);
   insert
-      .BindAll(run_id, b.has_value(), Field(b, &BudgetFacts::mem_available_bytes),
-               Field(b, &BudgetFacts::shm_free_bytes), Field(b, &BudgetFacts::nofile_limit),
-               Field(b, &BudgetFacts::fds_open), Field(b, &BudgetFacts::usable_cpus),
-               Field(b, &BudgetFacts::batch_bytes), Field(b, &BudgetFacts::stream_buffer_bytes), facts.max_workers,
-               seed.has_value(), Field(seed, &SeedFacts::db_path), Field(seed, &SeedFacts::run_id),
-               Field(seed, &SeedFacts::run_uid), Field(seed, &SeedFacts::run_host),
-               Field(seed, &SeedFacts::run_class), Field(seed, &SeedFacts::match), Field(seed, &SeedFacts::why),
-               Field(seed, &SeedFacts::source), Field(seed, &SeedFacts::knee_workers), Field(best, &K::batch_size),
-               Field(best, &K::num_workers), Field(best, &K::pin_memory), Field(best, &K::non_blocking),
-               Field(best, &K::prefetch_factor), Field(best, &K::persistent_workers), safe.has_value(),
-               Field(safe, &SafeLimit::workers), Field(safe, &SafeLimit::basis), Field(safe, &SafeLimit::basis_trial),
-               Field(safe, &SafeLimit::worker_rss_bytes), Field(safe, &SafeLimit::growth_bytes), cpu.has_value(),
-               Field(cpu, &C::clock), Field(cpu, &C::clock_read_ns), Field(cpu, &C::work_bytes_per_s),
-               Field(cpu, &C::chunk_bytes), Field(cpu, &C::chunk_us), Field(cpu, &C::clock_overhead),
-               Field(cpu, &C::check_requested_us), Field(cpu, &C::check_spent_us), Field(cpu, &C::calibration_s),
+      .BindAll(run_id, b.has_value(), OrNull(b, &BudgetFacts::mem_available_bytes),
+               OrNull(b, &BudgetFacts::shm_free_bytes), OrNull(b, &BudgetFacts::nofile_limit),
+               OrNull(b, &BudgetFacts::fds_open), OrNull(b, &BudgetFacts::usable_cpus),
+               OrNull(b, &BudgetFacts::batch_bytes), OrNull(b, &BudgetFacts::stream_buffer_bytes), facts.max_workers,
+               seed.has_value(), OrNull(seed, &SeedFacts::db_path), OrNull(seed, &SeedFacts::run_id),
+               OrNull(seed, &SeedFacts::run_uid), OrNull(seed, &SeedFacts::run_host),
+               OrNull(seed, &SeedFacts::run_class), OrNull(seed, &SeedFacts::match), OrNull(seed, &SeedFacts::why),
+               OrNull(seed, &SeedFacts::source), OrNull(seed, &SeedFacts::knee_workers), OrNull(best, &K::batch_size),
+               OrNull(best, &K::num_workers), OrNull(best, &K::pin_memory), OrNull(best, &K::non_blocking),
+               OrNull(best, &K::prefetch_factor), OrNull(best, &K::persistent_workers), safe.has_value(),
+               OrNull(safe, &SafeLimit::workers), OrNull(safe, &SafeLimit::basis),
+               OrNull(safe, &SafeLimit::basis_trial), OrNull(safe, &SafeLimit::worker_rss_bytes),
+               OrNull(safe, &SafeLimit::growth_bytes), cpu.has_value(),
+               OrNull(cpu, &C::clock), OrNull(cpu, &C::clock_read_ns), OrNull(cpu, &C::work_bytes_per_s),
+               OrNull(cpu, &C::chunk_bytes), OrNull(cpu, &C::chunk_us), OrNull(cpu, &C::clock_overhead),
+               OrNull(cpu, &C::check_requested_us), OrNull(cpu, &C::check_spent_us), OrNull(cpu, &C::calibration_s),
                PreflightJson(facts.preflight), PhasesJson(facts.phases), NullIfEmpty(facts.timelines_json),
-               bg.has_value(), Field(bg, &G::source), Field(bg, &G::start_cpu), Field(bg, &G::sample_s),
+               bg.has_value(), OrNull(bg, &G::source), OrNull(bg, &G::start_cpu), OrNull(bg, &G::sample_s),
                bg ? std::optional<std::string>(ProcessCpuToJson(bg->top)) : std::nullopt,
-               Field(bg, &G::reference_cpu), Field(bg, &G::warn_cpu), Field(bg, &G::disturbed_cpu),
-               Field(bg, &G::median_cpu), Field(bg, &G::windows), Field(bg, &G::remeasured), Field(bg, &G::busy),
+               OrNull(bg, &G::reference_cpu), OrNull(bg, &G::warn_cpu), OrNull(bg, &G::disturbed_cpu),
+               OrNull(bg, &G::median_cpu), OrNull(bg, &G::windows), OrNull(bg, &G::remeasured), OrNull(bg, &G::busy),
                facts.torch_costs ? std::optional<std::string>(TorchCostsJson(*facts.torch_costs).dump())
                                  : std::nullopt)
       .Run();
@@ -578,9 +500,8 @@ std::vector<RunRecord> Store::LoadRuns() const {
 }
 
 std::vector<TrialRecord> Store::LoadTrials(int64_t run_id) const {
-  static_assert(std::size(kTrialColumns) == 41, "a trial column was added: read it below and bind it in InsertTrial");
   const std::string sql =
-      "SELECT id, " + ColumnList(kTrialColumns, schema_version_) + " FROM trials WHERE run_id = ? ORDER BY id";
+      "SELECT id, run_id, " + ColumnList(kTrialColumns, schema_version_) + " FROM trials WHERE run_id = ? ORDER BY id";
   Statement select(db_.get(), path_, "load trials", sql.c_str());
   select.BindAll(run_id);
   std::vector<TrialRecord> trials;
@@ -589,80 +510,27 @@ std::vector<TrialRecord> Store::LoadTrials(int64_t run_id) const {
     TrialRecord t;
     t.id = select.Int(0);
     t.run_id = select.Int(1);
-    t.phase = select.Text(2);
-    t.knobs.batch_size = select.Int32(3);
-    t.knobs.num_workers = select.Int32(4);
-    t.knobs.pin_memory = select.Bool(5);
-    t.knobs.non_blocking = select.Bool(6);
-    t.knobs.prefetch_factor = select.Int32(7);
-    t.knobs.persistent_workers = select.Bool(8);
-    t.status = ParseTrialStatus(select.Text(9));
-    t.error = select.Optional<std::string>(10);
-    t.samples_per_s = select.Double(11);
-    t.ci_low = select.Double(12);
-    t.ci_high = select.Double(13);
-    t.mb_per_s = select.Double(14);
-    t.gpu_idle_frac = select.Double(15);
-    t.copy_s = select.Double(16);
-    t.wait_p50_us = select.Double(17);
-    t.wait_p99_us = select.Double(18);
-    t.worker_startup_s = select.Double(19);
-    t.cpu_util = select.Double(20);
-    t.peak_rss_bytes = select.Int(21);
-    t.repeats = select.Int32(22);
-    t.decision = select.Text(23);
-    t.time_to_first_batch_s = select.Double(24);
-    t.epoch_boundary_ms = select.Double(25);
-    t.cv = select.Double(26);
-    t.worker_busy_frac = select.Double(27);
-    t.pinned_alloc_s = select.Double(28);
-    t.batches_per_epoch = select.Optional<int64_t>(29);
-    t.worker_rss_bytes = select.Double(30);
-    t.knobs.cpu_binding = BindingFromName(select.Text(31));
-    t.knobs.worker_threads = select.Int32(32);
-    t.knobs.multiprocessing_context = StartMethodFromStored(select.Text(33));
-    t.worker_rss_start_bytes = select.Double(34);
-    t.worker_rss_peak_bytes = select.Double(35);
-    t.worker_rss_growth_bytes_per_epoch = select.Double(36);
-    t.worker_rss_epochs = select.Double(37);
-    t.worker_rss_samples = select.Int32(38);
-    t.worker_rss_in_consumer = select.Bool(39);
-    t.background_cpu = select.Double(40);
-    t.remeasured_windows = select.Int32(41);
+    ReadColumns(select, 2, kTrialColumns, t);
     index_by_id[t.id] = trials.size();
     trials.push_back(std::move(t));
   }
 
   // One query for all repeats of the run rather than one per trial.
-  static_assert(std::size(kRepeatColumns) == 12, "a repeat column was added: read it below");
-  const std::string repeats_sql = "SELECT " + ColumnList(kRepeatColumns, schema_version_) +
-                                  " FROM repeats WHERE trial_id IN (SELECT id FROM trials WHERE run_id = ?) "
-                                  "ORDER BY trial_id, idx, id";
+  const std::string repeats_sql = TrialRowsSql("repeats", kRepeatColumns, schema_version_, "trial_id, idx, id");
   Statement repeats(db_.get(), path_, "load repeats", repeats_sql.c_str());
   repeats.BindAll(run_id);
-  while (repeats.Step()) {
-    const auto it = index_by_id.find(repeats.Int(0));
-    if (it == index_by_id.end()) continue;
+  ForEachTrialRow(repeats, trials, index_by_id, [&repeats](TrialRecord& trial) {
     RepeatRecord r;
-    r.index = repeats.Int32(1);
-    r.samples_per_s = repeats.Double(2);
-    r.mb_per_s = repeats.Double(3);
-    r.gpu_idle_frac = repeats.Double(4);
-    r.wait_p50_us = repeats.Double(5);
-    r.wait_p99_us = repeats.Double(6);
-    r.wall_s = repeats.Double(7);
-    r.outlier = repeats.Bool(8);
-    r.background_cpu = repeats.Double(9);
-    r.disturbed = repeats.Bool(10);
-    r.remeasured = repeats.Bool(11);
-    trials[it->second].repeat_rows.push_back(r);
-  }
+    ReadColumns(repeats, 1, kRepeatColumns, r);
+    trial.repeat_rows.push_back(r);
+  });
   LoadNodes(run_id, trials, index_by_id);
   return trials;
 }
 
 std::optional<Fingerprint> Store::LoadMachine(int64_t machine_id) const {
-  const std::string sql = "SELECT " + ColumnList(kMachineColumns, schema_version_) + " FROM machines WHERE id = ?";
+  const std::string sql =
+      "SELECT hash, " + ColumnList(kMachineColumns, schema_version_) + " FROM machines WHERE id = ?";
   Statement select(db_.get(), path_, "load machine", sql.c_str());
   select.BindAll(machine_id);
   if (!select.Step()) return std::nullopt;
@@ -670,17 +538,17 @@ std::optional<Fingerprint> Store::LoadMachine(int64_t machine_id) const {
 }
 
 std::vector<StoredMachine> Store::LoadMachines() const {
-  constexpr int kMachineColumnCount = static_cast<int>(std::size(kMachineColumns));
+  constexpr int kAfterColumns = static_cast<int>(std::size(kMachineColumns)) + 1;
   const std::string sql =
-      "SELECT " + ColumnList(kMachineColumns, schema_version_) + ", id, first_seen FROM machines ORDER BY id";
+      "SELECT hash, " + ColumnList(kMachineColumns, schema_version_) + ", id, first_seen FROM machines ORDER BY id";
   Statement select(db_.get(), path_, "load machines", sql.c_str());
   std::vector<StoredMachine> machines;
   while (select.Step()) {
     StoredMachine m;
     m.fingerprint = ReadMachine(select);
     m.hash = select.Text(0);
-    m.id = select.Int(kMachineColumnCount);
-    m.first_seen = select.Text(kMachineColumnCount + 1);
+    m.id = select.Int(kAfterColumns);
+    m.first_seen = select.Text(kAfterColumns + 1);
     machines.push_back(std::move(m));
   }
   return machines;
@@ -734,51 +602,21 @@ std::vector<int64_t> Store::AddObserved(const Fingerprint& machine, const std::v
 void Store::InsertObserved(int64_t machine_id, const ObservedRecord& o, const std::string& operation) {
   // REPLACE: the row of an earlier write of the same job (same uid) gives way.
   Statement insert(*statements_, db_.get(), path_, operation,
-                   "INSERT OR REPLACE INTO observed (uid, machine_id, host_name, host_hostname, host_machine_id, "
-                   "workload_name, batch_size, num_workers, pin_memory, non_blocking, prefetch_factor, "
-                   "persistent_workers, samples_per_s, input_bound_frac, step_s, wait_s, steps, started_at, "
-                   "ended_at, finished, sweep_run_id, source) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  insert
-      .BindAll(o.uid, machine_id, o.host.name, o.host.hostname, o.host.machine_id, o.workload_name,
-               o.knobs.batch_size, o.knobs.num_workers, o.knobs.pin_memory, o.non_blocking,
-               o.knobs.prefetch_factor, o.knobs.persistent_workers, o.samples_per_s, o.input_bound_frac,
-               o.step_s, o.wait_s, o.steps, o.started_at, o.ended_at, o.finished, o.sweep_run_id, o.source)
-      .Run();
+                   InsertSql("INSERT OR REPLACE INTO", "observed", "machine_id", kObservedColumns));
+  BindColumns(insert.BindAll(machine_id), 2, kObservedColumns, o).Run();
 }
 
 std::vector<ObservedRecord> Store::LoadObserved() const {
   std::vector<ObservedRecord> rows;
   if (schema_version_ < 11) return rows;  // an older file opened read-only has no such table
-  Statement select(db_.get(), path_, "load observed runs",
-                   "SELECT id, uid, machine_id, host_name, host_hostname, host_machine_id, workload_name, "
-                   "batch_size, num_workers, pin_memory, non_blocking, prefetch_factor, persistent_workers, "
-                   "samples_per_s, input_bound_frac, step_s, wait_s, steps, started_at, ended_at, finished, "
-                   "sweep_run_id, source FROM observed ORDER BY id");
+  const std::string sql =
+      "SELECT id, machine_id, " + ColumnList(kObservedColumns, schema_version_) + " FROM observed ORDER BY id";
+  Statement select(db_.get(), path_, "load observed runs", sql.c_str());
   while (select.Step()) {
     ObservedRecord o;
     o.id = select.Int(0);
-    o.uid = select.Text(1);
-    o.machine_id = select.Int(2);
-    o.host = {select.Text(3), select.Text(4), select.Text(5)};
-    o.workload_name = select.Text(6);
-    o.knobs.batch_size = select.Int32(7);
-    o.knobs.num_workers = select.Int32(8);
-    o.knobs.pin_memory = select.Bool(9);
-    o.non_blocking = select.Optional<bool>(10);
-    o.knobs.prefetch_factor = select.Int32(11);
-    o.knobs.persistent_workers = select.Bool(12);
-    if (o.non_blocking) o.knobs.non_blocking = *o.non_blocking;
-    o.samples_per_s = select.Double(13);
-    o.input_bound_frac = select.Double(14);
-    o.step_s = select.Double(15);
-    o.wait_s = select.Double(16);
-    o.steps = select.Int(17);
-    o.started_at = select.Text(18);
-    o.ended_at = select.Text(19);
-    o.finished = select.Bool(20);
-    o.sweep_run_id = select.Optional<int64_t>(21);
-    o.source = select.Text(22);
+    o.machine_id = select.Int(1);
+    ReadColumns(select, 2, kObservedColumns, o);
     rows.push_back(std::move(o));
   }
   return rows;

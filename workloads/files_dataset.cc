@@ -1,7 +1,6 @@
 #include "workloads/files_dataset.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -26,8 +25,6 @@ namespace fs = std::filesystem;
 
 constexpr size_t kMaxResidencyProbes = 256;  // files checked after an eviction (files layout)
 
-std::string Errno(int error) { return std::generic_category().message(error); }
-
 std::string Hex32(uint32_t v) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "0x%08" PRIx32, v);
@@ -40,48 +37,6 @@ std::string Megabytes(int64_t bytes) {
   return buf;
 }
 
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-// A read-only mapping of [offset, offset + length) of `fd`, page-aligned inside.
-class Mapping {
- public:
-  Mapping(int fd, uint64_t offset, size_t length) {
-    static const long page = sysconf(_SC_PAGESIZE);  // constant for the process's life
-    const uint64_t aligned = offset / static_cast<uint64_t>(page) * static_cast<uint64_t>(page);
-    skip_ = static_cast<size_t>(offset - aligned);
-    size_ = length + skip_;
-    if (size_ == 0) return;
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(aligned));
-    if (p == MAP_FAILED) {
-      error_ = errno;
-      size_ = 0;
-      return;
-    }
-    base_ = static_cast<const std::byte*>(p);
-  }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() {
-    if (base_ != nullptr) ::munmap(const_cast<std::byte*>(base_), size_);
-  }
-  bool ok() const { return error_ == 0; }
-  int error() const { return error_; }
-  const std::byte* data() const { return base_ + skip_; }
-
- private:
-  const std::byte* base_ = nullptr;
-  size_t skip_ = 0;
-  size_t size_ = 0;
-  int error_ = 0;
-};
 
 }  // namespace
 
@@ -103,7 +58,7 @@ FilesDataset::FilesDataset(const FilesOptions& options, const SyntheticOptions& 
       if (fd < 0) {
         const int error = errno;
         for (int open_fd : shard_fds_) ::close(open_fd);
-        throw DatasetCorrupt(path + ": cannot open: " + Errno(error));
+        throw DatasetCorrupt(path + ": cannot open: " + ErrnoText(error));
       }
       shard_fds_.push_back(fd);
     }
@@ -206,15 +161,15 @@ void FilesDataset::ReadShardRecord(int64_t index, std::span<std::byte> out) cons
   const auto payload = out.first(e.length);
   if (options_.io == FilesIo::kMmap) {
     struct stat st {};
-    if (::fstat(fd, &st) != 0) FailRecord(index, "cannot stat the shard: " + Errno(errno));
+    if (::fstat(fd, &st) != 0) FailRecord(index, "cannot stat the shard: " + ErrnoText(errno));
     const uint64_t end = e.offset + kRecordHeaderBytes + e.length;
     // Touching a mapped page past the end of the file raises SIGBUS: check first.
     if (static_cast<uint64_t>(st.st_size) < end) {
       FailRecord(index, "truncated: the record ends at byte " + std::to_string(end) + ", the file at byte " +
                             std::to_string(st.st_size));
     }
-    Mapping map(fd, e.offset, kRecordHeaderBytes + e.length);
-    if (!map.ok()) FailRecord(index, "mmap failed: " + Errno(map.error()));
+    FileMapping map(fd, e.offset, kRecordHeaderBytes + e.length);
+    if (!map.ok()) FailRecord(index, "mmap failed: " + ErrnoText(map.error()));
     std::memcpy(header, map.data(), kRecordHeaderBytes);
     std::memcpy(payload.data(), map.data() + kRecordHeaderBytes, e.length);
   } else {
@@ -222,7 +177,7 @@ void FilesDataset::ReadShardRecord(int64_t index, std::span<std::byte> out) cons
     const size_t want = sizeof header + payload.size();
     ssize_t n = ::preadv(fd, iov, 2, static_cast<off_t>(e.offset));
     while (n < 0 && errno == EINTR) n = ::preadv(fd, iov, 2, static_cast<off_t>(e.offset));
-    if (n < 0) FailRecord(index, "read failed: " + Errno(errno));
+    if (n < 0) FailRecord(index, "read failed: " + ErrnoText(errno));
     size_t got = static_cast<size_t>(n);
     if (got < want) {  // short read: finish with plain preads, then judge
       int error = 0;
@@ -232,7 +187,7 @@ void FilesDataset::ReadShardRecord(int64_t index, std::span<std::byte> out) cons
       if (got >= sizeof header && got < want) {
         got += PreadFull(fd, payload.subspan(got - sizeof header), e.offset + got, &error);
       }
-      if (error != 0) FailRecord(index, "read failed: " + Errno(error));
+      if (error != 0) FailRecord(index, "read failed: " + ErrnoText(error));
       if (got < want) {
         FailRecord(index, "truncated: the record ends at byte " + std::to_string(e.offset + want) +
                               ", the file at byte " + std::to_string(e.offset + got));
@@ -256,22 +211,22 @@ void FilesDataset::ReadShardRecord(int64_t index, std::span<std::byte> out) cons
 void FilesDataset::ReadWholeFile(int64_t index, std::span<std::byte> out) const {
   const std::string& path = files_[static_cast<size_t>(index)];
   const size_t expected = static_cast<size_t>(sizes_[static_cast<size_t>(index)]);
-  Fd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (file.fd < 0) FailRecord(index, "cannot open: " + Errno(errno));
+  UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!file.valid()) FailRecord(index, "cannot open: " + ErrnoText(errno));
   size_t got = 0;
   if (options_.io == FilesIo::kMmap) {
     struct stat st {};
-    if (::fstat(file.fd, &st) != 0) FailRecord(index, "cannot stat: " + Errno(errno));
+    if (::fstat(file.get(), &st) != 0) FailRecord(index, "cannot stat: " + ErrnoText(errno));
     got = std::min(expected, static_cast<size_t>(st.st_size));
     if (got > 0) {
-      Mapping map(file.fd, 0, got);
-      if (!map.ok()) FailRecord(index, "mmap failed: " + Errno(map.error()));
+      FileMapping map(file.get(), 0, got);
+      if (!map.ok()) FailRecord(index, "mmap failed: " + ErrnoText(map.error()));
       std::memcpy(out.data(), map.data(), got);
     }
   } else {
     int error = 0;
-    got = PreadFull(file.fd, out.first(expected), 0, &error);
-    if (error != 0) FailRecord(index, "read failed at byte offset " + std::to_string(got) + ": " + Errno(error));
+    got = PreadFull(file.get(), out.first(expected), 0, &error);
+    if (error != 0) FailRecord(index, "read failed at byte offset " + std::to_string(got) + ": " + ErrnoText(error));
   }
   if (got < expected) {
     FailRecord(index, "truncated since the dataset was opened: " + std::to_string(expected) +
@@ -282,22 +237,22 @@ void FilesDataset::ReadWholeFile(int64_t index, std::span<std::byte> out) const 
 void FilesDataset::DecodeJpegFile(int64_t index, std::span<std::byte> out) const {
   const std::string& path = files_[static_cast<size_t>(index)];
   const size_t expected = static_cast<size_t>(sizes_[static_cast<size_t>(index)]);
-  Fd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (file.fd < 0) FailRecord(index, "cannot open: " + Errno(errno));
+  UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!file.valid()) FailRecord(index, "cannot open: " + ErrnoText(errno));
   struct stat st {};
-  if (::fstat(file.fd, &st) != 0) FailRecord(index, "cannot stat: " + Errno(errno));
+  if (::fstat(file.get(), &st) != 0) FailRecord(index, "cannot stat: " + ErrnoText(errno));
   const size_t size = static_cast<size_t>(st.st_size);
   if (size == 0) FailRecord(index, "not a JPEG: the file is empty");
   try {
     if (options_.io == FilesIo::kMmap) {
-      Mapping map(file.fd, 0, size);
-      if (!map.ok()) FailRecord(index, "mmap failed: " + Errno(map.error()));
+      FileMapping map(file.get(), 0, size);
+      if (!map.ok()) FailRecord(index, "mmap failed: " + ErrnoText(map.error()));
       jpeg_->Decode(std::span<const std::byte>(map.data(), size), index, out);
     } else {
       std::vector<std::byte> jpeg(std::max(size, expected));
       int error = 0;
-      const size_t got = PreadFull(file.fd, jpeg, 0, &error);
-      if (error != 0) FailRecord(index, "read failed at byte offset " + std::to_string(got) + ": " + Errno(error));
+      const size_t got = PreadFull(file.get(), jpeg, 0, &error);
+      if (error != 0) FailRecord(index, "read failed at byte offset " + std::to_string(got) + ": " + ErrnoText(error));
       jpeg_->Decode(std::span<const std::byte>(jpeg.data(), got), index, out);
     }
   } catch (const JpegError& e) {
@@ -344,14 +299,14 @@ std::string FilesDataset::BeforeRepeat() const {
   } else {
     const size_t stride = std::max<size_t>(1, files_.size() / kMaxResidencyProbes);
     for (size_t i = 0; i < files_.size(); ++i) {
-      Fd file(::open(files_[i].c_str(), O_RDONLY | O_CLOEXEC));
-      if (file.fd < 0 || ::posix_fadvise(file.fd, 0, 0, POSIX_FADV_DONTNEED) != 0) {
+      UniqueFd file(::open(files_[i].c_str(), O_RDONLY | O_CLOEXEC));
+      if (!file.valid() || ::posix_fadvise(file.get(), 0, 0, POSIX_FADV_DONTNEED) != 0) {
         ++failures;
         continue;
       }
       if (i % stride == 0) {
         probed += sizes_[i];
-        resident += ResidentBytes(file.fd, sizes_[i]);
+        resident += ResidentBytes(file.get(), sizes_[i]);
       }
     }
   }

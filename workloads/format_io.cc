@@ -34,6 +34,25 @@ UniqueFd::~UniqueFd() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+FileMapping::FileMapping(int fd, uint64_t offset, size_t length) {
+  static const long page = sysconf(_SC_PAGESIZE);  // constant for the process's life
+  const uint64_t aligned = offset / static_cast<uint64_t>(page) * static_cast<uint64_t>(page);
+  skip_ = static_cast<size_t>(offset - aligned);
+  size_ = length + skip_;
+  if (size_ == 0) return;
+  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(aligned));
+  if (p == MAP_FAILED) {
+    error_ = errno;
+    size_ = 0;
+    return;
+  }
+  base_ = static_cast<const std::byte*>(p);
+}
+
+FileMapping::~FileMapping() {
+  if (base_ != nullptr) ::munmap(const_cast<std::byte*>(base_), size_);
+}
+
 std::string ErrnoText(int error) { return std::generic_category().message(error); }
 
 size_t PreadFull(int fd, std::span<std::byte> out, uint64_t offset, int* error) {

@@ -1,8 +1,9 @@
-// Small POSIX helpers shared by the format datasets (npy, hdf5, lmdb): an
-// owned file descriptor, a full pread, page-cache eviction of one file with a
-// residency check, and the file system a path lives on.
+// Small POSIX helpers shared by the format datasets: an owned file
+// descriptor, a read-only mapping, a full pread, page-cache eviction with a
+// residency check, the file system a path lives on, and the shard files of a
+// sharded format with the reader of one shard.
 //
-// Plain functions and one RAII type; no state. Safe from any thread.
+// Plain functions and two RAII types; no state. Safe from any thread.
 #pragma once
 
 #include <cstddef>
@@ -38,6 +39,26 @@ class UniqueFd {
 
  private:
   int fd_ = -1;
+};
+
+// A read-only mapping of [offset, offset + length) of `fd` (page-aligned
+// inside); unmapped on destruction. A failed mmap leaves error() set.
+class FileMapping {
+ public:
+  FileMapping(int fd, uint64_t offset, size_t length);
+  FileMapping(const FileMapping&) = delete;
+  FileMapping& operator=(const FileMapping&) = delete;
+  ~FileMapping();
+
+  bool ok() const { return error_ == 0; }
+  int error() const { return error_; }  // errno of the failed mmap, else 0
+  const std::byte* data() const { return base_ + skip_; }
+
+ private:
+  const std::byte* base_ = nullptr;
+  size_t skip_ = 0;
+  size_t size_ = 0;
+  int error_ = 0;
 };
 
 // The text of an errno value ("No such file or directory").

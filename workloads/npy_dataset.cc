@@ -1,7 +1,6 @@
 #include "workloads/npy_dataset.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -49,35 +48,6 @@ NpyHeader ReadAndCheckHeader(int fd, const std::string& path, int64_t file_bytes
   return header;
 }
 
-// A read-only mapping of [offset, offset + length) of `fd`, page-aligned inside.
-class Mapping {
- public:
-  Mapping(int fd, uint64_t offset, size_t length) {
-    const auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-    const uint64_t aligned = offset / page * page;
-    skip_ = static_cast<size_t>(offset - aligned);
-    size_ = length + skip_;
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(aligned));
-    if (p == MAP_FAILED) {
-      error_ = errno;
-      return;
-    }
-    base_ = static_cast<const std::byte*>(p);
-  }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() {
-    if (base_ != nullptr) ::munmap(const_cast<std::byte*>(base_), size_);
-  }
-  int error() const { return error_; }
-  const std::byte* data() const { return base_ + skip_; }
-
- private:
-  const std::byte* base_ = nullptr;
-  size_t skip_ = 0;
-  size_t size_ = 0;
-  int error_ = 0;
-};
 
 }  // namespace
 
@@ -123,8 +93,8 @@ int64_t NpyDataset::Read(int64_t index, std::span<std::byte> out) const {
     if (static_cast<uint64_t>(st.st_size) < offset + bytes) {
       fail("truncated since it was opened: the file now ends at byte " + std::to_string(st.st_size));
     }
-    const Mapping map(fd_.get(), offset, bytes);
-    if (map.error() != 0) fail("mmap failed: " + ErrnoText(map.error()));
+    const FileMapping map(fd_.get(), offset, bytes);
+    if (!map.ok()) fail("mmap failed: " + ErrnoText(map.error()));
     std::memcpy(out.data(), map.data(), bytes);
   } else {
     int error = 0;

@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "workloads/crc32c.h"
+#include "workloads/format_io.h"
 
 namespace feedtune::workloads {
 namespace {
@@ -32,35 +33,23 @@ uint64_t GetU64(const std::byte* p) {
   return v;
 }
 
-std::string Errno(int error) { return std::generic_category().message(error); }
-
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 // Reads all of a file (the index: 24 bytes per record, small next to the data).
 std::vector<std::byte> ReadWholeFile(const std::string& path) {
-  Fd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (file.fd < 0) {
+  UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!file.valid()) {
     const int error = errno;
-    if (error == ENOENT) throw DatasetNotFound(path + ": " + Errno(error));
-    throw DatasetCorrupt(path + ": cannot open: " + Errno(error));
+    if (error == ENOENT) throw DatasetNotFound(path + ": " + ErrnoText(error));
+    throw DatasetCorrupt(path + ": cannot open: " + ErrnoText(error));
   }
   struct stat st {};
-  if (::fstat(file.fd, &st) != 0) throw DatasetCorrupt(path + ": cannot stat: " + Errno(errno));
+  if (::fstat(file.get(), &st) != 0) throw DatasetCorrupt(path + ": cannot stat: " + ErrnoText(errno));
   std::vector<std::byte> data(static_cast<size_t>(st.st_size));
   size_t done = 0;
   while (done < data.size()) {
-    const ssize_t n = ::pread(file.fd, data.data() + done, data.size() - done, static_cast<off_t>(done));
+    const ssize_t n = ::pread(file.get(), data.data() + done, data.size() - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      throw DatasetCorrupt(path + ": read failed at byte offset " + std::to_string(done) + ": " + Errno(errno));
+      throw DatasetCorrupt(path + ": read failed at byte offset " + std::to_string(done) + ": " + ErrnoText(errno));
     }
     if (n == 0) break;
     done += static_cast<size_t>(n);
@@ -145,13 +134,13 @@ ShardIndex ReadShardIndex(const std::string& dir) {
   std::vector<uint64_t> shard_sizes(shard_count);
   for (uint32_t s = 0; s < shard_count; ++s) {
     const std::string& path = index.shard_paths[s];
-    Fd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (file.fd < 0) throw DatasetCorrupt(path + ": cannot open shard listed in the index: " + Errno(errno));
+    UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!file.valid()) throw DatasetCorrupt(path + ": cannot open shard listed in the index: " + ErrnoText(errno));
     struct stat st {};
-    if (::fstat(file.fd, &st) != 0) throw DatasetCorrupt(path + ": cannot stat: " + Errno(errno));
+    if (::fstat(file.get(), &st) != 0) throw DatasetCorrupt(path + ": cannot stat: " + ErrnoText(errno));
     shard_sizes[s] = static_cast<uint64_t>(st.st_size);
     std::byte header[kShardHeaderBytes];
-    if (::pread(file.fd, header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) {
+    if (::pread(file.get(), header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) {
       throw DatasetCorrupt(path + ": truncated: shorter than the 16-byte shard header");
     }
     if (std::memcmp(header, kShardMagic, sizeof kShardMagic) != 0) {
@@ -210,7 +199,7 @@ void DatasetWriter::WriteOrThrow(int fd, const void* data, size_t size, const st
   while (size > 0) {
     const ssize_t n = ::write(fd, p, size);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw std::runtime_error(what + ": write failed: " + Errno(errno));
+    if (n < 0) throw std::runtime_error(what + ": write failed: " + ErrnoText(errno));
     p += n;
     size -= static_cast<size_t>(n);
   }
@@ -219,7 +208,7 @@ void DatasetWriter::WriteOrThrow(int fd, const void* data, size_t size, const st
 void DatasetWriter::OpenShard() {
   shard_path_ = (fs::path(dir_) / ShardFileName(shard_number_)).string();
   shard_fd_ = ::open(shard_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (shard_fd_ < 0) throw std::runtime_error(shard_path_ + ": cannot create: " + Errno(errno));
+  if (shard_fd_ < 0) throw std::runtime_error(shard_path_ + ": cannot create: " + ErrnoText(errno));
   std::byte header[kShardHeaderBytes];
   std::memcpy(header, kShardMagic, sizeof kShardMagic);
   PutU32(header + 8, kFormatVersion);
@@ -233,7 +222,7 @@ void DatasetWriter::CloseShard() {
   if (shard_fd_ < 0) return;
   const int fd = shard_fd_;
   shard_fd_ = -1;
-  if (::close(fd) != 0) throw std::runtime_error(shard_path_ + ": close failed: " + Errno(errno));
+  if (::close(fd) != 0) throw std::runtime_error(shard_path_ + ": close failed: " + ErrnoText(errno));
   ++shard_number_;
 }
 
@@ -248,12 +237,11 @@ void DatasetWriter::Add(std::span<const std::byte> payload) {
       fs::create_directories(path.parent_path(), ec);
       if (ec) throw std::runtime_error(path.parent_path().string() + ": cannot create: " + ec.message());
     }
-    Fd file(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-    if (file.fd < 0) throw std::runtime_error(path.string() + ": cannot create: " + Errno(errno));
-    WriteOrThrow(file.fd, payload.data(), payload.size(), path.string());
-    const int fd = file.fd;
-    file.fd = -1;
-    if (::close(fd) != 0) throw std::runtime_error(path.string() + ": close failed: " + Errno(errno));
+    UniqueFd file(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (!file.valid()) throw std::runtime_error(path.string() + ": cannot create: " + ErrnoText(errno));
+    WriteOrThrow(file.get(), payload.data(), payload.size(), path.string());
+    const int fd = file.Release();
+    if (::close(fd) != 0) throw std::runtime_error(path.string() + ": close failed: " + ErrnoText(errno));
   } else {
     const uint64_t record_bytes = kRecordHeaderBytes + length;
     if (shard_fd_ >= 0 && shard_offset_ > kShardHeaderBytes &&
@@ -273,7 +261,7 @@ void DatasetWriter::Add(std::span<const std::byte> payload) {
     size_t left = record_bytes;
     ssize_t n = ::writev(shard_fd_, iov, 2);
     while (n < 0 && errno == EINTR) n = ::writev(shard_fd_, iov, 2);
-    if (n < 0) throw std::runtime_error(shard_path_ + ": write failed: " + Errno(errno));
+    if (n < 0) throw std::runtime_error(shard_path_ + ": write failed: " + ErrnoText(errno));
     left -= static_cast<size_t>(n);
     if (left > 0) {  // a short write: finish from where it stopped
       const size_t done = static_cast<size_t>(n);
@@ -316,17 +304,17 @@ void DatasetWriter::Finish() {
     const std::string final_path = (fs::path(dir_) / kIndexFileName).string();
     const std::string tmp_path = final_path + ".tmp";
     {
-      Fd file(::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-      if (file.fd < 0) throw std::runtime_error(tmp_path + ": cannot create: " + Errno(errno));
-      WriteOrThrow(file.fd, index.data(), index.size(), tmp_path);
+      UniqueFd file(::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+      if (!file.valid()) throw std::runtime_error(tmp_path + ": cannot create: " + ErrnoText(errno));
+      WriteOrThrow(file.get(), index.data(), index.size(), tmp_path);
     }
     if (::rename(tmp_path.c_str(), final_path.c_str()) != 0) {
-      throw std::runtime_error(final_path + ": rename failed: " + Errno(errno));
+      throw std::runtime_error(final_path + ": rename failed: " + ErrnoText(errno));
     }
     bytes_written_ += static_cast<int64_t>(index.size());
   }
-  Fd dir(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir.fd >= 0 && ::syncfs(dir.fd) != 0) throw std::runtime_error(dir_ + ": sync failed: " + Errno(errno));
+  UniqueFd dir(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.valid() && ::syncfs(dir.get()) != 0) throw std::runtime_error(dir_ + ": sync failed: " + ErrnoText(errno));
 }
 
 }  // namespace feedtune::workloads

@@ -32,14 +32,11 @@ std::vector<TarMember> ScanTarFile(const std::string& path, int fd, int64_t file
 
 TarDataset::TarDataset(const FilesOptions& files, const FormatOptions& format, const SyntheticOptions& cost,
                        const CpuCalibration& calibration)
-    : files_(files), format_(format), cost_(cost, calibration) {
-  if (files.decode == FilesDecode::kJpeg) jpeg_ = std::make_unique<const JpegSamples>(files, cost.seed);
+    : ShardFilesDataset(files, format, cost, calibration) {
   for (const std::string& path : ResolveShardPaths(files, ShardExtensions(WorkloadKind::kTar))) {
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd.valid()) throw DatasetNotFound(path + ": cannot open: " + ErrnoText(errno));
-    struct stat info {};
-    if (::fstat(fd.get(), &info) != 0 || !S_ISREG(info.st_mode)) throw DatasetNotFound(path + ": not a regular file");
-    const std::vector<TarMember> members = ScanTarFile(path, fd.get(), info.st_size);
+    int64_t file_bytes = 0;
+    UniqueFd fd = OpenShardFile(path, &file_bytes);
+    const std::vector<TarMember> members = ScanTarFile(path, fd.get(), file_bytes);
     const std::vector<TarSample> samples = GroupTarSamples(members);
     if (samples.empty()) {
       throw DatasetCorrupt(path + ": no complete sample (" + std::to_string(members.size()) +
@@ -49,12 +46,11 @@ TarDataset::TarDataset(const FilesOptions& files, const FormatOptions& format, c
     shard.path = path;
     shard.samples = static_cast<int64_t>(samples.size());
     shard.members = static_cast<int64_t>(members.size());
-    shard.file_bytes = info.st_size;
+    shard.file_bytes = file_bytes;
     std::string key, ext;
     for (const auto& field : samples.front().fields) {
       if (SplitTarKey(field.name, &key, &ext)) shard.fields.push_back(ext);
     }
-    firsts_.push_back(static_cast<int64_t>(samples_.size()));
     for (const TarSample& s : samples) {
       Sample sample{static_cast<uint32_t>(fds_.size()), -1, {}};
       for (const auto& f : s.fields) {
@@ -72,22 +68,13 @@ TarDataset::TarDataset(const FilesOptions& files, const FormatOptions& format, c
                               "; write the images as KEY.jpg members (`feedtune gen-data --layout tar --jpeg` "
                               "does), or drop decode: jpeg");
       }
-      max_sample_bytes_ = std::max(max_sample_bytes_, static_cast<int64_t>(s.bytes()));
+      max_stored_bytes_ = std::max(max_stored_bytes_, static_cast<int64_t>(s.bytes()));
       samples_.push_back(std::move(sample));
     }
+    AddShard(path, shard.samples);
     fds_.push_back(std::move(fd));
     infos_.push_back(std::move(shard));
   }
-}
-
-int64_t TarDataset::num_shards() const {
-  return format_.access == ShardAccess::kStream ? static_cast<int64_t>(infos_.size()) : 0;
-}
-
-int64_t TarDataset::shard_samples(int64_t shard) const { return infos_[static_cast<size_t>(shard)].samples; }
-
-void TarDataset::SetEpoch(int64_t epoch) const {
-  if (jpeg_) jpeg_->SetEpoch(epoch);
 }
 
 int64_t TarDataset::DecodeJpegMember(int64_t index, std::span<std::byte> out) const {
@@ -156,17 +143,6 @@ int64_t TarDataset::stored_bytes(int64_t index) const {
   return bytes;
 }
 
-std::unique_ptr<loader::ShardReader> TarDataset::OpenShard(int64_t shard) const {
-  return ReadSamplesInOrder(*this, firsts_[static_cast<size_t>(shard)], shard_samples(shard));
-}
-
-std::string TarDataset::BeforeRepeat() const {
-  if (files_.cache != CacheMode::kCold) return {};
-  std::vector<std::string> paths;
-  for (const auto& info : infos_) paths.push_back(info.path);
-  return EvictFromPageCache(paths);
-}
-
 std::string TarDataset::Describe() const {
   int64_t bytes = 0;
   for (const auto& info : infos_) bytes += info.file_bytes;
@@ -175,12 +151,8 @@ std::string TarDataset::Describe() const {
   std::string text = PathText(files_) + ": " + std::to_string(infos_.size()) + " tar shard(s), " +
                      std::to_string(size()) + " samples of fields " + fields + ", " +
                      FormatMegabytes(static_cast<double>(bytes)) +
-                     (jpeg_ ? ", the JPEG member of each" + jpeg_->Describe() : std::string()) + ", access " +
-                     ShardAccessName(format_.access);
-  if (format_.access == ShardAccess::kStream) {
-    text += " (shuffle buffer " + std::to_string(format_.shuffle_buffer) + " samples per worker)";
-  }
-  return text + ", cache " + CacheModeName(files_.cache);
+                     (jpeg_ ? ", the JPEG member of each" + jpeg_->Describe() : std::string());
+  return text + AccessText();
 }
 
 TarWriter::TarWriter(std::string dir, int64_t samples, int shards, std::string payload_extension)

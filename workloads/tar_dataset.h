@@ -27,11 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "loader/dataset.h"
-#include "workloads/format_io.h"
-#include "workloads/jpeg_samples.h"
 #include "workloads/options.h"
-#include "workloads/sample_cost.h"
+#include "workloads/shard_files_dataset.h"
 #include "workloads/tar_format.h"
 
 namespace feedtune::workloads {
@@ -46,20 +43,12 @@ struct TarShardInfo {
   int64_t records_or_samples() const { return samples; }
 };
 
-class TarDataset final : public loader::Dataset {
+class TarDataset final : public ShardFilesDataset {
  public:
   TarDataset(const FilesOptions& files, const FormatOptions& format, const SyntheticOptions& cost,
              const CpuCalibration& calibration);
 
-  int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
-  int64_t max_sample_bytes() const override { return jpeg_ ? jpeg_->sample_bytes() : max_sample_bytes_; }
-  void InitWorker(int /*worker_id*/) const override { cost_.InitWorker(); }
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
-  std::string BeforeRepeat() const override;
-  void SetEpoch(int64_t epoch) const override;
-  int64_t num_shards() const override;
-  int64_t shard_samples(int64_t shard) const override;
-  std::unique_ptr<loader::ShardReader> OpenShard(int64_t shard) const override;
 
   const std::vector<TarShardInfo>& shards() const { return infos_; }
   // Sample `index`'s bytes: its fields' data together.
@@ -79,15 +68,9 @@ class TarDataset final : public loader::Dataset {
 
   int64_t DecodeJpegMember(int64_t index, std::span<std::byte> out) const;
 
-  const FilesOptions files_;
-  const FormatOptions format_;
-  const SampleCost cost_;
-  std::unique_ptr<const JpegSamples> jpeg_;  // decode: jpeg
-  std::vector<UniqueFd> fds_;      // one per shard
+  std::vector<UniqueFd> fds_;  // one per shard
   std::vector<TarShardInfo> infos_;
-  std::vector<int64_t> firsts_;    // each shard's first sample
   std::vector<Sample> samples_;
-  int64_t max_sample_bytes_ = 1;
 };
 
 // The members of the tar file open as `fd` (`file_bytes` long), read by

@@ -151,44 +151,28 @@ std::vector<TfRecordEntry> TfRecordIndexFor(const std::string& path, int fd, int
 
 TfRecordDataset::TfRecordDataset(const FilesOptions& files, const FormatOptions& format, const SyntheticOptions& cost,
                                  const CpuCalibration& calibration)
-    : files_(files), format_(format), cost_(cost, calibration) {
-  if (files.decode == FilesDecode::kJpeg) jpeg_ = std::make_unique<const JpegSamples>(files, cost.seed);
+    : ShardFilesDataset(files, format, cost, calibration) {
   const std::string cache_dir = TfRecordIndexCacheDir(format.index_cache);
   for (const std::string& path : ResolveShardPaths(files, ShardExtensions(WorkloadKind::kTfRecord))) {
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd.valid()) throw DatasetNotFound(path + ": cannot open: " + ErrnoText(errno));
-    struct stat info {};
-    if (::fstat(fd.get(), &info) != 0 || !S_ISREG(info.st_mode)) throw DatasetNotFound(path + ": not a regular file");
     TfRecordShardInfo shard_info;
     shard_info.path = path;
-    shard_info.file_bytes = info.st_size;
     Shard shard;
-    shard.entries = TfRecordIndexFor(path, fd.get(), info.st_size, cache_dir, &shard_info.index_path,
+    shard.fd = OpenShardFile(path, &shard_info.file_bytes);
+    shard.entries = TfRecordIndexFor(path, shard.fd.get(), shard_info.file_bytes, cache_dir, &shard_info.index_path,
                                      &shard_info.index_status);
-    shard.first = records_;
-    firsts_.push_back(records_);
-    shard.fd = std::move(fd);
+    shard.first = size();
     shard_info.records = static_cast<int64_t>(shard.entries.size());
-    records_ += shard_info.records;
+    AddShard(path, shard_info.records);
+    // An extracted feature is at most its record's size: the slot bound holds.
     for (const auto& e : shard.entries) {
-      max_record_bytes_ = std::max(max_record_bytes_, static_cast<int64_t>(e.data_bytes()));
+      max_stored_bytes_ = std::max(max_stored_bytes_, static_cast<int64_t>(e.data_bytes()));
     }
     shards_.push_back(std::move(shard));
     infos_.push_back(std::move(shard_info));
   }
-  if (records_ == 0) {
+  if (size() == 0) {
     throw DatasetCorrupt(PathText(files) + ": no records in " + std::to_string(shards_.size()) + " file(s)");
   }
-  // An extracted feature is at most its record's size: the slot bound holds.
-  max_record_bytes_ = std::max<int64_t>(max_record_bytes_, 1);
-}
-
-int64_t TfRecordDataset::num_shards() const {
-  return format_.access == ShardAccess::kStream ? static_cast<int64_t>(shards_.size()) : 0;
-}
-
-int64_t TfRecordDataset::shard_samples(int64_t shard) const {
-  return static_cast<int64_t>(shards_[static_cast<size_t>(shard)].entries.size());
 }
 
 int64_t TfRecordDataset::SampleOf(int64_t shard, int64_t record, std::span<const std::byte> framed,
@@ -218,16 +202,12 @@ int64_t TfRecordDataset::SampleOf(int64_t shard, int64_t record, std::span<const
   return static_cast<int64_t>(sample.size());
 }
 
-void TfRecordDataset::SetEpoch(int64_t epoch) const {
-  if (jpeg_) jpeg_->SetEpoch(epoch);
-}
-
 int64_t TfRecordDataset::Read(int64_t index, std::span<std::byte> out) const {
-  if (index < 0 || index >= records_) {
-    throw std::out_of_range("sample index " + std::to_string(index) + " outside [0, " + std::to_string(records_) + ")");
+  if (index < 0 || index >= size()) {
+    throw std::out_of_range("sample index " + std::to_string(index) + " outside [0, " + std::to_string(size()) + ")");
   }
   cost_.BeforeRead(index);
-  const size_t shard = ShardOfSample(firsts_, index);
+  const size_t shard = ShardOf(index);
   const auto it = shards_.begin() + static_cast<std::ptrdiff_t>(shard);
   const int64_t record = index - it->first;
   const auto& entry = it->entries[static_cast<size_t>(record)];
@@ -245,34 +225,19 @@ int64_t TfRecordDataset::Read(int64_t index, std::span<std::byte> out) const {
 }
 
 int64_t TfRecordDataset::stored_bytes(int64_t index) const {
-  const Shard& s = shards_[ShardOfSample(firsts_, index)];
+  const Shard& s = shards_[ShardOf(index)];
   return static_cast<int64_t>(s.entries[static_cast<size_t>(index - s.first)].data_bytes());
-}
-
-std::unique_ptr<loader::ShardReader> TfRecordDataset::OpenShard(int64_t shard) const {
-  const Shard& s = shards_[static_cast<size_t>(shard)];
-  return ReadSamplesInOrder(*this, s.first, static_cast<int64_t>(s.entries.size()));
-}
-
-std::string TfRecordDataset::BeforeRepeat() const {
-  if (files_.cache != CacheMode::kCold) return {};
-  std::vector<std::string> paths;
-  for (const auto& info : infos_) paths.push_back(info.path);
-  return EvictFromPageCache(paths);
 }
 
 std::string TfRecordDataset::Describe() const {
   int64_t bytes = 0;
   for (const auto& info : infos_) bytes += info.file_bytes;
   std::string text = PathText(files_) + ": " + std::to_string(infos_.size()) + " TFRecord file(s), " +
-                     std::to_string(records_) + " records, " + FormatMegabytes(static_cast<double>(bytes)) + ", " +
+                     std::to_string(size()) + " records, " + FormatMegabytes(static_cast<double>(bytes)) + ", " +
                      (format_.feature.empty() ? std::string("whole records")
                                               : "feature '" + format_.feature + "' of each tf.train.Example") +
-                     (jpeg_ ? jpeg_->Describe() : std::string()) + ", access " + ShardAccessName(format_.access);
-  if (format_.access == ShardAccess::kStream) {
-    text += " (shuffle buffer " + std::to_string(format_.shuffle_buffer) + " samples per worker)";
-  }
-  return text + ", cache " + CacheModeName(files_.cache);
+                     (jpeg_ ? jpeg_->Describe() : std::string());
+  return text + AccessText();
 }
 
 TfRecordWriter::TfRecordWriter(std::string dir, int64_t samples, int shards)

@@ -30,11 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "loader/dataset.h"
-#include "workloads/format_io.h"
-#include "workloads/jpeg_samples.h"
 #include "workloads/options.h"
-#include "workloads/sample_cost.h"
+#include "workloads/shard_files_dataset.h"
 #include "workloads/tfrecord_format.h"
 
 namespace feedtune::workloads {
@@ -49,20 +46,12 @@ struct TfRecordShardInfo {
   int64_t records_or_samples() const { return records; }
 };
 
-class TfRecordDataset final : public loader::Dataset {
+class TfRecordDataset final : public ShardFilesDataset {
  public:
   TfRecordDataset(const FilesOptions& files, const FormatOptions& format, const SyntheticOptions& cost,
                   const CpuCalibration& calibration);
 
-  int64_t size() const override { return records_; }
-  int64_t max_sample_bytes() const override { return jpeg_ ? jpeg_->sample_bytes() : max_record_bytes_; }
-  void InitWorker(int /*worker_id*/) const override { cost_.InitWorker(); }
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
-  std::string BeforeRepeat() const override;
-  void SetEpoch(int64_t epoch) const override;
-  int64_t num_shards() const override;
-  int64_t shard_samples(int64_t shard) const override;
-  std::unique_ptr<loader::ShardReader> OpenShard(int64_t shard) const override;
 
   const std::vector<TfRecordShardInfo>& shards() const { return infos_; }
   // Sample `index`'s record size on disk (its data, without framing).
@@ -81,15 +70,8 @@ class TfRecordDataset final : public loader::Dataset {
     std::vector<TfRecordEntry> entries;
   };
 
-  const FilesOptions files_;
-  const FormatOptions format_;
-  const SampleCost cost_;
-  std::unique_ptr<const JpegSamples> jpeg_;  // decode: jpeg
   std::vector<Shard> shards_;
   std::vector<TfRecordShardInfo> infos_;
-  std::vector<int64_t> firsts_;  // each shard's first sample
-  int64_t records_ = 0;
-  int64_t max_record_bytes_ = 0;
 };
 
 // The index of the TFRecord file `path` (size `file_bytes`, open as `fd`):

@@ -10,55 +10,26 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/common/cli_scratch.h"
 #include "tests/common/hog.h"
-#include "tests/common/run_feedtune.h"
+#include "tests/common/tiny_sweep.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using feedtune::testing_util::CliResult;
 using feedtune::testing_util::Hog;
+using feedtune::testing_util::TinySweepYaml;
 
 // A sweep of seconds; `background` is its sweep.background section.
 std::string TinyConfig(const std::string& background) {
-  return R"(name: busy-box
-workload:
-  kind: synthetic
-  samples: 256
-  sample_bytes: 4096
-  cpu_us_per_sample: 0
-  io_us_per_sample: 300
-  jitter: 0
-loader:
-  batch_size: 16
-device:
-  backend: host-sim
-  step_us: 2000
-sweep:
-  max_workers: 2
-  prefetch_factors: [2]
-  repeats: 2
-  warmup_batches: 2
-  measure_seconds: 0.25
-  diagnose: false
-  background: )" + background + "\n";
+  return TinySweepYaml({.name = "busy-box",
+                        .max_workers = 2,
+                        .prefetch_factors = "[2]",
+                        .sweep_extra = "  diagnose: false\n  background: " + background + "\n"});
 }
 
-class BusyBox : public testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("feedtune-busy-" + std::to_string(getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  CliResult Run(const std::string& args) { return feedtune::testing_util::RunFeedtune(args, dir_); }
-  std::string Write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name) << text;
-    return (dir_ / name).string();
-  }
-  fs::path dir_;
-};
+class BusyBox : public feedtune::testing_util::CliScratchTest {};
 
 TEST_F(BusyBox, AHogIsNamedTheRunMarkedAndTheQuietRunExported) {
   const std::string db = (dir_ / "r.db").string();

@@ -8,7 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tests/common/run_feedtune.h"
+#include "tests/common/cli_scratch.h"
+#include "tests/common/tiny_sweep.h"
 
 namespace {
 
@@ -16,47 +17,9 @@ namespace fs = std::filesystem;
 
 using Result = feedtune::testing_util::CliResult;
 
-class Cli : public testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("feedtune-e2e-" + std::to_string(getpid()) + "-" +
-            testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+class Cli : public feedtune::testing_util::CliScratchTest {};
 
-  Result Run(const std::string& args) { return feedtune::testing_util::RunFeedtune(args, dir_); }
-
-  std::string Write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name) << text;
-    return (dir_ / name).string();
-  }
-
-  fs::path dir_;
-};
-
-constexpr const char* kTinyConfig = R"(name: tiny
-workload:
-  kind: synthetic
-  samples: 256
-  sample_bytes: 4096
-  cpu_us_per_sample: 0
-  io_us_per_sample: 300
-  jitter: 0
-loader:
-  batch_size: 16
-device:
-  backend: host-sim
-  step_us: 2000
-sweep:
-  max_workers: 4
-  prefetch_factors: [1, 4]
-  repeats: 2
-  warmup_batches: 2
-  measure_seconds: 0.25
-)";
+const std::string kTinyConfig = feedtune::testing_util::TinySweepYaml({});
 
 TEST_F(Cli, HelpAndVersion) {
   Result r = Run("--help");

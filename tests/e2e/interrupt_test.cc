@@ -17,7 +17,9 @@
 #include <string>
 #include <thread>
 
+#include "tests/common/cli_scratch.h"
 #include "tests/common/read_file.h"
+#include "tests/common/tiny_sweep.h"
 
 namespace {
 
@@ -27,26 +29,8 @@ using namespace std::chrono_literals;
 
 // Long enough that the signal lands while workers run (max_workers 4, two
 // repeats of 0.2 s), short enough for a test.
-constexpr const char* kConfig = R"(name: interrupt
-workload:
-  kind: synthetic
-  samples: 256
-  sample_bytes: 4096
-  cpu_us_per_sample: 0
-  io_us_per_sample: 300
-  jitter: 0
-loader:
-  batch_size: 16
-device:
-  backend: host-sim
-  step_us: 2000
-sweep:
-  max_workers: 4
-  prefetch_factors: [1, 4]
-  repeats: 2
-  warmup_batches: 2
-  measure_seconds: 0.2
-)";
+const std::string kConfig =
+    feedtune::testing_util::TinySweepYaml({.name = "interrupt", .measure_seconds = "0.2", .sweep_extra = ""});
 
 using feedtune::testing_util::ReadFile;
 
@@ -79,15 +63,11 @@ int ProcessesInGroup(pid_t pgid) {
   return n;
 }
 
-class Interrupt : public testing::Test {
+class Interrupt : public feedtune::testing_util::CliScratchTest {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("feedtune-e2e-" + std::to_string(getpid()) + "-" +
-            testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    std::ofstream(dir_ / "c.yaml") << kConfig;
+    CliScratchTest::SetUp();
+    Write("c.yaml", kConfig);
     db_ = (dir_ / "r.db").string();
   }
   void TearDown() override {
@@ -95,7 +75,7 @@ class Interrupt : public testing::Test {
       kill(-pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
     }
-    fs::remove_all(dir_);
+    CliScratchTest::TearDown();
   }
 
   // Starts `feedtune ARGS` in its own process group, as a shell starts a job.
@@ -166,7 +146,6 @@ class Interrupt : public testing::Test {
     return nlohmann::json::parse(out);
   }
 
-  fs::path dir_;
   std::string db_;
   pid_t pid_ = -1;
   pid_t last_pgid_ = -1;

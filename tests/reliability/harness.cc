@@ -21,6 +21,7 @@
 
 #include "tests/common/process_tree.h"
 #include "tests/common/read_file.h"
+#include "tests/common/tiny_sweep.h"
 
 namespace feedtune::reliability {
 namespace {
@@ -197,29 +198,11 @@ ChildResult Child::Wait(Seconds timeout) {
 }
 
 std::string TinySweepConfig(const std::string& name, int samples, int sample_bytes) {
-  return "name: " + name + R"(
-workload:
-  kind: synthetic
-  samples: )" + std::to_string(samples) +
-         R"(
-  sample_bytes: )" + std::to_string(sample_bytes) +
-         R"(
-  cpu_us_per_sample: 0
-  io_us_per_sample: 300
-  jitter: 0
-loader:
-  batch_size: 16
-device:
-  backend: host-sim
-  step_us: 2000
-sweep:
-  max_workers: 4
-  prefetch_factors: [1, 4]
-  repeats: 2
-  warmup_batches: 2
-  measure_seconds: 0.2
-  diagnose: false
-)";
+  return testing_util::TinySweepYaml({.name = name,
+                                      .samples = samples,
+                                      .sample_bytes = sample_bytes,
+                                      .measure_seconds = "0.2",
+                                      .sweep_extra = "  diagnose: false\n"});
 }
 
 ChildResult RunFeedtune(const std::vector<std::string>& args, Seconds timeout, const ChildOptions& options) {

@@ -39,6 +39,13 @@ std::optional<po::variables_map> Parse(const Args& args, const po::options_descr
   return vm;
 }
 
+void AddConfigOptions(po::options_description& options, po::positional_options_description& positional,
+                      std::string* config_path, std::vector<std::string>* sets) {
+  options.add_options()("help,h", "this help")("config", po::value(config_path)->required(), "the config (YAML)")(
+      "set", po::value(sets)->composing(), "override a config key: key.path=value (repeatable)");
+  positional.add("config", 1);
+}
+
 std::string NowIso8601() {
   const std::time_t now = std::time(nullptr);
   std::tm tm{};

@@ -27,6 +27,12 @@ std::optional<po::variables_map> Parse(const Args& args, const po::options_descr
                                        const po::positional_options_description& positional, const char* usage,
                                        int* exit_code);
 
+// The options every command that measures settings of a config begins with
+// (trial, diagnose): --help, the config (required; also the first
+// positional) and --set key.path=value (repeatable).
+void AddConfigOptions(po::options_description& options, po::positional_options_description& positional,
+                      std::string* config_path, std::vector<std::string>* sets);
+
 std::string NowIso8601();
 
 // Runs argv (PATH looked up), stderr passed through; returns the exit status

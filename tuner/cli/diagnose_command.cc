@@ -65,12 +65,11 @@ int RunDiagnose(const Args& args, const std::atomic<bool>& stop) {
   po::options_description options("Options");
   std::string config_path, format = "table", db_path;
   std::vector<std::string> sets;
-  options.add_options()("help,h", "this help")("config", po::value(&config_path)->required(), "the config (YAML)")(
-      "set", po::value(&sets)->composing(), "override a config key: key.path=value (repeatable)")(
-      "format", po::value(&format), "table | json")("db", po::value(&db_path), "store the stage trials as a run")(
-      "force", "run even when the setting is over a budget");
   po::positional_options_description positional;
-  positional.add("config", 1);
+  AddConfigOptions(options, positional, &config_path, &sets);
+  options.add_options()("format", po::value(&format), "table | json")(
+      "db", po::value(&db_path), "store the stage trials as a run")(
+      "force", "run even when the setting is over a budget");
   int code = kExitOk;
   const auto vm = Parse(args, options, positional, kDiagnoseUsage, &code);
   if (!vm) return code;

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -32,6 +33,24 @@ std::optional<int64_t> ParseRunId(const std::string& run_arg, bool* ok) {
             << "'\n";
   *ok = false;
   return std::nullopt;
+}
+
+// Hands the run `run_arg` names (ParseRunId) in the results file `db_path`,
+// loaded, to `use` with the store and the id asked for (nullopt: latest).
+// Exits kExitUsage for a bad --run, kExitFailure (said) when the file or the
+// run cannot be read.
+int WithRunView(const std::string& db_path, const std::string& run_arg,
+                const std::function<int(const results::Store&, const results::RunView&, std::optional<int64_t>)>& use) {
+  bool run_ok = true;
+  const std::optional<int64_t> run_id = ParseRunId(run_arg, &run_ok);
+  if (!run_ok) return kExitUsage;
+  try {
+    const results::Store store = results::Store::OpenReadOnly(db_path);
+    return use(store, results::LoadRunView(store, run_id), run_id);
+  } catch (const results::StoreError& e) {
+    std::cerr << "feedtune: " << e.what() << "\n";
+    return kExitFailure;
+  }
 }
 
 // Writes to stdout, or to `out_path` when given; false (after saying why) when it cannot.
@@ -82,20 +101,12 @@ int RunReport(const Args& args) {
     std::cerr << "feedtune: --format must be table, json or html, got '" << format << "'\n";
     return kExitUsage;
   }
-  bool run_ok = true;
-  const std::optional<int64_t> run_id = ParseRunId(run_arg, &run_ok);
-  if (!run_ok) return kExitUsage;
-  try {
-    const results::Store store = results::Store::OpenReadOnly(db_path);
-    const results::RunView view = results::LoadRunView(store, run_id);
+  return WithRunView(db_path, run_arg, [&](const results::Store&, const results::RunView& view, auto) {
     const std::string text = format == "json"   ? results::RenderJson(view)
                              : format == "html" ? results::RenderHtml(view)
                                                 : results::RenderTable(view);
     return WriteOutput(text, out_path) ? kExitOk : kExitFailure;
-  } catch (const results::StoreError& e) {
-    std::cerr << "feedtune: " << e.what() << "\n";
-    return kExitFailure;
-  }
+  });
 }
 
 namespace {
@@ -223,26 +234,20 @@ int RunExport(const Args& args) {
     std::cerr << "feedtune: --workload and --label go with --machine this; to export one run, use --run N\n";
     return kExitUsage;
   }
-  bool run_ok = true;
-  const std::optional<int64_t> run_id = ParseRunId(run_arg, &run_ok);
-  if (!run_ok) return kExitUsage;
   try {
-    const results::Store store = results::Store::OpenReadOnly(db_path);
-    const results::RunView view = results::LoadRunView(store, run_id);
-    if (!run_id) {
-      if (const auto quiet = QuietInsteadOfLatest(store, view.run, db_path)) {
-        return WriteOutput(results::RenderExport(results::LoadRunView(store, quiet->first), *export_format,
-                                                 &quiet->second),
-                           out_path)
-                   ? kExitOk
-                   : kExitFailure;
+    return WithRunView(db_path, run_arg, [&](const results::Store& store, const results::RunView& view,
+                                             std::optional<int64_t> run_id) {
+      if (!run_id) {
+        if (const auto quiet = QuietInsteadOfLatest(store, view.run, db_path)) {
+          return WriteOutput(results::RenderExport(results::LoadRunView(store, quiet->first), *export_format,
+                                                   &quiet->second),
+                             out_path)
+                     ? kExitOk
+                     : kExitFailure;
+        }
       }
-    }
-    return WriteOutput(results::RenderExport(view, *export_format), out_path) ? kExitOk
-                                                                              : kExitFailure;
-  } catch (const results::StoreError& e) {
-    std::cerr << "feedtune: " << e.what() << "\n";
-    return kExitFailure;
+      return WriteOutput(results::RenderExport(view, *export_format), out_path) ? kExitOk : kExitFailure;
+    });
   } catch (const results::ExportError& e) {
     std::cerr << "feedtune: " << db_path << ": " << e.what() << "\n";
     return kExitFailure;

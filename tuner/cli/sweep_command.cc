@@ -844,17 +844,15 @@ int RunTrial(const Args& args, const std::atomic<bool>& stop) {
   std::string config_path, trace_path, db_path = kDefaultDb;
   std::vector<std::string> sets;
   loader::TraceCapture trace;
-  options.add_options()("help,h", "this help")("config", po::value(&config_path)->required(), "the config (YAML)")(
-      "set", po::value(&sets)->composing(), "override a config key: key.path=value (repeatable)")(
-      "json", "print the measurement as one JSON object")(
+  po::positional_options_description positional;
+  AddConfigOptions(options, positional, &config_path, &sets);
+  options.add_options()("json", "print the measurement as one JSON object")(
       "trace", po::value(&trace_path), "write a Chrome trace of the trial's first window to FILE")(
       "trace-seconds", po::value(&trace.seconds)->default_value(1.0), kTraceSecondsHelp)(
       "db", po::value(&db_path),
       "results file whose sweep of this host and workload gives the worker memory, and whose torch costs for this "
       "host a native trial pays (feedtune calibrate)")(
       "force", "run the setting even when it is over a memory, /dev/shm or open-file budget");
-  po::positional_options_description positional;
-  positional.add("config", 1);
   int code = kExitOk;
   const auto vm = Parse(args, options, positional, kTrialUsage, &code);
   if (!vm) return code;

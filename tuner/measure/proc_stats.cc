@@ -20,7 +20,6 @@ namespace feedtune::tuner {
 namespace {
 
 struct ProcStat {
-  long pid = 0;
   long ppid = 0;
   double cpu_s = 0;  // own utime + stime, plus cutime + cstime of reaped children
   int64_t rss_bytes = 0;
@@ -63,33 +62,15 @@ std::optional<int64_t> ReadPrivateRss(pid_t pid) {
 TreeUsage ReadTreeUsage(pid_t root) {
   TreeUsage usage;
   const long top = root == 0 ? static_cast<long>(getpid()) : static_cast<long>(root);
-  std::multimap<long, ProcStat> by_parent;
   ProcStat own;
   if (ReadStat(root == 0 ? std::string("self") : std::to_string(root), &own)) {
     usage.cpu_s += own.cpu_s;
     usage.rss_bytes += own.rss_bytes;
   }
-  if (DIR* dir = opendir("/proc")) {
-    while (dirent* entry = readdir(dir)) {
-      if (entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
-      ProcStat stat;
-      stat.pid = std::atol(entry->d_name);
-      if (ReadStat(entry->d_name, &stat)) by_parent.emplace(stat.ppid, stat);
-    }
-    closedir(dir);
-  }
-  // Walk down from the root: children, their children, ...
-  std::vector<long> parents = {top};
-  while (!parents.empty()) {
-    const long parent = parents.back();
-    parents.pop_back();
-    auto [first, last] = by_parent.equal_range(parent);
-    for (auto it = first; it != last; ++it) {
-      usage.cpu_s += it->second.cpu_s;
-      usage.rss_bytes += it->second.rss_bytes;
-      parents.push_back(it->second.pid);
-    }
-  }
+  ForEachDescendant<ProcStat>(top, ReadStat, [&usage](const ProcStat& stat) {
+    usage.cpu_s += stat.cpu_s;
+    usage.rss_bytes += stat.rss_bytes;
+  });
   return usage;
 }
 

@@ -3,10 +3,13 @@
 // times per measurement window.
 #pragma once
 
+#include <dirent.h>
 #include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +30,33 @@ struct TreeUsage {
 // `root` 0: this process. Another root (a node rank's parent, the tuner)
 // counts that process and its descendants instead.
 TreeUsage ReadTreeUsage(pid_t root = 0);
+
+// Hands each process below `root` (its children, theirs, ...) to `visit`, as
+// `read(pid, &value)` read it from /proc (`pid` the /proc entry's name; false:
+// skip it). Value has `ppid`, the parent it is walked from; each process's
+// files are read once, all of them before the walk.
+template <typename Value, typename Read, typename Visit>
+void ForEachDescendant(long root, Read read, Visit visit) {
+  std::multimap<long, std::pair<long, Value>> by_parent;
+  if (DIR* dir = opendir("/proc")) {
+    while (dirent* entry = readdir(dir)) {
+      if (entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
+      Value value;
+      if (read(entry->d_name, &value)) by_parent.emplace(value.ppid, std::make_pair(std::atol(entry->d_name), value));
+    }
+    closedir(dir);
+  }
+  std::vector<long> parents = {root};
+  while (!parents.empty()) {
+    const long parent = parents.back();
+    parents.pop_back();
+    auto [first, last] = by_parent.equal_range(parent);
+    for (auto it = first; it != last; ++it) {
+      visit(it->second.second);
+      parents.push_back(it->second.first);
+    }
+  }
+}
 
 // One process's private resident memory: /proc/PID/statm's resident less its
 // shared pages (mapped files and shared memory, e.g. the loader's batch slots,

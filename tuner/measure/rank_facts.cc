@@ -10,6 +10,8 @@
 #include <sstream>
 #include <vector>
 
+#include "tuner/measure/proc_stats.h"
+
 namespace feedtune::tuner::node {
 namespace {
 
@@ -44,6 +46,18 @@ bool ReadStatus(const std::string& pid, Status* out) {
   return any;
 }
 
+// The entries of a folder, "." and ".." and hidden ones aside; 0 when it cannot be read.
+int CountEntries(const char* path) {
+  int n = 0;
+  if (DIR* dir = opendir(path)) {
+    while (dirent* entry = readdir(dir)) {
+      if (entry->d_name[0] != '.') ++n;
+    }
+    closedir(dir);
+  }
+  return n;
+}
+
 int64_t MemfdBytes(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
   std::string line;
@@ -76,51 +90,20 @@ TreeFacts ReadTreeFacts(pid_t pid) {
   facts.threads = own.threads;
   facts.shm_bytes = MemfdBytes(pid);
 
-  std::multimap<long, std::pair<long, Status>> by_parent;
-  if (DIR* dir = opendir("/proc")) {
-    while (dirent* entry = readdir(dir)) {
-      if (entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
-      Status s;
-      if (ReadStatus(entry->d_name, &s)) by_parent.emplace(s.ppid, std::make_pair(std::atol(entry->d_name), s));
-    }
-    closedir(dir);
-  }
   std::set<std::string> masks;
-  std::vector<long> parents = {pid};
-  while (!parents.empty()) {
-    const long parent = parents.back();
-    parents.pop_back();
-    auto [first, last] = by_parent.equal_range(parent);
-    for (auto it = first; it != last; ++it) {
-      ++facts.processes;
-      facts.threads += it->second.second.threads;
-      masks.insert(it->second.second.cpus);
-      parents.push_back(it->second.first);
-    }
-  }
+  ForEachDescendant<Status>(pid, ReadStatus, [&](const Status& s) {
+    ++facts.processes;
+    facts.threads += s.threads;
+    masks.insert(s.cpus);
+  });
   for (const std::string& m : masks) facts.worker_cpu_masks += (facts.worker_cpu_masks.empty() ? "" : "; ") + m;
   return facts;
 }
 
-int OwnThreads() {
-  int n = 0;
-  if (DIR* dir = opendir("/proc/self/task")) {
-    while (dirent* entry = readdir(dir)) {
-      if (entry->d_name[0] != '.') ++n;
-    }
-    closedir(dir);
-  }
-  return n;
-}
+int OwnThreads() { return CountEntries("/proc/self/task"); }
 
 int VisibleGpuCount() {
-  int present = 0;
-  if (DIR* dir = opendir("/proc/driver/nvidia/gpus")) {
-    while (dirent* entry = readdir(dir)) {
-      if (entry->d_name[0] != '.') ++present;
-    }
-    closedir(dir);
-  }
+  const int present = CountEntries("/proc/driver/nvidia/gpus");
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   if (visible == nullptr) return present;
   int listed = 0;
