@@ -182,24 +182,9 @@ MergeStats MergeRows(Store& out, const Store& source) {
                        std::to_string(run.machine_id) +
                        ", which is not in the file; the file is damaged, nothing was merged");
     }
-    const std::string sql =
-        "INSERT INTO runs (machine_id, workload_name, workload_hash, config_yaml, backend, "
-        "version, started_at, ended_at, status, knee_workers, knee_samples_per_s, "
-        "knee_kneedle_workers, safe_max_workers, speedup, speedup_ci_low, speedup_ci_high, "
-        "calibration_json, uid, host_name, host_hostname, host_machine_id, python_version, torch_version, "
-        "default_start_method) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-    Statement insert(*out.statements_, db, path, operation, sql);
-    insert
-        .BindAll(machine->second, run.workload_name, run.workload_hash, run.config_yaml, run.backend,
-                 run.version, run.started_at, NullIfEmpty(run.ended_at), RunStatusName(run.status),
-                 run.knee_workers, run.knee_samples_per_s, run.knee_kneedle_workers,
-                 run.safe_max_workers, run.speedup, run.speedup_ci_low, run.speedup_ci_high,
-                 run.calibration_json, run.uid, run.host.name, run.host.hostname,
-                 run.host.machine_id, run.python.python_version, run.python.torch_version,
-                 run.python.default_start_method)
-        .Run();
-    const int64_t run_id = sqlite3_last_insert_rowid(db);
-    out.WriteRunFacts(run_id, run.facts, operation);
+    RunRecord row = run;
+    row.machine_id = machine->second;
+    const int64_t run_id = out.InsertRun(row, operation);
     ++(replacing ? stats.runs_updated : stats.runs_added);
 
     std::map<int64_t, int64_t> trial_ids;

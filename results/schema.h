@@ -46,7 +46,8 @@ std::vector<GpuInfo> GpusFromJson(const std::string& text);
 // it. The stand-in is the value that migration stores for old rows, so a
 // file reads alike migrated or not. A column added to a table is selected,
 // read, inserted and bound from its one row here; its migration (schema.cc)
-// adds it to the file.
+// adds it to the file. A column without `bind` is selected and read only
+// (SelectOnly).
 template <typename Record>
 struct Column {
   const char* name;
@@ -80,6 +81,14 @@ constexpr Column<typename MemberClass<decltype(First)>::type> Field(const char* 
           }};
 }
 
+// The column, read but never inserted: the row's own id, or what is set
+// after the row is in (a run's best and baseline trials, inserted after it).
+template <typename Record>
+constexpr Column<Record> SelectOnly(Column<Record> column) {
+  column.bind = nullptr;
+  return column;
+}
+
 // "a, b, c": the columns of `table` a file of `version` has, each older one's
 // stand-in in its place, for a SELECT.
 template <typename Record, size_t N>
@@ -99,19 +108,29 @@ std::string Placeholders(size_t count);
 template <typename Record, size_t N>
 std::string InsertSql(std::string_view verb, std::string_view table, std::string_view leading,
                       const Column<Record> (&columns)[N]) {
-  const size_t leading_count = leading.empty() ? 0 : std::count(leading.begin(), leading.end(), ',') + 1;
-  return std::string(verb) + " " + std::string(table) + " (" + std::string(leading) + (leading.empty() ? "" : ", ") +
-         ColumnList(columns) + ") VALUES (" + Placeholders(leading_count + N) + ")";
+  std::string names(leading);
+  size_t count = leading.empty() ? 0 : std::count(leading.begin(), leading.end(), ',') + 1;
+  for (const Column<Record>& c : columns) {
+    if (c.bind == nullptr) continue;
+    names += names.empty() ? "" : ", ";
+    names += c.name;
+    ++count;
+  }
+  return std::string(verb) + " " + std::string(table) + " (" + names + ") VALUES (" + Placeholders(count) + ")";
 }
 // Reads `record`'s fields from the row's columns `first`, first + 1, ...
 template <typename Record, size_t N>
 void ReadColumns(const Statement& row, int first, const Column<Record> (&table)[N], Record& record) {
   for (size_t i = 0; i < N; ++i) table[i].read(row, first + static_cast<int>(i), record);
 }
-// Binds `record`'s fields to the placeholders `first`, first + 1, ... (1-based).
+// Binds `record`'s fields to the placeholders `first`, first + 1, ...
+// (1-based), the table's inserted columns in order (InsertSql's).
 template <typename Record, size_t N>
 Statement& BindColumns(Statement& statement, int first, const Column<Record> (&table)[N], const Record& record) {
-  for (size_t i = 0; i < N; ++i) table[i].bind(statement, first + static_cast<int>(i), record);
+  int index = first;
+  for (const Column<Record>& c : table) {
+    if (c.bind != nullptr) c.bind(statement, index++, record);
+  }
   return statement;
 }
 
@@ -150,8 +169,9 @@ inline constexpr Column<RunRecord> kRunStatusColumn = {
     "status", 1, "NULL", [](const Statement& row, int c, RunRecord& run) { run.status = ParseRunStatus(row.Text(c)); },
     [](Statement& s, int i, const RunRecord& run) { s.BindAt(i, RunStatusName(run.status)); }};
 
+// A run is inserted whole (BeginRun, the merge) from these rows.
 inline constexpr Column<RunRecord> kRunColumns[] = {
-    Field<&RunRecord::id>("id"),
+    SelectOnly(Field<&RunRecord::id>("id")),
     Field<&RunRecord::machine_id>("machine_id"),
     Field<&RunRecord::workload_name>("workload_name"),
     Field<&RunRecord::workload_hash>("workload_hash"),
@@ -159,12 +179,14 @@ inline constexpr Column<RunRecord> kRunColumns[] = {
     Field<&RunRecord::backend>("backend"),
     Field<&RunRecord::version>("version"),
     Field<&RunRecord::started_at>("started_at"),
-    Field<&RunRecord::ended_at>("ended_at"),
+    // NULL while the run is running (or died).
+    {"ended_at", 1, "NULL", [](const Statement& row, int c, RunRecord& run) { run.ended_at = row.Text(c); },
+     [](Statement& s, int i, const RunRecord& run) { s.BindAt(i, NullIfEmpty(run.ended_at)); }},
     kRunStatusColumn,
     Field<&RunRecord::knee_workers>("knee_workers"),
     Field<&RunRecord::knee_samples_per_s>("knee_samples_per_s"),
-    Field<&RunRecord::best_trial_id>("best_trial_id"),
-    Field<&RunRecord::baseline_trial_id>("baseline_trial_id"),
+    SelectOnly(Field<&RunRecord::best_trial_id>("best_trial_id")),
+    SelectOnly(Field<&RunRecord::baseline_trial_id>("baseline_trial_id")),
     Field<&RunRecord::knee_kneedle_workers>("knee_kneedle_workers", 2),
     Field<&RunRecord::safe_max_workers>("safe_max_workers", 2),
     Field<&RunRecord::speedup>("speedup", 2),

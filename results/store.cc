@@ -336,23 +336,21 @@ int64_t Store::BeginRun(const RunRecord& run) {
     if (host.name.empty()) host.name = find.Text(1);
     if (host.hostname.empty()) host.hostname = find.Text(2);
   }
-  const std::string started_at = run.started_at.empty() ? CurrentUtc() : run.started_at;
-  const std::string uid = run.uid.empty() ? NewRunUid(machine_hash, started_at) : run.uid;
-  const std::string sql =
-      "INSERT INTO runs (machine_id, workload_name, workload_hash, config_yaml, backend, "
-      "version, started_at, status, calibration_json, uid, host_name, host_hostname, "
-      "host_machine_id, python_version, torch_version, default_start_method) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)";
-  Statement insert(db_.get(), path_, "record run start", sql.c_str());
-  insert
-      .BindAll(run.machine_id, run.workload_name, run.workload_hash, run.config_yaml, run.backend,
-               run.version, started_at, run.calibration_json, uid, host.name, host.hostname,
-               host.machine_id, run.python.python_version, run.python.torch_version,
-               run.python.default_start_method)
-      .Run();
-  const int64_t id = sqlite3_last_insert_rowid(db_.get());
-  WriteRunFacts(id, run.facts, "record run start");
+  RunRecord row = run;
+  row.status = RunStatus::kRunning;
+  if (row.started_at.empty()) row.started_at = CurrentUtc();
+  if (row.uid.empty()) row.uid = NewRunUid(machine_hash, row.started_at);
+  row.host = host;
+  const int64_t id = InsertRun(row, "record run start");
   transaction.Commit();
+  return id;
+}
+
+int64_t Store::InsertRun(const RunRecord& run, const std::string& operation) {
+  Statement insert(*statements_, db_.get(), path_, operation, InsertSql("INSERT INTO", "runs", "", kRunColumns));
+  BindColumns(insert, 1, kRunColumns, run).Run();
+  const int64_t id = sqlite3_last_insert_rowid(db_.get());
+  WriteRunFacts(id, run.facts, operation);
   return id;
 }
 

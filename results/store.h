@@ -73,7 +73,9 @@ class Store {
   // Replaces the machine's host-to-device bandwidth matrix and pinning cost
   // (`feedtune machine --db` on CUDA), in one transaction.
   void SetBandwidth(int64_t machine_id, const std::vector<BandwidthRecord>& points, double pin_seconds_per_gib);
-  // Inserts a run with status "running"; returns its id.
+  // Inserts a run with status "running" (with the start time, uid and host
+  // filled in where empty), and its facts; returns its id. The figures
+  // FinishRun sets are stored as the record holds them: none in a new run.
   int64_t BeginRun(const RunRecord& run);
   // Inserts a trial with its repeat rows in one transaction; returns its id.
   int64_t AddTrial(int64_t run_id, const TrialRecord& trial);
@@ -125,6 +127,9 @@ class Store {
   void InsertNode(int64_t trial_id, const NodeFigures& node, const std::string& operation);
   void LoadNodes(int64_t run_id, std::vector<TrialRecord>& trials,
                  const std::map<int64_t, size_t>& index_by_id) const;
+  // A run's row (every column of kRunColumns but its id and its best and
+  // baseline trials) and its facts; returns its id.
+  int64_t InsertRun(const RunRecord& run, const std::string& operation);
   int64_t InsertTrial(int64_t run_id, const TrialRecord& trial, const std::string& operation);
   void InsertVerdict(int64_t run_id, const Verdict& verdict, const std::string& operation);
   // The one writer of a run's facts (schema v14's run_facts row), in the caller's transaction.
