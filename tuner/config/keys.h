@@ -1,7 +1,7 @@
 // The key table of a sweep config and what reads and names its values:
 // the types a key can have, the table itself (kKeys, defined in keys.cc), the
 // strict YAML scalar readers, the "expected ..." wording and the did-you-mean
-// suggestions. Internal to tuner/config/: parsing, `--set`, ToYaml, the
+// suggestions (scalars.cc). Internal to tuner/config/: parsing, `--set`, ToYaml, the
 // workload hash and the key reference all walk this one table, so a new key
 // cannot be parsed but forgotten in the printed config (or vice versa).
 #pragma once
