@@ -16,7 +16,8 @@
 //   batches from the workers, copies each into the pinned buffer of its slot,
 //   and passes it on, so pinning overlaps the consumer's work. With
 //   num_workers == 0 the consumer pins itself, as torch does. The pinned pool
-//   (one buffer per slot) is allocated once, at construction.
+//   (one buffer per slot; two without workers, so a queued copy of the last
+//   batch is never overwritten) is allocated once, at construction.
 // - persistent_workers == false: workers start at StartEpoch and stop at the
 //   end of the epoch; the start cost is measured (stats().worker_startup_s).
 // - A streaming dataset (Dataset::num_shards() > 0, torch's IterableDataset):

@@ -1,4 +1,6 @@
-// Dataset: what the loader reads, sample by sample (torch's map-style Dataset).
+// Dataset: what the loader reads, sample by sample (torch's map-style
+// Dataset), or shard by shard through a ShardReader (a streaming dataset,
+// torch's IterableDataset over shards: loader/stream.h).
 //
 // Implementations must be safe to call from several threads at once (thread-mode
 // workers share one instance) and from forked processes (process-mode workers

@@ -2,7 +2,8 @@
 // terms. The five tuned knobs (num_workers, pin_memory, non_blocking,
 // prefetch_factor, persistent_workers) plus batch_size form Knobs, the unit the
 // tuner varies and the results store records, with the two a node sweep tunes
-// around the loader (cpu_binding, worker_threads). Plain values, no behaviour.
+// around the loader (cpu_binding, worker_threads) and a command's start method
+// (multiprocessing_context). Plain values, their names and the short form.
 #pragma once
 
 #include <cstdint>

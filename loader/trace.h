@@ -1,7 +1,9 @@
 // TraceBuffer: the spans of one trial (sample fetches, batches, the pin stage,
 // the main loop's waits, the device's copies and steps), recorded into shared
 // memory by every process and thread of the loader, and written out as a
-// Chrome trace event file (WriteChromeTrace) that Perfetto and chrome://tracing load.
+// Chrome trace event file (WriteChromeTrace) that Perfetto and chrome://tracing load,
+// with counter tracks beside the spans (TraceCounter); and the short excerpt
+// of a trace that the HTML report draws (TimelineExcerpt).
 //
 // Why this shape:
 // - The buffer lies at the end of the slot arena's memfd (SlotArena's trace

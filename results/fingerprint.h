@@ -1,6 +1,7 @@
 // Reads this machine's fingerprint from /proc, /sys, cgroups, sysconf,
-// statvfs(/dev/shm) and getrlimit. The filesystem root is a parameter so tests
-// can read captured fixtures. GPU fields are filled by the device layer, not here.
+// statvfs(/dev/shm) and getrlimit, and the OOM killer's count for this
+// process's cgroup. The filesystem root is a parameter so tests can read
+// captured fixtures. GPU fields are filled by the device layer, not here.
 #pragma once
 
 #include <cstdint>

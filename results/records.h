@@ -1,5 +1,6 @@
 // The rows of the results store (docs/architecture.md, the results schema) as plain structs. The store reads
-// and writes them; the tuner fills them; the renderers print them. No behaviour.
+// and writes them; the tuner fills them; the renderers print them. No behaviour
+// beyond the statuses' names and the phases' JSON form.
 #pragma once
 
 #include <cstdint>

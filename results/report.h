@@ -1,5 +1,7 @@
-// Renders a stored run for people (table) and for scripts (JSON, docs/json-report.md).
-// Pure functions of the records; the caller loads them from a Store.
+// Renders a stored run for people (table, HTML page) and for scripts (JSON,
+// docs/json-report.md), and the JSON values of a run's calibration, safe limit
+// and seed that the sweep's events reuse. Pure functions of the records; the
+// caller loads them from a Store.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,6 +1,7 @@
 // The results file's schema: the column tables that the store's INSERTs and
-// SELECTs are made from, the migrations that build the tables (schema.cc,
-// append-only), and the checks that decide whether a file may be opened.
+// SELECTs are made from, each row with how its record's field is read and
+// bound, the migrations that build the tables (schema.cc, append-only), and
+// the checks that decide whether a file may be opened.
 // Internal to feedtune_results: nothing outside results/ includes it.
 //
 // Column names are a contract (docs/json-report.md, "The results file's

@@ -4,7 +4,8 @@
 // never leaves half of one. Values are always bound, never formatted into SQL.
 //
 // The file is marked with application_id; PRAGMA user_version is the schema
-// version, upgraded by ordered migrations on open. A file that is not SQLite,
+// version, upgraded by ordered migrations when it is opened for writing (a
+// read-only open reads an older file as it is). A file that is not SQLite,
 // not feedtune's, or from a newer version is refused and left untouched.
 #pragma once
 

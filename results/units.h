@@ -1,5 +1,5 @@
-// Numbers in the words of advice lines and notes, one spelling each, shared by
-// the verdict's rules, the stage trials, the budgets and the sweep's notes.
+// Numbers in words, one spelling each, shared by the renderers (report,
+// compare, export, the verdict), the search's rules and notes, and the CLI.
 #pragma once
 
 #include <cstdint>

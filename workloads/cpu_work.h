@@ -8,7 +8,9 @@
 // the work loop processes on this machine, and picks the amount of work between
 // reads so that clock reads stay a small part of the spent time while a sample
 // overshoots its cost by no more than one chunk. The calibration is stored with
-// the run (ToJson) so results from different machines can be read side by side.
+// the run (its facts, results/records.h: CpuCalibrationFacts) so results from
+// different machines can be read side by side. The work may be split over
+// intra-op threads (BurnCpuThreads), as the trial's worker_threads asks.
 //
 // CpuCalibration is a plain value: copy it into whatever needs it (datasets
 // keep one; forked workers inherit it). All functions are thread-safe.

@@ -3,9 +3,11 @@
 // sample bytes; a directory of JPEGs: count, file sizes and dimensions
 // (quantiles); HDF5: every dataset's shape, dtype, chunk shape and filters,
 // and the bytes a shuffled read of one sample inflates with the configured
-// chunk cache; LMDB: entries, value sizes, map size, file system), the traps
-// found in it, in words, and a short single-threaded measurement of read (for
-// JPEGs read + decode + crop + resize) per sample on this machine.
+// chunk cache; LMDB: entries, value sizes, map size, file system; TFRecord and
+// tar shards: the files, their records or samples and sizes, the index), the
+// traps found in it, in words (too few shards for the readers, a cache that
+// cannot hold a chunk, ...), and a short single-threaded measurement of read
+// (for JPEGs read + decode + crop + resize) per sample on this machine.
 //
 // The HDF5 model, for a random (shuffled) sample of a chunked dataset with
 // chunks of C bytes (inflated), M chunks, and a chunk cache of K bytes:

@@ -5,12 +5,14 @@
 //              of SyntheticOptions apply to it too)
 //   command    the user's own PyTorch pipeline, one process per repeat or one
 //              serving process per sweep (CommandOptions, docs/command-protocol.md)
-//   npy, hdf5, lmdb
-//              a data file in a real format, read with the format's own
-//              library (docs/formats.md): FilesOptions::path names it (io and
-//              cache apply as for files), FormatOptions the rest; the
-//              per-sample CPU cost keys apply as for files
-// Plain values, no behaviour beyond naming the enums.
+//   npy, hdf5, lmdb, tfrecord, tar
+//              data in a real format (docs/formats.md): FilesOptions names
+//              the file or the shards (path, path_list; io, cache and decode
+//              apply as for files), FormatOptions the rest (the HDF5
+//              dataset, LMDB readahead, the TFRecord feature and index
+//              cache, the shards' access and shuffle buffer); the per-sample
+//              CPU cost keys apply as for files
+// Plain values, no behaviour beyond naming the enums and the path.
 #pragma once
 
 #include <cstdint>

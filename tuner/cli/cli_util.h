@@ -1,5 +1,7 @@
-// Helpers shared by the subcommands: option parsing with help and errors,
-// loading a config into a ready-to-measure session, timestamps.
+// Helpers shared by the subcommands: option parsing with help and errors (and
+// the config options every measuring command takes), loading a config into a
+// ready-to-measure session with the torch costs it pays, this machine's
+// fingerprint, running a helper program, timestamps.
 #pragma once
 
 #include <boost/program_options.hpp>

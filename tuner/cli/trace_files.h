@@ -1,6 +1,7 @@
 // The --trace option of `feedtune trial` and `feedtune sweep`: where the trace
-// files go, checked before any trial runs, and how a captured trial is written
-// (loader/trace.h has the recorder and the Chrome trace writer).
+// files go, checked before any trial runs, how a captured trial is written
+// (loader/trace.h has the recorder and the Chrome trace writer), and the
+// sweep's two excerpts as its run keeps them for the HTML report.
 #pragma once
 
 #include <fstream>

@@ -2,6 +2,10 @@
 // structs. Every key has a default; unknown keys, wrong types and out-of-range
 // values are ConfigErrors that name file:line:column and the key path.
 //
+// The same header gives `--set` (ApplyOverride), the effective config as YAML,
+// the workload hash and the key reference (docs/config.md), all from one key
+// table (keys.h).
+//
 // LoadConfig / ParseConfig keep no state and are safe from any thread; ParseConfig
 // does not touch the file system.
 #pragma once

@@ -18,7 +18,7 @@
 //    "worker_peak_rss_bytes": 98765432,
 //    "worker_rss_start_bytes": 41943040, "worker_rss_peak_bytes": 109051904,
 //    "worker_rss_growth_bytes_per_epoch": 33554432, "worker_rss_samples": 34,
-//    "worker_rss_epochs": 2.0}                                            optional
+//    "worker_rss_epochs": 2.0, "num_workers": 4}                          optional
 //
 // batches_per_epoch (len(loader)) lets the search see short epochs, whose
 // curve is stepped by rounds of non-persistent workers (tuner/search/search.h).

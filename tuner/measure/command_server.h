@@ -16,11 +16,9 @@
 //     measure_seconds). The command builds a new DataLoader over its dataset,
 //     warms up, and measures `repeats` windows back to back.
 //   - It prints one line per window, the run protocol's result object
-//     ({"samples_per_s": ...} required; gpu_idle_frac, wait_p50_us,
-//     wait_p99_us, startup_s, peak_rss_bytes, mb_per_s, epoch_boundary_ms,
-//     batches_per_epoch, time_to_first_batch_s, worker_busy_frac,
-//     worker_peak_rss_bytes optional: left out, a figure is not measured),
-//     then {"trial_end": 7}. Or, instead of the rest of the trial,
+//     ({"samples_per_s": ...} required; the optional figures are those
+//     command_measurer.h lists: left out, a figure is not measured), then
+//     {"trial_end": 7}. Or, instead of the rest of the trial,
 //     {"error": "why"}: that trial fails and the process stays for the next.
 //   - stdout lines whose first non-blank character is not '{' are ignored
 //     (a user's print); every line that starts with '{' must be one of the

@@ -1,7 +1,10 @@
 // OpenWorkload / MakeMeasurer: what measures a trial for the config's workload
-// kind. Native datasets (synthetic, files) go through a TrialRunner over the
-// loader core; the command kind runs the user's pipeline (CommandMeasurer).
-// The sweep and trial commands stay unaware of the kinds.
+// kind. Native datasets (synthetic, files and the formats npy, hdf5, lmdb,
+// tfrecord, tar) go through a TrialRunner over the loader core, or with
+// sweep.ranks > 1 a NodeMeasurer over rank processes; the command kind runs
+// the user's pipeline (CommandMeasurer). Each measurer is wrapped so that a
+// trial killed by the kernel says so (kill_cause.h). The sweep and trial
+// commands stay unaware of the kinds.
 //
 // Two steps, because of the order docs/architecture.md asks for:
 //   1. OpenWorkload builds the dataset (calibrating the CPU work loop once for

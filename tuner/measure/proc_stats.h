@@ -1,6 +1,7 @@
 // Resource use of this process and all its descendants (the fork server and the
-// worker processes it starts), read from /proc. Cheap enough to call a few
-// times per measurement window.
+// worker processes it starts), read from /proc, and of the other processes on
+// the box (the busy CPU beside a trial, its top consumers). Cheap enough to
+// call a few times per measurement window.
 #pragma once
 
 #include <dirent.h>
