@@ -6,6 +6,7 @@
 // statistics and the machine facts (tuner/CMakeLists.txt says the arrows).
 #pragma once
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -36,6 +37,20 @@ struct TrialPlan {
   // (loader/trace.h); the figures are measured as without.
   loader::TraceCapture* trace = nullptr;
 };
+
+// A trial's warm-up in batches: sweep.warmup_batches (`configured`), and at
+// least the batches the loader dispatches before its first one comes back,
+// num_workers x prefetch_factor. Workers started together deliver those in a
+// burst, as fast as the loop takes them, so a window drawn from them measures
+// the burst rather than the setting: with 32 workers and prefetch_factor 2 a
+// window of the first 64 batches runs at the loop's own speed, however slowly
+// 32 workers produce on the box. Short windows (a job's own, tuned in the job)
+// are the most exposed. 0 stays 0: no warm-up was asked for.
+inline int WarmupBatches(int configured, const loader::Knobs& knobs) {
+  if (configured <= 0) return 0;
+  const int fill = knobs.num_workers > 0 ? knobs.num_workers * std::max(1, knobs.prefetch_factor) : 0;
+  return std::max(configured, fill);
+}
 
 // What the search controller asks of a measurer; tests substitute scripted ones.
 class TrialMeasurer {

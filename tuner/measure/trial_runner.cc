@@ -180,15 +180,16 @@ class TrialSession {
       : p_(parts), loader_(data_loader), loop_(loop), recorder_(recorder), trial_(trial), warning_(warning),
         memory_(trial.knobs.num_workers, data_loader.options().worker_mode == loader::WorkerMode::kThread) {}
 
-  // `warmup_batches`, then, for whole-epoch windows, on to the end of the
-  // epoch (the windows start at an epoch boundary).
+  // The warm-up (WarmupBatches, measurer.h), then, for whole-epoch windows,
+  // on to the end of the epoch (the windows start at an epoch boundary).
   void WarmUp() {
     loop_.Begin();
-    for (int i = 0; i < p_.config.sweep.warmup_batches; ++i) {
+    const int warmup = WarmupBatches(p_.config.sweep.warmup_batches, trial_.knobs);
+    for (int i = 0; i < warmup; ++i) {
       Step();
       if (i == 0) trial_.time_to_first_batch_s = loader_.stats().time_to_first_batch_s;
     }
-    if (p_.plan.window_epochs > 0 && p_.config.sweep.warmup_batches > 0) {
+    if (p_.plan.window_epochs > 0 && warmup > 0) {
       while (!loop_.at_epoch_end()) Step();
     }
     p_.device.Synchronize();

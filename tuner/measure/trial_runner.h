@@ -3,7 +3,7 @@
 // device, run the model step, and every sync_every_steps wait for the device.
 //
 // A trial is: build the loader (slots and pinned pool allocated outside any
-// window), `warmup_batches` batches, then `repeats` windows of
+// window), a warm-up (WarmupBatches, measurer.h), then `repeats` windows of
 // `measure_seconds`, epochs following each other as the data runs out. The
 // figures of each window are kept (RepeatRecord); the trial's figures are their
 // median with a 95% interval. With TrialPlan::window_epochs, the warm-up runs
