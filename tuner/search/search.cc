@@ -208,16 +208,17 @@ class Search {
   }
 
   // The time budget ended the sequence: the best setting so far is the one
-  // kept so far, or a trial measured since that gains over it by THE RULE
-  // (a doubling cut short has not yet named its knee). The final check, once
-  // begun, is not cut short (Measure), so the speedup is known or not run.
+  // kept so far, or a trial measured since that gains over it by THE RULE. A
+  // num_workers phase cut short names its knee from the curve so far
+  // (Workers), and its trials are not weighed again here. The final check,
+  // once begun, is not cut short (Measure), so the speedup is known or not run.
   //
   // Only trials measured after the kept one: an earlier trial lost to it, or
   // was measured another way (time windows against a later phase's whole
   // epochs, where the restart persistent workers save is paid), and comparing
   // across that would undo a kept step.
   void KeepBestAtBudget() {
-    for (size_t i = current_index_ + 1; i < trials().size(); ++i) {
+    for (size_t i = std::max(current_index_ + 1, budget_from_); i < trials().size(); ++i) {
       const TrialRecord& t = trials()[i];
       if (t.status == TrialStatus::kOk && t.phase != "final_check" && IsGain(t, current(), options_.gain_threshold)) {
         current_index_ = i;
@@ -255,7 +256,8 @@ class Search {
       case SequenceAt::kBaseline: return setup_.check_seed && seeded ? 1 + 2 * repeats() : step + 4 + after_workers;
       case SequenceAt::kSeedCheck: return 2 * repeats();
       case SequenceAt::kPin: return 4 + after_workers;
-      case SequenceAt::kWorkers: return (refining_ ? 1 : std::max(0, 2 - misses_) + 1) + after_workers;
+      case SequenceAt::kWorkers:
+        return (refining_ ? 1 : std::max(0, (options_.time_budget_s > 0 ? 1 : 2) - misses_) + 1) + after_workers;
       case SequenceAt::kNonBlocking: return after_workers - step;
       // PersistentFirst swaps the two phases.
       case SequenceAt::kPrefetch:
@@ -358,17 +360,52 @@ class Search {
     return next <= setup_.max_workers ? next : 0;
   }
 
-  // The doubling, the refinement, and the knee.
+  // The doubling, the refinement, and the knee. When the time budget ends
+  // either, the knee is taken from the curve measured so far, as the phase
+  // would have, and the sequence ends there (KeepBestAtBudget).
   void Workers() {
     std::vector<std::pair<int, size_t>> curve = {{0, current_index_}};
-    size_t best = current_index_;
     const int64_t batches = BatchesPerEpoch();
+    std::string stop;
+    bool budget_spent = false;
+    try {
+      stop = setup_.seed ? SeededDoubling(curve, batches) : Doubling(curve, batches);
+      refining_ = true;
+      Refine(curve, batches);
+    } catch (const TimeBudgetSpent&) {
+      budget_spent = true;
+      stop = "the time budget ended the phase after " + WorkersText(std::max_element(curve.begin(), curve.end())->first);
+    }
+    std::sort(curve.begin(), curve.end());
+    workers_curve_ = curve;
+    const size_t knee = Knee(curve);
+    current_.num_workers = curve[knee].first;
+    current_index_ = curve[knee].second;
+    outcome_.knee_workers = curve[knee].first;
+    outcome_.knee_samples_per_s = trials()[curve[knee].second].samples_per_s;
+    // More workers than the knee that gave a higher median: within the
+    // tolerance alone, but a candidate for the combined step.
+    size_t top = knee;
+    for (size_t i = knee + 1; i < curve.size(); ++i) {
+      if (trials()[curve[i].second].samples_per_s > trials()[curve[top].second].samples_per_s) top = i;
+    }
+    if (top != knee) small_gains_.push_back({"num_workers", curve[top].second});
+    KneePhase(curve, knee, batches, stop);
+    if (budget_spent) {
+      budget_from_ = trials().size();  // the curve's trials were judged by the knee rule
+      throw TimeBudgetSpent{};
+    }
+  }
+
+  // The unseeded doubling (search.h): adds its points to `curve` (which holds
+  // the baseline); returns how it ended, for the phase's text.
+  std::string Doubling(std::vector<std::pair<int, size_t>>& curve, int64_t batches) {
+    size_t best = current_index_;
     std::string stop = "reached max_workers " + std::to_string(setup_.max_workers) +
                        (setup_.max_workers_cap_why.empty() ? "" : " (" + setup_.max_workers_cap_why + ")");
     misses_ = 0;
     bool fall_pending = false;  // a fall beyond the noise that the next doubling must confirm
-    if (setup_.seed) stop = SeededDoubling(curve, batches);  // instead of the loop below
-    for (int workers = setup_.seed ? 0 : std::min(1, setup_.max_workers); workers > 0;) {
+    for (int workers = std::min(1, setup_.max_workers); workers > 0;) {
       loader::Knobs knobs = current_;
       knobs.num_workers = workers;
       const size_t index = Measure("num_workers", knobs);
@@ -394,6 +431,12 @@ class Search {
       const double rising = below_cpus ? 0.0 : options_.gain_threshold;
       // Below the best by more than the threshold, beyond the noise.
       const bool falls = IsGain(best_t, t, options_.gain_threshold);
+      // Under a time budget, above the CPU count, the first doubling without a
+      // gain ends it: each doubling there starts twice the workers of the
+      // last (a torch worker is a process, about 0.1 s of the main process's
+      // to start and stop on a 2-CPU box), and the budget is better spent on
+      // the phases after the knee than on confirming a miss.
+      const bool one_miss = options_.time_budget_s > 0 && !below_cpus;
       if (IsGain(t, best_t, options_.gain_threshold)) {
         Decide(index, Percent(gain) + " over the best so far");
         best = index;
@@ -409,9 +452,12 @@ class Search {
         Decide(index, Percent(gain) + " below the best: the fall is confirmed, stop doubling");
         stop = "stopped at " + WorkersText(workers) + ": throughput falls";
         break;
-      } else if (falls && misses_ >= 1) {
-        Decide(index, Percent(gain) + " below the best, after a doubling without a gain: stop doubling");
-        stop = "stopped at " + WorkersText(workers) + ": two doublings without a gain";
+      } else if (falls && (misses_ >= 1 || one_miss)) {
+        Decide(index, Percent(gain) + " below the best" +
+                          (misses_ >= 1 ? ", after a doubling without a gain" : ", beyond the noise, under the time budget") +
+                          ": stop doubling");
+        stop = "stopped at " + WorkersText(workers) +
+               (misses_ >= 1 ? ": two doublings without a gain" : ": throughput falls (under the time budget, no second doubling confirms it)");
         break;
       } else if (falls) {
         // A single fall beyond the noise can be the machine's, not the
@@ -427,9 +473,11 @@ class Search {
                                                   : ": rising, but within noise; keep doubling"));
         misses_ = 0;
         fall_pending = false;
-      } else if (++misses_ >= 2) {
-        Decide(index, Percent(gain) + ": two doublings without a gain, stop doubling");
-        stop = "stopped at " + WorkersText(workers) + ": two doublings without a gain";
+      } else if (++misses_ >= (one_miss ? 1 : 2)) {
+        const std::string without = one_miss ? "a doubling without a gain under the time budget"
+                                              : "two doublings without a gain";
+        Decide(index, Percent(gain) + ": " + without + ", stop doubling");
+        stop = "stopped at " + WorkersText(workers) + ": " + without;
         break;
       } else {
         Decide(index, Percent(gain) + ": no gain beyond noise");
@@ -441,23 +489,12 @@ class Search {
       }
       workers = next;
     }
-    refining_ = true;
-    Refine(curve, batches);
-    std::sort(curve.begin(), curve.end());
-    workers_curve_ = curve;
-    const size_t knee = Knee(curve);
-    current_.num_workers = curve[knee].first;
-    current_index_ = curve[knee].second;
-    outcome_.knee_workers = curve[knee].first;
-    outcome_.knee_samples_per_s = trials()[curve[knee].second].samples_per_s;
-    // More workers than the knee that gave a higher median: within the
-    // tolerance alone, but a candidate for the combined step.
-    size_t top = knee;
-    for (size_t i = knee + 1; i < curve.size(); ++i) {
-      if (trials()[curve[i].second].samples_per_s > trials()[curve[top].second].samples_per_s) top = i;
-    }
-    if (top != knee) small_gains_.push_back({"num_workers", curve[top].second});
+    return stop;
+  }
 
+  // The num_workers phase's record: the knee, Kneedle's, and how the doubling ended.
+  void KneePhase(const std::vector<std::pair<int, size_t>>& curve, size_t knee, int64_t batches,
+                 const std::string& stop) {
     std::vector<double> xs, ys;
     for (const auto& [w, i] : curve) {
       xs.push_back(w);
@@ -1306,6 +1343,7 @@ class Search {
   // For the estimate of trials left.
   SequenceAt at_ = SequenceAt::kBaseline;
   int misses_ = 0;
+  size_t budget_from_ = 0;  // KeepBestAtBudget weighs the trials from here on (after a curve the knee judged)
   bool refining_ = false;
   int prefetch_done_ = 0;
   int persistent_done_ = 0;

@@ -107,7 +107,12 @@
 // once it has passed, no new trial starts and the sequence ends at the best
 // setting so far, with a "time_budget" phase saying so. The baseline always
 // runs, and a final check once begun runs to its end. The budget is the one
-// input not in the records: a resumed run may stop elsewhere. Under a budget
+// input not in the records: a resumed run may stop elsewhere. A num_workers
+// phase that the budget cuts short names its knee from the curve measured so
+// far, as it would have at its end. Under a budget, above the usable CPU
+// count, the first doubling without a gain (or one fall) ends the doubling:
+// each doubling there starts twice the workers of the last, and the phases
+// after the knee need the time more. Under a budget
 // the persistent_workers phase (and num_workers_persistent) runs before
 // prefetch_factor when the knee's time to its first batch, the restart it
 // saves at each epoch, is at least gain_threshold of an epoch at the knee's
