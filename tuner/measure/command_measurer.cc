@@ -298,6 +298,45 @@ CommandReport ParseCommandReport(const std::string& stdout_text) {
   return r;
 }
 
+results::RepeatRecord ReportSeries::Add(const CommandReport& c, double wall_s) {
+  constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
+  results::RepeatRecord rep;
+  rep.index = static_cast<int>(rates.size());
+  rep.wall_s = wall_s;
+  rep.samples_per_s = c.samples_per_s;
+  rep.mb_per_s = c.mb_per_s.value_or(kNotMeasured);
+  rep.gpu_idle_frac = c.gpu_idle_frac.value_or(kNotMeasured);
+  rep.wait_p50_us = c.wait_p50_us.value_or(kNotMeasured);
+  rep.wait_p99_us = c.wait_p99_us.value_or(kNotMeasured);
+  rates.push_back(c.samples_per_s);
+  const auto add = [](std::vector<double>& series, const std::optional<double>& value) {
+    if (value) series.push_back(*value);
+  };
+  add(mbps, c.mb_per_s);
+  add(idles, c.gpu_idle_frac);
+  add(p50s, c.wait_p50_us);
+  add(p99s, c.wait_p99_us);
+  add(startups, c.startup_s);
+  add(boundaries, c.epoch_boundary_ms);
+  add(first_batches, c.time_to_first_batch_s);
+  add(busy, c.worker_busy_frac);
+  if (c.batches_per_epoch) batches_per_epoch = c.batches_per_epoch;
+  return rep;
+}
+
+void ReportSeries::FillMedians(results::TrialRecord* trial) const {
+  trial->samples_per_s = MedianOrNaN(rates);
+  trial->mb_per_s = MedianOrNaN(mbps);
+  trial->gpu_idle_frac = MedianOrNaN(idles);
+  trial->wait_p50_us = MedianOrNaN(p50s);
+  trial->wait_p99_us = MedianOrNaN(p99s);
+  trial->worker_startup_s = MedianOrNaN(startups);
+  trial->epoch_boundary_ms = MedianOrNaN(boundaries);  // the search prints "not measured" for NaN
+  trial->time_to_first_batch_s = MedianOrNaN(first_batches);
+  trial->worker_busy_frac = MedianOrNaN(busy);
+  if (batches_per_epoch) trial->batches_per_epoch = batches_per_epoch;
+}
+
 void FillWorkerMemory(const std::vector<CommandReport>& reports, bool cumulative, int num_workers,
                       results::TrialRecord* trial) {
   // The windows that reported the figures (start, peak and samples go together).
@@ -527,54 +566,28 @@ results::TrialRecord CommandMeasurer::MeasureServed(const loader::Knobs& knobs, 
 void CommandMeasurer::Aggregate(const std::vector<Window>& windows, double cpu_util, int64_t peak_rss,
                                 bool cumulative, results::TrialRecord& trial) {
   constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
-  // Each figure over the windows that reported it; NaN when none did.
-  const auto median_of = [](const std::vector<double>& values) { return values.empty() ? kNotMeasured : Median(values); };
-  std::vector<double> rates, mbps, idles, p50s, p99s, startups, boundaries, first_batches, busy, worker_rss;
-  std::vector<double> backgrounds;
+  ReportSeries series;
+  std::vector<double> backgrounds, worker_rss;
   bool idle_missing = false;
-  for (size_t r = 0; r < windows.size(); ++r) {
-    const CommandReport& report = windows[r].report;
-    results::RepeatRecord rep;
-    rep.index = static_cast<int>(r);
-    rep.wall_s = windows[r].wall_s;
-    rep.samples_per_s = report.samples_per_s;
-    rep.mb_per_s = report.mb_per_s.value_or(kNotMeasured);
-    rep.gpu_idle_frac = report.gpu_idle_frac.value_or(kNotMeasured);
-    rep.wait_p50_us = report.wait_p50_us.value_or(kNotMeasured);
-    rep.wait_p99_us = report.wait_p99_us.value_or(kNotMeasured);
-    rep.background_cpu = windows[r].background_cpu;
+  for (const Window& w : windows) {
+    const CommandReport& report = w.report;
+    results::RepeatRecord rep = series.Add(report, w.wall_s);
+    rep.background_cpu = w.background_cpu;
     if (std::isfinite(rep.background_cpu)) backgrounds.push_back(rep.background_cpu);
     trial.repeat_rows.push_back(rep);
-    rates.push_back(rep.samples_per_s);
-    if (report.mb_per_s) mbps.push_back(*report.mb_per_s);
-    if (report.gpu_idle_frac) idles.push_back(*report.gpu_idle_frac);
-    if (report.wait_p50_us) p50s.push_back(*report.wait_p50_us);
-    if (report.wait_p99_us) p99s.push_back(*report.wait_p99_us);
-    if (report.startup_s) startups.push_back(*report.startup_s);
-    if (report.epoch_boundary_ms) boundaries.push_back(*report.epoch_boundary_ms);
-    if (report.time_to_first_batch_s) first_batches.push_back(*report.time_to_first_batch_s);
-    if (report.worker_busy_frac) busy.push_back(*report.worker_busy_frac);
     if (report.worker_peak_rss_bytes) worker_rss.push_back(*report.worker_peak_rss_bytes);
-    if (report.batches_per_epoch) trial.batches_per_epoch = report.batches_per_epoch;
     idle_missing = idle_missing || !report.gpu_idle_frac;
     peak_rss = std::max(peak_rss, static_cast<int64_t>(report.peak_rss_bytes.value_or(0)));
   }
-  const Summary s = Summarize(rates);
+  series.FillMedians(&trial);
+  const Summary s = Summarize(series.rates);
   for (size_t i = 0; i < s.outliers.size() && i < trial.repeat_rows.size(); ++i) {
     trial.repeat_rows[i].outlier = s.outliers[i];
   }
   trial.samples_per_s = s.median;
   trial.ci_low = s.ci_low;
   trial.ci_high = s.ci_high;
-  trial.mb_per_s = median_of(mbps);
-  trial.gpu_idle_frac = median_of(idles);
-  trial.wait_p50_us = median_of(p50s);
-  trial.wait_p99_us = median_of(p99s);
-  trial.worker_startup_s = median_of(startups);
-  trial.epoch_boundary_ms = median_of(boundaries);  // the search prints "not measured" for NaN
-  trial.time_to_first_batch_s = median_of(first_batches);
-  trial.worker_busy_frac = median_of(busy);
-  trial.background_cpu = median_of(backgrounds);
+  trial.background_cpu = MedianOrNaN(backgrounds);
   // The peak, not the median: the budget must hold the largest a worker took.
   trial.worker_rss_bytes = worker_rss.empty() ? kNotMeasured : *std::max_element(worker_rss.begin(), worker_rss.end());
   // The workers' memory over the trial, and so its growth flag (results/memory_growth.h).
@@ -592,8 +605,8 @@ void CommandMeasurer::Aggregate(const std::vector<Window>& windows, double cpu_u
   // Said once per sweep: every progress line shows it too ("GPU idle not measured").
   if (idle_missing && !idle_warned_) {
     idle_warned_ = true;
-    last_warning_ = idles.empty() ? "the command reported no gpu_idle_frac; GPU idle is not measured"
-                                  : "some windows reported no gpu_idle_frac; GPU idle is the median of the others";
+    last_warning_ = series.idles.empty() ? "the command reported no gpu_idle_frac; GPU idle is not measured"
+                                         : "some windows reported no gpu_idle_frac; GPU idle is the median of the others";
   }
 }
 

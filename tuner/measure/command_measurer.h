@@ -140,6 +140,20 @@ struct CommandReport {
 // saying what is missing or wrong.
 CommandReport ParseCommandReport(const std::string& stdout_text);
 
+// A command's windows gathered into a trial's record, as the one-loader
+// trial (CommandMeasurer) and each rank of a node trial (command_ranks.cc)
+// both need: each window's repeat row, and each figure's median over the
+// windows that reported it (NaN where none did).
+struct ReportSeries {
+  std::vector<double> rates, mbps, idles, p50s, p99s, startups, boundaries, first_batches, busy;
+  std::optional<int64_t> batches_per_epoch;  // the last window's that said it
+  // Adds one window (`wall_s` long) and returns its repeat row (index: the windows added before it).
+  results::RepeatRecord Add(const CommandReport& report, double wall_s);
+  // The medians into `trial` (samples/s, MB/s, GPU idle, waits, worker
+  // start-up, epoch boundary, first batch, worker busy) and batches per epoch.
+  void FillMedians(results::TrialRecord* trial) const;
+};
+
 // The trial's worker_rss_* figures from its windows' reports; left NaN (0
 // samples) when no window reported worker_rss_start_bytes, _peak_bytes and
 // _samples. `cumulative` (serve: one process samples the whole trial, so each

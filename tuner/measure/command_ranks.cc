@@ -376,8 +376,6 @@ RepeatResult RunRepeat(std::vector<RankProcess> ranks, const std::string& path,
   return result;
 }
 
-double MedianOr(const std::vector<double>& values) { return values.empty() ? kNaN : Median(values); }
-
 // Each rank's CPUs for this trial's binding (none: the inherited mask, an
 // empty list); `note` gets what the binding could not do.
 std::vector<std::vector<int>> RankCpus(const SweepConfig& config, loader::CpuBinding binding, int ranks,
@@ -462,39 +460,15 @@ void AddRepeat(const RepeatResult& result, std::vector<RankWindows>& per_rank) {
 results::TrialRecord RankTrial(const RankWindows& w, const loader::Knobs& knobs, double* worker_rss) {
   results::TrialRecord t;
   t.knobs = knobs;
-  std::vector<double> rates, idles, p50s, p99s, startups, boundaries, first_batches, busy;
+  ReportSeries series;
   for (size_t i = 0; i < w.reports.size(); ++i) {
     const CommandReport& c = w.reports[i];
-    results::RepeatRecord rep;
-    rep.index = static_cast<int>(i);
-    rep.wall_s = w.windows_s[i];
-    rep.samples_per_s = c.samples_per_s;
-    rep.mb_per_s = c.mb_per_s.value_or(kNaN);
-    rep.gpu_idle_frac = c.gpu_idle_frac.value_or(kNaN);
-    rep.wait_p50_us = c.wait_p50_us.value_or(kNaN);
-    rep.wait_p99_us = c.wait_p99_us.value_or(kNaN);
-    t.repeat_rows.push_back(rep);
-    rates.push_back(c.samples_per_s);
-    if (c.gpu_idle_frac) idles.push_back(*c.gpu_idle_frac);
-    if (c.wait_p50_us) p50s.push_back(*c.wait_p50_us);
-    if (c.wait_p99_us) p99s.push_back(*c.wait_p99_us);
-    if (c.startup_s) startups.push_back(*c.startup_s);
-    if (c.epoch_boundary_ms) boundaries.push_back(*c.epoch_boundary_ms);
-    if (c.time_to_first_batch_s) first_batches.push_back(*c.time_to_first_batch_s);
-    if (c.worker_busy_frac) busy.push_back(*c.worker_busy_frac);
+    t.repeat_rows.push_back(series.Add(c, w.windows_s[i]));
     if (c.worker_peak_rss_bytes) {
       *worker_rss = std::isfinite(*worker_rss) ? std::max(*worker_rss, *c.worker_peak_rss_bytes) : *c.worker_peak_rss_bytes;
     }
-    if (c.batches_per_epoch) t.batches_per_epoch = c.batches_per_epoch;
   }
-  t.samples_per_s = MedianOr(rates);
-  t.gpu_idle_frac = MedianOr(idles);
-  t.wait_p50_us = MedianOr(p50s);
-  t.wait_p99_us = MedianOr(p99s);
-  t.worker_startup_s = MedianOr(startups);
-  t.epoch_boundary_ms = MedianOr(boundaries);
-  t.time_to_first_batch_s = MedianOr(first_batches);
-  t.worker_busy_frac = MedianOr(busy);
+  series.FillMedians(&t);
   FillWorkerMemory(w.reports, /*cumulative=*/false, knobs.num_workers, &t);  // a process per repeat
   t.cpu_util = w.cpu_util;
   t.peak_rss_bytes = w.peak_rss;

@@ -243,8 +243,6 @@ void OnRankSignal(int) { rank_stop.store(true); }
   _exit(3);
 }
 
-double MedianOrNaN(std::vector<double> v) { return v.empty() ? std::numeric_limits<double>::quiet_NaN() : Median(v); }
-
 }  // namespace
 
 std::vector<int> SplitShare(const std::vector<int>& cpus, int rank, int ranks) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 
 namespace feedtune::tuner {
@@ -14,6 +15,10 @@ constexpr double kOutlierZ = 3.5;
 }  // namespace
 
 double Median(std::vector<double> values) { return Percentile(std::move(values), 50); }
+
+double MedianOrNaN(std::vector<double> values) {
+  return values.empty() ? std::numeric_limits<double>::quiet_NaN() : Median(std::move(values));
+}
 
 double Percentile(std::vector<double> values, double p) {
   if (values.empty()) return 0;

@@ -10,6 +10,8 @@
 namespace feedtune::tuner {
 
 double Median(std::vector<double> values);
+// The median, or NaN ("not measured") for an empty input.
+double MedianOrNaN(std::vector<double> values);
 // Linear-interpolated percentile, p in [0, 100]; 0 for an empty input.
 double Percentile(std::vector<double> values, double p);
 
