@@ -374,7 +374,9 @@ class Search {
       Refine(curve, batches);
     } catch (const TimeBudgetSpent&) {
       budget_spent = true;
-      stop = "the time budget ended the phase after " + WorkersText(std::max_element(curve.begin(), curve.end())->first);
+      const int most = std::max_element(curve.begin(), curve.end())->first;
+      stop = most > 0 ? "the time budget ended the phase after " + WorkersText(most)
+                      : "the time budget ended the phase before any worker count was measured";
     }
     std::sort(curve.begin(), curve.end());
     workers_curve_ = curve;
