@@ -312,6 +312,16 @@ inline constexpr Column<RankRecord> kRankColumns[] = {
     Field<&RankRecord::shm_bytes>("shm_bytes"),
 };
 
+// The host-to-device bandwidth points (from v3) after `machine_id` and
+// `measured_at` (inserted apart: the machine's id and the time of the
+// measurement, not of a point).
+inline constexpr Column<BandwidthRecord> kBandwidthColumns[] = {
+    Field<&BandwidthRecord::bytes>("bytes"),
+    Field<&BandwidthRecord::pinned>("pinned"),
+    Field<&BandwidthRecord::non_blocking>("non_blocking"),
+    Field<&BandwidthRecord::gb_per_s>("gb_per_s"),
+};
+
 // The observed runs (from v11) after `machine_id` (selected and inserted
 // apart: a merged row takes its machine's id in the file it goes to).
 inline constexpr Column<ObservedRecord> kObservedColumns[] = {

@@ -290,33 +290,26 @@ void Store::SetBandwidth(int64_t machine_id, const std::vector<BandwidthRecord>&
   Transaction transaction(db_.get(), path_, "record bandwidth");
   Statement clear(db_.get(), path_, "record bandwidth", "DELETE FROM h2d_bandwidth WHERE machine_id = ?");
   clear.BindAll(machine_id).Run();
-  const std::string insert_sql = std::string(
-                                     "INSERT INTO h2d_bandwidth (machine_id, measured_at, bytes, pinned, "
-                                     "non_blocking, gb_per_s) VALUES (?, ") +
-                                 kNowSql + ", ?, ?, ?, ?)";
+  const std::string measured_at = CurrentUtc();
+  const std::string insert_sql = InsertSql("INSERT INTO", "h2d_bandwidth", "machine_id, measured_at", kBandwidthColumns);
   for (const BandwidthRecord& p : points) {
     Statement insert(db_.get(), path_, "record bandwidth", insert_sql.c_str());
-    insert.BindAll(machine_id, p.bytes, p.pinned, p.non_blocking, p.gb_per_s).Run();
+    BindColumns(insert.BindAll(machine_id, measured_at), 3, kBandwidthColumns, p).Run();
   }
-  const std::string pin_sql = std::string(
-                                  "INSERT OR REPLACE INTO h2d_pinning (machine_id, measured_at, seconds_per_gib) "
-                                  "VALUES (?, ") +
-                              kNowSql + ", ?)";
-  Statement pin(db_.get(), path_, "record bandwidth", pin_sql.c_str());
-  pin.BindAll(machine_id, pin_seconds_per_gib).Run();
+  Statement pin(db_.get(), path_, "record bandwidth",
+                "INSERT OR REPLACE INTO h2d_pinning (machine_id, measured_at, seconds_per_gib) VALUES (?, ?, ?)");
+  pin.BindAll(machine_id, measured_at, pin_seconds_per_gib).Run();
   transaction.Commit();
 }
 
 std::vector<BandwidthRecord> Store::LoadBandwidth(int64_t machine_id) const {
   std::vector<BandwidthRecord> points;
   if (schema_version_ < 3) return points;  // an older file opened read-only has no such table
-  Statement select(db_.get(), path_, "read bandwidth",
-                   "SELECT bytes, pinned, non_blocking, gb_per_s FROM h2d_bandwidth WHERE machine_id = ? "
-                   "ORDER BY id");
+  const std::string sql =
+      "SELECT " + ColumnList(kBandwidthColumns) + " FROM h2d_bandwidth WHERE machine_id = ? ORDER BY id";
+  Statement select(db_.get(), path_, "read bandwidth", sql.c_str());
   select.BindAll(machine_id);
-  while (select.Step()) {
-    points.push_back({select.Int(0), select.Int(1) != 0, select.Int(2) != 0, select.Double(3)});
-  }
+  while (select.Step()) ReadColumns(select, 0, kBandwidthColumns, points.emplace_back());
   return points;
 }
 
