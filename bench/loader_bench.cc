@@ -111,6 +111,7 @@ void BM_EpochOrder(benchmark::State& state) {
 }
 BENCHMARK(BM_EpochOrder)
     ->Arg(20'000)
+    ->Arg(1 << 20)  // the tiny trial's epoch (docs/performance.md): a 4 MiB table, past the caches
     ->Arg(loader::EpochPermutation::kTableMaxSamples)
     ->Arg(loader::EpochPermutation::kTableMaxSamples + 1)
     ->Unit(benchmark::kMillisecond);

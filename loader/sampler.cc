@@ -35,13 +35,35 @@ __extension__ using Uint128 = unsigned __int128;
 // Fisher-Yates from the back: position i takes a uniform draw of [0, i]. The
 // draw is the high half of a 64-bit random times (i + 1) (Lemire's multiply
 // without the rejection step: its bias is below (i + 1) / 2^64, under 2^-41 here).
+//
+// A draw does not depend on the table, only on the stream and i, so the draws
+// are made kAhead swaps early and the line each will swap with is prefetched:
+// above the caches (a 4 MiB table at 2^20 samples) each swap was a miss, and
+// the table was a quarter of the tiny epoch's time. Same draws, same order.
 std::vector<uint32_t> ShuffledTable(int64_t n, uint64_t state) {
   std::vector<uint32_t> order(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = static_cast<uint32_t>(i);
-  for (int64_t i = n - 1; i > 0; --i) {
+  uint32_t* const o = order.data();
+  for (int64_t i = 0; i < n; ++i) o[i] = static_cast<uint32_t>(i);
+  const auto draw = [&state](int64_t i) {
     const uint64_t r = SplitMix64(state);
-    const auto j = static_cast<size_t>((static_cast<Uint128>(r) * static_cast<uint64_t>(i + 1)) >> 64);
-    std::swap(order[static_cast<size_t>(i)], order[j]);
+    return static_cast<size_t>((static_cast<Uint128>(r) * static_cast<uint64_t>(i + 1)) >> 64);
+  };
+  constexpr uint64_t kAhead = 16;  // a power of two
+  size_t ahead[kAhead];           // ahead[c % kAhead]: the draw of swap c (position n - 1 - c)
+  int64_t next = n - 1;           // the position of the next draw to make
+  for (uint64_t c = 0; c < kAhead && next > 0; ++c) {
+    ahead[c] = draw(next--);
+    __builtin_prefetch(o + ahead[c], 1);
+  }
+  uint64_t c = 0;
+  for (int64_t i = n - 1; i > 0; --i, ++c) {
+    size_t& slot = ahead[c & (kAhead - 1)];
+    const size_t j = slot;
+    if (next > 0) {
+      slot = draw(next--);
+      __builtin_prefetch(o + slot, 1);
+    }
+    std::swap(o[i], o[j]);
   }
   return order;
 }
