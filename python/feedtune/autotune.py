@@ -37,9 +37,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 import warnings
 
+from . import preflight
 from .measure import batch_bytes, batch_len, percentile
+from .session import UserParts
 
 # The knobs a trial sets, and the user's DataLoader arguments kept for every trial.
 _KNOBS = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
@@ -148,7 +151,7 @@ _REMOTE = _Remote()
 class _Controller:
     """The feedtune child: `feedtune sweep --serve-fd`, its socket, its output files."""
 
-    def __init__(self, binary, config_yaml, results, label):
+    def __init__(self, binary, config_yaml, results, label, preflight):
         self.dir = tempfile.mkdtemp(prefix="feedtune-autotune-")
         config_path = os.path.join(self.dir, "autotune.yaml")
         with open(config_path, "w") as f:
@@ -156,7 +159,11 @@ class _Controller:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.out = open(os.path.join(self.dir, "events.jsonl"), "w+")
         self.err = open(os.path.join(self.dir, "progress.txt"), "w+")
-        command = [binary, "sweep", config_path, "--db", results, "--json", "--serve-fd", str(theirs.fileno())]
+        # The job says its own preflight (its Python, torch and start method):
+        # the sweep cannot start the job's argv to ask, and with it the
+        # multiprocessing_context phase runs as in a sweep.
+        command = [binary, "sweep", config_path, "--db", results, "--json", "--serve-fd", str(theirs.fileno()),
+                   "--serve-preflight", json.dumps({"preflight": preflight})]
         if os.path.isfile(results):
             # An earlier tuning of this config on this host (or its class)
             # seeds the search: it starts at that answer and confirms it
@@ -616,10 +623,35 @@ class AutotunedLoader:
             return False
         return True
 
+    def _preflight(self):
+        """The job's preflight object (python/feedtune/preflight.py), with the
+        pickle check the sweep would ask of this config (PickleCheckFor in
+        tuner/measure/python_preflight.cc): always when the user's start method
+        pickles, else when the interpreter's default is not fork."""
+        user = self._user
+        method = self._start_method()
+        check = preflight.CHECK_ALWAYS if method in ("forkserver", "spawn") else preflight.CHECK_UNLESS_FORK
+        names = {"collate_fn": "the DataLoader's collate_fn", "worker_init_fn": "the DataLoader's worker_init_fn"}
+        parts = UserParts(collate_fn=user.collate_fn, worker_init_fn=user.worker_init_fn, names=names)
+        setup = types.SimpleNamespace(dataset=user.dataset, parts=parts, torch=self._torch)
+        return preflight.preflight_report(setup, check)
+
+    def _start_method(self):
+        """The user's multiprocessing_context by name, or None (the interpreter's default)."""
+        context = self._own["multiprocessing_context"]
+        if context is None or isinstance(context, str):
+            return context
+        return context.get_start_method()
+
     def _start_controller(self, budget, seconds):
         """Writes the config and starts `feedtune sweep --serve-fd`; returns why it could not, or None."""
         user = self._user
         knobs = self._own
+        report = self._preflight()
+        if report["pickle_error"]:
+            # Every trial with workers would fail as it starts them.
+            return "the trials' workers cannot be started: " + report["pickle_error"]
+        method = self._start_method()
         lines = [
             "# written by feedtune.autotune for one run inside the job; not a config to sweep by hand",
             "name: %s" % _yaml_str(self._config),
@@ -635,6 +667,7 @@ class AutotunedLoader:
             "  pin_memory: %s" % ("true" if knobs["pin_memory"] else "false"),
             "  prefetch_factor: %d" % knobs["prefetch_factor"],
             "  persistent_workers: %s" % ("true" if knobs["persistent_workers"] else "false"),
+        ] + (["  multiprocessing_context: %s" % method] if method else []) + [
             "device:",
             "  backend: host-sim",  # the job owns the GPU; the controller needs none
             "sweep:",
@@ -649,7 +682,7 @@ class AutotunedLoader:
             "  copy_phases: %s" % ("true" if self._torch.cuda.is_available() else "false"),
         ]
         try:
-            self._controller = _Controller(self._binary, "\n".join(lines) + "\n", self._results, self._label)
+            self._controller = _Controller(self._binary, "\n".join(lines) + "\n", self._results, self._label, report)
         except OSError as e:
             self._controller = None
             return "cannot start %s (%s)" % (self._binary, e)
@@ -666,7 +699,9 @@ class AutotunedLoader:
         if "fallback" in answer:
             self._fall_back(answer["fallback"])
             return
-        knobs = dict(answer["knobs"], multiprocessing_context=self._own["multiprocessing_context"])
+        knobs = dict(answer["knobs"])
+        if knobs.get("multiprocessing_context") is None:  # the phase kept the job's own
+            knobs["multiprocessing_context"] = self._own["multiprocessing_context"]
         self._settings, self._non_blocking, self.decision = knobs, answer["non_blocking"], answer["decision"]
         if self._verbose and (self._ranks is None or self._ranks.leader):
             sys.stderr.write(self.decision + "\n")
@@ -686,10 +721,12 @@ class AutotunedLoader:
         spent = time.monotonic() - self._tuning_started
         speedup = done.get("speedup")
         knobs = {k: best[k] for k in _KNOBS}
+        knobs["multiprocessing_context"] = best.get("multiprocessing_context")  # None: the job's own
         if speedup is not None and speedup < 1.0:
             # The final check measured the best against the job's own setting in
             # pairs: where it came out slower, the job keeps its own.
             knobs, non_blocking = {k: self._own[k] for k in _KNOBS}, False
+            knobs["multiprocessing_context"] = None
             verdict = "kept your own setting: the best found ran x%.2f of it in the final check" % speedup
         else:
             non_blocking = bool(best["non_blocking"])
@@ -711,10 +748,12 @@ class AutotunedLoader:
             if phase.get("phase") in ("seed_check", "time_budget"):
                 budget_note += "; " + phase.get("why", "")
         ranks = " across %d ranks (each window the slowest rank's)" % self._ranks.size if self._ranks else ""
-        decision = ("feedtune.autotune: num_workers=%d pin_memory=%s prefetch_factor=%s persistent_workers=%s "
+        method = knobs["multiprocessing_context"]
+        decision = ("feedtune.autotune: num_workers=%d pin_memory=%s prefetch_factor=%s persistent_workers=%s%s "
                     "non_blocking=%s: %s; %d trials in %.1f s%s (run %s in %s)%s"
                     % (knobs["num_workers"], knobs["pin_memory"], knobs["prefetch_factor"],
-                       knobs["persistent_workers"], non_blocking, verdict, done.get("trials", 0), spent, ranks,
+                       knobs["persistent_workers"], " multiprocessing_context=" + method if method else "",
+                       non_blocking, verdict, done.get("trials", 0), spent, ranks,
                        done.get("run_id"), self._results, budget_note))
         return {"knobs": knobs, "non_blocking": non_blocking, "decision": decision}
 

@@ -139,7 +139,11 @@ job (docs/python.md): the job started feedtune and answers each trial's
 request on the socket FD (the serve protocol, docs/command-protocol.md), with
 its own batches and its own step. The config is a command workload with
 protocol serve; no command is started, and the final check measures the best
-against the config's own loader setting.
+against the config's own loader setting. With --serve-preflight LINE, the
+job's preflight object (docs/command-protocol.md: its Python, torch and
+default start method, and whether its Dataset pickles) stands for the
+preflight that cannot run, so the multiprocessing_context phase runs as in a
+sweep.
 
 --trace DIR measures the baseline and the best setting once more at the end,
 with a timeline of each (Chrome trace JSON, docs/trace.md) in DIR/baseline.json
@@ -173,6 +177,7 @@ struct SweepArgs {
   std::string config_path, db_path, label, seed_from;
   int64_t resume_id = 0;
   int serve_fd = -1;  // --serve-fd: the process that started feedtune serves the trials (feedtune.autotune)
+  std::string serve_preflight;  // --serve-preflight: that process's preflight line (python_preflight.h)
   bool resuming = false;
   bool json = false;
   bool quiet = false;
@@ -225,7 +230,9 @@ std::optional<SweepArgs> ParseSweepArgs(const Args& args, int* code) {
       "start from the stored run of the nearest machine in FILE (a fleet's results file): its knee and best setting")(
       "serve-fd", po::value(&a.serve_fd),
       "the process that started feedtune serves each trial on socket FD (a command workload with protocol serve; "
-      "feedtune.autotune passes it, docs/python.md)");
+      "feedtune.autotune passes it, docs/python.md)")(
+      "serve-preflight", po::value(&a.serve_preflight),
+      "with --serve-fd: the serving job's preflight object (its Python, torch, start method and pickle check)");
   po::positional_options_description positional;
   positional.add("config", 1);
   const auto vm = Parse(args, options, positional, kSweepUsage, code);
@@ -244,6 +251,13 @@ std::optional<SweepArgs> ParseSweepArgs(const Args& args, int* code) {
   if (vm->count("serve-fd") > 0 && (a.serve_fd < 0 || a.resuming)) {
     throw SweepStop{kExitUsage, a.resuming ? "--serve-fd measures a new run; it does not resume one"
                                            : "--serve-fd takes an open socket's descriptor, a number >= 0"};
+  }
+  if (vm->count("serve-preflight") > 0) {
+    if (a.serve_fd < 0) throw SweepStop{kExitUsage, "--serve-preflight goes with --serve-fd (the job that serves)"};
+    if (!tuner::PreflightFromText(a.serve_preflight).answered) {
+      throw SweepStop{kExitUsage, "--serve-preflight: not a preflight object (docs/command-protocol.md): " +
+                                      a.serve_preflight};
+    }
   }
   if (a.resuming && !a.seed_from.empty()) {
     throw SweepStop{kExitUsage, "--resume re-seeds from the seed stored with the run; drop --seed-from"};
@@ -303,16 +317,21 @@ void LoadConfigOrRun(const SweepArgs& a, SweepSession& s) {
 // stored with it, so its phases decide as before.
 void PythonPreflight(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progress& progress, SweepSession& s) {
   // Attached, the job that serves is already running, and starting its argv
-  // again would start a second job.
-  if (!tuner::IsPythonCommand(s.config) || a.serve_fd >= 0) return;
+  // again would start a second job: it may say its preflight itself.
+  if (!tuner::IsPythonCommand(s.config) || (a.serve_fd >= 0 && a.serve_preflight.empty())) return;
   if (a.resuming && !s.run.python.empty()) {
     s.python.emplace();
     s.python->answered = true;
     s.python->facts = s.run.python;
     return;
   }
-  progress.Note("feedtune: preflight: the command starts once to say its Python, torch and start method");
-  tuner::PythonPreflight preflight = tuner::RunPythonPreflight(s.config, &stop);  // throws Interrupted
+  tuner::PythonPreflight preflight;
+  if (a.serve_fd >= 0) {
+    preflight = tuner::PreflightFromText(a.serve_preflight);  // checked by ParseSweepArgs
+  } else {
+    progress.Note("feedtune: preflight: the command starts once to say its Python, torch and start method");
+    preflight = tuner::RunPythonPreflight(s.config, &stop);  // throws Interrupted
+  }
   if (!preflight.pickle_error.empty()) {
     throw SweepStop{kExitUsage, s.config.source + ": the workers cannot be started by forkserver or spawn, which "
                                     "this sweep would use (loader.multiprocessing_context, sweep.start_methods, or "

@@ -33,6 +33,19 @@ std::string Text(const nlohmann::json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// What the preflight object says.
+PythonPreflight FromLine(const nlohmann::json& line) {
+  PythonPreflight result;
+  result.answered = true;
+  result.facts.python_version = Text(line, "python_version");
+  result.facts.torch_version = Text(line, "torch_version");
+  result.facts.default_start_method = Text(line, "default_start_method");
+  const auto checked = line.find("pickle_checked");
+  result.pickle_checked = checked != line.end() && checked->is_boolean() && checked->get<bool>();
+  result.pickle_error = Text(line, "pickle_error");
+  return result;
+}
+
 }  // namespace
 
 bool IsPythonCommand(const SweepConfig& config) {
@@ -83,14 +96,14 @@ PythonPreflight RunPythonPreflight(const SweepConfig& config, const std::atomic<
                   "the probe and feedtune.serve answer FEEDTUNE_PROTOCOL=preflight (docs/command-protocol.md)";
     return result;
   }
-  result.answered = true;
-  result.facts.python_version = Text(line, "python_version");
-  result.facts.torch_version = Text(line, "torch_version");
-  result.facts.default_start_method = Text(line, "default_start_method");
-  const auto checked = line.find("pickle_checked");
-  result.pickle_checked = checked != line.end() && checked->is_boolean() && checked->get<bool>();
-  result.pickle_error = Text(line, "pickle_error");
-  return result;
+  return FromLine(line);
+}
+
+PythonPreflight PreflightFromText(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("preflight")) j = j["preflight"];
+  if (!j.is_object() || Text(j, "default_start_method").empty()) return {};
+  return FromLine(j);
 }
 
 }  // namespace feedtune::tuner

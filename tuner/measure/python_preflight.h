@@ -58,6 +58,13 @@ std::string PickleCheckFor(const SweepConfig& config);
 // Runs the preflight. Throws Interrupted.
 PythonPreflight RunPythonPreflight(const SweepConfig& config, const std::atomic<bool>* stop);
 
+// A preflight line's object (`{"preflight": {...}}` or the inner object)
+// read as RunPythonPreflight reads it; answered is false when `text` is not
+// one. For a job that serves attached (`sweep --serve-fd` with
+// --serve-preflight): it says its own preflight, since starting its argv
+// would start a second job.
+PythonPreflight PreflightFromText(const std::string& text);
+
 // The method StartMethod::kDefault stands for, from the facts (kDefault when unknown).
 loader::StartMethod DefaultStartMethod(const results::PythonFacts& facts);
 
