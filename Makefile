@@ -82,9 +82,12 @@ in-job-bench: build
 	FEEDTUNE_BIN=$(BUILD)/tuner/cli/feedtune bench/in_job
 
 # Native trials with and without this box's torch costs (feedtune calibrate)
-# against torch's DataLoader, 0 to 32 workers: each curve's peak and what
-# torch loses at the native peaks (about 6 minutes on 2 CPUs; alone).
+# against torch's DataLoader, 0 to 32 workers, on four profiles (tiny, 1 ms
+# CPU, a 10 ms wait, a JPEG folder through PIL + torchvision, installed by
+# setup-deps --bench): each curve's peak and what torch loses at the native
+# peaks (about 12 minutes on 2 CPUs; alone).
 native-vs-torch: build
+	@scripts/setup-deps --bench
 	bench/native_vs_torch --feedtune $(BUILD)/tuner/cli/feedtune
 
 # configs/torch-probe.yaml swept with protocol run and serve side by side;

@@ -64,6 +64,7 @@ from torchvision import transforms
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare_torch import DEVICES, loader_rate, peak  # noqa: E402  (the bare-loader device, the timed loop, the knee)
+from jpeg_folder import RESIZE, JpegFolder, jpeg_files  # noqa: E402  (the torch side of a JPEG folder)
 
 # More workers than CPUs is part of the curve on a small box: torch's warning about it is noise here.
 warnings.filterwarnings("ignore", message="This DataLoader will create")
@@ -74,7 +75,6 @@ SAMPLE_BYTES = {"npy": 150528, "hdf5": 150528, "lmdb": 110000, "tfrecord": 11000
 # image; a ~110 KB record
 SHARDS = 8           # tfrecord and tar files
 SHUFFLE_BUFFER = 100  # tar: samples per worker, both stacks
-RESIZE = 224
 
 
 # ---- The Python stack: one Dataset per format, each opened lazily in the
@@ -122,22 +122,6 @@ class LmdbValues(Dataset):
             self.env = lmdb.open(self.path, readonly=True, lock=False, readahead=False, meminit=False)
         with self.env.begin(buffers=True) as txn:
             return torch.from_numpy(np.frombuffer(txn.get(b"%09d" % i), dtype=np.uint8).copy())
-
-
-class JpegFolder(Dataset):
-    """What an ImageFolder with RandomResizedCrop(224) and a uint8 output reads."""
-
-    def __init__(self, files):
-        self.files = files
-        self.crop = transforms.RandomResizedCrop(RESIZE)  # bilinear, as feedtune's
-
-    def __len__(self):
-        return len(self.files)
-
-    def __getitem__(self, i):
-        with Image.open(self.files[i]) as im:
-            img = self.crop(im.convert("RGB"))
-        return torch.from_numpy(np.array(img))
 
 
 class TfRecordRecords(Dataset):
@@ -214,13 +198,6 @@ class TarShards(torch.utils.data.IterableDataset):
 def pad_collate(samples):
     """Stacks samples of unequal length, each padded to the longest (feedtune's slot stride)."""
     return torch.nn.utils.rnn.pad_sequence(samples, batch_first=True)
-
-
-def jpeg_files(root):
-    """The files feedtune's decode: jpeg reads, in its order (path order)."""
-    found = [p for p in glob.glob(os.path.join(root, "**", "*"), recursive=True)
-             if p.lower().endswith((".jpg", ".jpeg", ".jpe"))]
-    return sorted(found)
 
 
 def torch_dataset(fmt, path, samples):
