@@ -623,13 +623,13 @@ class AutotunedLoader:
             return False
         return True
 
-    def _preflight(self):
+    def _preflight(self, method):
         """The job's preflight object (python/feedtune/preflight.py), with the
         pickle check the sweep would ask of this config (PickleCheckFor in
         tuner/measure/python_preflight.cc): always when the user's start method
-        pickles, else when the interpreter's default is not fork."""
+        (`method`, None: the default) pickles, else when the interpreter's
+        default is not fork."""
         user = self._user
-        method = self._start_method()
         check = preflight.CHECK_ALWAYS if method in ("forkserver", "spawn") else preflight.CHECK_UNLESS_FORK
         names = {"collate_fn": "the DataLoader's collate_fn", "worker_init_fn": "the DataLoader's worker_init_fn"}
         parts = UserParts(collate_fn=user.collate_fn, worker_init_fn=user.worker_init_fn, names=names)
@@ -647,11 +647,11 @@ class AutotunedLoader:
         """Writes the config and starts `feedtune sweep --serve-fd`; returns why it could not, or None."""
         user = self._user
         knobs = self._own
-        report = self._preflight()
+        method = self._start_method()
+        report = self._preflight(method)
         if report["pickle_error"]:
             # Every trial with workers would fail as it starts them.
             return "the trials' workers cannot be started: " + report["pickle_error"]
-        method = self._start_method()
         lines = [
             "# written by feedtune.autotune for one run inside the job; not a config to sweep by hand",
             "name: %s" % _yaml_str(self._config),

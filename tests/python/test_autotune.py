@@ -218,8 +218,8 @@ class AutotuneOrder(unittest.TestCase):
 
     def test_the_jobs_start_method_reaches_the_search(self):
         # A job whose workers start by forkserver (its default here): the job
-        # says so in its own preflight, the run stores it, and every trial
-        # starts its workers that way, the order kept.
+        # says so in its own preflight, the run stores it, and the order holds
+        # with the trials' workers started by forkserver.
         import multiprocessing
         import platform
         import sqlite3

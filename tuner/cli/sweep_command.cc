@@ -177,7 +177,8 @@ struct SweepArgs {
   std::string config_path, db_path, label, seed_from;
   int64_t resume_id = 0;
   int serve_fd = -1;  // --serve-fd: the process that started feedtune serves the trials (feedtune.autotune)
-  std::string serve_preflight;  // --serve-preflight: that process's preflight line (python_preflight.h)
+  // --serve-preflight: that process's own preflight (python_preflight.h), read once here.
+  std::optional<tuner::PythonPreflight> serve_preflight;
   bool resuming = false;
   bool json = false;
   bool quiet = false;
@@ -215,7 +216,7 @@ struct SweepSession {
 std::optional<SweepArgs> ParseSweepArgs(const Args& args, int* code) {
   po::options_description options("Options");
   SweepArgs a;
-  std::string trace_dir;
+  std::string trace_dir, serve_preflight;
   double trace_seconds = 1.0;
   options.add_options()("help,h", "this help")("config", po::value(&a.config_path), "the sweep config (YAML)")(
       "db", po::value(&a.db_path)->default_value(kDefaultDb), "results file (SQLite)")(
@@ -231,7 +232,7 @@ std::optional<SweepArgs> ParseSweepArgs(const Args& args, int* code) {
       "serve-fd", po::value(&a.serve_fd),
       "the process that started feedtune serves each trial on socket FD (a command workload with protocol serve; "
       "feedtune.autotune passes it, docs/python.md)")(
-      "serve-preflight", po::value(&a.serve_preflight),
+      "serve-preflight", po::value(&serve_preflight),
       "with --serve-fd: the serving job's preflight object (its Python, torch, start method and pickle check)");
   po::positional_options_description positional;
   positional.add("config", 1);
@@ -254,9 +255,10 @@ std::optional<SweepArgs> ParseSweepArgs(const Args& args, int* code) {
   }
   if (vm->count("serve-preflight") > 0) {
     if (a.serve_fd < 0) throw SweepStop{kExitUsage, "--serve-preflight goes with --serve-fd (the job that serves)"};
-    if (!tuner::PreflightFromText(a.serve_preflight).answered) {
+    a.serve_preflight = tuner::PreflightFromText(serve_preflight);
+    if (!a.serve_preflight->answered) {
       throw SweepStop{kExitUsage, "--serve-preflight: not a preflight object (docs/command-protocol.md): " +
-                                      a.serve_preflight};
+                                      serve_preflight};
     }
   }
   if (a.resuming && !a.seed_from.empty()) {
@@ -318,7 +320,7 @@ void LoadConfigOrRun(const SweepArgs& a, SweepSession& s) {
 void PythonPreflight(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progress& progress, SweepSession& s) {
   // Attached, the job that serves is already running, and starting its argv
   // again would start a second job: it may say its preflight itself.
-  if (!tuner::IsPythonCommand(s.config) || (a.serve_fd >= 0 && a.serve_preflight.empty())) return;
+  if (!tuner::IsPythonCommand(s.config) || (a.serve_fd >= 0 && !a.serve_preflight)) return;
   if (a.resuming && !s.run.python.empty()) {
     s.python.emplace();
     s.python->answered = true;
@@ -326,8 +328,8 @@ void PythonPreflight(const SweepArgs& a, const std::atomic<bool>& stop, tuner::P
     return;
   }
   tuner::PythonPreflight preflight;
-  if (a.serve_fd >= 0) {
-    preflight = tuner::PreflightFromText(a.serve_preflight);  // checked by ParseSweepArgs
+  if (a.serve_preflight) {
+    preflight = *a.serve_preflight;
   } else {
     progress.Note("feedtune: preflight: the command starts once to say its Python, torch and start method");
     preflight = tuner::RunPythonPreflight(s.config, &stop);  // throws Interrupted
