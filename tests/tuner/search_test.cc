@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <functional>
-#include <map>
 #include <set>
 
 #include "tuner/search/budget.h"
@@ -42,11 +41,12 @@ class ScriptedMeasurer final : public TrialMeasurer {
     t.ci_high = v * (1.0 + spread);
     t.repeats = plan.repeats > 0 ? plan.repeats : 3;
     t.epoch_boundary_ms = plan.window_epochs > 0 ? (knobs.persistent_workers ? 5.0 : 100.0) : NAN;
-    t.time_to_first_batch_s = knobs.num_workers > 0 ? first_batch_s : 0.0;
+    t.time_to_first_batch_s = knobs.num_workers > 0 ? (first_batch ? first_batch(knobs) : first_batch_s) : 0.0;
     return t;
   }
   std::vector<TrialPlan> plans;
   double first_batch_s = 0;  // each worker trial's time to its first batch
+  std::function<double(const loader::Knobs&)> first_batch;  // set: the time to first batch by knobs
   // The 95% interval's half width as a share of the median (default 1%).
   std::function<double(const loader::Knobs&)> ci_spread;
 
@@ -315,6 +315,59 @@ TEST(Search, UnderATimeBudgetAnExpensiveRestartPutsPersistentWorkersFirst) {
   const auto at_c = [&c](const std::string& s) { return std::find(c.seen.begin(), c.seen.end(), s) - c.seen.begin(); };
   EXPECT_LT(at_c("prefetch_factor 4"), at_c("persistent_workers 4"));
   EXPECT_EQ(Phase(c, "persistent_workers")->why.find("before prefetch_factor"), std::string::npos);
+}
+
+// A short-epoch job tuned in time windows (the in-job wait profile: 2048
+// samples, 10 ms of waiting each): more workers hide the waits a little
+// better in the windows, but each restart grows with the workers, and a job
+// without persistent workers pays it at every epoch. Under a time budget the
+// counts are judged per epoch, restart charged, and the knee is 8 rather than
+// the windows' 10; the persistent_workers phase then measures one trial, as
+// the knee's figure holds its restart already. Without a budget the windows
+// decide, and the persistent phase measures its own reference.
+TEST(Search, UnderATimeBudgetWorkerCountsPayTheirRestartOncePerEpoch) {
+  const auto windows = [](const loader::Knobs& k, const TrialPlan& plan, int) {
+    const double v = k.num_workers == 0 ? 90.0 : std::min(735.0, 86.0 * k.num_workers);
+    return plan.window_epochs > 0 && k.persistent_workers ? 0.97 * v : v;
+  };
+  const auto restart = [](const loader::Knobs& k) { return 0.15 + 0.04 * k.num_workers; };
+  SweepOptions options;
+  options.copy_phases = false;
+  options.prefetch_factors = {2};
+  SearchSetup setup;
+  setup.samples_per_epoch = 2048;
+  setup.usable_cpus = 2;
+
+  ScriptedMeasurer windowed(windows);
+  windowed.first_batch = restart;
+  const SearchRun plain = RunOn(windowed, options, setup);
+  EXPECT_EQ(plain.outcome.knee_workers, 10);  // 16, then refined to 12 and 10: all at 735 in the windows
+  EXPECT_EQ(std::count(plain.seen.begin(), plain.seen.end(), "persistent_workers 10"), 2);
+
+  options.time_budget_s = 1000;  // never reached: how the counts are judged is under test
+  ScriptedMeasurer budgeted(windows);
+  budgeted.first_batch = restart;
+  const SearchRun r = RunOn(budgeted, options, setup);
+  EXPECT_EQ(r.outcome.knee_workers, 8);
+  const TrialRecord* eight = nullptr;
+  for (const TrialRecord& t : r.outcome.trials) {
+    if (t.phase == "num_workers" && t.knobs.num_workers == 8) eight = &t;
+  }
+  ASSERT_NE(eight, nullptr);
+  // 2048 / (2048 / 688 + 0.47): 594.2 samples/s per epoch.
+  EXPECT_NEAR(eight->samples_per_s, 594.2, 0.1);
+  EXPECT_NE(eight->decision.find("594.2 samples/s per epoch: 688.0 in its windows, its restart (470 ms to the first "
+                                 "batch) charged once per epoch of 2048 samples"),
+            std::string::npos)
+      << eight->decision;
+  EXPECT_EQ(std::count(r.seen.begin(), r.seen.end(), "persistent_workers 8"), 1);
+  const PhaseDecision* persistent = Phase(r, "persistent_workers");
+  ASSERT_NE(persistent, nullptr);
+  EXPECT_TRUE(persistent->kept) << persistent->why;
+  EXPECT_NE(persistent->why.find("epoch boundary 470 ms (the restart charged to the current setting's figure)"),
+            std::string::npos)
+      << persistent->why;
+  EXPECT_TRUE(Best(r).knobs.persistent_workers);
 }
 
 // sweep.copy_phases false (a job that trains on the CPU): neither
