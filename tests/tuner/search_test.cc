@@ -322,9 +322,9 @@ TEST(Search, UnderATimeBudgetAnExpensiveRestartPutsPersistentWorkersFirst) {
 // better in the windows, but each restart grows with the workers, and a job
 // without persistent workers pays it at every epoch. Under a time budget the
 // counts are judged per epoch, restart charged, and the knee is 8 rather than
-// the windows' 10; the persistent_workers phase then measures one trial, as
-// the knee's figure holds its restart already. Without a budget the windows
-// decide, and the persistent phase measures its own reference.
+// the windows' 10. When the budget left cannot hold the persistent_workers
+// pair, the phase measures one trial, as the knee's figure holds its restart
+// already. Without a budget the windows decide.
 TEST(Search, UnderATimeBudgetWorkerCountsPayTheirRestartOncePerEpoch) {
   const auto windows = [](const loader::Knobs& k, const TrialPlan& plan, int) {
     const double v = k.num_workers == 0 ? 90.0 : std::min(735.0, 86.0 * k.num_workers);
@@ -344,7 +344,10 @@ TEST(Search, UnderATimeBudgetWorkerCountsPayTheirRestartOncePerEpoch) {
   EXPECT_EQ(plain.outcome.knee_workers, 10);  // 16, then refined to 12 and 10: all at 735 in the windows
   EXPECT_EQ(std::count(plain.seen.begin(), plain.seen.end(), "persistent_workers 10"), 2);
 
-  options.time_budget_s = 1000;  // never reached: how the counts are judged is under test
+  // 20 s of a 30 s budget gone at every trial: none is cut, and the
+  // persistent pair (two trials of 2 epochs of about 3.4 s) does not fit.
+  options.time_budget_s = 30;
+  setup.elapsed_s = [] { return 20.0; };
   ScriptedMeasurer budgeted(windows);
   budgeted.first_batch = restart;
   const SearchRun r = RunOn(budgeted, options, setup);
@@ -368,6 +371,15 @@ TEST(Search, UnderATimeBudgetWorkerCountsPayTheirRestartOncePerEpoch) {
             std::string::npos)
       << persistent->why;
   EXPECT_TRUE(Best(r).knobs.persistent_workers);
+
+  // With the budget's time for both, the reference is measured just before
+  // (the machine's speed may drift); the counts are still judged per epoch.
+  setup.elapsed_s = [] { return 0.0; };
+  ScriptedMeasurer roomy(windows);
+  roomy.first_batch = restart;
+  const SearchRun both = RunOn(roomy, options, setup);
+  EXPECT_EQ(both.outcome.knee_workers, 8);
+  EXPECT_EQ(std::count(both.seen.begin(), both.seen.end(), "persistent_workers 8"), 2);
 }
 
 // sweep.copy_phases false (a job that trains on the CPU): neither

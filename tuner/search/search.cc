@@ -854,10 +854,9 @@ class Search {
   int PersistentWindowEpochs(std::string* why, int windows = 0) {
     const int n = windows > 0 ? windows : repeats();
     const int epochs = std::max(1, (2 + n - 1) / n);
-    const int64_t samples_per_epoch = SamplesPerEpoch();
-    if (samples_per_epoch > 0 && current().samples_per_s > 0) {
-      const double epoch_s = static_cast<double>(samples_per_epoch) / current().samples_per_s;
-      const double trial_s = epoch_s * (n * epochs + 1);
+    if (const auto estimate = WholeEpochTrialS(n * epochs)) {
+      const double trial_s = *estimate;
+      const double epoch_s = trial_s / (n * epochs + 1);
       const double limit_s = std::max(30.0, 5.0 * repeats() * options_.measure_seconds);
       if (trial_s > limit_s) {
         *why = "not tried: an epoch takes about " + Format("%.0f s", epoch_s) + " here, so measuring " +
@@ -867,6 +866,14 @@ class Search {
       }
     }
     return epochs;
+  }
+
+  // About how long a trial of `epochs` whole epochs at the current rate
+  // takes, with the epoch it starts in; nullopt when the epoch is unknown.
+  std::optional<double> WholeEpochTrialS(int epochs) {
+    const int64_t samples_per_epoch = SamplesPerEpoch();
+    if (samples_per_epoch <= 0 || !(current().samples_per_s > 0)) return std::nullopt;
+    return static_cast<double>(samples_per_epoch) / current().samples_per_s * (epochs + 1);
   }
 
   // How a trial compared with the current setting is measured: over whole
@@ -948,9 +955,13 @@ class Search {
     persistent_plan_ = plan;
     persistent_done_ = 0;
     // With its restart charged per epoch (ChargeRestart), the current
-    // setting's figure is a whole epoch's already: it is the reference, and
-    // the phase saves the budget one trial of whole epochs.
-    const bool charged = charged_.count(current_index_) > 0;
+    // setting's figure is a whole epoch's already. It stands in for the
+    // reference when the budget left cannot hold both trials; else the
+    // reference is measured just before, the better one where the machine's
+    // speed drifts.
+    const auto trial_s = WholeEpochTrialS((plan.repeats > 0 ? plan.repeats : repeats()) * plan.window_epochs);
+    const bool charged = charged_.count(current_index_) > 0 && trial_s &&
+                         ElapsedS() + 2 * *trial_s > options_.time_budget_s;
     const size_t off = charged ? current_index_ : Measure("persistent_workers", current_, plan);
     ++persistent_done_;
     if (!charged) {
