@@ -319,18 +319,25 @@ class Search {
       return;
     }
     const double epoch_samples = static_cast<double>(samples_per_epoch);
-    const auto per_epoch = [&](double rate) {
-      return rate > 0 ? epoch_samples / (epoch_samples / rate + t.time_to_first_batch_s) : rate;
-    };
-    const double windows = t.samples_per_s;
-    const double factor = per_epoch(windows) / windows;
-    t.samples_per_s = per_epoch(windows);
-    t.ci_low = per_epoch(t.ci_low);
-    t.ci_high = per_epoch(t.ci_high);
-    t.mb_per_s *= factor;
+    const double restart_s = t.time_to_first_batch_s;
+    double windows = t.samples_per_s;
+    if (t.id != 0) {
+      // Replayed (a resumed run's stored trial): charged when it was measured.
+      const double epoch_s = epoch_samples / t.samples_per_s - restart_s;
+      if (!(epoch_s > 0)) return;
+      windows = epoch_samples / epoch_s;
+    } else {
+      const auto per_epoch = [&](double rate) {
+        return rate > 0 ? epoch_samples / (epoch_samples / rate + restart_s) : rate;
+      };
+      t.samples_per_s = per_epoch(windows);
+      t.ci_low = per_epoch(t.ci_low);
+      t.ci_high = per_epoch(t.ci_high);
+      t.mb_per_s *= t.samples_per_s / windows;
+    }
     charged_[index] = Format("%.1f samples/s per epoch: %.1f in its windows, its restart (%.0f ms to the first batch) "
                              "charged once per epoch of %lld samples, as a job without persistent workers pays it",
-                             t.samples_per_s, windows, t.time_to_first_batch_s * 1e3,
+                             t.samples_per_s, windows, restart_s * 1e3,
                              static_cast<long long>(samples_per_epoch));
   }
 
@@ -854,9 +861,10 @@ class Search {
   int PersistentWindowEpochs(std::string* why, int windows = 0) {
     const int n = windows > 0 ? windows : repeats();
     const int epochs = std::max(1, (2 + n - 1) / n);
-    if (const auto estimate = WholeEpochTrialS(n * epochs)) {
-      const double trial_s = *estimate;
-      const double epoch_s = trial_s / (n * epochs + 1);
+    const int64_t samples_per_epoch = SamplesPerEpoch();
+    if (samples_per_epoch > 0 && current().samples_per_s > 0) {
+      const double epoch_s = static_cast<double>(samples_per_epoch) / current().samples_per_s;
+      const double trial_s = epoch_s * (n * epochs + 1);
       const double limit_s = std::max(30.0, 5.0 * repeats() * options_.measure_seconds);
       if (trial_s > limit_s) {
         *why = "not tried: an epoch takes about " + Format("%.0f s", epoch_s) + " here, so measuring " +
@@ -866,14 +874,6 @@ class Search {
       }
     }
     return epochs;
-  }
-
-  // About how long a trial of `epochs` whole epochs at the current rate
-  // takes, with the epoch it starts in; nullopt when the epoch is unknown.
-  std::optional<double> WholeEpochTrialS(int epochs) {
-    const int64_t samples_per_epoch = SamplesPerEpoch();
-    if (samples_per_epoch <= 0 || !(current().samples_per_s > 0)) return std::nullopt;
-    return static_cast<double>(samples_per_epoch) / current().samples_per_s * (epochs + 1);
   }
 
   // How a trial compared with the current setting is measured: over whole
@@ -955,13 +955,11 @@ class Search {
     persistent_plan_ = plan;
     persistent_done_ = 0;
     // With its restart charged per epoch (ChargeRestart), the current
-    // setting's figure is a whole epoch's already. It stands in for the
-    // reference when the budget left cannot hold both trials; else the
-    // reference is measured just before, the better one where the machine's
-    // speed drifts.
-    const auto trial_s = WholeEpochTrialS((plan.repeats > 0 ? plan.repeats : repeats()) * plan.window_epochs);
-    const bool charged = charged_.count(current_index_) > 0 && trial_s &&
-                         ElapsedS() + 2 * *trial_s > options_.time_budget_s;
+    // setting's figure is a whole epoch's already: it is the reference, and
+    // the phase saves the budget one trial of whole epochs. The choice rests
+    // on the records alone, not on the time left, so a resumed run replays
+    // the same trials (replay.h).
+    const bool charged = charged_.count(current_index_) > 0;
     const size_t off = charged ? current_index_ : Measure("persistent_workers", current_, plan);
     ++persistent_done_;
     if (!charged) {
