@@ -24,6 +24,16 @@ constexpr double kMaxChunkNs = 20'000;
 constexpr double kMinChunkNs = 1'000;
 constexpr size_t kMinChunkBytes = 256;
 
+// What a burn without data of its own works over. Filled at compile time:
+// filled per call, it cost a short burn more than it asked (80 us a call
+// under ThreadSanitizer at -O0, before the clock starts), and a static filled
+// at first use takes a guard that a worker forked mid-fill would wait on.
+constexpr std::array<std::byte, 4096> kScratch = [] {
+  std::array<std::byte, 4096> s{};
+  for (size_t i = 0; i < s.size(); ++i) s[i] = static_cast<std::byte>(i * 131);
+  return s;
+}();
+
 // One pass of the work loop: a multiply-xor checksum over 8-byte words (the
 // tail shorter than a word is left out, as SIMD decoders do with theirs).
 uint64_t Work(const std::byte* p, size_t n, uint64_t acc) {
@@ -85,13 +95,6 @@ int64_t ThreadCpuNs() {
 
 uint64_t BurnCpu(int64_t ns, std::span<const std::byte> data, const CpuCalibration& calibration) {
   if (ns <= 0) return 0;
-  // Filled once: filled per call, it cost a short burn more than it asked
-  // (80 us a call under ThreadSanitizer at -O0, before the clock starts).
-  static const std::array<std::byte, 4096> kScratch = [] {
-    std::array<std::byte, 4096> s{};
-    for (size_t i = 0; i < s.size(); ++i) s[i] = static_cast<std::byte>(i * 131);
-    return s;
-  }();
   if (data.size() < 64) data = kScratch;
   const double bytes_per_ns = calibration.work_bytes_per_s > 0 ? calibration.work_bytes_per_s / 1e9 : 1.0;
   const size_t chunk = std::max(kMinChunkBytes, calibration.chunk_bytes);
