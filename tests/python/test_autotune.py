@@ -419,6 +419,43 @@ class AutotuneRanks(unittest.TestCase):
                 self.assertLess(t["samples_per_s"], 1500, t)
 
 
+class AutotuneVerdict(unittest.TestCase):
+    """What the job runs after the search: the best found, unless the final
+    check put it below the job's own setting beyond the noise."""
+
+    OWN = {"num_workers": 0, "pin_memory": False, "prefetch_factor": 2, "persistent_workers": False}
+    BEST = {"num_workers": 1, "pin_memory": False, "prefetch_factor": 2, "persistent_workers": True,
+            "non_blocking": False}
+
+    def done(self, speedup, interval):
+        return {"best": {"config": dict(self.BEST)}, "speedup": speedup, "speedup_ci": interval,
+                "phases": [{"phase": "final_check", "kept": False, "why": "speedup x%.2f" % speedup}]}
+
+    def test_a_check_below_one_within_the_noise_keeps_the_best(self):
+        from feedtune.autotune import _verdict
+        knobs, non_blocking, words = _verdict(self.done(0.82, [0.61, 1.07]), self.OWN)
+        self.assertEqual(knobs["num_workers"], 1)
+        self.assertTrue(knobs["persistent_workers"])
+        self.assertFalse(non_blocking)
+        self.assertEqual(words, "x0.82 [0.61, 1.07] over your own setting (final check)")
+
+    def test_a_check_below_one_beyond_the_noise_keeps_the_jobs_own(self):
+        from feedtune.autotune import _verdict
+        knobs, non_blocking, words = _verdict(self.done(0.82, [0.75, 0.93]), self.OWN)
+        self.assertEqual({k: knobs[k] for k in self.OWN}, self.OWN)
+        self.assertIsNone(knobs["multiprocessing_context"])
+        self.assertEqual(words, "kept your own setting: the best found ran x0.82 [0.75, 0.93] of it in the final "
+                                "check, slower beyond the noise")
+
+    def test_no_check_when_the_best_is_the_jobs_own(self):
+        from feedtune.autotune import _verdict
+        done = {"best": {"config": dict(self.OWN, non_blocking=False)}, "speedup": 1.0, "speedup_ci": None,
+                "phases": [{"phase": "final_check", "why": "not run: the best setting is the job's own setting"}]}
+        knobs, _, words = _verdict(done, self.OWN)
+        self.assertEqual(knobs["num_workers"], 0)
+        self.assertEqual(words, "your own setting is the best found")
+
+
 class socket_for_port:
     """A free TCP port on localhost (bound, then released for the job to take)."""
 
