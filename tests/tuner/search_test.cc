@@ -398,6 +398,74 @@ TEST(Search, UnderATimeBudgetWorkerCountsPayTheirRestartOncePerEpoch) {
   }
 }
 
+// Under a time budget a knee at 0 workers is checked in interleaved pairs
+// before the workers are dropped: here the machine slows by a fifth after
+// the baseline (a CPU-trained step's speed moving within its process), so
+// the sequential trials put workers that gain x1.15 below the baseline.
+TEST(Search, UnderATimeBudgetAKneeAtZeroWorkersIsCheckedInPairs) {
+  const auto drifting = [](double gain) {
+    return [gain](const loader::Knobs& k, const TrialPlan&, int index) {
+      return (k.num_workers == 0 ? 100.0 : 100.0 * gain) * (index == 0 ? 1.0 : 0.8);
+    };
+  };
+  SweepOptions options;
+  options.copy_phases = false;
+  options.prefetch_factors = {2};
+  SearchSetup setup;
+  setup.usable_cpus = 2;
+
+  // Without a budget the doubling needs two misses and no pairs are measured.
+  ScriptedMeasurer unbudgeted(drifting(1.15));
+  const SearchRun plain = RunOn(unbudgeted, options, setup);
+  EXPECT_EQ(plain.outcome.knee_workers, 0);
+  EXPECT_EQ(std::count(plain.seen.begin(), plain.seen.end(), "num_workers_pairs 1"), 0);
+
+  options.time_budget_s = 1000;  // never reached
+  ScriptedMeasurer m(drifting(1.15));
+  const SearchRun r = RunOn(m, options, setup);
+  EXPECT_EQ(r.outcome.knee_workers, 1);
+  EXPECT_EQ(std::count(r.seen.begin(), r.seen.end(), "num_workers_pairs 0"), 3);
+  EXPECT_EQ(std::count(r.seen.begin(), r.seen.end(), "num_workers_pairs 1"), 3);
+  const PhaseDecision* workers = Phase(r, "num_workers");
+  ASSERT_NE(workers, nullptr);
+  EXPECT_TRUE(workers->kept);
+  EXPECT_NE(workers->why.find("knee at 1 worker (by its pairs with the baseline, below)"), std::string::npos)
+      << workers->why;
+  EXPECT_NE(workers->why.find("the knee at 0 workers was checked in pairs: 1 worker ran x1.15 [1.15, 1.15] over "
+                              "the baseline in 3 interleaved pairs, the baseline outside 5.0% of it (above x1.053): "
+                              "1 worker is the knee"),
+            std::string::npos)
+      << workers->why;
+  EXPECT_EQ(Best(r).knobs.num_workers, 1);
+  // The single windows of the pairs are not the fastest trial.
+  EXPECT_NE(r.outcome.trials[*r.outcome.fastest].phase, "num_workers_pairs");
+
+  // Workers that gain less than knee_tolerance leave the knee at 0.
+  ScriptedMeasurer flat(drifting(1.03));
+  const SearchRun f = RunOn(flat, options, setup);
+  EXPECT_EQ(f.outcome.knee_workers, 0);
+  const PhaseDecision* flat_workers = Phase(f, "num_workers");
+  ASSERT_NE(flat_workers, nullptr);
+  EXPECT_NE(flat_workers->why.find("ran x1.03 [1.03, 1.03] over the baseline in 3 interleaved pairs, not above "
+                                   "x1.053 (the baseline within 5.0% of it): the knee stays at 0 workers"),
+            std::string::npos)
+      << flat_workers->why;
+
+  // A resumed run replays the pairs and takes the same decisions.
+  const size_t n = r.outcome.trials.size();
+  for (size_t at : {size_t{4}, size_t{6}, n - 1}) {
+    SCOPED_TRACE("interrupted at trial " + std::to_string(at));
+    ScriptedMeasurer first(drifting(1.15));
+    InterruptingMeasurer interrupting(first, static_cast<int>(at));
+    std::vector<TrialRecord> stored;
+    EXPECT_THROW(RunOn(interrupting, options, setup, &stored), Interrupted);
+    ScriptedMeasurer rest(drifting(1.15), static_cast<int>(at));
+    ReplayMeasurer replay(stored, rest);
+    const SearchRun resumed = RunOn(replay, options, setup);
+    EXPECT_EQ(Decisions(resumed.outcome), Decisions(r.outcome));
+  }
+}
+
 // sweep.copy_phases false (a job that trains on the CPU): neither
 // pin_memory nor non_blocking is measured, and each phase says why.
 TEST(Search, WithoutCopyPhasesPinMemoryAndNonBlockingAreNotTried) {

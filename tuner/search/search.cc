@@ -427,7 +427,16 @@ class Search {
     }
     std::sort(curve.begin(), curve.end());
     workers_curve_ = curve;
-    const size_t knee = Knee(curve);
+    size_t knee = Knee(curve);
+    std::string paired;
+    if (!budget_spent && curve[knee].first == 0) {
+      try {
+        if (const auto count = PairedKnee(curve, &paired)) knee = *count;
+      } catch (const TimeBudgetSpent&) {
+        budget_spent = true;
+        paired = "the time budget ended its pairs with the baseline before they were measured";
+      }
+    }
     current_.num_workers = curve[knee].first;
     current_index_ = curve[knee].second;
     outcome_.knee_workers = curve[knee].first;
@@ -439,7 +448,7 @@ class Search {
       if (trials()[curve[i].second].samples_per_s > trials()[curve[top].second].samples_per_s) top = i;
     }
     if (top != knee) small_gains_.push_back({"num_workers", curve[top].second});
-    KneePhase(curve, knee, batches, stop);
+    KneePhase(curve, knee, batches, paired.empty() ? stop : stop + "; " + paired);
     if (budget_spent) {
       budget_from_ = trials().size();  // the curve's trials were judged by the knee rule
       throw TimeBudgetSpent{};
@@ -541,6 +550,54 @@ class Search {
     return stop;
   }
 
+  // Under a time budget the doubling ends on one miss above the CPU count,
+  // and a worker count without persistent workers pays its restart per epoch
+  // (ChargeRestart): a knee at 0 workers rests on few sequential trials, and
+  // where the step's own speed moves between trials (a CPU-trained model on a
+  // shared VM), those can put a real gain below the baseline. So before the
+  // workers are dropped, the best worker count measured and the baseline run
+  // in `repeats` interleaved pairs of one window each, as in the final check;
+  // the count is the knee when the pairs' median puts the baseline outside
+  // knee_tolerance of it (the knee rule, on drift-free figures). Returns its
+  // index on `curve`, or nullopt; `why` says what the pairs measured.
+  // Unseeded only: a seeded doubling starts at a stored knee.
+  std::optional<size_t> PairedKnee(const std::vector<std::pair<int, size_t>>& curve, std::string* why) {
+    if (options_.time_budget_s <= 0 || setup_.seed) return std::nullopt;
+    std::optional<size_t> best;
+    for (size_t i = 0; i < curve.size(); ++i) {
+      if (curve[i].first > 0 && (!best || trials()[curve[i].second].samples_per_s >
+                                              trials()[curve[*best].second].samples_per_s)) {
+        best = i;
+      }
+    }
+    if (!best) return std::nullopt;
+    const std::string count = WorkersText(curve[*best].first);
+    int done = 0;
+    // Copies: measuring grows trials(), which may move its records.
+    const loader::Knobs baseline = trials()[curve.front().second].knobs, workers = trials()[curve[*best].second].knobs;
+    const std::vector<double> ratios = MeasurePairs("num_workers_pairs", baseline, workers, "baseline", count, &done);
+    budget_from_ = trials().size();  // single windows, judged here: not weighed again at the budget
+    if (ratios.empty()) {
+      *why = "no pair of " + count + " with the baseline was measured; the knee stays at 0 workers";
+      return std::nullopt;
+    }
+    const Summary s = Summarize(ratios);
+    const double bar = 1.0 / (1.0 - options_.knee_tolerance);
+    const std::string measured = Format("x%.2f [%.2f, %.2f]", s.median, s.ci_low, s.ci_high) + " over the baseline in " +
+                                 std::to_string(ratios.size()) + " interleaved pairs";
+    if (s.median > bar) {
+      paired_knee_ = true;
+      *why = "the knee at 0 workers was checked in pairs: " + count + " ran " + measured + ", the baseline outside " +
+             Percent(options_.knee_tolerance).substr(1) + " of it (above x" + Format("%.3f", bar) + "): " + count +
+             " is the knee";
+      return best;
+    }
+    *why = "the knee at 0 workers was checked in pairs: " + count + " ran " + measured + ", not above x" +
+           Format("%.3f", bar) + " (the baseline within " + Percent(options_.knee_tolerance).substr(1) +
+           " of it): the knee stays at 0 workers";
+    return std::nullopt;
+  }
+
   // The num_workers phase's record: the knee, Kneedle's, and how the doubling ended.
   void KneePhase(const std::vector<std::pair<int, size_t>>& curve, size_t knee, int64_t batches,
                  const std::string& stop) {
@@ -551,9 +608,12 @@ class Search {
     }
     if (const auto k = KneedleIndex(xs, ys, 1.0)) outcome_.kneedle_workers = curve[*k].first;
 
-    std::string why = "knee at " + WorkersText(curve[knee].first) + " (fewest within " +
-                      Percent(options_.knee_tolerance).substr(1) + " of the best median, " +
-                      Format("%.1f", outcome_.knee_samples_per_s) + " samples/s); ";
+    std::string why = "knee at " + WorkersText(curve[knee].first) +
+                      (paired_knee_ ? std::string(" (by its pairs with the baseline, below)")
+                                    : " (fewest within " + Percent(options_.knee_tolerance).substr(1) +
+                                          " of the best median, " + Format("%.1f", outcome_.knee_samples_per_s) +
+                                          " samples/s)") +
+                      "; ";
     if (!outcome_.kneedle_workers) {
       why += "Kneedle finds no knee on this curve; ";
     } else if (*outcome_.kneedle_workers != curve[knee].first) {
@@ -1311,6 +1371,41 @@ class Search {
 
   // Baseline and best, interleaved A B A B ..., one window each, so drift of
   // the machine during the sweep hits both alike.
+  // `repeats` pairs of one window each, a (the baseline, or the setting
+  // standing in for it) then b, interleaved: the ratios of b's figure over
+  // a's, one per pair measured (a failed trial ends them). Interleaved, a step
+  // whose speed moves between trials moves both of a pair alike. `done`
+  // counts the trials, for progress. a and b must not refer into trials(),
+  // which measuring grows.
+  std::vector<double> MeasurePairs(const char* phase, const loader::Knobs& a, const loader::Knobs& b,
+                                   const std::string& a_name, const std::string& b_name, int* done) {
+    TrialPlan plan;
+    plan.repeats = 1;
+    std::vector<double> ratios;
+    for (int pair = 1; pair <= repeats(); ++pair) {
+      const size_t ia = Measure(phase, a, plan);
+      ++*done;
+      if (trials()[ia].status != TrialStatus::kOk) {
+        Decide(ia, "");
+        break;
+      }
+      Decide(ia, "pair " + std::to_string(pair) + ": " + a_name);
+      const size_t ib = Measure(phase, b, plan);
+      ++*done;
+      if (trials()[ib].status != TrialStatus::kOk) {
+        Decide(ib, "");
+        break;
+      }
+      const double ratio = trials()[ia].samples_per_s > 0
+                               ? trials()[ib].samples_per_s / trials()[ia].samples_per_s
+                               : 0.0;
+      ratios.push_back(ratio);
+      Decide(ib, "pair " + std::to_string(pair) + ": " + b_name + ", " + Format("x%.2f", ratio) +
+                     " over the pair's baseline");
+    }
+    return ratios;
+  }
+
   void FinalCheck(const char* phase_name = "final_check") {
     const TrialRecord& base = trials()[*outcome_.baseline];
     const TrialRecord& best = current();
@@ -1321,30 +1416,9 @@ class Search {
       AddPhase(phase_name, false, std::string("not run: the best setting is ") + reference);
       return;
     }
-    TrialPlan plan;
-    plan.repeats = 1;
-    std::vector<double> ratios;
     final_done_ = 0;
-    for (int pair = 1; pair <= repeats(); ++pair) {
-      const size_t ia = Measure("final_check", a, plan);
-      ++final_done_;
-      if (trials()[ia].status != TrialStatus::kOk) {
-        Decide(ia, "");
-        break;
-      }
-      Decide(ia, "pair " + std::to_string(pair) + (setup_.reference ? ": the job's own setting" : ": baseline"));
-      const size_t ib = Measure("final_check", b, plan);
-      ++final_done_;
-      if (trials()[ib].status != TrialStatus::kOk) {
-        Decide(ib, "");
-        break;
-      }
-      const double ratio = trials()[ia].samples_per_s > 0
-                               ? trials()[ib].samples_per_s / trials()[ia].samples_per_s
-                               : 0.0;
-      ratios.push_back(ratio);
-      Decide(ib, "pair " + std::to_string(pair) + ": best, " + Format("x%.2f", ratio) + " over the pair's baseline");
-    }
+    const std::vector<double> ratios =
+        MeasurePairs("final_check", a, b, setup_.reference ? "the job's own setting" : "baseline", "best", &final_done_);
     if (ratios.empty()) {
       AddPhase(phase_name, false, "no pair measured; the speedup is not known");
       return;
@@ -1362,7 +1436,7 @@ class Search {
   SearchOutcome Finish() {
     for (size_t i = 0; i < trials().size(); ++i) {
       const TrialRecord& t = trials()[i];
-      if (t.status == TrialStatus::kOk && t.phase != "final_check" &&
+      if (t.status == TrialStatus::kOk && t.phase != "final_check" && t.phase != "num_workers_pairs" &&
           (!outcome_.fastest || t.samples_per_s > trials()[*outcome_.fastest].samples_per_s)) {
         outcome_.fastest = i;
       }
@@ -1407,6 +1481,7 @@ class Search {
   // For the estimate of trials left.
   SequenceAt at_ = SequenceAt::kBaseline;
   int misses_ = 0;
+  bool paired_knee_ = false;  // PairedKnee made the knee
   size_t budget_from_ = 0;  // KeepBestAtBudget weighs the trials from here on (after a curve the knee judged)
   bool refining_ = false;
   int prefetch_done_ = 0;

@@ -112,8 +112,12 @@
 // far, as it would have at its end. Under a budget, above the usable CPU
 // count, the first doubling without a gain (or one fall) ends the doubling:
 // each doubling there starts twice the workers of the last, and the phases
-// after the knee need the time more. Under a budget
-// the persistent_workers phase (and num_workers_persistent) runs before
+// after the knee need the time more. Under a budget a knee at 0 workers is
+// checked in pairs: the best worker count and the baseline, `repeats`
+// interleaved pairs of one window each (phase num_workers_pairs); the count
+// is the knee when the pairs' median puts the baseline outside knee_tolerance
+// of it (sequential trials of a step whose speed drifts can hide a gain).
+// Under a budget the persistent_workers phase (and num_workers_persistent) runs before
 // prefetch_factor when the knee's time to its first batch, the restart it
 // saves at each epoch, is at least gain_threshold of an epoch at the knee's
 // rate, and measures two windows per setting: on short epochs that restart is
