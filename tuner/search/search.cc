@@ -1014,16 +1014,15 @@ class Search {
     }
     persistent_plan_ = plan;
     persistent_done_ = 0;
-    // The reference is measured over whole epochs too, even where the
-    // current figure has its restart charged (ChargeRestart): the median of
-    // a few short windows and the mean of whole epochs differ by more than
-    // the setting where the step's speed dips now and then (a CPU-trained
-    // model on a shared VM: whole epochs with persistent workers ran 8-13%
-    // under the charged windows of the same count without them, less than the
-    // restart those save), so only like compares with like.
-    const size_t off = Measure("persistent_workers", current_, plan);
+    // With its restart charged per epoch (ChargeRestart), the current
+    // setting's figure is a whole epoch's already: it is the reference, and
+    // the phase saves the budget one trial of whole epochs. The choice rests
+    // on the records alone, not on the time left, so a resumed run replays
+    // the same trials (replay.h).
+    const bool charged = charged_.count(current_index_) > 0;
+    const size_t off = charged ? current_index_ : Measure("persistent_workers", current_, plan);
     ++persistent_done_;
-    {
+    if (!charged) {
       const TrialRecord& t_off = trials()[off];
       if (t_off.status != TrialStatus::kOk) {
         Decide(off, "");
@@ -1045,7 +1044,10 @@ class Search {
     }
     const TrialRecord& ref = trials()[off];
     const bool gain = IsGain(t_on, ref, options_.gain_threshold);
-    const std::string boundary = "; epoch boundary " + BoundaryMs(ref) + " without, " + BoundaryMs(t_on) + " with";
+    const std::string without =
+        charged ? Format("%.0f ms (the restart charged to the current setting's figure)", ref.time_to_first_batch_s * 1e3)
+                : BoundaryMs(ref);
+    const std::string boundary = "; epoch boundary " + without + " without, " + BoundaryMs(t_on) + " with";
     const std::string figure = Percent(Gain(t_on, ref));
     if (gain) {
       Decide(on, "kept: " + figure + boundary);
