@@ -432,13 +432,28 @@ TEST(Search, UnderATimeBudgetAKneeAtZeroWorkersIsCheckedInPairs) {
   EXPECT_NE(workers->why.find("knee at 1 worker (by its pairs with the baseline, below)"), std::string::npos)
       << workers->why;
   EXPECT_NE(workers->why.find("the knee at 0 workers was checked in pairs: 1 worker ran x1.15 [1.15, 1.15] over "
-                              "the baseline in 3 interleaved pairs, the baseline outside 5.0% of it (above x1.053): "
-                              "1 worker is the knee"),
+                              "the baseline in their windows, 3 interleaved pairs, the baseline outside 5.0% of it "
+                              "(above x1.053): 1 worker is the knee"),
             std::string::npos)
       << workers->why;
   EXPECT_EQ(Best(r).knobs.num_workers, 1);
   // The single windows of the pairs are not the fastest trial.
   EXPECT_NE(r.outcome.trials[*r.outcome.fastest].phase, "num_workers_pairs");
+
+  // With each worker trial's restart charged (3 s on an epoch of 2048
+  // samples at 92 samples/s, 22 s: x0.88 per epoch, under the knee rule's
+  // x1.053), the pairs still compare the windows.
+  setup.samples_per_epoch = 2048;
+  ScriptedMeasurer charged(drifting(1.15));
+  charged.first_batch_s = 3.0;
+  const SearchRun c = RunOn(charged, options, setup);
+  EXPECT_EQ(c.outcome.knee_workers, 1);
+  const PhaseDecision* charged_workers = Phase(c, "num_workers");
+  ASSERT_NE(charged_workers, nullptr);
+  EXPECT_NE(charged_workers->why.find("1 worker ran x1.15 [1.15, 1.15] over the baseline in their windows"),
+            std::string::npos)
+      << charged_workers->why;
+  setup.samples_per_epoch = 0;
 
   // Workers that gain less than knee_tolerance leave the knee at 0.
   ScriptedMeasurer flat(drifting(1.03));
@@ -446,8 +461,9 @@ TEST(Search, UnderATimeBudgetAKneeAtZeroWorkersIsCheckedInPairs) {
   EXPECT_EQ(f.outcome.knee_workers, 0);
   const PhaseDecision* flat_workers = Phase(f, "num_workers");
   ASSERT_NE(flat_workers, nullptr);
-  EXPECT_NE(flat_workers->why.find("ran x1.03 [1.03, 1.03] over the baseline in 3 interleaved pairs, not above "
-                                   "x1.053 (the baseline within 5.0% of it): the knee stays at 0 workers"),
+  EXPECT_NE(flat_workers->why.find("ran x1.03 [1.03, 1.03] over the baseline in their windows, 3 interleaved "
+                                   "pairs, not above x1.053 (the baseline within 5.0% of it): the knee stays at 0 "
+                                   "workers"),
             std::string::npos)
       << flat_workers->why;
 

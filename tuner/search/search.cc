@@ -323,9 +323,8 @@ class Search {
     double windows = t.samples_per_s;
     if (t.id != 0) {
       // Replayed (a resumed run's stored trial): charged when it was measured.
-      const double epoch_s = epoch_samples / t.samples_per_s - restart_s;
-      if (!(epoch_s > 0)) return;
-      windows = epoch_samples / epoch_s;
+      windows = UnchargedRate(t.samples_per_s, epoch_samples, restart_s);
+      if (!(windows > 0)) return;
     } else {
       const auto per_epoch = [&](double rate) {
         return rate > 0 ? epoch_samples / (epoch_samples / rate + restart_s) : rate;
@@ -339,6 +338,22 @@ class Search {
                              "charged once per epoch of %lld samples, as a job without persistent workers pays it",
                              t.samples_per_s, windows, restart_s * 1e3,
                              static_cast<long long>(samples_per_epoch));
+  }
+
+  // The rate of `epoch_samples` at `charged` samples/s per epoch without its
+  // `restart_s`: ChargeRestart undone (0 when nothing is left).
+  static double UnchargedRate(double charged, double epoch_samples, double restart_s) {
+    const double epoch_s = charged > 0 ? epoch_samples / charged - restart_s : 0.0;
+    return epoch_s > 0 ? epoch_samples / epoch_s : 0.0;
+  }
+
+  // A trial's rate in its windows: its figure without the restart ChargeRestart charged to it.
+  double WindowsRate(size_t index) {
+    const TrialRecord& t = trials()[index];
+    if (!charged_.count(index)) return t.samples_per_s;
+    const double windows =
+        UnchargedRate(t.samples_per_s, static_cast<double>(SamplesPerEpoch()), t.time_to_first_batch_s);
+    return windows > 0 ? windows : t.samples_per_s;
   }
 
   // Writes the decision and hands the trial on. Every trial passes here once.
@@ -575,7 +590,11 @@ class Search {
     int done = 0;
     // Copies: measuring grows trials(), which may move its records.
     const loader::Knobs baseline = trials()[curve.front().second].knobs, workers = trials()[curve[*best].second].knobs;
-    const std::vector<double> ratios = MeasurePairs("num_workers_pairs", baseline, workers, "baseline", count, &done);
+    // In their windows: whether the workers feed the step faster is the
+    // question here; the restart a charged figure holds is persistent_workers'
+    // to remove, and the final check weighs the answer per epoch.
+    const std::vector<double> ratios =
+        MeasurePairs("num_workers_pairs", baseline, workers, "baseline", count, &done, /*in_windows=*/true);
     budget_from_ = trials().size();  // single windows, judged here: not weighed again at the budget
     if (ratios.empty()) {
       *why = "no pair of " + count + " with the baseline was measured; the knee stays at 0 workers";
@@ -583,8 +602,9 @@ class Search {
     }
     const Summary s = Summarize(ratios);
     const double bar = 1.0 / (1.0 - options_.knee_tolerance);
-    const std::string measured = Format("x%.2f [%.2f, %.2f]", s.median, s.ci_low, s.ci_high) + " over the baseline in " +
-                                 std::to_string(ratios.size()) + " interleaved pairs";
+    const std::string measured = Format("x%.2f [%.2f, %.2f]", s.median, s.ci_low, s.ci_high) +
+                                 " over the baseline in their windows, " + std::to_string(ratios.size()) +
+                                 " interleaved pairs";
     if (s.median > bar) {
       paired_knee_ = true;
       *why = "the knee at 0 workers was checked in pairs: " + count + " ran " + measured + ", the baseline outside " +
@@ -1376,9 +1396,11 @@ class Search {
   // a's, one per pair measured (a failed trial ends them). Interleaved, a step
   // whose speed moves between trials moves both of a pair alike. `done`
   // counts the trials, for progress. a and b must not refer into trials(),
-  // which measuring grows.
+  // which measuring grows. `in_windows`: the ratios of the windows' rates,
+  // without a restart ChargeRestart added (WindowsRate).
   std::vector<double> MeasurePairs(const char* phase, const loader::Knobs& a, const loader::Knobs& b,
-                                   const std::string& a_name, const std::string& b_name, int* done) {
+                                   const std::string& a_name, const std::string& b_name, int* done,
+                                   bool in_windows = false) {
     TrialPlan plan;
     plan.repeats = 1;
     std::vector<double> ratios;
@@ -1396,12 +1418,11 @@ class Search {
         Decide(ib, "");
         break;
       }
-      const double ratio = trials()[ia].samples_per_s > 0
-                               ? trials()[ib].samples_per_s / trials()[ia].samples_per_s
-                               : 0.0;
+      const auto rate = [&](size_t i) { return in_windows ? WindowsRate(i) : trials()[i].samples_per_s; };
+      const double ratio = rate(ia) > 0 ? rate(ib) / rate(ia) : 0.0;
       ratios.push_back(ratio);
       Decide(ib, "pair " + std::to_string(pair) + ": " + b_name + ", " + Format("x%.2f", ratio) +
-                     " over the pair's baseline");
+                     " over the pair's baseline" + (in_windows ? " in their windows" : ""));
     }
     return ratios;
   }
