@@ -442,6 +442,12 @@ class AutotunedLoader:
             except StopIteration:
                 return delivered
             except Exception as e:  # a worker died, a dataset that does not pickle: the job goes on without it
+                # The iterator outlives `it` (the exception's traceback holds
+                # it), and until it shuts down its worker pids stay in torch's
+                # SIGCHLD table: a later SIGCHLD then raises "DataLoader worker
+                # ... is killed by signal" wherever the job happens to be (once
+                # inside the message to the controller, out to the user's loop).
+                self._shutdown_iterator(it)
                 it = None
                 self._shutdown_loader(loader)
                 raise _TrialFailed(e, delivered) from e
@@ -763,10 +769,18 @@ class AutotunedLoader:
     # --- shutting down ------------------------------------------------------------
 
     @staticmethod
-    def _shutdown_loader(loader):
-        it = getattr(loader, "_iterator", None)  # persistent workers outlive the epoch's iterator
+    def _shutdown_iterator(it):
+        """Stops a DataLoader iterator's workers and takes their pids out of
+        torch's SIGCHLD table; a worker already dead is no error here."""
         if it is not None and hasattr(it, "_shutdown_workers"):
-            it._shutdown_workers()
+            try:
+                it._shutdown_workers()
+            except Exception:  # the SIGCHLD of the dead worker, raised while the others are joined
+                pass
+
+    @classmethod
+    def _shutdown_loader(cls, loader):
+        cls._shutdown_iterator(getattr(loader, "_iterator", None))  # persistent workers outlive the epoch's iterator
         loader._iterator = None
 
     def _stop_trial_loader(self):

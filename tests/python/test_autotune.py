@@ -304,6 +304,9 @@ class AutotuneNeverHurts(unittest.TestCase):
         self.assertEqual(len(said), 1, said)
         self.assertIn("a trial's DataLoader failed", said[0])
         self.assertEqual(seen, run(self.make(Indices()), len(seen)))
+        # The dead worker is out of torch's SIGCHLD table: no later SIGCHLD
+        # raises "DataLoader worker ... is killed by signal" into the job.
+        torch._C._error_if_any_worker_fails()
 
     def test_an_exception_of_the_loop_propagates_and_no_worker_stays(self):
         loader = autotune(self.make(), results=self.db, budget_s=WORKERS_BUDGET_S, verbose=False)
