@@ -444,9 +444,13 @@ class Search {
     workers_curve_ = curve;
     size_t knee = Knee(curve);
     std::string paired;
+    bool by_pairs = false;
     if (!budget_spent && curve[knee].first == 0) {
       try {
-        if (const auto count = PairedKnee(curve, &paired)) knee = *count;
+        if (const auto count = PairedKnee(curve, &paired)) {
+          knee = *count;
+          by_pairs = true;
+        }
       } catch (const TimeBudgetSpent&) {
         budget_spent = true;
         paired = "the time budget ended its pairs with the baseline before they were measured";
@@ -463,7 +467,7 @@ class Search {
       if (trials()[curve[i].second].samples_per_s > trials()[curve[top].second].samples_per_s) top = i;
     }
     if (top != knee) small_gains_.push_back({"num_workers", curve[top].second});
-    KneePhase(curve, knee, batches, paired.empty() ? stop : stop + "; " + paired);
+    KneePhase(curve, knee, by_pairs, batches, paired.empty() ? stop : stop + "; " + paired);
     if (budget_spent) {
       budget_from_ = trials().size();  // the curve's trials were judged by the knee rule
       throw TimeBudgetSpent{};
@@ -606,7 +610,6 @@ class Search {
                                  " over the baseline in their windows, " + std::to_string(ratios.size()) +
                                  " interleaved pairs";
     if (s.median > bar) {
-      paired_knee_ = true;
       *why = "the knee at 0 workers was checked in pairs: " + count + " ran " + measured + ", the baseline outside " +
              Percent(options_.knee_tolerance).substr(1) + " of it (above x" + Format("%.3f", bar) + "): " + count +
              " is the knee";
@@ -618,8 +621,9 @@ class Search {
     return std::nullopt;
   }
 
-  // The num_workers phase's record: the knee, Kneedle's, and how the doubling ended.
-  void KneePhase(const std::vector<std::pair<int, size_t>>& curve, size_t knee, int64_t batches,
+  // The num_workers phase's record: the knee (`by_pairs`: PairedKnee's),
+  // Kneedle's, and how the doubling ended.
+  void KneePhase(const std::vector<std::pair<int, size_t>>& curve, size_t knee, bool by_pairs, int64_t batches,
                  const std::string& stop) {
     std::vector<double> xs, ys;
     for (const auto& [w, i] : curve) {
@@ -629,7 +633,7 @@ class Search {
     if (const auto k = KneedleIndex(xs, ys, 1.0)) outcome_.kneedle_workers = curve[*k].first;
 
     std::string why = "knee at " + WorkersText(curve[knee].first) +
-                      (paired_knee_ ? std::string(" (by its pairs with the baseline, below)")
+                      (by_pairs ? std::string(" (by its pairs with the baseline, below)")
                                     : " (fewest within " + Percent(options_.knee_tolerance).substr(1) +
                                           " of the best median, " + Format("%.1f", outcome_.knee_samples_per_s) +
                                           " samples/s)") +
@@ -1389,8 +1393,6 @@ class Search {
     AddPhase("combined", gain, trials()[index].decision);
   }
 
-  // Baseline and best, interleaved A B A B ..., one window each, so drift of
-  // the machine during the sweep hits both alike.
   // `repeats` pairs of one window each, a (the baseline, or the setting
   // standing in for it) then b, interleaved: the ratios of b's figure over
   // a's, one per pair measured (a failed trial ends them). Interleaved, a step
@@ -1427,6 +1429,8 @@ class Search {
     return ratios;
   }
 
+  // Baseline and best, interleaved A B A B ..., one window each, so drift of
+  // the machine during the sweep hits both alike.
   void FinalCheck(const char* phase_name = "final_check") {
     const TrialRecord& base = trials()[*outcome_.baseline];
     const TrialRecord& best = current();
@@ -1502,7 +1506,6 @@ class Search {
   // For the estimate of trials left.
   SequenceAt at_ = SequenceAt::kBaseline;
   int misses_ = 0;
-  bool paired_knee_ = false;  // PairedKnee made the knee
   size_t budget_from_ = 0;  // KeepBestAtBudget weighs the trials from here on (after a curve the knee judged)
   bool refining_ = false;
   int prefetch_done_ = 0;
