@@ -64,6 +64,17 @@ std::string BoundaryMs(const TrialRecord& t) {
 constexpr const char* kNoCopy =
     "not tried: sweep.copy_phases is false (the job trains on the CPU: no batch is copied to a device)";
 
+// How Search::MeasurePairs measures and ends.
+struct PairsPlan {
+  bool in_windows = false;  // ratios of the windows' rates, without a restart ChargeRestart added (WindowsRate)
+  int window_epochs = 0;    // each trial's one window: this many whole epochs (0: a time window)
+  // Set: the budget ends the pairs between two pairs (never inside one, and
+  // not before the first), and this says that it did. Unset: Measure's
+  // TimeBudgetSpent goes up from wherever it is thrown.
+  bool* budget_ended = nullptr;
+  const char* over = "the pair's baseline";  // what b's ratio is over, in b's decision
+};
+
 // Where the sequence is, for the estimate of trials left.
 enum class SequenceAt {
   kBaseline, kSeedCheck, kPin, kWorkers, kNonBlocking, kPrefetch, kPersistent, kRevisit, kStartMethod, kBinding, kThreads,
@@ -283,10 +294,11 @@ class Search {
     return {static_cast<int>(outcome_.trials.size()), TrialsLeft()};
   }
 
-  size_t Measure(const char* phase, const loader::Knobs& knobs, TrialPlan plan = {}) {
-    if (options_.time_budget_s > 0 && at_ != SequenceAt::kBaseline && at_ != SequenceAt::kSeedCheck &&
-        at_ != SequenceAt::kFinal &&
-        ElapsedS() >= options_.time_budget_s) {
+  // `budget_may_end`: false for the second trial of a pair (MeasurePairs),
+  // which is measured even past the budget so that no pair is left half.
+  size_t Measure(const char* phase, const loader::Knobs& knobs, TrialPlan plan = {}, bool budget_may_end = true) {
+    if (budget_may_end && options_.time_budget_s > 0 && at_ != SequenceAt::kBaseline &&
+        at_ != SequenceAt::kSeedCheck && at_ != SequenceAt::kFinal && ElapsedS() >= options_.time_budget_s) {
       throw TimeBudgetSpent{};
     }
     plan.phase = phase;
@@ -598,7 +610,7 @@ class Search {
     // question here; the restart a charged figure holds is persistent_workers'
     // to remove, and the final check weighs the answer per epoch.
     const std::vector<double> ratios =
-        MeasurePairs("num_workers_pairs", baseline, workers, "baseline", count, &done, /*in_windows=*/true);
+        MeasurePairs("num_workers_pairs", baseline, workers, "baseline", count, &done, PairsPlan{.in_windows = true});
     budget_from_ = trials().size();  // single windows, judged here: not weighed again at the budget
     if (ratios.empty()) {
       *why = "no pair of " + count + " with the baseline was measured; the knee stays at 0 workers";
@@ -998,13 +1010,21 @@ class Search {
   // persistent_workers, then, when it was kept, the worker counts above the knee with it.
   void PersistentPhases() {
     at_ = SequenceAt::kPersistent;
-    Persistent();
-    if (persistent_first_ && !outcome_.phases.empty() && outcome_.phases.back().phase == "persistent_workers") {
-      outcome_.phases.back().why += Format(
-          "; tried before prefetch_factor, as the time budget may end the search: the workers' restart at each "
-          "epoch was %.0f%% of one at the knee",
-          100.0 * restart_share_);
+    const auto say_why_first = [this] {
+      if (persistent_first_ && !outcome_.phases.empty() && outcome_.phases.back().phase == "persistent_workers") {
+        outcome_.phases.back().why += Format(
+            "; tried before prefetch_factor, as the time budget may end the search: the workers' restart at each "
+            "epoch was %.0f%% of one at the knee",
+            100.0 * restart_share_);
+      }
+    };
+    try {
+      Persistent();
+    } catch (const TimeBudgetSpent&) {  // the budget ended its pairs, which decided (PersistentInPairs)
+      say_why_first();
+      throw;
     }
+    say_why_first();
     if (current_.persistent_workers && setup_.seed && seeded_plan_.window_epochs > 0) {
       AddPhase("num_workers_persistent", false,
                "not walked: seeded, the curve itself was measured with persistent workers over whole epochs");
@@ -1038,23 +1058,19 @@ class Search {
     }
     persistent_plan_ = plan;
     persistent_done_ = 0;
-    // With its restart charged per epoch (ChargeRestart), the current
-    // setting's figure is a whole epoch's already: it is the reference, and
-    // the phase saves the budget one trial of whole epochs. The choice rests
-    // on the records alone, not on the time left, so a resumed run replays
-    // the same trials (replay.h).
-    const bool charged = charged_.count(current_index_) > 0;
-    const size_t off = charged ? current_index_ : Measure("persistent_workers", current_, plan);
-    ++persistent_done_;
-    if (!charged) {
-      const TrialRecord& t_off = trials()[off];
-      if (t_off.status != TrialStatus::kOk) {
-        Decide(off, "");
-        AddPhase("persistent_workers", false, trials()[off].decision);
-        return;
-      }
-      Decide(off, "reference over whole epochs: epoch boundary " + BoundaryMs(t_off));
+    if (options_.time_budget_s > 0) {
+      PersistentInPairs(plan.window_epochs);
+      return;
     }
+    const size_t off = Measure("persistent_workers", current_, plan);
+    ++persistent_done_;
+    const TrialRecord& t_off = trials()[off];
+    if (t_off.status != TrialStatus::kOk) {
+      Decide(off, "");
+      AddPhase("persistent_workers", false, trials()[off].decision);
+      return;
+    }
+    Decide(off, "reference over whole epochs: epoch boundary " + BoundaryMs(t_off));
 
     loader::Knobs knobs = current_;
     knobs.persistent_workers = true;
@@ -1068,10 +1084,7 @@ class Search {
     }
     const TrialRecord& ref = trials()[off];
     const bool gain = IsGain(t_on, ref, options_.gain_threshold);
-    const std::string without =
-        charged ? Format("%.0f ms (the restart charged to the current setting's figure)", ref.time_to_first_batch_s * 1e3)
-                : BoundaryMs(ref);
-    const std::string boundary = "; epoch boundary " + without + " without, " + BoundaryMs(t_on) + " with";
+    const std::string boundary = "; epoch boundary " + BoundaryMs(ref) + " without, " + BoundaryMs(t_on) + " with";
     const std::string figure = Percent(Gain(t_on, ref));
     if (gain) {
       Decide(on, "kept: " + figure + boundary);
@@ -1086,6 +1099,59 @@ class Search {
       }
     }
     AddPhase("persistent_workers", gain, trials()[on].decision);
+  }
+
+  // Under a time budget persistent_workers off and on run in interleaved
+  // pairs, each trial one window of `window_epochs` whole epochs, so that
+  // both sides are measured alike and a step whose speed moves within its
+  // process moves both sides of a pair. Measured one after the other, the
+  // reference was the knee's figure from short time windows with its restart
+  // charged (ChargeRestart), against whole epochs with persistent workers; on
+  // a CPU-trained CNN an epoch's mean read 8-13% under the windows' median
+  // (slow phases of the step that most short windows miss), about what
+  // persistent workers save, so they were rarely kept where they gained. It
+  // is kept when the pairs' median gains beyond gain_threshold. The budget
+  // may end the pairs between two pairs, never inside one; the pairs
+  // measured decide, and the sequence ends after the phase.
+  void PersistentInPairs(int window_epochs) {
+    const loader::Knobs off = current_;
+    loader::Knobs on = current_;
+    on.persistent_workers = true;
+    PairsPlan how;
+    how.window_epochs = window_epochs;
+    bool budget_ended = false;
+    how.budget_ended = &budget_ended;
+    how.over = "the pair's trial without";
+    const size_t first = trials().size();
+    const std::vector<double> ratios = MeasurePairs("persistent_workers", off, on, "without persistent_workers",
+                                                    "with persistent_workers", &persistent_done_, how);
+    budget_from_ = trials().size();  // single epochs, judged here: not weighed again at the budget
+    if (ratios.empty()) {
+      AddPhase("persistent_workers", false, trials().back().decision);
+      if (budget_ended) throw TimeBudgetSpent{};
+      return;
+    }
+    // The last complete pair: its trials are the phase's figures from here on.
+    const size_t on_index = first + 2 * ratios.size() - 1, off_index = on_index - 1;
+    const Summary s = Summarize(ratios);
+    const double bar = 1.0 + options_.gain_threshold;
+    const bool gain = s.median > bar;
+    std::string why = Format("x%.2f [%.2f, %.2f]", s.median, s.ci_low, s.ci_high) + " with over without, " +
+                      std::to_string(ratios.size()) + " interleaved pair" + (ratios.size() == 1 ? "" : "s") + " of " +
+                      std::to_string(window_epochs) + " whole epoch" + (window_epochs == 1 ? "" : "s") + " each" +
+                      (gain ? "" : Format(", not above x%.3f (gain_threshold)", bar)) + "; epoch boundary " +
+                      BoundaryMs(trials()[off_index]) + " without, " + BoundaryMs(trials()[on_index]) + " with" +
+                      (budget_ended ? "; the time budget ended the pairs" : "");
+    if (gain) {
+      current_ = on;
+      current_index_ = on_index;
+      persistent_kept_ = true;
+    } else if (s.median > 1.0) {
+      small_gains_.push_back({"persistent_workers", on_index});
+      persistent_reference_ = off_index;
+    }
+    AddPhase("persistent_workers", gain, (gain ? "kept: " : "not kept: ") + why);
+    if (budget_ended) throw TimeBudgetSpent{};
   }
 
   // With persistent_workers kept, the worker restart at each epoch, a cost
@@ -1393,28 +1459,38 @@ class Search {
     AddPhase("combined", gain, trials()[index].decision);
   }
 
+
+
   // `repeats` pairs of one window each, a (the baseline, or the setting
   // standing in for it) then b, interleaved: the ratios of b's figure over
   // a's, one per pair measured (a failed trial ends them). Interleaved, a step
   // whose speed moves between trials moves both of a pair alike. `done`
   // counts the trials, for progress. a and b must not refer into trials(),
-  // which measuring grows. `in_windows`: the ratios of the windows' rates,
-  // without a restart ChargeRestart added (WindowsRate).
+  // which measuring grows.
   std::vector<double> MeasurePairs(const char* phase, const loader::Knobs& a, const loader::Knobs& b,
                                    const std::string& a_name, const std::string& b_name, int* done,
-                                   bool in_windows = false) {
+                                   const PairsPlan& how = {}) {
     TrialPlan plan;
     plan.repeats = 1;
+    plan.window_epochs = how.window_epochs;
+    const bool in_windows = how.in_windows;
     std::vector<double> ratios;
     for (int pair = 1; pair <= repeats(); ++pair) {
-      const size_t ia = Measure(phase, a, plan);
+      size_t ia = 0;
+      try {
+        ia = Measure(phase, a, plan);
+      } catch (const TimeBudgetSpent&) {
+        if (!how.budget_ended || pair == 1) throw;
+        *how.budget_ended = true;
+        break;
+      }
       ++*done;
       if (trials()[ia].status != TrialStatus::kOk) {
         Decide(ia, "");
         break;
       }
       Decide(ia, "pair " + std::to_string(pair) + ": " + a_name);
-      const size_t ib = Measure(phase, b, plan);
+      const size_t ib = Measure(phase, b, plan, /*budget_may_end=*/how.budget_ended == nullptr);
       ++*done;
       if (trials()[ib].status != TrialStatus::kOk) {
         Decide(ib, "");
@@ -1424,7 +1500,7 @@ class Search {
       const double ratio = rate(ia) > 0 ? rate(ib) / rate(ia) : 0.0;
       ratios.push_back(ratio);
       Decide(ib, "pair " + std::to_string(pair) + ": " + b_name + ", " + Format("x%.2f", ratio) +
-                     " over the pair's baseline" + (in_windows ? " in their windows" : ""));
+                     " over " + how.over + (in_windows ? " in their windows" : ""));
     }
     return ratios;
   }

@@ -120,10 +120,13 @@
 // Under a budget the persistent_workers phase (and num_workers_persistent) runs before
 // prefetch_factor when the knee's time to its first batch, the restart it
 // saves at each epoch, is at least gain_threshold of an epoch at the knee's
-// rate, and measures two windows per setting: on short epochs that restart is
-// the larger gain, and its whole-epoch trials the first a budget cuts off.
-// Every trial compared with a setting the persistent_workers phase kept is
-// measured as it was, over whole epochs.
+// rate: on short epochs that restart is the larger gain, and its whole-epoch
+// trials the first a budget cuts off. Under a budget persistent_workers is
+// weighed in `repeats` interleaved pairs, off then on, one whole epoch each,
+// and kept when their median ratio exceeds 1 + gain_threshold; the budget
+// ends the pairs between two pairs, never inside one, and the pairs measured
+// decide. Every trial compared with a setting the persistent_workers phase
+// kept is measured as it was, over whole epochs.
 //
 // THE RULE for keeping a step: its median throughput must exceed the current
 // median by more than gain_threshold AND, when both trials have 2 or more
