@@ -410,7 +410,8 @@ TEST(Search, UnderATimeBudgetWorkerCountsPayTheirRestartOncePerEpoch) {
 // samples: x1.10 per epoch. Weighed against the knee's charged windows (810.9
 // samples/s) the whole epochs with them (792) would lose; in pairs both sides
 // are whole epochs and they are kept. A budget that runs out inside the pairs
-// lets the pair begun finish, and the pairs measured decide.
+// lets the pair begun finish, and the pairs measured decide. Any gain in the
+// pairs keeps them.
 TEST(Search, UnderATimeBudgetPersistentWorkersAreWeighedInWholeEpochPairs) {
   int trials = 0;
   const auto job = [&trials](const loader::Knobs& k, const TrialPlan& plan, int) {
@@ -490,6 +491,29 @@ TEST(Search, UnderATimeBudgetPersistentWorkersAreWeighedInWholeEpochPairs) {
   EXPECT_NE(Phase(c, "time_budget"), nullptr);
   EXPECT_TRUE(Best(c).knobs.persistent_workers);
   EXPECT_EQ(Best(c).knobs.num_workers, 1);
+
+  // Any gain in the pairs keeps them (the setting only removes the restart),
+  // one under gain_threshold included; none does not.
+  options.time_budget_s = 1000;
+  for (const double with : {1.03, 0.98}) {
+    SCOPED_TRACE(with);
+    ScriptedMeasurer small([with](const loader::Knobs& k, const TrialPlan& plan, int) {
+      const double windows = k.num_workers == 0 ? 600.0 : 900.0;
+      return plan.window_epochs > 0 && k.persistent_workers ? windows * with : windows;
+    });
+    const SearchRun s = RunOn(small, options, setup);
+    const PhaseDecision* p = Phase(s, "persistent_workers");
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(p->kept, with > 1.0) << p->why;
+    EXPECT_EQ(Best(s).knobs.persistent_workers, with > 1.0);
+    if (with < 1.0) {
+      EXPECT_EQ(p->why.rfind("not kept: x0.98 [0.98, 0.98] with over without, 3 interleaved pairs of 1 whole epoch "
+                             "each, not above x1.00",
+                             0),
+                0u)
+          << p->why;
+    }
+  }
 }
 
 // Under a time budget a knee at 0 workers is checked in interleaved pairs

@@ -123,7 +123,7 @@
 // rate: on short epochs that restart is the larger gain, and its whole-epoch
 // trials the first a budget cuts off. Under a budget persistent_workers is
 // weighed in `repeats` interleaved pairs, off then on, one whole epoch each,
-// and kept when their median ratio exceeds 1 + gain_threshold; the budget
+// and kept when their median ratio is above 1 (it only removes a cost); the budget
 // ends the pairs between two pairs, never inside one, and the pairs measured
 // decide. Every trial compared with a setting the persistent_workers phase
 // kept is measured as it was, over whole epochs.
