@@ -422,6 +422,36 @@ class AutotuneRanks(unittest.TestCase):
                 self.assertLess(t["samples_per_s"], 1500, t)
 
 
+class AutotuneWindows(unittest.TestCase):
+    """A trial's window figures from the batches the job was handed."""
+
+    def test_the_next_that_ends_an_epoch_counts_in_the_window(self):
+        from feedtune.autotune import _Trial
+        request = {"warmup_batches": 1, "repeats": 1, "window_epochs": 1, "measure_seconds": 0.25}
+        trial = _Trial(request, batches_per_epoch=2)
+        batch = (torch.zeros(4, 3), torch.zeros(4))
+        trial.epoch_first = False
+        self.assertIsNone(trial.add(batch, 0.01, 0.02, 4))  # the warm-up
+        self.assertIsNone(trial.add(batch, 0.01, 0.02, 4))
+        trial.epoch_end_s = 0.5  # the next() that ended the epoch: its workers shut down
+        trial.epoch_first = True
+        report = trial.add(batch, 0.01, 0.02, 4)
+        self.assertAlmostEqual(report["samples_per_s"], 8 / 0.56)
+        self.assertAlmostEqual(report["gpu_idle_frac"], 0.52 / 0.56)
+        self.assertEqual(trial.epoch_end_s, 0.0)
+
+    def test_an_epoch_end_inside_the_warm_up_is_not_counted(self):
+        from feedtune.autotune import _Trial
+        request = {"warmup_batches": 1, "repeats": 1, "window_epochs": 0, "measure_seconds": 0.01}
+        trial = _Trial(request, batches_per_epoch=8)
+        batch = (torch.zeros(4, 3), torch.zeros(4))
+        trial.epoch_end_s = 0.5
+        trial.epoch_first = True
+        self.assertIsNone(trial.add(batch, 0.01, 0.02, 4))  # the warm-up, with the epoch's end
+        reports = [trial.add(batch, 0.01, 0.02, 4) for _ in range(4)]
+        self.assertAlmostEqual(reports[-1]["samples_per_s"], 16 / 0.12)
+
+
 class AutotuneVerdict(unittest.TestCase):
     """What the job runs after the search: the best found, unless the final
     check put it below the job's own setting beyond the noise."""
