@@ -12,22 +12,14 @@ Needs torch (Debian's python3-torch). Exits 0; one line per setting.
 """
 
 import argparse
-import importlib.machinery
-import importlib.util
 import os
 import sys
 import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir))
 sys.path.insert(0, os.path.join(REPO, "python"))
-
-
-def load_in_job():
-    """bench/in_job: its profiles."""
-    loader = importlib.machinery.SourceFileLoader("in_job", os.path.join(REPO, "bench", "in_job"))
-    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("in_job", loader))
-    loader.exec_module(module)
-    return module
+sys.path.insert(0, os.path.join(REPO, "bench"))
+import in_job_module  # noqa: E402
 
 
 def main():
@@ -35,7 +27,7 @@ def main():
     parser.add_argument("--profile", default="cnn")
     parser.add_argument("--epochs", type=int, default=4)
     args = parser.parse_args()
-    in_job = load_in_job()
+    in_job = in_job_module.load()
     import torch
     import torch.utils.data as tud
 

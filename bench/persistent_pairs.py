@@ -21,8 +21,6 @@ the medians.
 """
 
 import argparse
-import importlib.machinery
-import importlib.util
 import os
 import sqlite3
 import statistics
@@ -32,14 +30,8 @@ import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir))
 sys.path.insert(0, os.path.join(REPO, "python"))
-
-
-def load_in_job():
-    """bench/in_job: its profiles, truth epoch and job."""
-    loader = importlib.machinery.SourceFileLoader("in_job", os.path.join(REPO, "bench", "in_job"))
-    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("in_job", loader))
-    loader.exec_module(module)
-    return module
+sys.path.insert(0, os.path.join(REPO, "bench"))
+import in_job_module  # noqa: E402
 
 
 class Feed:
@@ -121,7 +113,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--job", action="store_true", help="run the in-job tuning first (needs FEEDTUNE_BIN)")
     args = parser.parse_args()
-    in_job = load_in_job()
+    in_job = in_job_module.load()
     import torch
     import torch.utils.data as tud
 

@@ -15,27 +15,20 @@ the spreads.
 """
 
 import argparse
-import importlib.machinery
-import importlib.util
 import os
+import sys
 import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir))
-
-
-def load_in_job():
-    """bench/in_job's profiles (the CNN job's dataset, step and loader)."""
-    loader = importlib.machinery.SourceFileLoader("in_job", os.path.join(REPO, "bench", "in_job"))
-    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("in_job", loader))
-    loader.exec_module(module)
-    return module
+sys.path.insert(0, os.path.join(REPO, "bench"))
+import in_job_module  # noqa: E402
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=8)
     args = parser.parse_args()
-    in_job = load_in_job()
+    in_job = in_job_module.load()
     dataset, step, batch_size, _ = in_job.profile("cnn")
 
     def window(num_workers, batches=60):
