@@ -74,6 +74,7 @@ class InterruptingMeasurer final : public TrialMeasurer {
 struct SearchRun {
   SearchOutcome outcome;
   std::vector<std::string> seen;  // "phase nw" in callback order
+  std::vector<int> trials_left;    // the estimate after each trial, in callback order
   std::vector<TrialPlan> plans;
   int last_trials_left = -1;
 };
@@ -86,6 +87,7 @@ SearchRun RunOn(TrialMeasurer& m, const SweepOptions& options = {}, SearchSetup 
   events.on_trial = [&](TrialRecord& t, const SearchProgress& p) {
     r.seen.push_back(t.phase + " " + std::to_string(t.knobs.num_workers));
     r.last_trials_left = p.trials_left;
+    r.trials_left.push_back(p.trials_left);
     if (t.id == 0) t.id = next_id++;
     if (stored != nullptr) stored->push_back(t);
   };
@@ -446,6 +448,8 @@ TEST(Search, UnderATimeBudgetPersistentWorkersAreWeighedInWholeEpochPairs) {
   }
   EXPECT_EQ(r.outcome.trials[at + 1].decision,
             "pair 1: with persistent_workers, x1.10 over the pair's trial without");
+  // The estimate of trials left counts the pairs down one by one.
+  for (size_t i = at + 1; i < at + 6; ++i) EXPECT_EQ(r.trials_left[i], r.trials_left[i - 1] - 1) << i;
   const PhaseDecision* persistent = Phase(r, "persistent_workers");
   ASSERT_NE(persistent, nullptr);
   EXPECT_TRUE(persistent->kept) << persistent->why;

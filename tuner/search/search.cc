@@ -253,7 +253,8 @@ class Search {
   int TrialsLeft() const {
     const bool seeded = setup_.seed.has_value();
     const int prefetch = seeded ? 0 : std::max(0, static_cast<int>(options_.prefetch_factors.size()) - 1);
-    const int persistent = seeded ? 0 : 2;
+    // Under a budget persistent_workers is measured in pairs (PersistentInPairs).
+    const int persistent = seeded ? 0 : options_.time_budget_s > 0 ? 2 * repeats() : 2;
     const int binding = setup_.ranks > 1 && options_.cpu_binding == BindingChoice::kAuto
                             ? 1 + (setup_.numa_known ? 1 : 0)
                             : 0;
