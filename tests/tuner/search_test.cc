@@ -496,9 +496,22 @@ TEST(Search, UnderATimeBudgetPersistentWorkersAreWeighedInWholeEpochPairs) {
   EXPECT_TRUE(Best(c).knobs.persistent_workers);
   EXPECT_EQ(Best(c).knobs.num_workers, 1);
 
+  // A first pair whose trial with persistent workers fails: not kept, and the phase says why.
+  options.time_budget_s = 1000;
+  ScriptedMeasurer failing([](const loader::Knobs& k, const TrialPlan& plan, int) {
+    if (plan.window_epochs > 0 && k.persistent_workers) return -1.0;
+    return k.num_workers == 0 ? 600.0 : 900.0;
+  });
+  const SearchRun f = RunOn(failing, options, setup);
+  const PhaseDecision* failed = Phase(f, "persistent_workers");
+  ASSERT_NE(failed, nullptr);
+  EXPECT_FALSE(failed->kept);
+  EXPECT_EQ(failed->why.rfind("failed: worker 0 (pid 1) was killed by signal 9", 0), 0u) << failed->why;
+  EXPECT_EQ(std::count(f.seen.begin(), f.seen.end(), "persistent_workers 1"), 2);
+  EXPECT_FALSE(Best(f).knobs.persistent_workers);
+
   // Any gain in the pairs keeps them (the setting only removes the restart),
   // one under gain_threshold included; none does not.
-  options.time_budget_s = 1000;
   for (const double with : {1.03, 0.98}) {
     SCOPED_TRACE(with);
     ScriptedMeasurer small([with](const loader::Knobs& k, const TrialPlan& plan, int) {

@@ -1131,9 +1131,8 @@ class Search {
     const std::vector<double> ratios = MeasurePairs("persistent_workers", off, on, "without persistent_workers",
                                                     "with persistent_workers", &persistent_done_, how);
     budget_from_ = trials().size();  // single epochs, judged here: not weighed again at the budget
-    if (ratios.empty()) {
+    if (ratios.empty()) {  // the first pair's trial failed (a budget ends the pairs only after one)
       AddPhase("persistent_workers", false, trials().back().decision);
-      if (budget_ended) throw TimeBudgetSpent{};
       return;
     }
     // The last complete pair: its trials are the phase's figures from here on.
@@ -1459,8 +1458,6 @@ class Search {
     }
     AddPhase("combined", gain, trials()[index].decision);
   }
-
-
 
   // `repeats` pairs of one window each, a (the baseline, or the setting
   // standing in for it) then b, interleaved: the ratios of b's figure over
