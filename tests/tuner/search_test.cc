@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <set>
 
 #include "tuner/search/budget.h"
@@ -615,6 +616,71 @@ TEST(Search, UnderATimeBudgetAKneeAtZeroWorkersIsCheckedInPairs) {
     const SearchRun resumed = RunOn(replay, options, setup);
     EXPECT_EQ(Decisions(resumed.outcome), Decisions(r.outcome));
   }
+}
+
+// The pairs that check a knee at 0 workers go on past `repeats` while the
+// knee rule's bar (x1.053) is still inside their interval and the budget has
+// time, up to 3 x repeats: an in-job CNN's three pairs read x0.84, x1.03,
+// x1.09 (median under the bar) where 1 worker ran x1.09 in its truth.
+TEST(Search, UnderATimeBudgetPairsThatCannotPlaceTheKneeBarTakeMoreOfTheBudget) {
+  // The sequential trials see the drift (x0.8 after the baseline) and leave
+  // the knee at 0; the pairs' 1 worker trials run `ratios` in turn.
+  const auto pairs = [](std::vector<double> ratios, std::function<void(int)> on_pair = {}) {
+    auto next = std::make_shared<size_t>(0);
+    return [ratios, next, on_pair](const loader::Knobs& k, const TrialPlan& plan, int index) {
+      if (plan.phase != "num_workers_pairs") return (k.num_workers == 0 ? 100.0 : 109.0) * (index == 0 ? 1.0 : 0.8);
+      if (k.num_workers == 0) return 80.0;
+      const double ratio = ratios[std::min(*next, ratios.size() - 1)];
+      ++*next;
+      if (on_pair) on_pair(static_cast<int>(*next));
+      return 80.0 * ratio;
+    };
+  };
+  SweepOptions options;
+  options.copy_phases = false;
+  options.prefetch_factors = {2};
+  options.time_budget_s = 1000;
+  SearchSetup setup;
+  setup.usable_cpus = 2;
+  const auto why = [](const SearchRun& r) {
+    const PhaseDecision* p = Phase(r, "num_workers");
+    return p ? p->why : std::string("no num_workers phase");
+  };
+
+  // Three pairs that straddle the bar, then pairs at x1.10: more pairs move
+  // the median above it.
+  ScriptedMeasurer settling(pairs({0.84, 1.03, 1.09, 1.10}));
+  const SearchRun r = RunOn(settling, options, setup);
+  const auto measured = std::count(r.seen.begin(), r.seen.end(), "num_workers_pairs 1");
+  EXPECT_GT(measured, 3);
+  EXPECT_LE(measured, 9);
+  EXPECT_EQ(std::count(r.seen.begin(), r.seen.end(), "num_workers_pairs 0"), measured);
+  EXPECT_EQ(r.outcome.knee_workers, 1) << why(r);
+  EXPECT_NE(why(r).find(" interleaved pairs (3, then more while their interval held x1.053 and the budget had time), "
+                        "the baseline outside 5.0% of it (above x1.053): 1 worker is the knee"),
+            std::string::npos)
+      << why(r);
+
+  // Pairs that never settle stop at 3 x repeats, and their median decides.
+  ScriptedMeasurer unsettled(pairs({0.90, 1.20, 0.90, 1.20, 0.90, 1.20, 0.90, 1.20, 0.90, 1.20, 0.90, 1.20}));
+  const SearchRun u = RunOn(unsettled, options, setup);
+  EXPECT_EQ(std::count(u.seen.begin(), u.seen.end(), "num_workers_pairs 1"), 9);
+  EXPECT_EQ(u.outcome.knee_workers, 0);
+  EXPECT_NE(why(u).find("ran x0.90 [0.90, 1.20] over the baseline in their windows, 9 interleaved pairs (3, then more"),
+            std::string::npos)
+      << why(u);
+
+  // A budget spent by the third pair takes no more, and its three decide.
+  bool spent = false;
+  setup.elapsed_s = [&spent] { return spent ? 2000.0 : 0.0; };
+  ScriptedMeasurer budgeted(pairs({0.84, 1.03, 1.09, 1.10}, [&spent](int pair) { spent = pair >= 3; }));
+  const SearchRun b = RunOn(budgeted, options, setup);
+  EXPECT_EQ(std::count(b.seen.begin(), b.seen.end(), "num_workers_pairs 1"), 3);
+  EXPECT_EQ(b.outcome.knee_workers, 0);
+  EXPECT_NE(why(b).find("ran x1.03 [0.84, 1.09] over the baseline in their windows, 3 interleaved pairs, not above "
+                        "x1.053"),
+            std::string::npos)
+      << why(b);
 }
 
 // sweep.copy_phases false (a job that trains on the CPU): neither
