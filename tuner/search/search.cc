@@ -1527,7 +1527,7 @@ class Search {
 
   // Whether pair number `pair` is one more to settle `how.settle_bar`: every
   // pair so far measured, the bar inside their median's interval, time left
-  // in the budget, and fewer than the cap.
+  // in the budget, and the cap not passed.
   bool Unsettled(const std::vector<double>& ratios, const PairsPlan& how, int pair) const {
     if (how.settle_bar <= 0 || options_.time_budget_s <= 0 || ratios.size() + 1 != static_cast<size_t>(pair) ||
         pair > kMostPairsPerRepeat * repeats() || ElapsedS() >= options_.time_budget_s) {
