@@ -601,11 +601,11 @@ class Search {
   // the count is the knee when the pairs' median puts the baseline outside
   // knee_tolerance of it (the knee rule, on drift-free figures). While the
   // bar is still inside their interval, more pairs take the budget's time
-  // left (PairsPlan::settle_bar): a knee at 0 workers ends the search, so
-  // that time would go unused, and a CPU-trained step moves one pair's ratio
-  // by 10-20% (an in-job CNN's read x0.84, x1.03, x1.09, median under the
-  // bar, where its truth ran 1 worker x1.09 and 2 with persistent workers
-  // x1.19 of 0). Returns its index on `curve`, or nullopt; `why` says what
+  // left (PairsPlan::settle_bar): a knee at 0 workers leaves no worker phase
+  // after it, so that time would go unused, and a CPU-trained step moves one
+  // pair's ratio by 10-20% (an in-job CNN's read x0.84, x1.03, x1.09, median
+  // under the bar, where its truth ran 1 worker x1.09 and 2 with persistent
+  // workers x1.19 of 0). Returns its index on `curve`, or nullopt; `why` says what
   // the pairs measured.
   // Unseeded only: a seeded doubling starts at a stored knee.
   std::optional<size_t> PairedKnee(const std::vector<std::pair<int, size_t>>& curve, std::string* why) {
@@ -634,13 +634,14 @@ class Search {
       return std::nullopt;
     }
     const Summary s = Summarize(ratios);
-    const bool settled = static_cast<int>(ratios.size()) > repeats();
+    const bool more_pairs = static_cast<int>(ratios.size()) > repeats();
     const std::string measured = Format("x%.2f [%.2f, %.2f]", s.median, s.ci_low, s.ci_high) +
                                  " over the baseline in their windows, " + std::to_string(ratios.size()) +
                                  " interleaved pairs" +
-                                 (settled ? " (" + std::to_string(repeats()) + ", then more while their interval held x" +
-                                                Format("%.3f", bar) + " and the budget had time)"
-                                          : "");
+                                 (more_pairs ? " (" + std::to_string(repeats()) +
+                                                   ", then more while their interval held x" + Format("%.3f", bar) +
+                                                   " and the budget had time)"
+                                             : "");
     if (s.median > bar) {
       *why = "the knee at 0 workers was checked in pairs: " + count + " ran " + measured + ", the baseline outside " +
              Percent(options_.knee_tolerance).substr(1) + " of it (above x" + Format("%.3f", bar) + "): " + count +
