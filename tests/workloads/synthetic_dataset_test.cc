@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -154,7 +155,9 @@ TEST(CpuCalibration, RequestedCpuTimeIsSpent) {
   EXPECT_GE(c.check_spent_us, c.check_requested_us * 0.8);
   EXPECT_LE(c.check_spent_us, c.check_requested_us * 1.2);
 
-  // Per sample, this thread's CPU time for a read of `us` of CPU work.
+  // Per sample, this thread's CPU time for a read of `us` of CPU work: the
+  // least of three passes. The fill and the work only ever gain from noise (a
+  // page fault on the first touch, a cold cache), so the least pass is theirs.
   const auto spent_per_read_us = [&c](int64_t us) {
     SyntheticOptions o;
     o.samples = 20;
@@ -163,12 +166,18 @@ TEST(CpuCalibration, RequestedCpuTimeIsSpent) {
     o.jitter = 0;
     SyntheticDataset d(o, c);
     std::vector<std::byte> out(4096);
-    const int64_t t0 = ThreadCpuNs();
-    for (int i = 0; i < 20; ++i) d.Read(i, out);
-    return static_cast<double>(ThreadCpuNs() - t0) / 1e3 / 20;
+    double least = 1e18;
+    for (int pass = 0; pass < 3; ++pass) {
+      const int64_t t0 = ThreadCpuNs();
+      for (int i = 0; i < 20; ++i) d.Read(i, out);
+      least = std::min(least, static_cast<double>(ThreadCpuNs() - t0) / 1e3 / 20);
+    }
+    return least;
   };
   // What a read costs without CPU work (the content fill): a few us in a
-  // release build, tens under ASan, so it is measured, not assumed.
+  // release build, tens under ASan, so it is measured, not assumed. At CI's
+  // stop 43 a single cold pass read the fill 11 us high under ASan, which is
+  // more than the 20% the 50 us case allows.
   const double fill_us = spent_per_read_us(0);
   for (int64_t us : {50, 1000, 5000}) {
     const double work_us = spent_per_read_us(us) - fill_us;
