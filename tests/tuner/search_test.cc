@@ -280,6 +280,55 @@ TEST(Search, TheTimeBudgetKeepsAStepKeptOverAnEarlierTrial) {
   EXPECT_EQ(Best(r).knobs.prefetch_factor, 2);
 }
 
+// Under a time budget, a persistent_workers pair after the first begins only
+// where the time left holds one more as long as the last: a pair of whole
+// epochs is seconds long (5 s a trial here, 1 s a time window), and one begun
+// at the budget's edge ran a 60 s in-job budget to 73 s.
+TEST(Search, UnderATimeBudgetAPairBeginsOnlyWhereTheTimeLeftHoldsIt) {
+  double clock = 0;
+  std::vector<double> ends;  // the clock at each trial's end
+  ScriptedMeasurer m([&clock, &ends](const loader::Knobs& k, const TrialPlan& plan, int) {
+    clock += plan.window_epochs > 0 ? 5.0 : 1.0;
+    ends.push_back(clock);
+    const double v = 1000.0 * std::min(std::max(k.num_workers, 1), 4);
+    if (plan.window_epochs > 0) return k.persistent_workers ? v * 0.9 : v * 0.6;
+    return v;
+  });
+  SweepOptions options;
+  options.copy_phases = false;
+  options.prefetch_factors = {2};
+  SearchSetup setup;
+  setup.samples_per_epoch = 4096;
+  setup.elapsed_s = [&clock] { return clock; };
+  // Where the first pair ends, under a budget never reached.
+  options.time_budget_s = 1e9;
+  const SearchRun probe = RunOn(m, options, setup);
+  const auto first = std::find(probe.seen.begin(), probe.seen.end(), "persistent_workers 4") - probe.seen.begin();
+  ASSERT_LT(first + 1, static_cast<long>(probe.seen.size()));
+  ASSERT_EQ(probe.seen.at(first + 1), "persistent_workers 4");
+  const double first_pair_ends = ends.at(first + 1);
+
+  // The second pair would end 4 s past this budget: it does not begin.
+  clock = 0;
+  ends.clear();
+  options.time_budget_s = first_pair_ends + 6.0;
+  const SearchRun r = RunOn(m, options, setup);
+  EXPECT_EQ(std::count(r.seen.begin(), r.seen.end(), "persistent_workers 4"), 2);
+  EXPECT_LE(clock, options.time_budget_s);
+  const PhaseDecision* persistent = Phase(r, "persistent_workers");
+  ASSERT_NE(persistent, nullptr);
+  EXPECT_NE(persistent->why.find("1 interleaved pair of"), std::string::npos) << persistent->why;
+  EXPECT_NE(persistent->why.find("the time budget ended the pairs"), std::string::npos) << persistent->why;
+  EXPECT_TRUE(Best(r).knobs.persistent_workers);
+
+  // A budget that holds it takes it.
+  clock = 0;
+  ends.clear();
+  options.time_budget_s = first_pair_ends + 10.0;
+  const SearchRun two = RunOn(m, options, setup);
+  EXPECT_EQ(std::count(two.seen.begin(), two.seen.end(), "persistent_workers 4"), 4);
+}
+
 // Under a time budget, persistent_workers goes before prefetch_factor when
 // the knee's restart (its time to the first batch) is at least
 // gain_threshold of an epoch: here 0.5 s of a 1.024 s epoch at 4 workers.
@@ -669,6 +718,30 @@ TEST(Search, UnderATimeBudgetPairsThatCannotPlaceTheKneeBarTakeMoreOfTheBudget) 
   EXPECT_NE(why(u).find("ran x0.90 [0.90, 1.20] over the baseline in their windows, 9 interleaved pairs (3, then more"),
             std::string::npos)
       << why(u);
+
+  // A budget whose time left holds no pair as long as the last takes no
+  // more: 1 s a trial, and a budget 1 s past the end of the third pair.
+  double clock = 0;
+  setup.elapsed_s = [&clock] { return clock; };
+  const auto ticking = [&clock](Curve curve) -> Curve {
+    return [&clock, curve](const loader::Knobs& k, const TrialPlan& plan, int index) {
+      clock += 1;
+      return curve(k, plan, index);
+    };
+  };
+  double third_ends = 0;
+  ScriptedMeasurer probe(ticking(pairs({0.84, 1.03, 1.09, 1.10}, [&third_ends, &clock](int pair) {
+    if (pair == 3) third_ends = clock;
+  })));
+  RunOn(probe, options, setup);  // the budget of 1000 s is never reached
+  ASSERT_GT(third_ends, 0);
+  clock = 0;
+  options.time_budget_s = third_ends + 1.0;
+  ScriptedMeasurer short_budget(ticking(pairs({0.84, 1.03, 1.09, 1.10})));
+  const SearchRun s = RunOn(short_budget, options, setup);
+  EXPECT_EQ(std::count(s.seen.begin(), s.seen.end(), "num_workers_pairs 1"), 3);
+  EXPECT_EQ(s.outcome.knee_workers, 0) << why(s);
+  options.time_budget_s = 1000;
 
   // A budget spent by the third pair takes no more, and its three decide.
   bool spent = false;

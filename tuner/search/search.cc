@@ -69,13 +69,17 @@ struct PairsPlan {
   bool in_windows = false;  // ratios of the windows' rates, without a restart ChargeRestart added (WindowsRate)
   int window_epochs = 0;    // each trial's one window: this many whole epochs (0: a time window)
   // Set: the budget ends the pairs between two pairs (never inside one, and
-  // not before the first), and this says that it did. Unset: Measure's
+  // not before the first), and this says that it did: a pair after the first
+  // begins only where the budget's time left holds one more as long as the
+  // last (a pair of whole epochs is seconds long, and one begun at the
+  // budget's edge ran a 60 s budget to 73 s). Unset: Measure's
   // TimeBudgetSpent goes up from wherever it is thrown.
   bool* budget_ended = nullptr;
   const char* over = "the pair's baseline";  // what b's ratio is over, in b's decision
   // Set (> 0), under a time budget: after `repeats` pairs, while this bar is
-  // still inside the 95% interval of their median and the budget has time,
-  // one more pair, up to kMostPairsPerRepeat x repeats in all. A decision
+  // still inside the 95% interval of their median and the budget's time left
+  // holds one more pair as long as the last, one more pair, up to
+  // kMostPairsPerRepeat x repeats in all. A decision
   // against a bar that the pairs cannot yet place is settled with the time
   // the user granted, not left to three pairs and the rest of it unused.
   double settle_bar = 0;
@@ -1493,10 +1497,16 @@ class Search {
     plan.window_epochs = how.window_epochs;
     const bool in_windows = how.in_windows;
     std::vector<double> ratios;
-    for (int pair = 1; pair <= repeats() || Unsettled(ratios, how, pair); ++pair) {
-      // A pair past `repeats` begins only inside the budget (Unsettled), and
-      // then runs whole, as the second trial of every pair does.
+    double pair_s = 0;  // the last pair's time, for whether the budget holds one more
+    for (int pair = 1; pair <= repeats() || Unsettled(ratios, how, pair, pair_s); ++pair) {
+      // A pair past `repeats` begins only where the budget holds it
+      // (Unsettled), and then runs whole, as the second trial of every pair does.
       const bool settling = pair > repeats();
+      if (how.budget_ended && pair > 1 && !BudgetHolds(pair_s)) {
+        *how.budget_ended = true;
+        break;
+      }
+      const double pair_start = ElapsedS();
       size_t ia = 0;
       try {
         ia = Measure(phase, a, plan, /*budget_may_end=*/!settling);
@@ -1522,16 +1532,21 @@ class Search {
       ratios.push_back(ratio);
       Decide(ib, "pair " + std::to_string(pair) + ": " + b_name + ", " + Format("x%.2f", ratio) +
                      " over " + how.over + (in_windows ? " in their windows" : ""));
+      pair_s = ElapsedS() - pair_start;
     }
     return ratios;
   }
 
+  // Whether the time budget's time left holds `seconds` more.
+  bool BudgetHolds(double seconds) const { return ElapsedS() + seconds <= options_.time_budget_s; }
+
   // Whether pair number `pair` is one more to settle `how.settle_bar`: every
   // pair so far measured, the bar inside their median's interval, time left
-  // in the budget, and the cap not passed.
-  bool Unsettled(const std::vector<double>& ratios, const PairsPlan& how, int pair) const {
+  // in the budget for one more pair as long as the last (`pair_s`), and the
+  // cap not passed.
+  bool Unsettled(const std::vector<double>& ratios, const PairsPlan& how, int pair, double pair_s) const {
     if (how.settle_bar <= 0 || options_.time_budget_s <= 0 || ratios.size() + 1 != static_cast<size_t>(pair) ||
-        pair > kMostPairsPerRepeat * repeats() || ElapsedS() >= options_.time_budget_s) {
+        pair > kMostPairsPerRepeat * repeats() || !BudgetHolds(pair_s)) {
       return false;
     }
     const Summary s = Summarize(ratios);
