@@ -668,11 +668,9 @@ TEST(Search, UnderATimeBudgetAKneeAtZeroWorkersIsCheckedInPairs) {
 }
 
 // The pairs that check a knee at 0 workers go on past `repeats` while the
-// knee rule's bar (x1.053) is still inside their interval, that interval is
-// wider than the bar's margin, and the budget has time, up to 10 x repeats:
-// an in-job CNN's three pairs read x0.84, x1.03, x1.09 (median under the bar)
-// where 1 worker ran x1.09 in its truth. Those further pairs measure
-// `repeats` windows a trial.
+// knee rule's bar (x1.053) is still inside their interval and the budget has
+// time, up to 3 x repeats: an in-job CNN's three pairs read x0.84, x1.03,
+// x1.09 (median under the bar) where 1 worker ran x1.09 in its truth.
 TEST(Search, UnderATimeBudgetPairsThatCannotPlaceTheKneeBarTakeMoreOfTheBudget) {
   // The sequential trials see the drift (x0.8 after the baseline) and leave
   // the knee at 0; the pairs' 1 worker trials run `ratios` in turn.
@@ -704,43 +702,22 @@ TEST(Search, UnderATimeBudgetPairsThatCannotPlaceTheKneeBarTakeMoreOfTheBudget) 
   const SearchRun r = RunOn(settling, options, setup);
   const auto measured = std::count(r.seen.begin(), r.seen.end(), "num_workers_pairs 1");
   EXPECT_GT(measured, 3);
-  EXPECT_LE(measured, 30);
+  EXPECT_LE(measured, 9);
   EXPECT_EQ(std::count(r.seen.begin(), r.seen.end(), "num_workers_pairs 0"), measured);
   EXPECT_EQ(r.outcome.knee_workers, 1) << why(r);
-  EXPECT_NE(why(r).find(" interleaved pairs (3, then more of 3 windows a trial while their interval held x1.053 and "
-                        "the budget had time), the baseline outside 5.0% of it (above x1.053): 1 worker is the knee"),
+  EXPECT_NE(why(r).find(" interleaved pairs (3, then more while their interval held x1.053 and the budget had time), "
+                        "the baseline outside 5.0% of it (above x1.053): 1 worker is the knee"),
             std::string::npos)
       << why(r);
-  // The first three pairs' trials measure one window each, the further ones three.
-  std::vector<int> windows;
-  for (const TrialPlan& plan : settling.plans) {
-    if (plan.phase == "num_workers_pairs") windows.push_back(plan.repeats);
-  }
-  ASSERT_EQ(windows.size(), static_cast<size_t>(2 * measured));
-  EXPECT_EQ(std::vector<int>(windows.begin(), windows.begin() + 6), std::vector<int>(6, 1));
-  EXPECT_EQ(std::vector<int>(windows.begin() + 6, windows.end()), std::vector<int>(windows.size() - 6, 3));
 
-  // Pairs that never settle stop at 10 x repeats, and their median decides.
-  std::vector<double> alternating;
-  for (int i = 0; i < 40; ++i) alternating.push_back(i % 2 == 0 ? 0.90 : 1.20);
-  ScriptedMeasurer unsettled(pairs(alternating));
+  // Pairs that never settle stop at 3 x repeats, and their median decides.
+  ScriptedMeasurer unsettled(pairs({0.90, 1.20, 0.90, 1.20, 0.90, 1.20, 0.90, 1.20, 0.90, 1.20, 0.90, 1.20}));
   const SearchRun u = RunOn(unsettled, options, setup);
-  EXPECT_EQ(std::count(u.seen.begin(), u.seen.end(), "num_workers_pairs 1"), 30);
+  EXPECT_EQ(std::count(u.seen.begin(), u.seen.end(), "num_workers_pairs 1"), 9);
   EXPECT_EQ(u.outcome.knee_workers, 0);
-  EXPECT_NE(why(u).find("ran x1.05 [0.90, 1.20] over the baseline in their windows, 30 interleaved pairs (3, then more"),
+  EXPECT_NE(why(u).find("ran x0.90 [0.90, 1.20] over the baseline in their windows, 9 interleaved pairs (3, then more"),
             std::string::npos)
       << why(u);
-
-  // Pairs whose interval holds the bar but is narrower than its margin have
-  // placed the ratio closely enough: either answer is within 5% of the
-  // other, and no more pairs are taken.
-  ScriptedMeasurer narrow(pairs({1.045, 1.06, 1.05, 1.20}));
-  const SearchRun n = RunOn(narrow, options, setup);
-  EXPECT_EQ(std::count(n.seen.begin(), n.seen.end(), "num_workers_pairs 1"), 3);
-  EXPECT_EQ(n.outcome.knee_workers, 0);
-  EXPECT_NE(why(n).find("ran x1.05 [1.04, 1.06] over the baseline in their windows, 3 interleaved pairs, not above"),
-            std::string::npos)
-      << why(n);
 
   // A budget whose time left holds no pair as long as the last takes no
   // more: 1 s a trial, and a budget 1 s past the end of the third pair.
@@ -764,14 +741,6 @@ TEST(Search, UnderATimeBudgetPairsThatCannotPlaceTheKneeBarTakeMoreOfTheBudget) 
   const SearchRun s = RunOn(short_budget, options, setup);
   EXPECT_EQ(std::count(s.seen.begin(), s.seen.end(), "num_workers_pairs 1"), 3);
   EXPECT_EQ(s.outcome.knee_workers, 0) << why(s);
-  // A further pair's trials measure three windows where the last measured
-  // one: time left for one more pair as long as the last (2 s) but not for
-  // three times as long takes no more either.
-  clock = 0;
-  options.time_budget_s = third_ends + 3.0;
-  ScriptedMeasurer three_left(ticking(pairs({0.84, 1.03, 1.09, 1.10})));
-  const SearchRun t = RunOn(three_left, options, setup);
-  EXPECT_EQ(std::count(t.seen.begin(), t.seen.end(), "num_workers_pairs 1"), 3);
   options.time_budget_s = 1000;
 
   // A budget spent by the third pair takes no more, and its three decide.

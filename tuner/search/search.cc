@@ -76,22 +76,17 @@ struct PairsPlan {
   // TimeBudgetSpent goes up from wherever it is thrown.
   bool* budget_ended = nullptr;
   const char* over = "the pair's baseline";  // what b's ratio is over, in b's decision
-  // Set (> 0), under a time budget: after `repeats` pairs, one more pair
-  // while this bar is still inside the 95% interval of their median, that
-  // interval is wider than the bar's own margin (ends further apart than a
-  // factor of the bar: either answer could still miss by more than it), and
-  // the budget's time left holds one more pair (Search::Unsettled). A
-  // decision against a bar that the pairs cannot yet place is settled with
-  // the time the user granted, not left to three pairs and the rest of it
-  // unused. Each of these pairs' trials measures `repeats` windows, its
-  // figure their median: the restart and warm-up a trial pays are paid once
-  // for three windows, and one slow window no longer sets the pair's ratio.
+  // Set (> 0), under a time budget: after `repeats` pairs, while this bar is
+  // still inside the 95% interval of their median and the budget's time left
+  // holds one more pair as long as the last, one more pair, up to
+  // kMostPairsPerRepeat x repeats in all. A decision
+  // against a bar that the pairs cannot yet place is settled with the time
+  // the user granted, not left to three pairs and the rest of it unused.
   double settle_bar = 0;
 };
 
-// A bound on PairsPlan::settle_bar's pairs, as a multiple of `repeats`, for
-// a budget so long that neither the interval nor the time left ends them.
-constexpr int kMostPairsPerRepeat = 10;
+// The cap on PairsPlan::settle_bar's pairs, as a multiple of `repeats`.
+constexpr int kMostPairsPerRepeat = 3;
 
 // Where the sequence is, for the estimate of trials left.
 enum class SequenceAt {
@@ -614,11 +609,8 @@ class Search {
   // after it, so that time would go unused, and a CPU-trained step moves one
   // pair's ratio by 10-20% (an in-job CNN's read x0.84, x1.03, x1.09, median
   // under the bar, where its truth ran 1 worker x1.09 and 2 with persistent
-  // workers x1.19 of 0). Those pairs measure three windows a trial: in one
-  // of a quarter second (four of the CNN's batches) a single slow step moved
-  // a pair to x0.69 or x1.52, and nine such pairs left the median at x1.04
-  // where the truth ran 2 workers x1.32. Returns its index on `curve`, or
-  // nullopt; `why` says what the pairs measured.
+  // workers x1.19 of 0). Returns its index on `curve`, or nullopt; `why` says what
+  // the pairs measured.
   // Unseeded only: a seeded doubling starts at a stored knee.
   std::optional<size_t> PairedKnee(const std::vector<std::pair<int, size_t>>& curve, std::string* why) {
     if (options_.time_budget_s <= 0 || setup_.seed) return std::nullopt;
@@ -650,10 +642,9 @@ class Search {
     const std::string measured = Format("x%.2f [%.2f, %.2f]", s.median, s.ci_low, s.ci_high) +
                                  " over the baseline in their windows, " + std::to_string(ratios.size()) +
                                  " interleaved pairs" +
-                                 (more_pairs ? " (" + std::to_string(repeats()) + ", then more of " +
-                                                   std::to_string(repeats()) +
-                                                   " windows a trial while their interval held x" +
-                                                   Format("%.3f", bar) + " and the budget had time)"
+                                 (more_pairs ? " (" + std::to_string(repeats()) +
+                                                   ", then more while their interval held x" + Format("%.3f", bar) +
+                                                   " and the budget had time)"
                                              : "");
     if (s.median > bar) {
       *why = "the knee at 0 workers was checked in pairs: " + count + " ran " + measured + ", the baseline outside " +
@@ -1507,11 +1498,10 @@ class Search {
     const bool in_windows = how.in_windows;
     std::vector<double> ratios;
     double pair_s = 0;  // the last pair's time, for whether the budget holds one more
-    for (int pair = 1; pair <= repeats() || Unsettled(ratios, how, pair, NextPairS(pair_s, plan.repeats)); ++pair) {
+    for (int pair = 1; pair <= repeats() || Unsettled(ratios, how, pair, pair_s); ++pair) {
       // A pair past `repeats` begins only where the budget holds it
       // (Unsettled), and then runs whole, as the second trial of every pair does.
       const bool settling = pair > repeats();
-      if (settling) plan.repeats = repeats();
       if (how.budget_ended && pair > 1 && !BudgetHolds(pair_s)) {
         *how.budget_ended = true;
         break;
@@ -1550,26 +1540,17 @@ class Search {
   // Whether the time budget's time left holds `seconds` more.
   bool BudgetHolds(double seconds) const { return ElapsedS() + seconds <= options_.time_budget_s; }
 
-  // A settling pair's time (its trials of `repeats` windows), from the last
-  // pair's (`pair_s`, of trials of `windows` windows each): at most that
-  // many times as long, as a trial's restart and warm-up do not grow with
-  // its windows.
-  double NextPairS(double pair_s, int windows) const {
-    return pair_s * std::max(1, repeats()) / std::max(1, windows);
-  }
-
   // Whether pair number `pair` is one more to settle `how.settle_bar`: every
-  // pair so far measured, the bar inside their median's interval and that
-  // interval wider than the bar's margin, time left in the budget for one
-  // more pair (`pair_s` long), and the bound not passed.
+  // pair so far measured, the bar inside their median's interval, time left
+  // in the budget for one more pair as long as the last (`pair_s`), and the
+  // cap not passed.
   bool Unsettled(const std::vector<double>& ratios, const PairsPlan& how, int pair, double pair_s) const {
     if (how.settle_bar <= 0 || options_.time_budget_s <= 0 || ratios.size() + 1 != static_cast<size_t>(pair) ||
         pair > kMostPairsPerRepeat * repeats() || !BudgetHolds(pair_s)) {
       return false;
     }
     const Summary s = Summarize(ratios);
-    const bool straddled = s.ci_low <= how.settle_bar && how.settle_bar <= s.ci_high;
-    return straddled && s.ci_high > s.ci_low * how.settle_bar;
+    return s.ci_low <= how.settle_bar && how.settle_bar <= s.ci_high;
   }
 
   // Baseline and best, interleaved A B A B ..., one window each, so drift of
