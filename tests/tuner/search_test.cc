@@ -667,6 +667,46 @@ TEST(Search, UnderATimeBudgetAKneeAtZeroWorkersIsCheckedInPairs) {
   }
 }
 
+// The count the pairs check is the knee rule's among the worker counts
+// measured: the fewest within knee_tolerance of the best of them, not the
+// best alone. An in-job CNN's doubling read 1 worker -3.4% and 2 workers
+// -3.0% of the baseline; its truth ran 1 worker with persistent workers
+// x1.18 of 0 and 2 workers x1.06.
+TEST(Search, UnderATimeBudgetTheKneePairsCheckTheFewestWorkersWithinTheTolerance) {
+  // The machine slows by a fifth after the baseline; `one` and `two` are the
+  // worker counts' gains, and the pairs see them without the drift.
+  const auto curve = [](double one, double two) {
+    return [one, two](const loader::Knobs& k, const TrialPlan& plan, int index) {
+      const double gain = k.num_workers == 0 ? 1.0 : k.num_workers == 1 ? one : two;
+      return 100.0 * gain * (plan.phase == "num_workers_pairs" || index == 0 ? 1.0 : 0.8);
+    };
+  };
+  SweepOptions options;
+  options.copy_phases = false;
+  options.prefetch_factors = {2};
+  options.time_budget_s = 1000;  // never reached
+  SearchSetup setup;
+  setup.usable_cpus = 2;
+
+  // 1 worker within 5% of 2: the pairs check 1 worker, and it is the knee.
+  ScriptedMeasurer close(curve(1.16, 1.19));
+  const SearchRun c = RunOn(close, options, setup);
+  EXPECT_EQ(std::count(c.seen.begin(), c.seen.end(), "num_workers_pairs 1"), 3);
+  EXPECT_EQ(std::count(c.seen.begin(), c.seen.end(), "num_workers_pairs 2"), 0);
+  EXPECT_EQ(c.outcome.knee_workers, 1);
+  const PhaseDecision* workers = Phase(c, "num_workers");
+  ASSERT_NE(workers, nullptr);
+  EXPECT_NE(workers->why.find("1 worker ran x1.16 [1.16, 1.16] over the baseline in their windows"), std::string::npos)
+      << workers->why;
+
+  // 1 worker more than 5% under 2: the pairs check 2 workers.
+  ScriptedMeasurer apart(curve(1.05, 1.19));
+  const SearchRun a = RunOn(apart, options, setup);
+  EXPECT_EQ(std::count(a.seen.begin(), a.seen.end(), "num_workers_pairs 1"), 0);
+  EXPECT_EQ(std::count(a.seen.begin(), a.seen.end(), "num_workers_pairs 2"), 3);
+  EXPECT_EQ(a.outcome.knee_workers, 2);
+}
+
 // The pairs that check a knee at 0 workers go on past `repeats` while the
 // knee rule's bar (x1.053) is still inside their interval and the budget has
 // time, up to 3 x repeats: an in-job CNN's three pairs read x0.84, x1.03,

@@ -600,7 +600,12 @@ class Search {
   // (ChargeRestart): a knee at 0 workers rests on few sequential trials, and
   // where the step's own speed moves between trials (a CPU-trained model on a
   // shared VM), those can put a real gain below the baseline. So before the
-  // workers are dropped, the best worker count measured and the baseline run
+  // workers are dropped, the worker count the knee rule picks among the
+  // counts measured (the fewest within knee_tolerance of the best of them:
+  // two counts that read within the noise of each other leave the CPUs to
+  // the step with the fewer; an in-job CNN's doubling read 1 worker -3.4%
+  // and 2 workers -3.0% of the baseline, and its truth ran 1 with persistent
+  // workers x1.18 of 0 and 2 x1.06) and the baseline run
   // in `repeats` interleaved pairs of one window each, as in the final check;
   // the count is the knee when the pairs' median puts the baseline outside
   // knee_tolerance of it (the knee rule, on drift-free figures). While the
@@ -614,18 +619,21 @@ class Search {
   // Unseeded only: a seeded doubling starts at a stored knee.
   std::optional<size_t> PairedKnee(const std::vector<std::pair<int, size_t>>& curve, std::string* why) {
     if (options_.time_budget_s <= 0 || setup_.seed) return std::nullopt;
-    std::optional<size_t> best;
+    std::vector<std::pair<int, const TrialRecord*>> counts;  // the worker counts measured
+    std::vector<size_t> on_curve;                             // each one's index on `curve`
     for (size_t i = 0; i < curve.size(); ++i) {
-      if (curve[i].first > 0 && (!best || trials()[curve[i].second].samples_per_s >
-                                              trials()[curve[*best].second].samples_per_s)) {
-        best = i;
-      }
+      if (curve[i].first == 0) continue;
+      counts.emplace_back(curve[i].first, &trials()[curve[i].second]);
+      on_curve.push_back(i);
     }
-    if (!best) return std::nullopt;
-    const std::string count = WorkersText(curve[*best].first);
+    const std::optional<size_t> knee = KneeIndex(counts, options_.knee_tolerance);
+    if (!knee) return std::nullopt;
+    const size_t candidate = on_curve[*knee];
+    const std::string count = WorkersText(curve[candidate].first);
     int done = 0;
     // Copies: measuring grows trials(), which may move its records.
-    const loader::Knobs baseline = trials()[curve.front().second].knobs, workers = trials()[curve[*best].second].knobs;
+    const loader::Knobs baseline = trials()[curve.front().second].knobs;
+    const loader::Knobs workers = trials()[curve[candidate].second].knobs;
     // In their windows: whether the workers feed the step faster is the
     // question here; the restart a charged figure holds is persistent_workers'
     // to remove, and the final check weighs the answer per epoch.
@@ -650,7 +658,7 @@ class Search {
       *why = "the knee at 0 workers was checked in pairs: " + count + " ran " + measured + ", the baseline outside " +
              Percent(options_.knee_tolerance).substr(1) + " of it (above x" + Format("%.3f", bar) + "): " + count +
              " is the knee";
-      return best;
+      return candidate;
     }
     *why = "the knee at 0 workers was checked in pairs: " + count + " ran " + measured + ", not above x" +
            Format("%.3f", bar) + " (the baseline within " + Percent(options_.knee_tolerance).substr(1) +
