@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 TEST_JOBS ?= $(shell echo $$((2 * $$(nproc))))
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build sweep test check deb test-asan test-tsan fuzz bench grid-vs-sweep regret in-job-bench native-vs-torch probe-protocol formats-bench fleet-scale seed-bench node-bench trace-bench busy-box-bench clean
+.PHONY: all deps build sweep test check deb build-asan test-asan build-tsan test-tsan fuzz-build fuzz bench grid-vs-sweep regret in-job-bench native-vs-torch probe-protocol formats-bench fleet-scale seed-bench node-bench trace-bench busy-box-bench clean
 
 all: build
 
@@ -44,20 +44,27 @@ check: build
 # Under sanitizers (separate build folders): the whole suite with ASan+UBSan,
 # the loader and tuner suites with TSan, without the perf label (knees and
 # ratios mean nothing at TSan's 5-15x slowdown).
-test-asan: deps
+build-asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DFEEDTUNE_SANITIZE=address,undefined -DFEEDTUNE_WITH_CUDA=OFF -DFEEDTUNE_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build-asan -j $(JOBS)
+
+test-asan: build-asan
 	cd build-asan && ctest --output-on-failure -j $(JOBS)
 
-test-tsan: deps
+build-tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DFEEDTUNE_SANITIZE=thread -DFEEDTUNE_WITH_CUDA=OFF -DFEEDTUNE_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build-tsan -j $(JOBS)
+
+test-tsan: build-tsan
 	cd build-tsan && ctest --output-on-failure -j 1 -L 'loader|tuner' -LE perf
 
 # libFuzzer targets (clang, ASan+UBSan, build-fuzz), FUZZ_SECONDS each on their seed corpora.
 FUZZ_SECONDS ?= 60
-fuzz:
+fuzz-build:
 	@scripts/setup-deps --fuzz
+	JOBS=$(JOBS) scripts/ci-fuzz --build-only
+
+fuzz: fuzz-build
 	JOBS=$(JOBS) scripts/ci-fuzz $(FUZZ_SECONDS)
 
 bench: build
