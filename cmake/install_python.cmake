@@ -5,6 +5,9 @@
 #   prefix with python3: its own purelib (a virtual environment)
 #   any other prefix:    lib/python3.X/site-packages, X from Debian's python3
 # FEEDTUNE_PYTHON_INSTALL_DIR (a cache variable) overrides all three.
+# An install script runs with no project and so with CMake 2.x's policies
+# (IN_LIST below was a syntax error there): set them as the project's.
+cmake_policy(VERSION 3.24)
 set(prefix "${CMAKE_INSTALL_PREFIX}")
 set(root "$ENV{DESTDIR}")
 if(NOT FEEDTUNE_PYTHON_DIR_OVERRIDE STREQUAL "")
