@@ -22,24 +22,37 @@ std::string Windows(int n) { return std::to_string(n) + (n == 1 ? " window" : " 
 
 }  // namespace
 
-BackgroundFacts SummarizeBackground(BackgroundFacts facts, const std::vector<TrialRecord>& trials) {
-  std::vector<double> counted;
+BackgroundFacts SummarizeBackground(BackgroundFacts facts, const std::vector<TrialRecord>& trials,
+                                    double usable_cpus) {
+  std::vector<double> counted, demand;
   int remeasured = 0;
   for (const TrialRecord& t : trials) {
     if (t.status != TrialStatus::kOk) continue;
+    // Room the trial left: at 0 workers the loop is one thread; otherwise its
+    // busiest window's tree against what the box has, less the threshold.
+    const bool left_room = t.knobs.num_workers == 0 ||
+                           (usable_cpus > 0 && t.cpu_util > 0 && t.cpu_util < usable_cpus - facts.warn_cpu);
     for (const RepeatRecord& r : t.repeat_rows) {
       if (r.remeasured) {
         ++remeasured;
       } else if (std::isfinite(r.background_cpu)) {
         counted.push_back(r.background_cpu);
+        if (left_room) demand.push_back(r.background_cpu);
       }
     }
   }
   facts.windows = static_cast<int>(counted.size());
   facts.remeasured = remeasured;
   facts.median_cpu = MedianOf(std::move(counted));
-  facts.busy = std::isfinite(facts.median_cpu) && facts.median_cpu > facts.warn_cpu;
+  facts.demand_windows = static_cast<int>(demand.size());
+  if (std::isfinite(facts.start_cpu)) demand.push_back(facts.start_cpu);
+  facts.demand_cpu = MedianOf(std::move(demand));
+  facts.busy = facts.windows > 0 && std::isfinite(facts.demand_cpu) && facts.demand_cpu > facts.warn_cpu;
   return facts;
+}
+
+double BusyFigure(const BackgroundFacts& facts) {
+  return std::isfinite(facts.demand_cpu) ? facts.demand_cpu : facts.median_cpu;
 }
 
 bool IsBusy(const RunRecord& run) { return run.facts.background && run.facts.background->busy; }
@@ -67,8 +80,15 @@ std::string StartWarning(const BackgroundFacts& facts) {
 
 std::string BusyText(const BackgroundFacts& facts) {
   if (!facts.busy) return "";
-  return "other processes took " + Cpu(facts.median_cpu) + " (median of " + Windows(facts.windows) +
-         "), above sweep.background.warn_cpu " + ShortNumber(facts.warn_cpu);
+  const std::string above = ", above sweep.background.warn_cpu " + ShortNumber(facts.warn_cpu);
+  if (!std::isfinite(facts.demand_cpu)) {  // a run before schema v18
+    return "other processes took " + Cpu(facts.median_cpu) + " (median of " + Windows(facts.windows) + ")" + above;
+  }
+  const std::string sample = std::isfinite(facts.start_cpu) ? "the sample before the baseline" : "";
+  const std::string windows = facts.demand_windows > 0 ? Windows(facts.demand_windows) : "";
+  return "other processes wanted " + Cpu(facts.demand_cpu) + " where the trials left it free (median of " + sample +
+         (!sample.empty() && !windows.empty() ? " and " : "") + windows + ")" + above + "; over all " +
+         Windows(facts.windows) + " they got " + Fixed(facts.median_cpu, 2);
 }
 
 std::string TrialBackgroundNote(const TrialRecord& trial, const BackgroundFacts& facts) {
@@ -106,6 +126,8 @@ nlohmann::ordered_json BackgroundJson(const std::optional<BackgroundFacts>& fact
               {"median_cpu", JsonNumber<Json>(facts->median_cpu)},
               {"windows", facts->windows},
               {"remeasured", facts->remeasured},
+              {"demand_cpu", JsonNumber<Json>(facts->demand_cpu)},
+              {"demand_windows", facts->demand_windows},
               {"busy", facts->busy}};
 }
 

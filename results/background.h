@@ -18,9 +18,14 @@ namespace feedtune::results {
 // `facts` (the sample before the baseline, the thresholds) with the run's
 // figures filled from `trials`: the median of the background over the windows
 // in the ok trials' figures (re-measured windows left out), their count, the
-// windows re-measured, and busy when that median is above facts.warn_cpu.
-// A run whose windows measured nothing (a command workload) is not busy.
-BackgroundFacts SummarizeBackground(BackgroundFacts facts, const std::vector<TrialRecord>& trials);
+// windows re-measured; the neighbours' demand (BackgroundFacts::demand_cpu),
+// from the sample and the windows of trials at 0 workers or whose tree used
+// under `usable_cpus` - facts.warn_cpu (TrialRecord::cpu_util, the busiest
+// window's: every window of such a trial left that much free); and busy when
+// the demand is above facts.warn_cpu. A run whose windows measured nothing (a
+// command workload) is not busy.
+BackgroundFacts SummarizeBackground(BackgroundFacts facts, const std::vector<TrialRecord>& trials,
+                                    double usable_cpus);
 
 // Whether the run was marked busy (false for runs before schema v16).
 bool IsBusy(const RunRecord& run);
@@ -32,8 +37,13 @@ std::string TopConsumersText(const std::vector<ProcessCpu>& top);
 // naming the top consumers; empty otherwise.
 std::string StartWarning(const BackgroundFacts& facts);
 
-// "other processes took 1.02 CPU (median of 57 windows), above
-// sweep.background.warn_cpu 0.25": why a run is busy; empty when it is not.
+// "other processes wanted 1.01 CPU where the trials left it free (median of the
+// sample before the baseline and 12 windows), above sweep.background.warn_cpu
+// 0.25; over all 57 windows they got 0.26": why a run is busy; empty when it
+// is not. A run before schema v18 says its median of windows, what it rested on.
+// The figure the busy mark rests on: the demand, or for a run before schema
+// v18 the median of its windows (NaN when neither was measured).
+double BusyFigure(const BackgroundFacts& facts);
 std::string BusyText(const BackgroundFacts& facts);
 
 // What a trial's decision adds (starting "; "), empty when nothing is to say:

@@ -22,9 +22,7 @@ using Json = nlohmann::ordered_json;
 using internal::EscapeHtml;
 using internal::ExactNumber;
 
-Json Number(double value) { return JsonNumber<Json>(value); }
 
-std::string RunDate(const RunRecord& run) { return run.ended_at.empty() ? run.started_at : run.ended_at; }
 
 // "x1.64". Built by append: GCC 12 warns (-Wrestrict, falsely) on "x" + std::string.
 std::string Times(double factor) {
@@ -182,7 +180,7 @@ std::vector<CompareRow> CollectCompareRows(const std::vector<const Store*>& stor
     }
     row.speedup = RunSpeedup(view);
     row.busy = IsBusy(chosen.run);
-    row.background_cpu = chosen.run.facts.background ? chosen.run.facts.background->median_cpu : NAN;
+    row.background_cpu = chosen.run.facts.background ? BusyFigure(*chosen.run.facts.background) : NAN;
     rows.push_back(std::move(row));
   }
   // The classes' medians first (the map's order keeps each class together),
@@ -311,8 +309,9 @@ std::string BusyRowsText(const std::vector<const ClassSpread*>& classes) {
   for (const ClassSpread* spread : classes) {
     for (const CompareRow* row : spread->rows) {
       if (!row->busy) continue;
-      text += "  " + row->host.name + " (run " + std::to_string(row->run_id) + "): other processes took " +
-              Fixed(row->background_cpu, 2) + " CPU in its windows: its row describes the contention with them\n";
+      text += "  " + row->host.name + " (run " + std::to_string(row->run_id) + "): other processes wanted " +
+              Fixed(row->background_cpu, 2) + " CPU where its trials left it free: its row describes the contention "
+              "with them\n";
     }
   }
   return text.empty() ? text : "\nBUSY: measured beside other processes (docs/measurement.md)\n" + text;
@@ -330,7 +329,7 @@ std::string KneeText(const CompareRow& row) {
 
 std::string RenderCompareTable(const std::vector<CompareRow>& rows) {
   if (rows.empty()) return "no runs to compare\n";
-  const std::vector<internal::Column> columns = {
+  const std::vector<internal::TableColumn> columns = {
       {"host", false},          {"class", false},       {"CPUs", true},
       {"GPU", false},           {"ranks", true},        {"knee workers", true}, {"best config", false},
       {"best samples/s", true}, {"vs class median", true}, {"speedup", true},
@@ -391,9 +390,9 @@ std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
       Json best = nullptr;
       if (row->best_config) {
         best = Json{{"config", LoaderKnobsJson<Json>(*row->best_config)},
-                    {"samples_per_s", Number(row->best_samples_per_s)},
-                    {"ci", Json::array({Number(row->best_ci_low), Number(row->best_ci_high)})},
-                    {"gpu_idle_frac", Number(row->best_gpu_idle_frac)}};
+                    {"samples_per_s", FigureJson(row->best_samples_per_s)},
+                    {"ci", Json::array({FigureJson(row->best_ci_low), FigureJson(row->best_ci_high)})},
+                    {"gpu_idle_frac", FigureJson(row->best_gpu_idle_frac)}};
       }
       machines.push_back(Json{
           {"label", MachineName(m)},
@@ -405,8 +404,8 @@ std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
           {"class", row->machine_hash},
           {"outlier", row->outlier},
           {"busy", row->busy},
-          {"background_cpu", Number(row->background_cpu)},
-          {"below_class_median", Number(row->below_class_median)},
+          {"background_cpu", FigureJson(row->background_cpu)},
+          {"below_class_median", FigureJson(row->below_class_median)},
           {"cpu_model", m.cpu_model},
           {"usable_cpus", m.usable_cpus},
           {"logical_cpus", m.logical_cpus},
@@ -416,8 +415,8 @@ std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
           {"knee_workers", row->knee_workers ? Json(*row->knee_workers) : Json(nullptr)},
           {"knee_workers_per_rank", row->knee_workers ? Json(*row->knee_workers) : Json(nullptr)},
           {"best", best},
-          {"baseline_samples_per_s", Number(row->baseline_samples_per_s)},
-          {"speedup", row->speedup ? Number(*row->speedup) : Json(nullptr)},
+          {"baseline_samples_per_s", FigureJson(row->baseline_samples_per_s)},
+          {"speedup", row->speedup ? FigureJson(*row->speedup) : Json(nullptr)},
           {"backend", row->backend},
           {"version", OptionalVersion(row->version)},
           {"date", row->date},
@@ -440,10 +439,10 @@ std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
       classes.push_back(Json{{"hash", spread.machine_hash},
                              {"hosts", spread.hosts},
                              {"measured", spread.measured},
-                             {"median", Number(spread.median)},
-                             {"min", Number(spread.min)},
-                             {"max", Number(spread.max)},
-                             {"median_ci_low", Number(spread.median_ci_low)},
+                             {"median", FigureJson(spread.median)},
+                             {"min", FigureJson(spread.min)},
+                             {"max", FigureJson(spread.max)},
+                             {"median_ci_low", FigureJson(spread.median_ci_low)},
                              {"outliers", outliers}});
     }
     workloads.push_back(Json{{"name", group.front()->workload_name},

@@ -48,7 +48,8 @@ struct CompareRow {
   bool outlier = false;
   double below_class_median = 0;
   // The run was marked busy (docs/measurement.md): other processes took
-  // background_cpu CPUs (median of its windows; NaN when not measured).
+  // background_cpu CPUs (results::BusyFigure: their demand, or the median of its windows
+  // in a run before schema v18; NaN when not measured).
   bool busy = false;
   double background_cpu = 0;
 };

@@ -25,7 +25,6 @@ double Log2Ratio(double a, double b) {
   return std::abs(std::log2(a / b));
 }
 
-std::string RunDate(const RunRecord& run) { return run.ended_at.empty() ? run.started_at : run.ended_at; }
 
 // Newer first: by date, then by id.
 bool Newer(const RunRecord& a, const RunRecord& b) {
@@ -197,7 +196,7 @@ std::vector<BusyRun> BusyRuns(const Store& store, const std::optional<std::strin
     b.machine_hash = m->second.hash;
     b.run_id = run.id;
     b.date = RunDate(run);
-    b.background_cpu = run.facts.background->median_cpu;
+    b.background_cpu = BusyFigure(*run.facts.background);
     const auto stands = NearestStoredRun(store, run.workload_name, m->second.fingerprint, run.host);
     if (stands && !stands->busy && stands->run.uid != run.uid) b.instead = stands->run.id;
     b.text = b.host.name + ": " + b.workload_name + " run " + std::to_string(run.id) + " (" + b.date + "): " +

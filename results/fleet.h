@@ -101,7 +101,7 @@ struct BusyRun {
   std::string machine_hash;
   int64_t run_id = 0;
   std::string date;
-  double background_cpu = 0;  // the median over its windows
+  double background_cpu = 0;  // what the mark rests on (BusyFigure): the neighbours' demand
   std::optional<int64_t> instead;
   std::string text;
 };

@@ -362,10 +362,6 @@ Curve WorkersCurve(const RunView& view, bool idle) {
   return curve;
 }
 
-// "GPU idle 25.5%", or "GPU idle not measured".
-std::string IdleText(double frac) {
-  return std::isfinite(frac) ? "GPU idle " + Fixed(frac * 100, 1) + "%" : std::string("GPU idle not measured");
-}
 
 
 std::string Card(std::string_view key, std::string_view value, std::string_view sub) {

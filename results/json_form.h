@@ -20,6 +20,10 @@ Json JsonNumber(double value) {
   return std::isfinite(value) ? Json(value) : Json(nullptr);
 }
 
+// JsonNumber in the ordered JSON the renderers build (the report, compare,
+// the node report, observed runs).
+inline nlohmann::ordered_json FigureJson(double value) { return JsonNumber<nlohmann::ordered_json>(value); }
+
 // The six DataLoader keyword arguments a setting names (what torch takes, and
 // non_blocking for .to()): where a JSON names a loader setting to use.
 template <typename Json = nlohmann::json>

@@ -13,7 +13,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-Json Number(double value) { return JsonNumber<Json>(value); }
 
 std::string Pad(std::string text, size_t width) {
   if (text.size() < width) text.append(width - text.size(), ' ');
@@ -29,10 +28,10 @@ nlohmann::ordered_json NodeFiguresJson(const NodeFigures& node) {
                      {"pid", r.pid},
                      {"status", TrialStatusName(r.status)},
                      {"error", r.error ? Json(*r.error) : Json(nullptr)},
-                     {"samples_per_s", Number(r.samples_per_s)},
-                     {"gpu_idle_frac", Number(r.gpu_idle_frac)},
-                     {"wait_p50_us", Number(r.wait_p50_us)},
-                     {"wait_p99_us", Number(r.wait_p99_us)},
+                     {"samples_per_s", FigureJson(r.samples_per_s)},
+                     {"gpu_idle_frac", FigureJson(r.gpu_idle_frac)},
+                     {"wait_p50_us", FigureJson(r.wait_p50_us)},
+                     {"wait_p99_us", FigureJson(r.wait_p99_us)},
                      {"cpu_mask", r.cpu_mask},
                      {"worker_cpu_masks", r.worker_cpu_masks},
                      {"processes", r.processes},
@@ -40,8 +39,8 @@ nlohmann::ordered_json NodeFiguresJson(const NodeFigures& node) {
                      {"shm_bytes", r.shm_bytes}});
   }
   return Json{{"ranks", node.ranks},
-              {"slowest_rank_samples_per_s", Number(node.slowest_rank_samples_per_s)},
-              {"rank_spread", Number(node.rank_spread)},
+              {"slowest_rank_samples_per_s", FigureJson(node.slowest_rank_samples_per_s)},
+              {"rank_spread", FigureJson(node.rank_spread)},
               {"processes", node.processes},
               {"threads", node.threads},
               {"shm_bytes", node.shm_bytes},
@@ -140,14 +139,14 @@ nlohmann::ordered_json NodeFormulasJson(const std::vector<FormulaRow>& rows, std
                                         std::optional<double> knee) {
   Json out = Json::array();
   const auto gap = [](const FormulaRow& row, std::optional<double> to) {
-    return row.samples_per_s && to && *to > 0 ? Number(*row.samples_per_s / *to - 1) : Json(nullptr);
+    return row.samples_per_s && to && *to > 0 ? FigureJson(*row.samples_per_s / *to - 1) : Json(nullptr);
   };
   for (const FormulaRow& row : rows) {
     out.push_back({{"formula", row.name},
                    {"rule", row.rule},
                    {"num_workers", row.workers},
                    {"trial", row.trial_id ? Json(*row.trial_id) : Json(nullptr)},
-                   {"samples_per_s", row.samples_per_s ? Number(*row.samples_per_s) : Json(nullptr)},
+                   {"samples_per_s", row.samples_per_s ? FigureJson(*row.samples_per_s) : Json(nullptr)},
                    {"at_best_settings", row.at_best_settings},
                    {"gap_to_best", gap(row, best)},
                    {"gap_to_knee", gap(row, knee)}});

@@ -17,7 +17,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-Json Number(double value) { return JsonNumber<Json>(value); }
 
 constexpr const char* kFieldsHelp =
     R"(  config              the workload/config name its sweep ran under (required)
@@ -146,7 +145,7 @@ loader::Knobs ParseKnobs(const Json& record, std::optional<bool>* non_blocking) 
   return knobs;
 }
 
-std::string YesNo(bool value) { return value ? "true" : "false"; }
+std::string TrueFalse(bool value) { return value ? "true" : "false"; }
 
 std::string Percent(double fraction) {
   char text[32];
@@ -163,13 +162,13 @@ std::string KnobDifferences(const ObservedRecord& o, const loader::Knobs& swept)
   };
   add("batch_size", std::to_string(k.batch_size), std::to_string(swept.batch_size));
   add("num_workers", std::to_string(k.num_workers), std::to_string(swept.num_workers));
-  add("pin_memory", YesNo(k.pin_memory), YesNo(swept.pin_memory));
+  add("pin_memory", TrueFalse(k.pin_memory), TrueFalse(swept.pin_memory));
   // Without workers torch ignores these two, so a difference there changes nothing.
   if (k.num_workers > 0 && swept.num_workers > 0) {
     add("prefetch_factor", std::to_string(k.prefetch_factor), std::to_string(swept.prefetch_factor));
-    add("persistent_workers", YesNo(k.persistent_workers), YesNo(swept.persistent_workers));
+    add("persistent_workers", TrueFalse(k.persistent_workers), TrueFalse(swept.persistent_workers));
   }
-  if (o.non_blocking) add("non_blocking", YesNo(*o.non_blocking), YesNo(swept.non_blocking));
+  if (o.non_blocking) add("non_blocking", TrueFalse(*o.non_blocking), TrueFalse(swept.non_blocking));
   std::string text;
   for (const std::string& part : parts) text += (text.empty() ? "" : ", ") + part;
   return text;
@@ -292,11 +291,11 @@ Json ObservedJson(const ObservedRecord& o) {
                 {"non_blocking", o.non_blocking ? Json(*o.non_blocking) : Json(nullptr)},
                 {"prefetch_factor", o.knobs.prefetch_factor},
                 {"persistent_workers", o.knobs.persistent_workers}}},
-              {"samples_per_s", Number(o.samples_per_s)},
-              {"input_bound_frac", Number(o.input_bound_frac)},
+              {"samples_per_s", FigureJson(o.samples_per_s)},
+              {"input_bound_frac", FigureJson(o.input_bound_frac)},
               {"band", InputBoundBand(o.input_bound_frac).empty() ? Json(nullptr) : Json(InputBoundBand(o.input_bound_frac))},
-              {"step_s", Number(o.step_s)},
-              {"wait_s", Number(o.wait_s)},
+              {"step_s", FigureJson(o.step_s)},
+              {"wait_s", FigureJson(o.wait_s)},
               {"steps", o.steps},
               {"started_at", o.started_at},
               {"ended_at", o.ended_at},

@@ -80,7 +80,8 @@ bool BackgroundFacts::operator==(const BackgroundFacts& o) const {
   const auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
   return source == o.source && same(start_cpu, o.start_cpu) && sample_s == o.sample_s && top == o.top &&
          same(reference_cpu, o.reference_cpu) && warn_cpu == o.warn_cpu && disturbed_cpu == o.disturbed_cpu &&
-         same(median_cpu, o.median_cpu) && windows == o.windows && remeasured == o.remeasured && busy == o.busy;
+         same(median_cpu, o.median_cpu) && windows == o.windows && remeasured == o.remeasured &&
+         same(demand_cpu, o.demand_cpu) && demand_windows == o.demand_windows && busy == o.busy;
 }
 
 }  // namespace feedtune::results

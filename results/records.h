@@ -330,10 +330,19 @@ struct BackgroundFacts {
   double warn_cpu = 0;       // sweep.background.warn_cpu
   double disturbed_cpu = 0;  // sweep.background.disturbed_cpu
   // At the end: the median over the run's measured windows, how many there
-  // were, and the mark: busy when that median is above warn_cpu.
+  // were, and the mark: busy when the neighbours' demand is above warn_cpu.
   double median_cpu = std::numeric_limits<double>::quiet_NaN();
   int windows = 0;
   int remeasured = 0;  // windows re-measured in the run
+  // v18: the neighbours' demand, what the mark rests on: the median of the
+  // sample before the baseline and of the windows where the trial left CPU
+  // free (0 workers, or its process tree under the usable CPUs less
+  // warn_cpu), and how many windows those were. Not the median of all
+  // windows: as workers grow the sweep itself pushes a neighbour's share
+  // down, and a busy box would read quiet. NaN in runs before v18, whose
+  // mark rested on median_cpu.
+  double demand_cpu = std::numeric_limits<double>::quiet_NaN();
+  int demand_windows = 0;
   bool busy = false;
 
   bool operator==(const BackgroundFacts& o) const;
@@ -407,6 +416,9 @@ struct RunRecord {
   // Schema v12: a Python command's interpreter (empty otherwise).
   PythonFacts python;
 };
+
+// The date a run is known by: its end, else (running, or died) its start.
+inline const std::string& RunDate(const RunRecord& run) { return run.ended_at.empty() ? run.started_at : run.ended_at; }
 
 // What a training job saw (an observed run, `feedtune observe`, python
 // feedtune.watch): the loader setting it ran with and how fast it went. Data

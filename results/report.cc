@@ -23,7 +23,6 @@ using Json = nlohmann::ordered_json;
 
 // Non-finite figures (NaN is how the store returns a value never measured)
 // become null rather than a number a script would trust.
-Json Number(double value) { return JsonNumber<Json>(value); }
 
 
 const TrialRecord* FindTrial(const RunView& view, std::optional<int64_t> id) {
@@ -37,8 +36,8 @@ const TrialRecord* FindTrial(const RunView& view, std::optional<int64_t> id) {
 Json SummaryJson(const TrialRecord* trial) {
   if (trial == nullptr) return nullptr;
   return Json{{"config", SettingJson<Json>(trial->knobs)},
-              {"samples_per_s", Number(trial->samples_per_s)},
-              {"gpu_idle_frac", Number(trial->gpu_idle_frac)}};
+              {"samples_per_s", FigureJson(trial->samples_per_s)},
+              {"gpu_idle_frac", FigureJson(trial->gpu_idle_frac)}};
 }
 
 Json MachineJson(const std::optional<Fingerprint>& machine) {
@@ -159,10 +158,6 @@ Json CalibrationJson(const RunRecord& run) {
 
 namespace {
 
-// "GPU idle 25.5%", or "GPU idle not measured".
-std::string IdleText(double frac) {
-  return std::isfinite(frac) ? "GPU idle " + Fixed(frac * 100, 1) + "%" : std::string("GPU idle not measured");
-}
 
 Json OptionalString(const std::string& text) { return text.empty() ? Json(nullptr) : Json(text); }
 
@@ -200,7 +195,7 @@ std::string KnobsText(const loader::Knobs& k) {
          (k.worker_threads > 0 ? " worker_threads=" + std::to_string(k.worker_threads) : std::string());
 }
 
-std::string RenderRows(const std::vector<Column>& columns,
+std::string RenderRows(const std::vector<TableColumn>& columns,
                        const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> widths(columns.size());
   for (size_t c = 0; c < columns.size(); ++c) widths[c] = columns[c].header.size();
@@ -223,7 +218,7 @@ std::string RenderRows(const std::vector<Column>& columns,
     return text + "\n";
   };
   std::vector<std::string> headers;
-  for (const Column& column : columns) headers.push_back(column.header);
+  for (const TableColumn& column : columns) headers.push_back(column.header);
   std::string text = line(headers);
   size_t total = 0;
   for (size_t w : widths) total += w;
@@ -256,7 +251,7 @@ bool VariesAroundLoader(const RunView& view) {
   });
 }
 
-using internal::Column;
+using internal::TableColumn;
 using internal::KnobsText;
 using internal::RenderRows;
 
@@ -345,17 +340,17 @@ std::string RenderJson(const RunView& view) {
   if (run.knee_workers) {
     knee = Json{{"num_workers", *run.knee_workers},
                 {"samples_per_s",
-                 run.knee_samples_per_s ? Number(*run.knee_samples_per_s) : Json(nullptr)}};
+                 run.knee_samples_per_s ? FigureJson(*run.knee_samples_per_s) : Json(nullptr)}};
   }
   Json knee_kneedle = nullptr;
   if (run.knee_kneedle_workers) {
     const TrialRecord* at = TrialAtWorkers(view, *run.knee_kneedle_workers);
     knee_kneedle = Json{{"num_workers", *run.knee_kneedle_workers},
-                        {"samples_per_s", at != nullptr ? Number(at->samples_per_s) : Json(nullptr)}};
+                        {"samples_per_s", at != nullptr ? FigureJson(at->samples_per_s) : Json(nullptr)}};
   }
   Json speedup_ci = nullptr;
   if (run.speedup_ci_low && run.speedup_ci_high) {
-    speedup_ci = Json::array({Number(*run.speedup_ci_low), Number(*run.speedup_ci_high)});
+    speedup_ci = Json::array({FigureJson(*run.speedup_ci_low), FigureJson(*run.speedup_ci_high)});
   }
   const Json calibration = CalibrationJson(run);
   Json trials = Json::array();
@@ -372,7 +367,7 @@ std::string RenderJson(const RunView& view) {
                  {"baseline", SummaryJson(baseline)},
                  {"best", SummaryJson(best)},
                  {"knee", knee},
-                 {"speedup", speedup ? Number(*speedup) : Json(nullptr)},
+                 {"speedup", speedup ? FigureJson(*speedup) : Json(nullptr)},
                  {"trials", trials},
                  // Additions after the report's first version; never removed.
                  {"knee_kneedle", knee_kneedle},
@@ -489,7 +484,7 @@ std::vector<std::string> TrialRow(const RunRecord& run, const TrialRecord& t, co
 
 // The trials table (view.trials must not be empty).
 std::string TrialsTableText(const RunView& view, const TrialRecord* baseline, const TrialRecord* best) {
-  std::vector<Column> columns = {
+  std::vector<TableColumn> columns = {
       {"id", true},
       {"phase", false},
       {"workers", true},
@@ -511,7 +506,7 @@ std::string TrialsTableText(const RunView& view, const TrialRecord* baseline, co
   if (std::any_of(view.trials.begin(), view.trials.end(),
                   [](const TrialRecord& t) { return std::isfinite(t.background_cpu); })) {
     const size_t at = columns.size() - 1;
-    columns.insert(columns.begin() + static_cast<std::ptrdiff_t>(at), Column{"others CPU", true});
+    columns.insert(columns.begin() + static_cast<std::ptrdiff_t>(at), TableColumn{"others CPU", true});
     for (size_t i = 0; i < rows.size(); ++i) {
       const TrialRecord& t = view.trials[i];
       rows[i].insert(rows[i].begin() + static_cast<std::ptrdiff_t>(at),

@@ -73,11 +73,11 @@ std::string ObservedText(const RunView& view);
 namespace internal {
 std::string KnobsText(const loader::Knobs& knobs);
 // Aligned text columns, numbers right-aligned; no trailing blanks.
-struct Column {
+struct TableColumn {
   std::string header;
   bool right_aligned;
 };
-std::string RenderRows(const std::vector<Column>& columns,
+std::string RenderRows(const std::vector<TableColumn>& columns,
                        const std::vector<std::vector<std::string>>& rows);
 std::string EscapeHtml(std::string_view text);
 // Shortest text that reads back as the same double ("" when not finite).

@@ -391,6 +391,12 @@ CREATE TABLE torch_costs (
 );
 ALTER TABLE run_facts ADD COLUMN torch_costs_json TEXT;
 )sql",
+    // 17 -> 18: the neighbours' demand that a run's busy mark rests on
+    // (results/background.h); NULL in the runs before, marked on their median.
+    R"sql(
+ALTER TABLE run_facts ADD COLUMN background_demand_cpu REAL;
+ALTER TABLE run_facts ADD COLUMN background_demand_windows INTEGER;
+)sql",
 };
 
 // `json` (an expression: runs.calibration_json, or one of these applied to

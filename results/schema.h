@@ -28,6 +28,7 @@ constexpr int kRunFactsVersion = 14;      // run_facts: budget, max_workers, see
 constexpr int kMoreRunFactsVersion = 15;  // run_facts: cpu, preflight, phases, timelines
 constexpr int kBackgroundVersion = 16;    // other processes' CPU: repeats, trials, run_facts
 constexpr int kTorchCostsVersion = 17;    // torch_costs per host; run_facts: the costs a run paid
+constexpr int kDemandVersion = 18;        // run_facts: the neighbours' demand the busy mark rests on
 
 // The stored forms of the columns that hold a name or JSON. Reading is
 // tolerant on purpose: a damaged or newer value must not make a run unreadable.
@@ -427,6 +428,9 @@ inline constexpr RunFactColumn kRunFactColumns[] = {
     {"busy", "$.background.busy", kBackgroundVersion},
     // v17: the torch costs the run's native trials paid (TorchCostsJson), NULL: none.
     {"torch_costs_json", "$.torch_costs", kTorchCostsVersion},
+    // v18: the neighbours' demand (BackgroundFacts::demand_cpu); NULL before.
+    {"background_demand_cpu", "$.background.demand_cpu", kDemandVersion},
+    {"background_demand_windows", "$.background.demand_windows", kDemandVersion},
 };
 
 // Where `column` stands in kRunFactColumns: ReadRunFacts reads a group's

@@ -107,6 +107,11 @@ RunFacts ReadRunFacts(const Statement& row, int first) {
   }
   c = first + RunFactIndex("torch_costs_json");
   facts.torch_costs = TorchCostsFromJson(text());
+  c = first + RunFactIndex("background_demand_cpu");
+  if (facts.background) {
+    facts.background->demand_cpu = row.Optional<double>(c++).value_or(std::nan(""));
+    facts.background->demand_windows = row.Optional<int>(c++).value_or(0);
+  }
   return facts;
 }
 
@@ -468,7 +473,8 @@ void Store::WriteRunFacts(int64_t run_id, const RunFacts& facts, const std::stri
                OrNull(bg, &G::reference_cpu), OrNull(bg, &G::warn_cpu), OrNull(bg, &G::disturbed_cpu),
                OrNull(bg, &G::median_cpu), OrNull(bg, &G::windows), OrNull(bg, &G::remeasured), OrNull(bg, &G::busy),
                facts.torch_costs ? std::optional<std::string>(TorchCostsJson(*facts.torch_costs).dump())
-                                 : std::nullopt)
+                                 : std::nullopt,
+               OrNull(bg, &G::demand_cpu), OrNull(bg, &G::demand_windows))
       .Run();
 }
 

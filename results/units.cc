@@ -56,4 +56,8 @@ std::string MiB(int64_t bytes) {
   return buf;
 }
 
+std::string IdleText(double frac) {
+  return std::isfinite(frac) ? "GPU idle " + Fixed(frac * 100, 1) + "%" : std::string("GPU idle not measured");
+}
+
 }  // namespace feedtune::results

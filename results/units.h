@@ -18,6 +18,8 @@ std::string ShortNumber(double value);
 std::string DecimalBytes(double bytes);
 // printf into a string, of any length.
 std::string Format(const char* format, ...) __attribute__((format(printf, 1, 2)));
+// "GPU idle 25.5%", or "GPU idle not measured".
+std::string IdleText(double frac);
 // Memory and shared-memory sizes, budgets and limits: "372 MiB" (to the nearest MiB).
 std::string MiB(int64_t bytes);
 

@@ -12,22 +12,20 @@
 namespace feedtune::results {
 namespace {
 
-using Json = nlohmann::json;
 using internal::EscapeHtml;
 
-Json Number(double value) { return JsonNumber<Json>(value); }
 
-double NumberOr(const Json& j, const char* key) {
+double NumberOr(const nlohmann::json& j, const char* key) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : kNaN;
 }
 
-double At(const Json& j, const char* key, size_t index) {
+double At(const nlohmann::json& j, const char* key, size_t index) {
   return j.contains(key) && j[key].is_array() && j[key].size() > index && j[key][index].is_number()
              ? j[key][index].get<double>()
              : kNaN;
 }
 
-std::string Text(const Json& j, const char* key) {
+std::string Text(const nlohmann::json& j, const char* key) {
   return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
 }
 
@@ -70,23 +68,23 @@ const StageRate* Verdict::Find(const std::string& stage) const {
 }
 
 nlohmann::json VerdictJson(const Verdict& v) {
-  Json stages = Json::array();
+  nlohmann::json stages = nlohmann::json::array();
   for (const StageRate& s : v.stages) {
     stages.push_back({{"stage", s.stage},
                       {"measured", s.measured},
-                      {"samples_per_s", Number(s.samples_per_s)},
-                      {"ci", {Number(s.ci_low), Number(s.ci_high)}},
-                      {"trial_samples_per_s", Number(s.trial_samples_per_s)},
-                      {"trial_ci", {Number(s.trial_ci_low), Number(s.trial_ci_high)}},
+                      {"samples_per_s", JsonNumber(s.samples_per_s)},
+                      {"ci", {JsonNumber(s.ci_low), JsonNumber(s.ci_high)}},
+                      {"trial_samples_per_s", JsonNumber(s.trial_samples_per_s)},
+                      {"trial_ci", {JsonNumber(s.trial_ci_low), JsonNumber(s.trial_ci_high)}},
                       {"note", s.note}});
   }
   const loader::Knobs& k = v.knobs;
-  Json j = {{"config", LoaderKnobsJson<Json>(k)},
-            {"bottleneck", v.bottleneck.empty() ? Json(nullptr) : Json(v.bottleneck)},
-            {"runner_up", v.runner_up.empty() ? Json(nullptr) : Json(v.runner_up)},
-            {"headroom", Number(v.headroom)},
-            {"input_bound_frac", Number(v.input_bound_frac)},
-            {"band", v.Band().empty() ? Json(nullptr) : Json(v.Band())},
+  nlohmann::json j = {{"config", LoaderKnobsJson<nlohmann::json>(k)},
+            {"bottleneck", v.bottleneck.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.bottleneck)},
+            {"runner_up", v.runner_up.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.runner_up)},
+            {"headroom", JsonNumber(v.headroom)},
+            {"input_bound_frac", JsonNumber(v.input_bound_frac)},
+            {"band", v.Band().empty() ? nlohmann::json(nullptr) : nlohmann::json(v.Band())},
             {"stages", stages},
             {"advice", v.advice},
             {"notes", v.notes}};
@@ -96,11 +94,11 @@ nlohmann::json VerdictJson(const Verdict& v) {
 std::string VerdictToJson(const Verdict& v) { return VerdictJson(v).dump(); }
 
 std::optional<Verdict> VerdictFromJson(const std::string& text) {
-  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("stages") || !j["stages"].is_array()) return std::nullopt;
   Verdict v;
   if (j.contains("config") && j["config"].is_object()) {
-    const Json& c = j["config"];
+    const nlohmann::json& c = j["config"];
     v.knobs.batch_size = c.value("batch_size", v.knobs.batch_size);
     v.knobs.num_workers = c.value("num_workers", v.knobs.num_workers);
     v.knobs.pin_memory = c.value("pin_memory", v.knobs.pin_memory);
@@ -114,11 +112,11 @@ std::optional<Verdict> VerdictFromJson(const std::string& text) {
   v.input_bound_frac = NumberOr(j, "input_bound_frac");
   v.advice = Text(j, "advice");
   if (j.contains("notes") && j["notes"].is_array()) {
-    for (const Json& n : j["notes"]) {
+    for (const nlohmann::json& n : j["notes"]) {
       if (n.is_string()) v.notes.push_back(n.get<std::string>());
     }
   }
-  for (const Json& s : j["stages"]) {
+  for (const nlohmann::json& s : j["stages"]) {
     if (!s.is_object()) return std::nullopt;
     StageRate rate;
     rate.stage = Text(s, "stage");

@@ -26,7 +26,8 @@ std::string TinyConfig(const std::string& background) {
   return TinySweepYaml({.name = "busy-box",
                         .max_workers = 2,
                         .prefetch_factors = "[2]",
-                        .sweep_extra = "  diagnose: false\n  background: " + background + "\n"});
+                        .background = background,
+                        .sweep_extra = "  diagnose: false\n"});
 }
 
 class BusyBox : public feedtune::testing_util::CliScratchTest {};
@@ -51,7 +52,7 @@ TEST_F(BusyBox, AHogIsNamedTheRunMarkedAndTheQuietRunExported) {
     EXPECT_NE(r.err.find("before the baseline (above sweep.background.warn_cpu 0.25"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("feedtune_hog (pid " + std::to_string(hog.pid()) + ")"), std::string::npos) << r.err;
   }
-  EXPECT_NE(r.out.find("busy:      other processes took "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("busy:      other processes wanted "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("; other processes took "), std::string::npos) << "a decision names the background\n" << r.out;
 
   const CliResult report = Run("report --db " + db + " --run 2 --format json");
@@ -59,6 +60,8 @@ TEST_F(BusyBox, AHogIsNamedTheRunMarkedAndTheQuietRunExported) {
   const nlohmann::json j = nlohmann::json::parse(report.out);
   EXPECT_EQ(j["busy"], true);
   EXPECT_GT(j["background"]["median_cpu"].get<double>(), 0.25);
+  EXPECT_GT(j["background"]["demand_cpu"].get<double>(), 0.25);
+  EXPECT_GE(j["background"]["demand_windows"].get<int>(), 1);
   EXPECT_GT(j["background"]["start_cpu"].get<double>(), 0.25);
   EXPECT_GE(j["background"]["windows"].get<int>(), 4);
   EXPECT_TRUE(j["trials"][0]["background_cpu"].is_number());
@@ -75,7 +78,7 @@ TEST_F(BusyBox, AHogIsNamedTheRunMarkedAndTheQuietRunExported) {
   EXPECT_NE(why.find("--run 2 exports the busy run anyway"), std::string::npos) << why;
   const CliResult env = Run("export --db " + db + " --run 2 --format env");
   ASSERT_EQ(env.code, 0) << env.err;
-  EXPECT_NE(env.out.find("# (busy: other processes took "), std::string::npos) << env.out;
+  EXPECT_NE(env.out.find("# (busy: other processes wanted "), std::string::npos) << env.out;
 
   // check lists it (not a finding); compare marks it.
   const CliResult check = Run("check --db " + db);

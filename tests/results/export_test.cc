@@ -23,7 +23,7 @@ using testing::RunShell;
 using testing::TempDir;
 using testing::WriteFile;
 
-const std::set<std::string> kConfigKeys = {"batch_size",   "num_workers",     "pin_memory",
+const std::set<std::string> kExportedKeys = {"batch_size",   "num_workers",     "pin_memory",
                                            "non_blocking", "prefetch_factor", "persistent_workers",
                                            "cpu_binding",  "worker_threads"};
 
@@ -114,7 +114,7 @@ TEST(ExportTest, YamlHasTheSameKeysAndNotesTorchVersions) {
   ASSERT_TRUE(node.IsMap());
   std::set<std::string> keys;
   for (const auto& item : node) keys.insert(item.first.as<std::string>());
-  EXPECT_EQ(keys, kConfigKeys);
+  EXPECT_EQ(keys, kExportedKeys);
   EXPECT_EQ(node["batch_size"].as<int>(), 32);
   EXPECT_EQ(node["num_workers"].as<int>(), 4);
   EXPECT_TRUE(node["pin_memory"].as<bool>());

@@ -19,9 +19,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kFixture = fs::path(FEEDTUNE_SOURCE_DIR) / "tests/testdata/db/v1.db";
+const fs::path kV1Fixture = fs::path(FEEDTUNE_SOURCE_DIR) / "tests/testdata/db/v1.db";
 
-std::string ReadBytes(const fs::path& path) {
+std::string ReadFileBytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream bytes;
   bytes << in.rdbuf();
@@ -46,12 +46,12 @@ int64_t RawInt(const std::string& path, const std::string& sql) {
 class MigrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(fs::exists(kFixture)) << kFixture;
+    ASSERT_TRUE(fs::exists(kV1Fixture)) << kV1Fixture;
     std::string pattern = (fs::temp_directory_path() / "feedtune_migration_test.XXXXXX").string();
     ASSERT_NE(mkdtemp(pattern.data()), nullptr);
     dir_ = pattern;
     copy_ = (dir_ / "v1.db").string();
-    fs::copy_file(kFixture, copy_);
+    fs::copy_file(kV1Fixture, copy_);
   }
   void TearDown() override {
     std::error_code error;
@@ -63,13 +63,13 @@ class MigrationTest : public ::testing::Test {
 };
 
 TEST_F(MigrationTest, FixtureIsSchemaV1) {
-  EXPECT_EQ(RawInt(kFixture.string(), "PRAGMA user_version"), 1);
-  EXPECT_EQ(RawInt(kFixture.string(), "PRAGMA application_id"), Store::kApplicationId);
-  EXPECT_EQ(RawInt(kFixture.string(), "SELECT count(*) FROM trials"), 8);
+  EXPECT_EQ(RawInt(kV1Fixture.string(), "PRAGMA user_version"), 1);
+  EXPECT_EQ(RawInt(kV1Fixture.string(), "PRAGMA application_id"), Store::kApplicationId);
+  EXPECT_EQ(RawInt(kV1Fixture.string(), "SELECT count(*) FROM trials"), 8);
 }
 
 TEST_F(MigrationTest, ReadOnlyReadsV1WithoutChangingIt) {
-  const std::string before = ReadBytes(copy_);
+  const std::string before = ReadFileBytes(copy_);
   {
     Store store = Store::OpenReadOnly(copy_);
     EXPECT_EQ(store.schema_version(), 1);
@@ -104,7 +104,7 @@ TEST_F(MigrationTest, ReadOnlyReadsV1WithoutChangingIt) {
     EXPECT_EQ(run->host.hostname, machine->hostname);
     EXPECT_EQ(run->host.machine_id, "");
   }
-  EXPECT_EQ(ReadBytes(copy_), before);
+  EXPECT_EQ(ReadFileBytes(copy_), before);
 }
 
 TEST_F(MigrationTest, OpenUpgradesV1InPlaceKeepingEveryRow) {
@@ -199,7 +199,7 @@ TEST_F(MigrationTest, OpenGivesAV1FileTheObservedTable) {
 }
 
 // Runs `sql` on the file at `path` (a file made older by hand).
-void RawExec(const std::string& path, const std::string& sql) {
+void RawExecSql(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   char* error = nullptr;
@@ -213,12 +213,17 @@ void RawExec(const std::string& path, const std::string& sql) {
 // Schema 12 -> 13: a v12 file (the fixture upgraded, then its v13
 // columns dropped, as a v12 feedtune left it) reads read-only with the worker
 // memory unmeasured, then upgrades and takes a trial with the series' figures.
-// What schemas v16 (other processes' CPU) and v17 (torch costs) added,
-// dropped again to make an older file out of a fresh one; the run_facts
-// columns too when that table stays.
+// What schemas v16 (other processes' CPU), v17 (torch costs) and v18 (the
+// neighbours' demand) added, dropped again to make an older file out of a
+// fresh one; the run_facts columns too when that table stays.
 std::string DropSinceV16(bool run_facts) {
   std::string sql = "DROP TABLE torch_costs;";
-  if (run_facts) sql += "ALTER TABLE run_facts DROP COLUMN torch_costs_json;";
+  if (run_facts) {
+    sql += "ALTER TABLE run_facts DROP COLUMN torch_costs_json;";
+    for (const char* column : {"background_demand_cpu", "background_demand_windows"}) {
+      sql += std::string("ALTER TABLE run_facts DROP COLUMN ") + column + ";";
+    }
+  }
   for (const char* column : {"background_cpu", "remeasured_windows"}) {
     sql += std::string("ALTER TABLE trials DROP COLUMN ") + column + ";";
   }
@@ -237,7 +242,7 @@ std::string DropSinceV16(bool run_facts) {
 
 TEST_F(MigrationTest, AV12FileReadsAndUpgradesToTheWorkerMemoryColumns) {
   { Store store = Store::Open(copy_); }
-  RawExec(copy_,
+  RawExecSql(copy_,
           "ALTER TABLE trials DROP COLUMN worker_rss_start_bytes; "
           "ALTER TABLE trials DROP COLUMN worker_rss_peak_bytes; "
           "ALTER TABLE trials DROP COLUMN worker_rss_growth_bytes_per_epoch; "
@@ -313,7 +318,7 @@ void ExpectV13Facts(const RunFacts& facts) {
 
 TEST_F(MigrationTest, AV13FileMovesTheRunFactsOutOfTheJsonIntoTypedColumns) {
   { Store store = Store::Open(copy_); }
-  RawExec(copy_, std::string("UPDATE runs SET calibration_json = '") + kV13RunJson +
+  RawExecSql(copy_, std::string("UPDATE runs SET calibration_json = '") + kV13RunJson +
                      "' WHERE id = 1; DROP TABLE run_facts; " + DropSinceV16(false) + "PRAGMA user_version = 13;");
   std::string report_before;
   {
@@ -369,7 +374,7 @@ TEST_F(MigrationTest, AV14FileMovesTheRestOfTheRunFactsIntoTypedColumns) {
                              "cpu_calibration_s", "preflight_json", "phases_json", "timelines_json"}) {
     v14 += std::string("ALTER TABLE run_facts DROP COLUMN ") + column + ";";
   }
-  RawExec(copy_, v14 + DropSinceV16(true) + "PRAGMA user_version = 14;");
+  RawExecSql(copy_, v14 + DropSinceV16(true) + "PRAGMA user_version = 14;");
   const auto expect_facts = [](const RunFacts& facts) {
     ASSERT_TRUE(facts.cpu.has_value());
     EXPECT_EQ(facts.cpu->clock, "CLOCK_THREAD_CPUTIME_ID");
@@ -422,7 +427,7 @@ TEST_F(MigrationTest, ForeignApplicationIdIsRefusedAndUntouched) {
               SQLITE_OK);
     sqlite3_close(db);
   }
-  const std::string before = ReadBytes(copy_);
+  const std::string before = ReadFileBytes(copy_);
   for (const bool read_only : {false, true}) {
     try {
       read_only ? Store::OpenReadOnly(copy_) : Store::Open(copy_);
@@ -433,7 +438,7 @@ TEST_F(MigrationTest, ForeignApplicationIdIsRefusedAndUntouched) {
                         "modify it");
     }
   }
-  EXPECT_EQ(ReadBytes(copy_), before);
+  EXPECT_EQ(ReadFileBytes(copy_), before);
   EXPECT_EQ(RawInt(copy_, "PRAGMA user_version"), 1);
 }
 

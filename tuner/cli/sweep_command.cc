@@ -646,7 +646,7 @@ void FinishRun(const tuner::SearchOutcome& outcome, const tuner::Budget& budget,
   run.facts.max_workers = s.max_workers;
   run.facts.safe_limit = safe;  // what the safe limit rests on; the report and the summary print it
   run.facts.phases = outcome.phases;
-  run.facts.background = results::SummarizeBackground(s.background, outcome.trials);
+  run.facts.background = results::SummarizeBackground(s.background, outcome.trials, static_cast<double>(s.machine.usable_cpus));
   s.store->FinishRun(run);
 }
 
