@@ -126,6 +126,37 @@ TEST_F(Cli, TrialPrintsJson) {
   EXPECT_EQ(nlohmann::json::parse(unpinned.out)["pinned_alloc_s"], 0);
 }
 
+// sweep --set is trial's --set: the same key paths, the same errors, and the
+// run stores the config as swept.
+TEST_F(Cli, SweepTakesSetAsTrialDoes) {
+  const std::string config = Write("c.yaml", kTinyConfig);
+  const std::string db = (dir_ / "r.db").string();
+  for (const char* bad : {"--set loader.num_worker=2", "--set sweep.max_workers=many", "--set loader.num_workers"}) {
+    const Result sweep = Run("sweep " + config + " --db " + db + " " + bad);
+    const Result trial = Run("trial " + config + " " + bad);
+    EXPECT_EQ(sweep.code, 2) << bad << "\n" << sweep.err;
+    EXPECT_EQ(trial.code, 2) << bad << "\n" << trial.err;
+    EXPECT_FALSE(sweep.err.empty()) << bad;
+    EXPECT_EQ(sweep.err, trial.err) << bad;
+  }
+  EXPECT_NE(Run("sweep " + config + " --set loader.num_worker=2").err.find(
+                "loader.num_worker: unknown key; did you mean 'num_workers'?"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(db)) << "a rejected --set must leave no results file";
+
+  const Result r = Run("sweep " + config + " --db " + db + " -q --set sweep.max_workers=1 --set sweep.repeats=2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(Run("report --db " + db + " --format json").out);
+  EXPECT_NE(j["config_yaml"].get<std::string>().find("max_workers: 1\n"), std::string::npos) << j["config_yaml"];
+  EXPECT_NE(j["config_yaml"].get<std::string>().find("repeats: 2\n"), std::string::npos) << j["config_yaml"];
+  for (const auto& t : j["trials"]) EXPECT_LE(t["config"]["num_workers"].get<int>(), 1) << t;
+
+  const Result resumed = Run("sweep --resume 1 --db " + db + " --set sweep.repeats=3");
+  EXPECT_EQ(resumed.code, 2);
+  EXPECT_NE(resumed.err.find("--resume goes on with the config stored with the run"), std::string::npos)
+      << resumed.err;
+}
+
 TEST_F(Cli, MachineJson) {
   const Result r = Run("machine --json");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -94,7 +94,7 @@ int64_t BatchBytes(const tuner::SweepConfig& config) {
   return 0;
 }
 
-constexpr const char* kSweepUsage = R"(Usage: feedtune sweep CONFIG [options]
+constexpr const char* kSweepUsage = R"(Usage: feedtune sweep CONFIG [--set key=value ...] [options]
        feedtune sweep --resume RUN [--db FILE] [options]
 
 Runs the tuning sequence on this machine: baseline, pin_memory, num_workers
@@ -149,8 +149,14 @@ sweep.
 with a timeline of each (Chrome trace JSON, docs/trace.md) in DIR/baseline.json
 and DIR/best.json, and keeps 200 ms of both for `feedtune report --format html`.
 
+--set key.path=value changes one key of CONFIG for this sweep, as `trial`
+does (repeatable; `feedtune config-keys` lists them), so an installed config
+need not be copied to vary it. The run stores the config as swept, --set
+included, and `report` shows it; --resume takes that stored config as it is.
+
 Examples:
   feedtune sweep configs/quickstart.yaml --db results/feedtune.db --label gpu-box-1
+  feedtune sweep configs/quickstart.yaml --set sweep.max_workers=4 --set sweep.repeats=5
   feedtune sweep --resume 3 --db results/feedtune.db
   feedtune sweep configs/quickstart.yaml --db node-7.db --seed-from fleet.db
   feedtune sweep configs/quickstart.yaml --trace results/traces)";
@@ -175,6 +181,7 @@ struct SweepStop {
 // The command line of `feedtune sweep`, checked.
 struct SweepArgs {
   std::string config_path, db_path, label, seed_from;
+  std::vector<std::string> sets;  // --set key.path=value, applied in order after the config loads
   int64_t resume_id = 0;
   int serve_fd = -1;  // --serve-fd: the process that started feedtune serves the trials (feedtune.autotune)
   // --serve-preflight: that process's own preflight (python_preflight.h), read once here.
@@ -219,6 +226,7 @@ std::optional<SweepArgs> ParseSweepArgs(const Args& args, int* code) {
   std::string trace_dir, serve_preflight;
   double trace_seconds = 1.0;
   options.add_options()("help,h", "this help")("config", po::value(&a.config_path), "the sweep config (YAML)")(
+      "set", po::value(&a.sets)->composing(), "override a config key: key.path=value (repeatable)")(
       "db", po::value(&a.db_path)->default_value(kDefaultDb), "results file (SQLite)")(
       "label", po::value(&a.label), "display name for this machine (default: hostname)")(
       "resume", po::value(&a.resume_id), "continue the interrupted run RUN from its stored trials")(
@@ -264,6 +272,10 @@ std::optional<SweepArgs> ParseSweepArgs(const Args& args, int* code) {
   if (a.resuming && !a.seed_from.empty()) {
     throw SweepStop{kExitUsage, "--resume re-seeds from the seed stored with the run; drop --seed-from"};
   }
+  if (a.resuming && !a.sets.empty()) {
+    throw SweepStop{kExitUsage, "--resume goes on with the config stored with the run, so its trials stay comparable; "
+                                "drop --set, or start a new sweep with it"};
+  }
   return a;
 }
 
@@ -289,6 +301,7 @@ void LoadConfigOrRun(const SweepArgs& a, SweepSession& s) {
   if (!a.resuming) {
     try {
       s.config = tuner::LoadConfig(ResolveDataPath(a.config_path));
+      for (const std::string& assignment : a.sets) tuner::ApplyOverride(s.config, assignment);
     } catch (const tuner::ConfigError& e) {
       throw SweepStop{kExitUsage, e.what()};
     }
