@@ -225,4 +225,44 @@ TEST_F(StartMethodCli, InitWritesAConfigThatValidates) {
   EXPECT_NE((help.out + help.err).find("from feedtune import serve"), std::string::npos);
 }
 
+// init writes an interpreter that imports torch: on a PATH whose first
+// python3 lacks it (a pyenv python3 ahead of Debian's /usr/bin/python3, which
+// has it), the config runs /usr/bin/python3, and init says so; a --python
+// that cannot import torch is refused with the reason.
+TEST_F(StartMethodCli, InitPicksAnInterpreterThatImportsTorch) {
+  Write("tune.py", "from feedtune import serve\nserve(dataset=None, step=None, batch_size=16)\n");
+  // A python3 without torch: Debian's, with its site-packages turned off (-S).
+  const fs::path shim = dir_ / "shim";
+  fs::create_directories(shim);
+  const std::string bare = Write("shim/python3", "#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n");
+  fs::permissions(bare, fs::perms::owner_all);
+  const auto init = [&](const std::string& args) {
+    const std::string cmd = "cd " + dir_.string() + " && PATH=" + shim.string() + ":/usr/bin:/bin " +
+                            FEEDTUNE_BINARY + " init --script tune.py " + args + " >out 2>err";
+    const int status = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream out(dir_ / "out"), err(dir_ / "err");
+    r.out.assign(std::istreambuf_iterator<char>(out), std::istreambuf_iterator<char>());
+    r.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
+    return r;
+  };
+  const Result chosen = init("");
+  ASSERT_EQ(chosen.code, 0) << chosen.err;
+  EXPECT_NE(chosen.out.find("argv: [\"/usr/bin/python3\", \"tune.py\"]"), std::string::npos) << chosen.out;
+  EXPECT_NE(chosen.err.find("feedtune init: the config runs /usr/bin/python3 (torch "), std::string::npos) << chosen.err;
+  EXPECT_NE(chosen.err.find("passed over python3: ModuleNotFoundError: No module named 'torch'"), std::string::npos)
+      << chosen.err;
+
+  const Result refused = init("--python " + bare);
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.err.find("feedtune init: --python " + bare + ": ModuleNotFoundError: No module named 'torch'"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_TRUE(refused.out.empty()) << "nothing written: " << refused.out;
+  const Result missing = init("--python /nonexistent/python3");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("/nonexistent/python3: cannot run it"), std::string::npos) << missing.err;
+}
+
 }  // namespace

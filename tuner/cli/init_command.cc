@@ -14,6 +14,7 @@
 
 #include "tuner/cli/cli_util.h"
 #include "tuner/cli/install_paths.h"
+#include "tuner/cli/torch_costs_probe.h"
 
 namespace feedtune::cli {
 namespace {
@@ -44,6 +45,11 @@ it is relative to (or give an absolute path). python must be the interpreter
 of your training environment (the one with your torch); feedtune must be
 importable there: the config says where this binary's package is (installed
 beside it, or <checkout>/python for a build tree) and what PYTHONPATH names it.
+
+The interpreter written is one that imports torch, asked before the config is
+written: --python when given (refused, with the reason, when it cannot), else
+python3 on PATH, else /usr/bin/python3 (Debian's, where python3-torch
+installs); init says which it chose and refuses when none can.
 
 Without --out the config is printed on stdout. An existing --out file is
 left alone (exit 2) unless --force.)";
@@ -134,18 +140,44 @@ std::string ConfigText(const std::string& script, const std::string& python, con
   return out.str();
 }
 
+// The interpreter the config runs (docs/python.md): `*python` when given,
+// else python3 on PATH, else /usr/bin/python3, the first that imports torch,
+// since a sweep whose interpreter lacks torch fails only at its baseline.
+// Says which it chose on stderr; false (said why) when none can.
+bool ChooseTorchPython(std::string* python) {
+  const bool named = !python->empty();
+  const std::vector<std::string> candidates =
+      named ? std::vector<std::string>{*python} : std::vector<std::string>{"python3", "/usr/bin/python3"};
+  std::vector<std::string> tried;
+  const std::optional<TorchPython> found = FindTorchPython(candidates, &tried);
+  std::string reasons;
+  for (const std::string& t : tried) reasons += (reasons.empty() ? "" : "; ") + t;
+  if (!found) {
+    std::cerr << "feedtune init: " << (named ? "--python " : "no interpreter imports torch: ") << reasons
+              << ". The sweep runs your script with it, and serve() needs torch: "
+              << (named ? "name the interpreter of your training environment" : "give it with --python")
+              << " (Debian: apt-get install python3-torch gives /usr/bin/python3 torch)\n";
+    return false;
+  }
+  *python = found->interpreter;
+  std::cerr << "feedtune init: the config runs " << found->interpreter << " (torch " << found->torch_version << ")"
+            << (tried.empty() ? "" : "; passed over " + reasons) << "\n";
+  return true;
+}
+
 }  // namespace
 
 int RunInit(const Args& args) {
   po::options_description options("Options");
   std::string script;
   std::string out_path;
-  std::string python = "python3";
+  std::string python;
   std::string name;
   options.add_options()("help,h", "this help")("script", po::value(&script)->required(),
                                                "your tune.py (it calls feedtune.serve)")(
       "out,o", po::value(&out_path), "write the config here (default: stdout)")(
-      "python", po::value(&python), "the interpreter of your training environment (default python3)")(
+      "python", po::value(&python), "the interpreter of your training environment, which must import torch (default: python3 on PATH, "
+      "else /usr/bin/python3, the first that imports torch)")(
       "name", po::value(&name), "the workload name (default: the script's name)")(
       "force", "overwrite --out when it exists");
   int code = kExitOk;
@@ -165,6 +197,7 @@ int RunInit(const Args& args) {
               << " never mentions serve; the config runs it as a serving command, so it must call "
                  "feedtune.serve(...) (docs/python.md) or speak docs/command-protocol.md itself\n";
   }
+  if (!ChooseTorchPython(&python)) return kExitUsage;
   const int found_batch = BatchSizeIn(text.str());
   const std::string config_text =
       ConfigText(script, python, name.empty() ? NameFor(script) : name, found_batch > 0 ? found_batch : 64,

@@ -37,6 +37,30 @@ nlohmann::json LastJsonLine(const std::string& out) {
 
 }  // namespace
 
+std::optional<TorchPython> FindTorchPython(const std::vector<std::string>& candidates,
+                                           std::vector<std::string>* tried) {
+  // The answer on stdout either way, so that an ImportError is a reason, not a traceback.
+  const std::string script =
+      "import json\ntry:\n import torch\nexcept Exception as e:\n print(json.dumps({'error': '%s: %s' % "
+      "(type(e).__name__, e)}))\nelse:\n print(json.dumps({'torch': torch.__version__}))\n";
+  for (const std::string& interpreter : candidates) {
+    std::string out;
+    const int code = RunCapturing({interpreter, "-c", script}, &out);
+    if (code < 0) {
+      tried->push_back(interpreter + ": cannot run it (" + std::strerror(errno) + ")");
+      continue;
+    }
+    const nlohmann::json answer = LastJsonLine(out);
+    if (answer.contains("torch") && answer["torch"].is_string()) {
+      return TorchPython{interpreter, answer["torch"].get<std::string>()};
+    }
+    tried->push_back(interpreter + ": " + (answer.contains("error") && answer["error"].is_string()
+                                               ? answer["error"].get<std::string>()
+                                               : "exited " + std::to_string(code) + " without an answer"));
+  }
+  return std::nullopt;
+}
+
 std::optional<results::TorchCosts> MeasureTorchCosts(const std::string& python, std::string* why) {
   const std::string package_dir = ThisDataRoot().python_dir;
   if (package_dir.empty()) {

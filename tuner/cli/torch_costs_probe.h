@@ -21,6 +21,18 @@ namespace feedtune::cli {
 // when set, else python3 and /usr/bin/python3.
 std::vector<std::string> TorchPythonCandidates(const std::string& python);
 
+// An interpreter that imports torch, as it was named, and its torch's version.
+struct TorchPython {
+  std::string interpreter;
+  std::string torch_version;
+};
+
+// The first of `candidates` that imports torch (each asked once, about 1 s
+// with torch's import); nullopt when none does, with each one's reason in
+// `*tried` ("python3: ModuleNotFoundError: No module named 'torch'").
+std::optional<TorchPython> FindTorchPython(const std::vector<std::string>& candidates,
+                                           std::vector<std::string>* tried);
+
 // Runs the probe (about 10 s on 2 CPUs). Empty, with the reason in `*why`,
 // when no candidate imports torch or the probe fails.
 std::optional<results::TorchCosts> MeasureTorchCosts(const std::string& python, std::string* why);
