@@ -1,6 +1,8 @@
 #include "workloads/crc32c.h"
 
 #include <array>
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -72,6 +74,12 @@ uint32_t Crc32c(std::span<const std::byte> data, uint32_t crc) {
   }
 #endif
   return Crc32cPortable(data, crc);
+}
+
+std::string Hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08" PRIx32, v);
+  return buf;
 }
 
 }  // namespace feedtune::workloads

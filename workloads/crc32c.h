@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 namespace feedtune::workloads {
 
@@ -14,5 +15,8 @@ uint32_t Crc32c(std::span<const std::byte> data, uint32_t crc = 0);
 
 // The portable table implementation, exposed so tests can compare both paths.
 uint32_t Crc32cPortable(std::span<const std::byte> data, uint32_t crc = 0);
+
+// A checksum as the errors print it: "0x1a2b3c4d".
+std::string Hex32(uint32_t v);
 
 }  // namespace feedtune::workloads

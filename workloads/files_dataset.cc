@@ -25,12 +25,6 @@ namespace fs = std::filesystem;
 
 constexpr size_t kMaxResidencyProbes = 256;  // files checked after an eviction (files layout)
 
-std::string Hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08" PRIx32, v);
-  return buf;
-}
-
 std::string Megabytes(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(bytes) / 1e6);

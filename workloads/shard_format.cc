@@ -58,12 +58,6 @@ std::vector<std::byte> ReadWholeFile(const std::string& path) {
   return data;
 }
 
-std::string Hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08" PRIx32, v);
-  return buf;
-}
-
 }  // namespace
 
 std::string GenDataShardPath(const std::string& dir, int shard, int shards, const std::string& extension) {

@@ -29,7 +29,7 @@ using namespace std::chrono_literals;
 
 // Long enough that the signal lands while workers run (max_workers 4, two
 // repeats of 0.2 s), short enough for a test.
-const std::string kConfig =
+const std::string kInterruptConfig =
     feedtune::testing_util::TinySweepYaml({.name = "interrupt", .measure_seconds = "0.2", .sweep_extra = ""});
 
 using feedtune::testing_util::ReadFile;
@@ -67,7 +67,7 @@ class Interrupt : public feedtune::testing_util::CliScratchTest {
  protected:
   void SetUp() override {
     CliScratchTest::SetUp();
-    Write("c.yaml", kConfig);
+    Write("c.yaml", kInterruptConfig);
     db_ = (dir_ / "r.db").string();
   }
   void TearDown() override {

@@ -20,7 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kConfig = R"(name: node-e2e
+constexpr const char* kNodeConfig = R"(name: node-e2e
 workload: {kind: synthetic, samples: 1024, sample_bytes: 4096, cpu_us_per_sample: 0,
            io_us_per_sample: 500, jitter: 0}
 loader: {batch_size: 8}
@@ -34,7 +34,7 @@ class NodeCli : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("feedtune-node-e2e-" + std::to_string(getpid()));
     fs::create_directories(dir_);
-    std::ofstream(dir_ / "node.yaml") << kConfig;
+    std::ofstream(dir_ / "node.yaml") << kNodeConfig;
   }
   void TearDown() override { fs::remove_all(dir_); }
   fs::path dir_;

@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 using Result = feedtune::testing_util::CliResult;
 
 // samples/s grows with the workers (so the sweep keeps some), nothing else is said.
-constexpr const char* kConfig = R"(name: rate-only
+constexpr const char* kRateOnlyConfig = R"(name: rate-only
 workload:
   kind: command
   argv: [/bin/sh, -c, 'echo "{\"samples_per_s\": $((1000 + FEEDTUNE_NUM_WORKERS * 300))}"']
@@ -71,7 +71,7 @@ class Unmeasured : public testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     config_ = (dir_ / "c.yaml").string();
-    std::ofstream(config_) << kConfig;
+    std::ofstream(config_) << kRateOnlyConfig;
   }
   void TearDown() override { fs::remove_all(dir_); }
 

@@ -15,16 +15,14 @@
 #include <stdexcept>
 #include <vector>
 
+#include "tests/common/iota.h"
+
 namespace feedtune::loader {
 namespace {
 
 constexpr int64_t kBillion = 1'000'000'000;
 
-std::vector<int64_t> Iota(int64_t n) {
-  std::vector<int64_t> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), 0);
-  return v;
-}
+using testing_util::Iota;
 
 std::vector<int64_t> Share(const EpochSampler& s) {
   std::vector<int64_t> v;

@@ -15,6 +15,7 @@
 
 #include "loader/data_loader.h"
 #include "loader/device/host_buffer.h"
+#include "tests/common/iota.h"
 
 namespace feedtune::loader {
 namespace {
@@ -111,11 +112,7 @@ std::vector<int64_t> Sorted(std::vector<int64_t> v) {
   return v;
 }
 
-std::vector<int64_t> Iota(int64_t n) {
-  std::vector<int64_t> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), 0);
-  return v;
-}
+using testing_util::Iota;
 
 TEST(ShardsOf, SplitsByRankThenByWorker) {
   StreamShare share;

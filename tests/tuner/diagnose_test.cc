@@ -27,7 +27,7 @@ namespace {
 
 using results::TrialRecord;
 
-TrialRecord Trial(double rate, int workers = 0, double busy = results::kNaN, double cpu_util = 0) {
+TrialRecord StageTrial(double rate, int workers = 0, double busy = results::kNaN, double cpu_util = 0) {
   TrialRecord t;
   t.status = results::TrialStatus::kOk;
   t.knobs.num_workers = workers;
@@ -41,8 +41,8 @@ TrialRecord Trial(double rate, int workers = 0, double busy = results::kNaN, dou
 
 TEST(ComputeVerdictTest, FetchRateIsDerivedFromPrepAndFetchAndNamesTheDisk) {
   StageTrials in;
-  in.trials = {{"step", Trial(10000)}, {"copy", Trial(9000)}, {"transport", Trial(8000)},
-               {"prep", Trial(1000)},  {"fetch", Trial(200)}};
+  in.trials = {{"step", StageTrial(10000)}, {"copy", StageTrial(9000)}, {"transport", StageTrial(8000)},
+               {"prep", StageTrial(1000)},  {"fetch", StageTrial(200)}};
   in.sample_bytes = 100e3;
   in.file_bytes_per_sample = 100e3;
   in.cold_configured = true;
@@ -65,10 +65,10 @@ TEST(ComputeVerdictTest, WorkerStagesUseWorkerTimeWhenWorkersOverlapTheLoop) {
   // Workers busy 90% at 600/s with 2 of them: 3 ms of worker time per
   // sample, 1.5 ms over two workers: prep alone sustains ~667/s.
   StageTrials in;
-  in.trials = {{"step", Trial(1000)},
-               {"copy", Trial(990)},
-               {"transport", Trial(995, 2, 0.01)},
-               {"prep", Trial(600, 2, 0.9)}};
+  in.trials = {{"step", StageTrial(1000)},
+               {"copy", StageTrial(990)},
+               {"transport", StageTrial(995, 2, 0.01)},
+               {"prep", StageTrial(600, 2, 0.9)}};
   in.not_measured["fetch"] = "a synthetic workload reads no files";
   const results::Verdict v = ComputeVerdict(in);
   EXPECT_EQ(v.bottleneck, "prep");
@@ -85,7 +85,7 @@ TEST(ComputeVerdictTest, WorkerStagesUseWorkerTimeWhenWorkersOverlapTheLoop) {
 
 TEST(ComputeVerdictTest, BandsAndAStageWithoutCost) {
   StageTrials in;
-  in.trials = {{"step", Trial(1000)}, {"copy", Trial(1010)}, {"transport", Trial(960)}, {"prep", Trial(960)}};
+  in.trials = {{"step", StageTrial(1000)}, {"copy", StageTrial(1010)}, {"transport", StageTrial(960)}, {"prep", StageTrial(960)}};
   const results::Verdict v = ComputeVerdict(in);
   EXPECT_TRUE(std::isnan(v.Find("copy")->samples_per_s));  // faster than the step alone: no cost
   EXPECT_NE(v.Find("copy")->note.find("no measurable cost"), std::string::npos);
@@ -100,7 +100,7 @@ TEST(ComputeVerdictTest, BandsAndAStageWithoutCost) {
 
 TEST(ComputeVerdictTest, JsonRoundTripsAndKeepsTheContractKeys) {
   StageTrials in;
-  in.trials = {{"step", Trial(1000)}, {"copy", Trial(400)}, {"transport", Trial(390)}, {"prep", Trial(380)}};
+  in.trials = {{"step", StageTrial(1000)}, {"copy", StageTrial(400)}, {"transport", StageTrial(390)}, {"prep", StageTrial(380)}};
   in.sample_bytes = 1e6;
   in.not_measured["fetch"] = "a synthetic workload reads no files";
   const results::Verdict v = ComputeVerdict(in);
@@ -120,7 +120,7 @@ TEST(StoreVerdictTest, StoredWithTheRunAndRendered) {
   std::filesystem::create_directories(dir);
   const std::string db = (dir / "r.db").string();
   StageTrials in;
-  in.trials = {{"step", Trial(1000)}, {"copy", Trial(400)}, {"transport", Trial(390)}, {"prep", Trial(380)}};
+  in.trials = {{"step", StageTrial(1000)}, {"copy", StageTrial(400)}, {"transport", StageTrial(390)}, {"prep", StageTrial(380)}};
   in.sample_bytes = 1e6;
   const results::Verdict v = ComputeVerdict(in);
   {

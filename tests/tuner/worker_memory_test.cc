@@ -22,7 +22,7 @@
 namespace feedtune::tuner {
 namespace {
 
-constexpr double kMiB = 1 << 20;
+constexpr double kMiBytes = 1 << 20;
 
 // ThreadSanitizer maps several bytes of shadow for each byte a test writes
 // (4-5x seen here), so under it only the lower bounds of a growth hold.
@@ -59,11 +59,11 @@ TEST(WorkerMemorySampler, TheGrowthIsTheSlopePerEpoch) {
   // At least the bytes written; at most those plus AddressSanitizer's shadow
   // (one byte per eight written) and some slack, so the check holds in the
   // plain build and under ASan alike.
-  EXPECT_GE(t.worker_rss_growth_bytes_per_epoch, 31 * kMiB);
-  EXPECT_GE(t.worker_rss_peak_bytes - t.worker_rss_start_bytes, 62 * kMiB);
+  EXPECT_GE(t.worker_rss_growth_bytes_per_epoch, 31 * kMiBytes);
+  EXPECT_GE(t.worker_rss_peak_bytes - t.worker_rss_start_bytes, 62 * kMiBytes);
   if (!kTsanShadow) {
-    EXPECT_LE(t.worker_rss_growth_bytes_per_epoch, 32 * kMiB * 9 / 8 + 3 * kMiB);
-    EXPECT_LE(t.worker_rss_peak_bytes - t.worker_rss_start_bytes, 64 * kMiB * 9 / 8 + 6 * kMiB);
+    EXPECT_LE(t.worker_rss_growth_bytes_per_epoch, 32 * kMiBytes * 9 / 8 + 3 * kMiBytes);
+    EXPECT_LE(t.worker_rss_peak_bytes - t.worker_rss_start_bytes, 64 * kMiBytes * 9 / 8 + 6 * kMiBytes);
   }
 }
 
@@ -110,11 +110,11 @@ TEST(WorkerMemoryTrial, ALeakingWorkerIsFlaggedWithItsGrowth) {
   EXPECT_FALSE(t.worker_rss_in_consumer);
   EXPECT_GE(t.worker_rss_samples, 4);  // each window's start and its epoch's two edges
   EXPECT_GE(t.worker_rss_epochs, 1.0);
-  EXPECT_GE(t.worker_rss_growth_bytes_per_epoch, 72 * kMiB);
+  EXPECT_GE(t.worker_rss_growth_bytes_per_epoch, 72 * kMiBytes);
   if (!kTsanShadow) {
-    EXPECT_LE(t.worker_rss_growth_bytes_per_epoch, 120 * kMiB);
+    EXPECT_LE(t.worker_rss_growth_bytes_per_epoch, 120 * kMiBytes);
   }
-  EXPECT_GT(t.worker_rss_peak_bytes, t.worker_rss_start_bytes + 96 * kMiB);
+  EXPECT_GT(t.worker_rss_peak_bytes, t.worker_rss_start_bytes + 96 * kMiBytes);
   ASSERT_TRUE(results::GrowthFlagged(t));
   const std::string text = results::GrowthText(t);
   EXPECT_EQ(text.find("memory grows "), 0u) << text;
@@ -129,7 +129,7 @@ TEST(WorkerMemoryTrial, AFlatWorkerIsNotFlagged) {
   EXPECT_GE(t.worker_rss_samples, 4);
   EXPECT_GT(t.worker_rss_peak_bytes, 0);
   ASSERT_TRUE(std::isfinite(t.worker_rss_growth_bytes_per_epoch));
-  EXPECT_LT(std::abs(t.worker_rss_growth_bytes_per_epoch), 16 * kMiB);
+  EXPECT_LT(std::abs(t.worker_rss_growth_bytes_per_epoch), 16 * kMiBytes);
   EXPECT_FALSE(results::GrowthFlagged(t));
 }
 

@@ -40,7 +40,7 @@ results::TrialRecord MeasureShell(const std::string& script, int repeats = 1, do
   return measurer.Measure(knobs);
 }
 
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double SecondsOf(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 TEST(CommandMeasurer, ReadsTheLastJsonLineOfEachRepeat) {
   const results::TrialRecord t = MeasureShell(
@@ -264,7 +264,7 @@ TEST(CommandMeasurer, TimeoutKillsTheWholeGroup) {
   const auto start = Clock::now();
   const results::TrialRecord t =
       MeasureShell("sleep 30 & echo $! > " + pid_file + "; echo 'still going' >&2; sleep 30", 1, 0.5);
-  EXPECT_LT(Seconds(Clock::now() - start), 5.0);
+  EXPECT_LT(SecondsOf(Clock::now() - start), 5.0);
   ASSERT_EQ(t.status, results::TrialStatus::kFailed);
   EXPECT_EQ(t.error->rfind("repeat 1 of 1: the command timed out after 0.5 s (workload.timeout_s) and was killed", 0),
             0u)
@@ -346,7 +346,7 @@ TEST(CommandMeasurer, CommandNotFound) {
 TEST(CommandMeasurer, LeftoversDoNotHoldTheTrial) {
   const auto start = Clock::now();
   const results::TrialRecord t = MeasureShell("sleep 30 & echo '{\"samples_per_s\": 7}'");
-  EXPECT_LT(Seconds(Clock::now() - start), 8.0);
+  EXPECT_LT(SecondsOf(Clock::now() - start), 8.0);
   ASSERT_EQ(t.status, results::TrialStatus::kOk) << t.error.value_or("");
   EXPECT_EQ(t.samples_per_s, 7);
 }
@@ -361,7 +361,7 @@ TEST(CommandMeasurer, StopFlagInterrupts) {
   const auto start = Clock::now();
   EXPECT_THROW(measurer.Measure({}), Interrupted);
   raiser.join();
-  EXPECT_LT(Seconds(Clock::now() - start), 3.0);
+  EXPECT_LT(SecondsOf(Clock::now() - start), 3.0);
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 // Sample i of the test datasets: a size that varies, content of (seed 5, i).
 int64_t SizeOf(int64_t i) { return 100 + (i * 37) % 500; }
 
-std::vector<std::byte> Content(int64_t i) {
+std::vector<std::byte> FileContent(int64_t i) {
   std::vector<std::byte> out(static_cast<size_t>(SizeOf(i)));
   SyntheticDataset::FillContent(5, i, out);
   return out;
@@ -44,7 +44,7 @@ class FilesDatasetTest : public testing::Test {
   std::string Write(FilesLayout layout, int64_t samples, int64_t shard_bytes = 10000) {
     const std::string path = (dir_ / "data").string();
     DatasetWriter writer(path, layout, shard_bytes);
-    for (int64_t i = 0; i < samples; ++i) writer.Add(Content(i));
+    for (int64_t i = 0; i < samples; ++i) writer.Add(FileContent(i));
     writer.Finish();
     return path;
   }
@@ -94,7 +94,7 @@ void ExpectAllSamples(const FilesDataset& d, int64_t samples) {
   for (int64_t i = 0; i < samples; ++i) {
     const int64_t n = d.Read(i, out);
     ASSERT_EQ(n, SizeOf(i));
-    const std::vector<std::byte> expected = Content(i);
+    const std::vector<std::byte> expected = FileContent(i);
     ASSERT_TRUE(std::equal(expected.begin(), expected.end(), out.begin())) << "sample " << i;
   }
 }
@@ -146,7 +146,7 @@ TEST_F(FilesDatasetTest, ShardIndexDescribesEveryRecord) {
   EXPECT_EQ(index.max_length, 599u);
   for (size_t i = 0; i < 50; ++i) {
     EXPECT_EQ(index.entries[i].length, static_cast<uint32_t>(SizeOf(static_cast<int64_t>(i))));
-    EXPECT_EQ(index.entries[i].crc, Crc32c(Content(static_cast<int64_t>(i))));
+    EXPECT_EQ(index.entries[i].crc, Crc32c(FileContent(static_cast<int64_t>(i))));
   }
   EXPECT_EQ(index.entries[0].offset, kShardHeaderBytes);
   EXPECT_EQ(index.entries[1].offset, kShardHeaderBytes + kRecordHeaderBytes + 100);
@@ -312,7 +312,7 @@ TEST_F(FilesDatasetTest, ColdCacheEvictsAndSaysSo) {
   const std::string files = (dir_ / "files").string();
   {
     DatasetWriter writer(files, FilesLayout::kFiles, 0);
-    for (int64_t i = 0; i < 20; ++i) writer.Add(Content(i));
+    for (int64_t i = 0; i < 20; ++i) writer.Add(FileContent(i));
     writer.Finish();
   }
   const FilesDataset cold_files = Open(files, FilesLayout::kFiles, FilesIo::kMmap, CacheMode::kCold);
@@ -335,7 +335,7 @@ TEST_F(FilesDatasetTest, WorkerProcessesReadEverySampleRight) {
   while (auto batch = data_loader.Next()) {
     for (size_t i = 0; i < batch->sample_indices.size(); ++i) {
       const int64_t index = batch->sample_indices[i];
-      const std::vector<std::byte> expected = Content(index);
+      const std::vector<std::byte> expected = FileContent(index);
       const std::byte* got = batch->data.data() + static_cast<int64_t>(i) * batch->stride;
       ASSERT_TRUE(std::equal(expected.begin(), expected.end(), got)) << index;
       ++seen;

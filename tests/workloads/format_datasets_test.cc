@@ -37,15 +37,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr uint64_t kSeed = 7;
+constexpr uint64_t kFormatSeed = 7;
 
-std::vector<std::byte> Content(int64_t i, int64_t bytes) {
+std::vector<std::byte> FormatContent(int64_t i, int64_t bytes) {
   std::vector<std::byte> out(static_cast<size_t>(bytes));
-  SyntheticDataset::FillContent(kSeed, i, out);
+  SyntheticDataset::FillContent(kFormatSeed, i, out);
   return out;
 }
 
-SyntheticOptions NoCost() {
+SyntheticOptions FormatNoCost() {
   SyntheticOptions cost;
   cost.cpu_us_per_sample = 0;
   return cost;
@@ -76,21 +76,21 @@ class FormatDatasetsTest : public testing::Test {
   std::string WriteNpy(int64_t samples, int64_t bytes) {
     const std::string path = (dir_ / "a.npy").string();
     NpyWriter writer(path, samples, bytes);
-    for (int64_t i = 0; i < samples; ++i) writer.Add(Content(i, bytes));
+    for (int64_t i = 0; i < samples; ++i) writer.Add(FormatContent(i, bytes));
     writer.Finish();
     return path;
   }
   std::string WriteHdf5(int64_t samples, int64_t bytes, int64_t chunk, int gzip, const std::string& name = "a.h5") {
     const std::string path = (dir_ / name).string();
     Hdf5Writer writer(path, samples, bytes, chunk, gzip);
-    for (int64_t i = 0; i < samples; ++i) writer.Add(Content(i, bytes));
+    for (int64_t i = 0; i < samples; ++i) writer.Add(FormatContent(i, bytes));
     writer.Finish();
     return path;
   }
   std::string WriteLmdb(int64_t samples, int64_t bytes) {
     const std::string path = (dir_ / "a.lmdb").string();
     LmdbWriter writer(path, samples, bytes);
-    for (int64_t i = 0; i < samples; ++i) writer.Add(Content(i, bytes));
+    for (int64_t i = 0; i < samples; ++i) writer.Add(FormatContent(i, bytes));
     writer.Finish();
     return path;
   }
@@ -149,14 +149,14 @@ class FormatDatasetsTest : public testing::Test {
 TEST_F(FormatDatasetsTest, NpyReturnsGenDataBytesWithPreadAndMmap) {
   const std::string path = WriteNpy(50, 1000);
   for (FilesIo io : {FilesIo::kPread, FilesIo::kMmap}) {
-    NpyDataset dataset(FilesOptions{path, FilesLayout::kShards, io, CacheMode::kWarm}, NoCost(), CpuCalibration{});
+    NpyDataset dataset(FilesOptions{path, FilesLayout::kShards, io, CacheMode::kWarm}, FormatNoCost(), CpuCalibration{});
     ASSERT_EQ(dataset.size(), 50);
     ASSERT_EQ(dataset.max_sample_bytes(), 1000);
     EXPECT_EQ(dataset.header().data_offset % 64, 0);  // aligned as numpy aligns
     std::vector<std::byte> out(1000);
     for (int64_t i = 0; i < 50; ++i) {
       ASSERT_EQ(dataset.Read(i, out), 1000);
-      ASSERT_EQ(out, Content(i, 1000)) << i;
+      ASSERT_EQ(out, FormatContent(i, 1000)) << i;
     }
   }
 }
@@ -230,10 +230,10 @@ TEST_F(FormatDatasetsTest, NpyHeaderVersionsAndDtypes) {
 TEST_F(FormatDatasetsTest, NpyShapeLargerThanTheFileFailsAtOpen) {
   const std::string path = WriteNpy(20, 100);
   fs::resize_file(path, fs::file_size(path) - 1);
-  EXPECT_EQ(OpenError([&] { NpyDataset d(FilesOptions{path}, NoCost(), CpuCalibration{}); }),
+  EXPECT_EQ(OpenError([&] { NpyDataset d(FilesOptions{path}, FormatNoCost(), CpuCalibration{}); }),
             "corrupt: " + path + ": shape (20, 100) of dtype '|u1' needs 2000 bytes after the 128-byte header, "
             "the file has 1999: it is truncated, or its header announces more rows than were written");
-  EXPECT_EQ(OpenError([&] { NpyDataset d(FilesOptions{(dir_ / "none.npy").string()}, NoCost(), CpuCalibration{}); }),
+  EXPECT_EQ(OpenError([&] { NpyDataset d(FilesOptions{(dir_ / "none.npy").string()}, FormatNoCost(), CpuCalibration{}); }),
             "not found: " + (dir_ / "none.npy").string() + ": cannot open: No such file or directory");
 
   // Through OpenWorkload: the user's input, a WorkloadError (exit 2) naming config, key and file.
@@ -257,7 +257,7 @@ TEST_F(FormatDatasetsTest, Hdf5ReturnsGenDataBytesAndLabels) {
     const std::string path = WriteHdf5(40, 300, chunk, gzip, "c" + std::to_string(chunk) + ".h5");
     FormatOptions format;
     format.labels = "/labels";
-    Hdf5Dataset dataset(FilesOptions{path}, format, NoCost(), CpuCalibration{});
+    Hdf5Dataset dataset(FilesOptions{path}, format, FormatNoCost(), CpuCalibration{});
     ASSERT_EQ(dataset.size(), 40);
     ASSERT_EQ(dataset.max_sample_bytes(), 308);
     EXPECT_EQ(dataset.images().chunk_rows(), chunk);
@@ -265,7 +265,7 @@ TEST_F(FormatDatasetsTest, Hdf5ReturnsGenDataBytesAndLabels) {
     std::vector<std::byte> out(308);
     for (int64_t i = 39; i >= 0; --i) {
       ASSERT_EQ(dataset.Read(i, out), 308);
-      const std::vector<std::byte> want = Content(i, 300);
+      const std::vector<std::byte> want = FormatContent(i, 300);
       ASSERT_TRUE(std::equal(want.begin(), want.end(), out.begin())) << i;
       int64_t label = -1;
       std::memcpy(&label, out.data() + 300, 8);
@@ -278,7 +278,7 @@ TEST_F(FormatDatasetsTest, Hdf5HostileFiles) {
   const std::string path = WriteHdf5(100, 1000, 10, -1);
   FormatOptions format;
   format.dataset = "/imgs";
-  EXPECT_EQ(OpenError([&] { Hdf5Dataset d(FilesOptions{path}, format, NoCost(), CpuCalibration{}); }),
+  EXPECT_EQ(OpenError([&] { Hdf5Dataset d(FilesOptions{path}, format, FormatNoCost(), CpuCalibration{}); }),
             "not found: " + path + ": no dataset '/imgs' in the file; it holds /images, /labels (set workload.dataset)");
 
   // Truncated: HDF5 finds the end of file short of what the superblock says.
@@ -286,12 +286,12 @@ TEST_F(FormatDatasetsTest, Hdf5HostileFiles) {
   fs::copy_file(path, truncated);
   fs::resize_file(truncated, fs::file_size(truncated) / 2);
   const std::string error =
-      OpenError([&] { Hdf5Dataset d(FilesOptions{truncated}, FormatOptions{}, NoCost(), CpuCalibration{}); });
+      OpenError([&] { Hdf5Dataset d(FilesOptions{truncated}, FormatOptions{}, FormatNoCost(), CpuCalibration{}); });
   EXPECT_TRUE(error.starts_with("corrupt: " + truncated + ": cannot open as HDF5 (HDF5: ")) << error;
   EXPECT_NE(error.find("truncated"), std::string::npos) << error;
 
   const std::string text = WriteText("x.h5", "not hdf5 at all");
-  EXPECT_EQ(OpenError([&] { Hdf5Dataset d(FilesOptions{text}, FormatOptions{}, NoCost(), CpuCalibration{}); }),
+  EXPECT_EQ(OpenError([&] { Hdf5Dataset d(FilesOptions{text}, FormatOptions{}, FormatNoCost(), CpuCalibration{}); }),
             "not found: " + text + ": not an HDF5 file (no HDF5 signature)");
 
   // A scalar dataset (rank 0), written with the library directly.
@@ -307,7 +307,7 @@ TEST_F(FormatDatasetsTest, Hdf5HostileFiles) {
     H5Fclose(file);
   }
   format.dataset = "/x";
-  EXPECT_EQ(OpenError([&] { Hdf5Dataset d(FilesOptions{scalar}, format, NoCost(), CpuCalibration{}); }),
+  EXPECT_EQ(OpenError([&] { Hdf5Dataset d(FilesOptions{scalar}, format, FormatNoCost(), CpuCalibration{}); }),
             "corrupt: " + scalar + ": dataset '/x' (workload.dataset) is a scalar (rank 0): it has no axis 0 to "
             "take samples along");
   EXPECT_EQ(Hdf5Dataset::OpenObjectsInThisProcess(), 0);  // every failed open closed what it had opened
@@ -327,7 +327,7 @@ TEST_F(FormatDatasetsTest, Hdf5OpenedOnlyInTheWorkers) {
   EXPECT_EQ(Hdf5Dataset::OpenObjectsInThisProcess(), 0);
   EXPECT_EQ(FdsOpenOn(path), 0);
   ReadAllThroughWorkers(opened.dataset, 4, [](int64_t i) {
-    std::vector<std::byte> want = Content(i, 2000);
+    std::vector<std::byte> want = FormatContent(i, 2000);
     const int64_t label = Hdf5Writer::Label(i);
     const auto* bytes = reinterpret_cast<const std::byte*>(&label);
     want.insert(want.end(), bytes, bytes + 8);
@@ -350,12 +350,12 @@ TEST_F(FormatDatasetsTest, LmdbReturnsGenDataBytesAndWorkersReadEverySample) {
   EXPECT_EQ(dataset.size(), 200);
   EXPECT_EQ(dataset.KeyOf(12), "000000012");
   EXPECT_EQ(FdsOpenOn(path), 0);  // checked and closed: the fork server holds no environment
-  ReadAllThroughWorkers(opened.dataset, 4, [](int64_t i) { return Content(i, 700); });
+  ReadAllThroughWorkers(opened.dataset, 4, [](int64_t i) { return FormatContent(i, 700); });
   EXPECT_EQ(FdsOpenOn(path), 0);
   // And in this process, which opens its own on the first read.
   std::vector<std::byte> out(700);
   ASSERT_EQ(dataset.Read(199, out), 700);
-  EXPECT_EQ(out, Content(199, 700));
+  EXPECT_EQ(out, FormatContent(199, 700));
 }
 
 // cache: cold evicts data.mdb even after this process has read from it (its
@@ -365,7 +365,7 @@ TEST_F(FormatDatasetsTest, LmdbColdCacheEvictsAfterReads) {
   const std::string path = WriteLmdb(100, 20000);
   FilesOptions files{path};
   files.cache = CacheMode::kCold;
-  LmdbDataset dataset(files, FormatOptions{}, NoCost(), CpuCalibration{});
+  LmdbDataset dataset(files, FormatOptions{}, FormatNoCost(), CpuCalibration{});
   std::vector<std::byte> out(20000);
   for (int64_t i = 0; i < 100; ++i) ASSERT_EQ(dataset.Read(i, out), 20000);
   const std::string note = dataset.BeforeRepeat();
@@ -373,7 +373,7 @@ TEST_F(FormatDatasetsTest, LmdbColdCacheEvictsAfterReads) {
   if (FileSystemType(path, &network) == "tmpfs") GTEST_SKIP() << "tmpfs cannot evict: " << note;
   EXPECT_NE(note.find("; 0% stayed resident"), std::string::npos) << note;
   ASSERT_EQ(dataset.Read(7, out), 20000);  // reopened
-  EXPECT_EQ(out, Content(7, 20000));
+  EXPECT_EQ(out, FormatContent(7, 20000));
 }
 
 // A user's environment: any keys, values of any size, indexed by a cursor
@@ -400,7 +400,7 @@ TEST_F(FormatDatasetsTest, LmdbUserEnvironmentIsIndexedByACursorWalk) {
     mdb_env_close(env);
   }
   for (const std::string& where : std::vector<std::string>{path, path + "/data.mdb"}) {
-    LmdbDataset dataset(FilesOptions{where}, FormatOptions{}, NoCost(), CpuCalibration{});
+    LmdbDataset dataset(FilesOptions{where}, FormatOptions{}, FormatNoCost(), CpuCalibration{});
     ASSERT_EQ(dataset.size(), 3);
     EXPECT_FALSE(dataset.info().gen_data_keys);
     EXPECT_EQ(dataset.max_sample_bytes(), 505);
@@ -444,7 +444,7 @@ TEST_F(FormatDatasetsTest, LmdbReadaheadKeyIsHonoured) {
         << dataset.Describe();
     EXPECT_EQ(VmFlagsOfMapping(data), "");  // opened only to check and index: nothing mapped before the workers
     ASSERT_EQ(dataset.Read(3, out), 5000);  // this process maps its own environment now
-    EXPECT_EQ(out, Content(3, 5000));
+    EXPECT_EQ(out, FormatContent(3, 5000));
     const std::string flags = VmFlagsOfMapping(data);
     ASSERT_NE(flags, "") << data << " is not mapped";
     EXPECT_EQ(flags.find(" rr") != std::string::npos, !readahead) << flags;
@@ -454,12 +454,12 @@ TEST_F(FormatDatasetsTest, LmdbReadaheadKeyIsHonoured) {
 TEST_F(FormatDatasetsTest, LmdbNotAnEnvironment) {
   const std::string empty = (dir_ / "empty").string();
   fs::create_directories(empty);
-  EXPECT_EQ(OpenError([&] { LmdbDataset d(FilesOptions{empty}, FormatOptions{}, NoCost(), CpuCalibration{}); }),
+  EXPECT_EQ(OpenError([&] { LmdbDataset d(FilesOptions{empty}, FormatOptions{}, FormatNoCost(), CpuCalibration{}); }),
             "not found: " + empty + ": not an LMDB environment (no data.mdb in the directory)");
   const std::string junk = (dir_ / "junk").string();
   fs::create_directories(junk);
   std::ofstream(junk + "/data.mdb", std::ios::binary) << std::string(20000, 'x');
-  EXPECT_EQ(OpenError([&] { LmdbDataset d(FilesOptions{junk}, FormatOptions{}, NoCost(), CpuCalibration{}); }),
+  EXPECT_EQ(OpenError([&] { LmdbDataset d(FilesOptions{junk}, FormatOptions{}, FormatNoCost(), CpuCalibration{}); }),
             "not found: " + junk + ": not an LMDB environment (" + junk +
                 "/data.mdb: MDB_INVALID: File is not an LMDB file)");
   tuner::SweepConfig config = tuner::ParseConfig("workload: {kind: lmdb, path: " + junk + "}\n", "l.yaml");
@@ -598,7 +598,7 @@ TEST_F(FormatDatasetsTest, InspectFindsTheChunkTrap) {
   EXPECT_NE(r.out.find("warning: dataset '/images': each shuffled sample inflates a 2.0 MB chunk"), std::string::npos)
       << r.out;
   // With a cache that holds every chunk, no inflation is predicted and no warning given.
-  Hdf5Dataset dataset(FilesOptions{bad}, FormatOptions{}, NoCost(), CpuCalibration{});
+  Hdf5Dataset dataset(FilesOptions{bad}, FormatOptions{}, FormatNoCost(), CpuCalibration{});
   EXPECT_EQ(PredictHdf5ReadCost(dataset.images(), 6).bytes_per_sample, 0);
   EXPECT_TRUE(Hdf5Warnings(dataset.images(), 6).empty());
   EXPECT_EQ(PredictHdf5ReadCost(dataset.images(), 4).bytes_per_sample, (chunk_bytes + 1) / 3);  // 2 of 3 chunks cached

@@ -33,7 +33,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-SyntheticOptions NoCost(uint64_t seed = 0) {
+SyntheticOptions JpegNoCost(uint64_t seed = 0) {
   SyntheticOptions cost;
   cost.cpu_us_per_sample = 0;
   cost.jitter = 0;
@@ -297,9 +297,9 @@ TEST_F(JpegDatasetTest, DatasetReadsEachJpegOnceDecodedWithPreadAndMmap) {
   for (int i = 0; i < 6; ++i) WriteJpeg("data/" + std::to_string(i) + (i == 3 ? ".JPEG" : ".jpg"), i, 300 + i, 200);
   WriteFile("data/labels.txt", std::as_bytes(std::span("not an image", 12)));
   FilesOptions options = Options(data.string(), CropMode::kRandom, 64);
-  const FilesDataset pread(options, NoCost(11), CpuCalibration{});
+  const FilesDataset pread(options, JpegNoCost(11), CpuCalibration{});
   options.io = FilesIo::kMmap;
-  const FilesDataset mmap(options, NoCost(11), CpuCalibration{});
+  const FilesDataset mmap(options, JpegNoCost(11), CpuCalibration{});
   EXPECT_EQ(pread.size(), 6);
   EXPECT_EQ(pread.skipped_files(), 1);
   EXPECT_EQ(pread.max_sample_bytes(), 64 * 64 * 3);
@@ -324,7 +324,7 @@ TEST_F(JpegDatasetTest, DatasetReadsEachJpegOnceDecodedWithPreadAndMmap) {
 TEST_F(JpegDatasetTest, WorkerProcessesDecodeEverySample) {
   for (int i = 0; i < 24; ++i) WriteJpeg("w/" + std::to_string(100 + i) + ".jpg", i, 160, 120);
   const auto dataset = std::make_shared<FilesDataset>(Options((dir_ / "w").string(), CropMode::kCenter, 32),
-                                                      NoCost(), CpuCalibration{});
+                                                      JpegNoCost(), CpuCalibration{});
   auto server = std::make_shared<loader::ForkServer>(dataset);
   loader::LoaderOptions options;
   options.knobs.batch_size = 5;
@@ -351,7 +351,7 @@ TEST_F(JpegDatasetTest, WorkerProcessesDecodeEverySample) {
 TEST_F(JpegDatasetTest, RandomCropsDifferPerEpochAndRepeatForTheSameEpoch) {
   for (int i = 0; i < 24; ++i) WriteJpeg("e/" + std::to_string(100 + i) + ".jpg", i, 160, 120);
   const auto dataset = std::make_shared<FilesDataset>(Options((dir_ / "e").string(), CropMode::kRandom, 32),
-                                                      NoCost(5), CpuCalibration{});
+                                                      JpegNoCost(5), CpuCalibration{});
   auto server = std::make_shared<loader::ForkServer>(dataset);
   loader::LoaderOptions options;
   options.knobs.batch_size = 4;
@@ -417,7 +417,7 @@ TEST_F(JpegDatasetTest, HostileJpegsFailTheReadWithTheFileNamed) {
     }
   }
   WriteFile("h/5-bomb.jpg", bomb);
-  const FilesDataset dataset(Options((dir_ / "h").string()), NoCost(), CpuCalibration{});
+  const FilesDataset dataset(Options((dir_ / "h").string()), JpegNoCost(), CpuCalibration{});
   ASSERT_EQ(dataset.size(), 6);
   std::vector<std::byte> out(224 * 224 * 3);
   EXPECT_EQ(dataset.Read(0, out), 224 * 224 * 3);
@@ -441,7 +441,7 @@ TEST_F(JpegDatasetTest, DirectoryWithoutJpegsIsRefused) {
   WriteFile("none/a.png", std::as_bytes(std::span("png", 3)));
   WriteFile("none/sub/b.txt", std::as_bytes(std::span("txt", 3)));
   try {
-    FilesDataset dataset(Options((dir_ / "none").string()), NoCost(), CpuCalibration{});
+    FilesDataset dataset(Options((dir_ / "none").string()), JpegNoCost(), CpuCalibration{});
     FAIL() << "opened";
   } catch (const DatasetNotFound& e) {
     EXPECT_NE(std::string(e.what()).find("no JPEG images under it"), std::string::npos) << e.what();
@@ -449,7 +449,7 @@ TEST_F(JpegDatasetTest, DirectoryWithoutJpegsIsRefused) {
   }
   FilesOptions shards = Options((dir_ / "none").string());
   shards.layout = FilesLayout::kShards;
-  EXPECT_THROW(FilesDataset(shards, NoCost(), CpuCalibration{}), DatasetNotFound);
+  EXPECT_THROW(FilesDataset(shards, JpegNoCost(), CpuCalibration{}), DatasetNotFound);
 }
 
 TEST_F(JpegDatasetTest, GenDataTrialAndConfigErrorsThroughTheBinary) {
@@ -470,7 +470,7 @@ TEST_F(JpegDatasetTest, GenDataTrialAndConfigErrorsThroughTheBinary) {
   }
   EXPECT_GT(total / 30, 80'000);
   EXPECT_LT(total / 30, 130'000);
-  const FilesDataset opened(Options(data), NoCost(), CpuCalibration{});
+  const FilesDataset opened(Options(data), JpegNoCost(), CpuCalibration{});
   EXPECT_EQ(opened.size(), 30);
   int width = 0, height = 0;
   FullDecode(ReadBytes(data + "/00000/000000007.jpg"), &width, &height);

@@ -30,7 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kProbe = FEEDTUNE_SOURCE_DIR "/workloads/python/feedtune_probe.py";
+const std::string kRanksProbe = FEEDTUNE_SOURCE_DIR "/workloads/python/feedtune_probe.py";
 constexpr int kSamples = 256;
 
 class ProbeRanks : public testing::Test {
@@ -51,7 +51,7 @@ class ProbeRanks : public testing::Test {
     std::vector<std::string>& argv = config.workload.command.argv;
     argv = std::move(prefix);
     for (const std::string& a :
-         {std::string("/usr/bin/python3"), kProbe, std::string("--device"), std::string("cpu"),
+         {std::string("/usr/bin/python3"), kRanksProbe, std::string("--device"), std::string("cpu"),
           std::string("--samples"), std::to_string(kSamples), std::string("--sample-bytes"), std::string("1024"),
           std::string("--cpu-us-per-sample"), std::string("0"), std::string("--io-us-per-sample"),
           std::string("200"), std::string("--batch-size"), std::string("{batch_size}"),

@@ -24,23 +24,23 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr uint64_t kSeed = 7;
+constexpr uint64_t kShardSeed = 7;
 constexpr int64_t kBytes = 300;
 
-std::vector<std::byte> Content(int64_t i, int64_t bytes = kBytes) {
+std::vector<std::byte> ShardContent(int64_t i, int64_t bytes = kBytes) {
   std::vector<std::byte> out(static_cast<size_t>(bytes));
-  SyntheticDataset::FillContent(kSeed, i, out);
+  SyntheticDataset::FillContent(kShardSeed, i, out);
   return out;
 }
 
 std::vector<std::byte> TarSampleBytes(int64_t i) {
-  std::vector<std::byte> out = Content(i);
+  std::vector<std::byte> out = ShardContent(i);
   const std::string cls = TarWriter::ClassText(i);
   for (const char c : cls) out.push_back(static_cast<std::byte>(c));
   return out;
 }
 
-SyntheticOptions NoCost() {
+SyntheticOptions ShardNoCost() {
   SyntheticOptions cost;
   cost.cpu_us_per_sample = 0;
   return cost;
@@ -72,12 +72,12 @@ class ShardFormats : public testing::Test {
 
   void WriteTfRecords(int64_t samples, int shards) {
     TfRecordWriter writer(dir_.string(), samples, shards);
-    for (int64_t i = 0; i < samples; ++i) writer.Add(Content(i));
+    for (int64_t i = 0; i < samples; ++i) writer.Add(ShardContent(i));
     writer.Finish();
   }
   void WriteTars(int64_t samples, int shards) {
     TarWriter writer(dir_.string(), samples, shards);
-    for (int64_t i = 0; i < samples; ++i) writer.Add(Content(i));
+    for (int64_t i = 0; i < samples; ++i) writer.Add(ShardContent(i));
     writer.Finish();
   }
   std::string First(const std::string& extension) const {
@@ -86,7 +86,7 @@ class ShardFormats : public testing::Test {
   template <typename D>
   std::string OpenError() {
     try {
-      D dataset(files_, format_, NoCost(), CpuCalibration{});
+      D dataset(files_, format_, ShardNoCost(), CpuCalibration{});
       std::vector<std::byte> out(static_cast<size_t>(dataset.max_sample_bytes()));
       for (int64_t i = 0; i < dataset.size(); ++i) dataset.Read(i, out);
     } catch (const std::exception& e) {
@@ -129,12 +129,12 @@ TEST_F(ShardFormats, TfRecordFeatureIsGenDatasPayloadMapAndStream) {
   format_.feature = "data";
   for (const ShardAccess access : {ShardAccess::kRandom, ShardAccess::kStream}) {
     format_.access = access;
-    auto dataset = std::make_shared<TfRecordDataset>(files_, format_, NoCost(), CpuCalibration{});
+    auto dataset = std::make_shared<TfRecordDataset>(files_, format_, ShardNoCost(), CpuCalibration{});
     ASSERT_EQ(dataset->size(), 23);
     EXPECT_EQ(dataset->num_shards(), access == ShardAccess::kStream ? 4 : 0);
     const auto samples = ReadAll(dataset, 2);
     for (int64_t i = 0; i < 23; ++i) {
-      const auto want = Content(i);
+      const auto want = ShardContent(i);
       ASSERT_GE(samples[static_cast<size_t>(i)].size(), want.size());
       EXPECT_TRUE(std::equal(want.begin(), want.end(), samples[static_cast<size_t>(i)].begin())) << "sample " << i;
     }
@@ -143,11 +143,11 @@ TEST_F(ShardFormats, TfRecordFeatureIsGenDatasPayloadMapAndStream) {
 
 TEST_F(ShardFormats, TfRecordWholeRecordIsTheSerializedExample) {
   WriteTfRecords(5, 1);
-  TfRecordDataset dataset(files_, format_, NoCost(), CpuCalibration{});
+  TfRecordDataset dataset(files_, format_, ShardNoCost(), CpuCalibration{});
   std::vector<std::byte> out(static_cast<size_t>(dataset.max_sample_bytes()));
   for (int64_t i = 0; i < 5; ++i) {
     const int64_t n = dataset.Read(i, out);
-    const auto payload = Content(i);
+    const auto payload = ShardContent(i);
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(out.data()), static_cast<size_t>(n)),
               ExampleRecord("data", payload, "index", i));
   }
@@ -159,12 +159,12 @@ TEST_F(ShardFormats, TfRecordIndexIsDalisFormatAndIsReused) {
   std::ifstream in(idx);
   std::string line;
   std::getline(in, line);
-  const std::string record = ExampleRecord("data", Content(0), "index", 0);
+  const std::string record = ExampleRecord("data", ShardContent(0), "index", 0);
   EXPECT_EQ(line, "0 " + std::to_string(record.size() + 16));
-  TfRecordDataset dataset(files_, format_, NoCost(), CpuCalibration{});
+  TfRecordDataset dataset(files_, format_, ShardNoCost(), CpuCalibration{});
   EXPECT_EQ(dataset.shards()[0].index_status, "found beside the data");
   fs::remove(idx);
-  TfRecordDataset rebuilt(files_, format_, NoCost(), CpuCalibration{});
+  TfRecordDataset rebuilt(files_, format_, ShardNoCost(), CpuCalibration{});
   EXPECT_EQ(rebuilt.shards()[0].index_status, "built, written beside the data");
   EXPECT_TRUE(fs::exists(idx));
 }
@@ -196,7 +196,7 @@ TEST_F(ShardFormats, TfRecordBadDataCrcIsNamedOnRead) {
   WriteTfRecords(3, 1);
   const std::string path = First(".tfrecord");
   auto bytes = FileBytes(path);
-  const size_t second = ExampleRecord("data", Content(0), "index", 0).size() + 16;
+  const size_t second = ExampleRecord("data", ShardContent(0), "index", 0).size() + 16;
   bytes[second + 20] ^= std::byte{0x40};  // inside record 1's data
   WriteFile(path, bytes);
   EXPECT_EQ(OpenError<TfRecordDataset>(),
@@ -234,7 +234,7 @@ TEST_F(ShardFormats, TarSamplesAreGenDatasMembersMapAndStream) {
   WriteTars(17, 3);
   for (const ShardAccess access : {ShardAccess::kRandom, ShardAccess::kStream}) {
     format_.access = access;
-    auto dataset = std::make_shared<TarDataset>(files_, format_, NoCost(), CpuCalibration{});
+    auto dataset = std::make_shared<TarDataset>(files_, format_, ShardNoCost(), CpuCalibration{});
     ASSERT_EQ(dataset->size(), 17);
     EXPECT_EQ(dataset->shards()[0].fields, (std::vector<std::string>{"bin", "cls"}));
     const auto samples = ReadAll(dataset, 3);
@@ -285,7 +285,7 @@ constexpr int64_t kResize = 24;
 
 std::vector<std::byte> Jpeg(int64_t i) {
   std::vector<uint8_t> rgb(static_cast<size_t>(kImageWidth * kImageHeight * 3));
-  SynthesizeImage(kSeed, i, kImageWidth, kImageHeight, rgb);
+  SynthesizeImage(kShardSeed, i, kImageWidth, kImageHeight, rgb);
   return EncodeJpeg(rgb, kImageWidth, kImageHeight, 85);
 }
 
@@ -294,7 +294,7 @@ std::vector<std::byte> Decoded(int64_t i, int64_t epoch, CropMode crop = CropMod
   JpegDecodeOptions o;
   o.crop = crop;
   o.resize = static_cast<int>(kResize);
-  o.seed = kSeed;
+  o.seed = kShardSeed;
   o.epoch = epoch;
   std::vector<std::byte> out(static_cast<size_t>(kResize * kResize * 3));
   DecodeCropResize(Jpeg(i), i, o, out);
@@ -302,8 +302,8 @@ std::vector<std::byte> Decoded(int64_t i, int64_t epoch, CropMode crop = CropMod
 }
 
 SyntheticOptions JpegCost() {
-  SyntheticOptions cost = NoCost();
-  cost.seed = kSeed;
+  SyntheticOptions cost = ShardNoCost();
+  cost.seed = kShardSeed;
   return cost;
 }
 
@@ -453,7 +453,7 @@ TEST_F(ShardFormats, PathListReadsThoseShardsInListOrder) {
   files_.path_list = {shard(3), (dir_ / "data-0000[01]-of-00004.tar").string()};
   for (const ShardAccess access : {ShardAccess::kRandom, ShardAccess::kStream}) {
     format_.access = access;
-    auto dataset = std::make_shared<TarDataset>(files_, format_, NoCost(), CpuCalibration{});
+    auto dataset = std::make_shared<TarDataset>(files_, format_, ShardNoCost(), CpuCalibration{});
     ASSERT_EQ(dataset->shards().size(), 3u);
     EXPECT_EQ(dataset->shards()[0].path, shard(3));
     EXPECT_EQ(dataset->shards()[1].path, shard(0));
@@ -478,11 +478,11 @@ TEST_F(ShardFormats, PathListReadsThoseShardsInListOrder) {
   files_.path_list = {GenDataShardPath(dir_.string(), 1, 2, ".tfrecord"),
                       GenDataShardPath(dir_.string(), 0, 2, ".tfrecord")};
   format_.feature = "data";
-  const TfRecordDataset tfrecords(files_, format_, NoCost(), CpuCalibration{});
+  const TfRecordDataset tfrecords(files_, format_, ShardNoCost(), CpuCalibration{});
   ASSERT_EQ(tfrecords.size(), 6);
   std::vector<std::byte> out(static_cast<size_t>(tfrecords.max_sample_bytes()));
   ASSERT_EQ(tfrecords.Read(0, out), kBytes);
-  const auto want = Content(3);  // the second shard's first record
+  const auto want = ShardContent(3);  // the second shard's first record
   EXPECT_TRUE(std::equal(want.begin(), want.end(), out.begin()));
 }
 

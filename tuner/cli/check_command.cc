@@ -50,7 +50,6 @@ Examples:
   feedtune check --db fleet.db
   feedtune check --db fleet.db --workload resnet50 --slower-than 15 --format json)";
 
-nlohmann::json Number(double value) { return results::JsonNumber(value); }
 
 }  // namespace
 
@@ -64,12 +63,12 @@ OrderedJson FleetFindingJson(const results::FleetFinding& f) {
           {"host", {{"name", f.host.name}, {"hostname", f.host.hostname}, {"machine_id", f.host.machine_id}}},
           {"class", f.machine_hash},
           {"run", f.run_id},
-          {"best", {{"samples_per_s", Number(f.best_samples_per_s)}, {"ci", {Number(f.ci_low), Number(f.ci_high)}}}},
+          {"best", {{"samples_per_s", results::JsonNumber(f.best_samples_per_s)}, {"ci", {results::JsonNumber(f.ci_low), results::JsonNumber(f.ci_high)}}}},
           {"reference",
            {{"run", f.reference_run_id > 0 ? nlohmann::json(f.reference_run_id) : nlohmann::json(nullptr)},
-            {"samples_per_s", Number(f.reference_samples_per_s)},
-            {"ci", {Number(f.reference_ci_low), Number(f.reference_ci_high)}}}},
-          {"drop", Number(f.drop)},
+            {"samples_per_s", results::JsonNumber(f.reference_samples_per_s)},
+            {"ci", {results::JsonNumber(f.reference_ci_low), results::JsonNumber(f.reference_ci_high)}}}},
+          {"drop", results::JsonNumber(f.drop)},
           {"text", f.text}};
 }
 
@@ -80,13 +79,13 @@ OrderedJson ObservedCheckJson(const results::ObservedCheck& c) {
   if (c.sweep_run_id) {
     swept = {{"run", *c.sweep_run_id},
              {"config", results::LoaderKnobsJson<OrderedJson>(c.swept)},
-             {"samples_per_s", Number(c.swept_samples_per_s)}};
+             {"samples_per_s", results::JsonNumber(c.swept_samples_per_s)}};
   }
   return {{"config", c.observed.workload_name},
           {"host", c.observed.host.name},
           {"checked", c.sweep_run_id.has_value()},
           {"holds", c.sweep_run_id.has_value() && c.findings.empty()},
-          {"drop", c.sweep_run_id ? Number(c.drop) : nlohmann::json(nullptr)},
+          {"drop", c.sweep_run_id ? results::JsonNumber(c.drop) : nlohmann::json(nullptr)},
           {"swept", swept},
           {"observed", results::ObservedJson(c.observed)},
           {"findings", findings},
@@ -107,7 +106,7 @@ OrderedJson BusyRunsJson(const std::vector<results::BusyRun>& busy) {
                     {"class", b.machine_hash},
                     {"run", b.run_id},
                     {"date", b.date},
-                    {"background_cpu", Number(b.background_cpu)},
+                    {"background_cpu", results::JsonNumber(b.background_cpu)},
                     {"instead", b.instead ? OrderedJson(*b.instead) : OrderedJson(nullptr)},
                     {"text", b.text}});
   }

@@ -19,7 +19,6 @@ constexpr int kBarWidth = 24;
 constexpr size_t kBarLineMax = 118;  // keep the redrawn line within a terminal row
 
 // NaN (not measured) as null.
-nlohmann::json Number(double v) { return results::JsonNumber(v); }
 
 template <typename T>
 nlohmann::json Optional(const std::optional<T>& v) {
@@ -123,11 +122,11 @@ std::string TrialEventJson(const results::TrialRecord& t, const SearchProgress& 
                         {"error", t.error ? nlohmann::json(*t.error) : nlohmann::json(nullptr)},
                         {"samples_per_s", t.samples_per_s},
                         {"ci", {t.ci_low, t.ci_high}},
-                        {"cv", Number(t.cv)},
-                        {"gpu_idle_frac", Number(t.gpu_idle_frac)},
-                        {"epoch_boundary_ms", Number(t.epoch_boundary_ms)},
-                        {"worker_busy_frac", Number(t.worker_busy_frac)},
-                        {"worker_rss_bytes", Number(t.worker_rss_bytes)},
+                        {"cv", results::JsonNumber(t.cv)},
+                        {"gpu_idle_frac", results::JsonNumber(t.gpu_idle_frac)},
+                        {"epoch_boundary_ms", results::JsonNumber(t.epoch_boundary_ms)},
+                        {"worker_busy_frac", results::JsonNumber(t.worker_busy_frac)},
+                        {"worker_rss_bytes", results::JsonNumber(t.worker_rss_bytes)},
                         {"decision", t.decision},
                         {"replayed", replayed},
                         {"elapsed_s", elapsed_s},
@@ -142,7 +141,7 @@ nlohmann::json DoneEvent(const SearchOutcome& outcome, const results::RunRecord&
     if (!i) return nullptr;
     const auto& t = outcome.trials[*i];
     return {{"id", t.id}, {"config", results::SettingJson(t.knobs)}, {"samples_per_s", t.samples_per_s},
-            {"ci", {t.ci_low, t.ci_high}}, {"gpu_idle_frac", Number(t.gpu_idle_frac)}};
+            {"ci", {t.ci_low, t.ci_high}}, {"gpu_idle_frac", results::JsonNumber(t.gpu_idle_frac)}};
   };
   return nlohmann::json{{"event", "done"},
                         {"run_id", run.id},

@@ -19,6 +19,7 @@
 #include <system_error>
 #include <thread>
 
+#include "tuner/measure/child_output.h"
 #include "tuner/measure/command_server.h"
 #include "tuner/measure/command_ranks.h"
 #include "tuner/measure/node_measurer.h"
@@ -29,16 +30,18 @@ namespace feedtune::tuner {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using child_output::AppendTail;
+using child_output::Drain;
+using child_output::Errno;
+using child_output::FormatSeconds;
+using child_output::kDrainGrace;
+using child_output::kPoll;
+using child_output::kStderrKeep;
+using child_output::kStdoutKeep;
 
-constexpr size_t kStdoutKeep = 64 * 1024;
-constexpr size_t kStderrKeep = 16 * 1024;
-constexpr auto kPoll = std::chrono::milliseconds(100);
-// After the command exits, how long its leftovers may hold the output pipes open.
-constexpr auto kDrainGrace = std::chrono::seconds(2);
 constexpr size_t kErrorTailLines = 12;
 constexpr size_t kErrorTailChars = 2000;
 
-std::string Errno(int error) { return std::generic_category().message(error); }
 
 struct Fd {
   int fd = -1;
@@ -53,36 +56,12 @@ struct Fd {
   }
 };
 
-// Appends, keeping only the last `keep` bytes.
-void AppendTail(std::string& tail, const char* data, size_t n, size_t keep) {
-  tail.append(data, n);
-  if (tail.size() > keep * 2) tail.erase(0, tail.size() - keep);
-}
 
 void Trim(std::string& tail, size_t keep) {
   if (tail.size() > keep) tail.erase(0, tail.size() - keep);
 }
 
-// Reads what is available; false at end of file (or on error).
-bool Drain(int fd, std::string& tail, size_t keep) {
-  char buf[16384];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n > 0) {
-      AppendTail(tail, buf, static_cast<size_t>(n), keep);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-    return false;
-  }
-}
 
-std::string FormatSeconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", s);
-  return buf;
-}
 
 }  // namespace
 

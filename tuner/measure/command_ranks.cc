@@ -21,6 +21,7 @@
 #include <optional>
 #include <system_error>
 
+#include "tuner/measure/child_output.h"
 #include "tuner/measure/command_measurer.h"
 #include "tuner/measure/command_server.h"
 #include "tuner/measure/node_measurer.h"
@@ -32,12 +33,12 @@ namespace feedtune::tuner::node {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using child_output::Drain;
+using child_output::kDrainGrace;
+using child_output::kStderrKeep;
+using child_output::kStdoutKeep;
 
-constexpr size_t kStdoutKeep = 64 * 1024;
-constexpr size_t kStderrKeep = 16 * 1024;
 constexpr int kPollMs = 100;
-// After a rank exits, how long its leftovers may hold its output pipes open.
-constexpr auto kDrainGrace = std::chrono::seconds(2);
 // How often the ranks' process trees are read (/proc: masks, processes, threads).
 constexpr auto kFactsEvery = std::chrono::milliseconds(500);
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -54,20 +55,6 @@ void SetEnv(std::vector<std::string>& env, const std::string& name, const std::s
   env.push_back(prefix + value);
 }
 
-// Reads what is there into `tail` (its last `keep` bytes kept); false at end of file.
-bool Drain(int fd, std::string& tail, size_t keep) {
-  char buf[16384];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n > 0) {
-      tail.append(buf, static_cast<size_t>(n));
-      if (tail.size() > 2 * keep) tail.erase(0, tail.size() - keep);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-  }
-}
 
 // "0-3,8": CPUs (ascending) as a Cpus_allowed_list.
 std::string CpuListText(const std::vector<int>& cpus) {

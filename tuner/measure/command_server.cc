@@ -21,6 +21,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "tuner/measure/child_output.h"
 #include "tuner/measure/trial_runner.h"
 
 extern char** environ;
@@ -29,20 +30,16 @@ namespace feedtune::tuner {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using child_output::Errno;
+using child_output::FormatSeconds;
+using child_output::kPoll;
+using child_output::kStderrKeep;
 
-constexpr size_t kStderrKeep = 16 * 1024;
 constexpr size_t kMaxLine = 1 << 20;  // a window line is a few hundred bytes
-constexpr auto kPoll = std::chrono::milliseconds(100);
 // After stdout closes, how long the leader may take to exit before it is killed.
 constexpr auto kExitGrace = std::chrono::seconds(2);
 
-std::string Errno(int error) { return std::generic_category().message(error); }
 
-std::string FormatSeconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", s);
-  return buf;
-}
 
 // A line as shown in a message: at most 200 characters.
 std::string Shown(std::string_view line) {
