@@ -9,6 +9,12 @@ JOBS ?= $(shell nproc)
 # and the perf tests, whose ratios need the CPUs, run alone (RUN_SERIAL).
 TEST_JOBS ?= $(shell echo $$((2 * $$(nproc))))
 CMAKE_FLAGS ?=
+# Unity builds (CMake's CMAKE_UNITY_BUILD: a folder's sources compiled 8 to a
+# translation unit) halve a cold build's CPU (docs/development.md#ci); an edit
+# then recompiles its batch, so UNITY=OFF suits a long edit loop in a build
+# folder of its own.
+UNITY ?= ON
+CONFIGURE_FLAGS = -DCMAKE_UNITY_BUILD=$(UNITY) $(CMAKE_FLAGS)
 
 .PHONY: all deps build sweep test check deb build-asan test-asan build-tsan test-tsan fuzz-build fuzz bench grid-vs-sweep regret in-job-bench native-vs-torch probe-protocol formats-bench fleet-scale seed-bench node-bench trace-bench busy-box-bench clean
 
@@ -18,7 +24,7 @@ deps:
 	@scripts/setup-deps
 
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CONFIGURE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 sweep: build
@@ -41,19 +47,25 @@ config-docs: build
 check: build
 	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) -L unit
 
-# Under sanitizers (separate build folders): the whole suite with ASan+UBSan,
-# the loader and tuner suites with TSan, without the perf label (knees and
-# ratios mean nothing at TSan's 5-15x slowdown).
+# Under sanitizers (separate build folders): the whole suite with ASan+UBSan
+# but the tests labelled no-sanitizers (Python and packaging tests over native
+# paths the C++ suites drive: tests/python/CMakeLists.txt says which run), the
+# loader and tuner suites with TSan, without the perf label (knees and ratios
+# mean nothing at TSan's 5-15x slowdown).
 build-asan: deps
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DFEEDTUNE_SANITIZE=address,undefined -DFEEDTUNE_WITH_CUDA=OFF -DFEEDTUNE_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DFEEDTUNE_SANITIZE=address,undefined -DFEEDTUNE_WITH_CUDA=OFF -DFEEDTUNE_BUILD_BENCH=OFF $(CONFIGURE_FLAGS) >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 
 test-asan: build-asan
-	cd build-asan && ctest --output-on-failure -j $(JOBS)
+	cd build-asan && ctest --output-on-failure -j $(JOBS) -LE no-sanitizers
 
 build-tsan: deps
-	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DFEEDTUNE_SANITIZE=thread -DFEEDTUNE_WITH_CUDA=OFF -DFEEDTUNE_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
-	@cmake --build build-tsan -j $(JOBS)
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DFEEDTUNE_SANITIZE=thread -DFEEDTUNE_WITH_CUDA=OFF -DFEEDTUNE_BUILD_BENCH=OFF $(CONFIGURE_FLAGS) >/dev/null
+	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TARGETS)
+
+# TSan runs the loader and tuner suites (labels loader, tuner): only their
+# executables (and the binary they run) are built there.
+TSAN_TARGETS = loader_tests config_tests tuner_tests node_tests formula_trials_tests diagnose_tests feedtune
 
 test-tsan: build-tsan
 	cd build-tsan && ctest --output-on-failure -j 1 -L 'loader|tuner' -LE perf
@@ -62,10 +74,10 @@ test-tsan: build-tsan
 FUZZ_SECONDS ?= 60
 fuzz-build:
 	@scripts/setup-deps --fuzz
-	JOBS=$(JOBS) scripts/ci-fuzz --build-only
+	UNITY=$(UNITY) JOBS=$(JOBS) scripts/ci-fuzz --build-only
 
 fuzz: fuzz-build
-	JOBS=$(JOBS) scripts/ci-fuzz $(FUZZ_SECONDS)
+	UNITY=$(UNITY) JOBS=$(JOBS) scripts/ci-fuzz $(FUZZ_SECONDS)
 
 bench: build
 	$(BUILD)/bench/feedtune_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
