@@ -10,6 +10,7 @@
 
 #include "tuner/search/budget.h"
 #include "tuner/search/replay.h"
+#include "tests/tuner/search_record.h"
 
 namespace feedtune::tuner {
 namespace {
@@ -92,7 +93,7 @@ SearchRun RunOn(TrialMeasurer& m, const SweepOptions& options = {}, SearchSetup 
     if (t.id == 0) t.id = next_id++;
     if (stored != nullptr) stored->push_back(t);
   };
-  r.outcome = RunSearch(options, setup, loader::Knobs{}, m, events);
+  r.outcome = search_record::RecordedRunSearch(options, setup, loader::Knobs{}, m, events);
   return r;
 }
 
