@@ -1,1669 +1,294 @@
+// The search's phases not yet in files of their own, in the order of
+// their files-to-be (tuner/search/phases.h).
 #include "tuner/search/search.h"
 
-#include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <map>
-#include <string>
+// ---- sequence ----
 
-#include "results/units.h"
-#include "tuner/measure/stats.h"
+// The search controller: the manual tuning method (docs/architecture.md, "The
+// method the search automates"), automated. One knob at a time, each step
+// from the setting the ones before arrived at, each kept only by THE RULE
+// (tuner/search/rule.cc):
+//
+//   baseline           num_workers 0, pin_memory off, non_blocking off
+//   pin_memory         turn pinning on (tuner/search/search.cc)
+//   num_workers        1, 2, 4, ... doubling to the knee, then bisecting
+//                      below it (tuner/search/search.cc; under a time budget
+//                      a knee at 0 workers is checked in pairs:
+//                      tuner/search/search.cc)
+//   non_blocking       on, with pin_memory (tuner/search/search.cc)
+//   prefetch_factor    each other value (tuner/search/search.cc)
+//   persistent_workers off and on over whole epochs, then the worker counts
+//                      above the knee with it (tuner/search/search.cc)
+//   multiprocessing_context  the workers' start method (tuner/search/search.cc)
+//   cpu_binding, worker_threads  around the loader (tuner/search/search.cc)
+//   combined           the small gains together (tuner/search/search.cc)
+//   final check        baseline and best in interleaved pairs
+//                      (tuner/search/search.cc)
+//
+// The phases with workers run only when the knee has workers; the node
+// phases run with or without them (the rank's own threads and CPUs matter
+// then). The start method runs before the node phases, and those before
+// combined, which keeps what they kept; none of the three is a candidate for
+// it (each is kept or not on its own).
+//
+// Seeded (SearchSetup::seed, `sweep --seed-from`, docs/fleets.md): a stored
+// run of the nearest machine gives the start, and only what it found is
+// confirmed (tuner/search/search.cc): its knobs stand in for
+// pin_memory, the doubling starts at its knee, and one trial confirms its
+// knobs in place of non_blocking; prefetch_factor and persistent_workers are
+// not walked.
+// SearchSetup::check_seed checks the stored setting once instead of searching.
+//
+// The time budget (tuner/search/search.cc) ends the sequence wherever it
+// is, at the best setting so far; under a budget persistent_workers may run
+// before prefetch_factor (PersistentFirst).
+//
+// The knee: the fewest num_workers whose median is within knee_tolerance of
+// the best median on the num_workers curve; later phases continue from it.
+// The best: the setting the sequence arrives at (the knee and every kept step,
+// the combined one included), which is the recommendation; `fastest` is the
+// highest median of all, which may use more workers for a difference within
+// knee_tolerance or the noise.
+//
+// Determinism: every decision is a function of the options, the setup and the
+// records the measurer returned, in order. A resumed run that replays its
+// stored records (ReplayMeasurer) therefore takes the decisions the
+// uninterrupted run would have. One thread runs a search.
+#include "tuner/search/phases.h"
 
 namespace feedtune::tuner {
-
-using results::TrialStatus;
+namespace search_internal {
 namespace {
 
-using results::TrialRecord;
-
-using results::Format;  // results/units.h
-
-// Non-persistent workers that see fewer batches than this each per epoch make
-// a stepped curve (docs/search.md: the epoch's rounds decide the time).
-constexpr int64_t kFewBatchesPerWorker = 4;
-
-std::string Percent(double fraction) { return Format("%+.1f%%", fraction * 100.0); }
-
-double Gain(const TrialRecord& candidate, const TrialRecord& current) {
-  return current.samples_per_s > 0 ? candidate.samples_per_s / current.samples_per_s - 1.0 : 0.0;
-}
-
-// Why a change that is no gain by IsGain was not kept, with the three cases
-// told apart (a user reads "-60.9% within noise" as "noise"): slower beyond
-// the noise, a change within the noise, or a gain beyond the noise but under
-// the threshold. With one repeat there is no noise estimate, so the threshold
-// alone separates them. `what` names the change ("" or " for X together").
-std::string NotKept(const TrialRecord& candidate, const TrialRecord& current, double gain_threshold,
-                    const std::string& what = "") {
-  const double gain = Gain(candidate, current);
-  const std::string head = "not kept: " + Percent(gain) + what;
-  const std::string threshold = Percent(gain_threshold).substr(1);
-  if (candidate.repeats >= 2 && current.repeats >= 2) {
-    if (candidate.ci_high < current.ci_low) return head + ": slower beyond the noise";
-    if (candidate.ci_low > current.ci_high) {
-      return head + ": faster beyond the noise, but under the " + threshold + " threshold";
+// Everything after the baseline, up to the final check.
+void Sequence(SearchState& state) {
+  state.tally.at = SequenceAt::kPin;
+  if (state.setup().seed) {
+    SeedStart(state);
+  } else {
+    PinMemoryPhase(state);
+  }
+  state.tally.at = SequenceAt::kWorkers;
+  WorkersPhase(state);
+  state.tally.at = SequenceAt::kNonBlocking;
+  if (state.setup().seed) {
+    ConfirmSeed(state);
+  } else {
+    NonBlockingPhase(state);
+  }
+  if (state.knobs().num_workers > 0) {
+    state.handed.persistent_first = PersistentFirst(state);
+    if (state.handed.persistent_first) PersistentPhases(state);
+    state.tally.at = SequenceAt::kPrefetch;
+    PrefetchPhase(state);
+    if (!state.handed.persistent_first) PersistentPhases(state);
+    state.tally.at = SequenceAt::kStartMethod;
+    StartMethodPhase(state);
+    NodePhases(state);
+    state.tally.at = SequenceAt::kCombined;
+    CombinedPhase(state);
+  } else {
+    state.AddPhase("prefetch_factor", false, "not tried: without workers there is nothing to prefetch");
+    state.AddPhase("persistent_workers", false, "not tried: without workers there is nothing to keep alive");
+    if (state.setup().python_workload) {
+      state.AddPhase("multiprocessing_context", false, "not tried: without workers no process is started");
     }
-    return head + ": within the noise";
+    NodePhases(state);  // the rank's own threads and CPUs still matter without workers
   }
-  if (gain < -gain_threshold) {
-    return head + ": slower by more than the " + threshold + " threshold (one repeat, no noise estimate)";
-  }
-  if (gain > 0) return head + ": a gain under the " + threshold + " threshold (one repeat, no noise estimate)";
-  return head + ": slower, within the " + threshold + " threshold (one repeat, no noise estimate)";
+  state.outcome().best = state.current_index();
+  state.tally.at = SequenceAt::kFinal;
+  FinalCheck(state);
+  state.tally.at = SequenceAt::kDone;
 }
 
-// "1 worker", "4 workers".
-std::string WorkersText(int n) { return std::to_string(n) + (n == 1 ? " worker" : " workers"); }
-
-std::string BoundaryMs(const TrialRecord& t) {
-  return std::isfinite(t.epoch_boundary_ms) ? Format("%.1f ms", t.epoch_boundary_ms) : std::string("not measured");
+// The fastest trial: single windows (the pairs) are no figure to rank.
+SearchOutcome Finish(SearchState& state) {
+  SearchOutcome& outcome = state.outcome();
+  for (size_t i = 0; i < outcome.trials.size(); ++i) {
+    const TrialRecord& t = outcome.trials[i];
+    if (t.status == TrialStatus::kOk && t.phase != "final_check" && t.phase != "num_workers_pairs" &&
+        (!outcome.fastest || t.samples_per_s > outcome.trials[*outcome.fastest].samples_per_s)) {
+      outcome.fastest = i;
+    }
+  }
+  return std::move(outcome);
 }
+
+SearchOutcome Run(SearchState& state, loader::Knobs start) {
+  start.num_workers = 0;
+  start.pin_memory = false;
+  start.non_blocking = false;
+  start.persistent_workers = false;
+  start.cpu_binding = StartBinding(state.options().cpu_binding);
+  state.SetKnobs(start);
+
+  state.tally.at = SequenceAt::kBaseline;
+  const size_t base = state.Measure("baseline", state.knobs());
+  state.outcome().baseline = base;
+  if (state.trials()[base].status != TrialStatus::kOk) {
+    state.Decide(base, "the baseline did not run; nothing to compare against");
+    state.AddPhase("baseline", false, state.trials()[base].decision);
+    return Finish(state);
+  }
+  state.Decide(base, "reference");
+  state.Keep(base, state.knobs());
+  try {
+    if (state.setup().seed && state.setup().check_seed && CheckSeed(state)) return Finish(state);
+    Sequence(state);
+  } catch (const TimeBudgetSpent&) {
+    KeepBestAtBudget(state);
+  }
+  return Finish(state);
+}
+
+}  // namespace
+}  // namespace search_internal
+
+SearchOutcome RunSearch(const SweepOptions& options, const SearchSetup& setup, const loader::Knobs& start,
+                        TrialMeasurer& measurer, const SearchEvents& events) {
+  search_internal::SearchState state(options, setup, measurer, events);
+  return search_internal::Run(state, start);
+}
+
+}  // namespace feedtune::tuner
+
+// ---- copy ----
+
+// The copy phases: pin_memory, then non_blocking.
+//
+// pin_memory (right after the baseline, without workers): one trial with
+// pinning on, kept by THE RULE (tuner/search/rule.cc). Measured in a regime
+// the later steps leave, so a small gain is forgotten.
+//
+// non_blocking (at the knee, after tuner/search/search.cc): one trial with
+// it on, and with pin_memory too when pinning was dropped, since a pageable
+// copy is synchronous anyway. Kept by THE RULE; a small gain is a candidate
+// for the combined trial (tuner/search/search.cc).
+//
+// sweep.copy_phases false (a job that trains on the CPU) skips both. A
+// seeded search runs neither (tuner/search/search.cc). The time budget
+// changes nothing here but may end the sequence before either.
+#include <string>
+
+#include "tuner/search/phases.h"
+
+namespace feedtune::tuner::search_internal {
+namespace {
 
 // The pin_memory and non_blocking phases' text when sweep.copy_phases is false.
 constexpr const char* kNoCopy =
     "not tried: sweep.copy_phases is false (the job trains on the CPU: no batch is copied to a device)";
 
-// How Search::MeasurePairs measures and ends.
-struct PairsPlan {
-  bool in_windows = false;  // ratios of the windows' rates, without a restart ChargeRestart added (WindowsRate)
-  int window_epochs = 0;    // each trial's one window: this many whole epochs (0: a time window)
-  // Set: the budget ends the pairs between two pairs (never inside one, and
-  // not before the first), and this says that it did: a pair after the first
-  // begins only where the budget's time left holds one more as long as the
-  // last (a pair of whole epochs is seconds long, and one begun at the
-  // budget's edge ran a 60 s budget to 73 s). Unset: Measure's
-  // TimeBudgetSpent goes up from wherever it is thrown.
-  bool* budget_ended = nullptr;
-  const char* over = "the pair's baseline";  // what b's ratio is over, in b's decision
-  // Set (> 0), under a time budget: after `repeats` pairs, while this bar is
-  // still inside the 95% interval of their median and the budget's time left
-  // holds one more pair as long as the last, one more pair, up to
-  // kMostPairsPerRepeat x repeats in all. A decision
-  // against a bar that the pairs cannot yet place is settled with the time
-  // the user granted, not left to three pairs and the rest of it unused.
-  double settle_bar = 0;
-};
+// How a step that gains within the noise or the threshold is remembered:
+// not at all, or for the combined trial to measure again.
+enum class IfSmallGain { kForget, kRevisit };
 
-// The cap on PairsPlan::settle_bar's pairs, as a multiple of `repeats`.
-constexpr int kMostPairsPerRepeat = 3;
-
-// Where the sequence is, for the estimate of trials left.
-enum class SequenceAt {
-  kBaseline, kSeedCheck, kPin, kWorkers, kNonBlocking, kPrefetch, kPersistent, kRevisit, kStartMethod, kBinding, kThreads,
-  kCombined, kFinal, kDone
-};
-
-class Search {
- public:
-  Search(const SweepOptions& options, const SearchSetup& setup, TrialMeasurer& measurer, const SearchEvents& events)
-      : options_(options), setup_(setup), measurer_(measurer), events_(events) {}
-
-  SearchOutcome Run(loader::Knobs start) {
-    current_ = start;
-    current_.num_workers = 0;
-    current_.pin_memory = false;
-    current_.non_blocking = false;
-    current_.persistent_workers = false;
-    current_.cpu_binding = StartBinding(options_.cpu_binding);
-
-    at_ = SequenceAt::kBaseline;
-    const size_t base = Measure("baseline", current_);
-    outcome_.baseline = base;
-    if (trials()[base].status != TrialStatus::kOk) {
-      Decide(base, "the baseline did not run; nothing to compare against");
-      AddPhase("baseline", false, trials()[base].decision);
-      return Finish();
-    }
-    Decide(base, "reference");
-    current_index_ = base;
-    try {
-      if (setup_.seed && setup_.check_seed && CheckSeed()) return Finish();
-      Sequence();
-    } catch (const TimeBudgetSpent&) {
-      KeepBestAtBudget();
-    }
-    return Finish();
+// Measures one change to the current setting and keeps it when it gains.
+template <typename Change>
+void TryStep(SearchState& state, const char* phase, Change change, IfSmallGain small_gain,
+             const std::string& note = "") {
+  loader::Knobs knobs = state.knobs();
+  change(knobs);
+  const size_t index = state.Measure(phase, knobs);
+  const TrialRecord& t = state.trials()[index];
+  if (t.status != TrialStatus::kOk) {
+    state.Decide(index, "");
+    state.AddPhase(phase, false, t.decision);
+    return;
   }
-
- private:
-  // Thrown by Measure when sweep.time_budget_s has passed: the sequence ends
-  // where it is (Run catches it).
-  struct TimeBudgetSpent {};
-
-  // The stored answer checked instead of searched around (SearchSetup::check_seed):
-  // the seed's whole setting measured once, then paired with the reference
-  // by the final check. True: kept, unless the pairs put it below the
-  // reference beyond the noise (the interval's top under x1.00). False: the
-  // check failed, and the search starts over from the baseline, unseeded.
-  bool CheckSeed() {
-    at_ = SequenceAt::kSeedCheck;
-    const std::string source = setup_.seed->source;
-    const size_t index = Measure("seed_check", setup_.seed->best);
-    std::string failed;
-    if (trials()[index].status != TrialStatus::kOk) {
-      Decide(index, "");
-      failed = "the stored setting did not run (" + trials()[index].decision + ")";
-    } else {
-      Decide(index, "the stored setting of " + source + ", checked against " +
-                        (setup_.reference ? "the job's own setting" : "the baseline"));
-      current_ = trials()[index].knobs;
-      current_index_ = index;
-      at_ = SequenceAt::kFinal;
-      FinalCheck("seed_check_pairs");
-      if (!outcome_.speedup) {
-        failed = "no pair of the check was measured";
-      } else if (outcome_.speedup_ci_high && *outcome_.speedup_ci_high < 1.0) {
-        failed = Format("the stored setting ran x%.2f [%.2f, %.2f] of ", *outcome_.speedup,
-                        outcome_.speedup_ci_low.value_or(0), *outcome_.speedup_ci_high) +
-                 (setup_.reference ? "the job's own setting" : "the baseline") + ", slower beyond the noise";
-      }
+  const double threshold = state.options().gain_threshold;
+  const bool gain = IsGain(t, state.current(), threshold);
+  const std::string figure = Percent(Gain(t, state.current()));
+  if (gain) {
+    state.Decide(index, "kept: " + figure + note);
+    state.Keep(index, knobs);
+  } else {
+    if (small_gain == IfSmallGain::kRevisit && t.samples_per_s > state.current().samples_per_s) {
+      state.handed.small_gains.push_back({phase, index});
     }
-    if (failed.empty()) {
-      outcome_.best = current_index_;
-      AddPhase("seed_check", true, "kept the stored setting of " + source + " (" + loader::KnobsShort(current_) +
-                                       ") after one check instead of the search");
-      at_ = SequenceAt::kDone;
-      return true;
-    }
-    AddPhase("seed_check", false, failed + "; the search runs from the baseline, unseeded");
-    setup_.seed.reset();
-    current_index_ = *outcome_.baseline;
-    current_ = trials()[current_index_].knobs;
-    outcome_.speedup.reset();
-    outcome_.speedup_ci_low.reset();
-    outcome_.speedup_ci_high.reset();
-    return false;
+    state.Decide(index, NotKept(t, state.current(), threshold) + note);
   }
-
-  // Everything after the baseline, up to the final check.
-  void Sequence() {
-    at_ = SequenceAt::kPin;
-    if (setup_.seed) {
-      SeedStart();
-    } else if (!options_.copy_phases) {
-      AddPhase("pin_memory", false, kNoCopy);
-    } else {
-      // Measured without workers, a regime the later steps leave: a small
-      // gain here says nothing about the knee, so it is not revisited.
-      TryStep("pin_memory", [](loader::Knobs& k) { k.pin_memory = true; }, IfSmallGain::kForget);
-    }
-    at_ = SequenceAt::kWorkers;
-    Workers();
-    at_ = SequenceAt::kNonBlocking;
-    if (setup_.seed) {
-      ConfirmSeed();
-    } else if (!options_.copy_phases) {
-      AddPhase("non_blocking", false, kNoCopy);
-    } else if (current_.pin_memory) {
-      // Measured at the knee: a small gain is revisited with the others (Combined).
-      TryStep("non_blocking", [](loader::Knobs& k) { k.non_blocking = true; }, IfSmallGain::kRevisit);
-    } else {
-      TryStep("non_blocking", [](loader::Knobs& k) { k.pin_memory = k.non_blocking = true; }, IfSmallGain::kRevisit,
-              " (with pin_memory: a pageable copy is synchronous anyway)");
-    }
-    if (current_.num_workers > 0) {
-      persistent_first_ = PersistentFirst();
-      if (persistent_first_) PersistentPhases();
-      at_ = SequenceAt::kPrefetch;
-      PrefetchFactors();
-      if (!persistent_first_) PersistentPhases();
-      at_ = SequenceAt::kStartMethod;
-      StartMethodPhase();
-      NodePhases();
-      at_ = SequenceAt::kCombined;
-      Combined();
-    } else {
-      AddPhase("prefetch_factor", false, "not tried: without workers there is nothing to prefetch");
-      AddPhase("persistent_workers", false, "not tried: without workers there is nothing to keep alive");
-      if (setup_.python_workload) {
-        AddPhase("multiprocessing_context", false, "not tried: without workers no process is started");
-      }
-      NodePhases();  // the rank's own threads and CPUs still matter without workers
-    }
-    outcome_.best = current_index_;
-    at_ = SequenceAt::kFinal;
-    FinalCheck();
-    at_ = SequenceAt::kDone;
-  }
-
-  double ElapsedS() const {
-    if (setup_.elapsed_s) return setup_.elapsed_s();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-  }
-
-  // The time budget ended the sequence: the best setting so far is the one
-  // kept so far, or a trial measured since that gains over it by THE RULE. A
-  // num_workers phase cut short names its knee from the curve so far
-  // (Workers), and its trials are not weighed again here. The final check,
-  // once begun, is not cut short (Measure), so the speedup is known or not run.
-  //
-  // Only trials measured after the kept one: an earlier trial lost to it, or
-  // was measured another way (time windows against a later phase's whole
-  // epochs, where the restart persistent workers save is paid), and comparing
-  // across that would undo a kept step.
-  void KeepBestAtBudget() {
-    for (size_t i = std::max(current_index_ + 1, budget_from_); i < trials().size(); ++i) {
-      const TrialRecord& t = trials()[i];
-      if (t.status == TrialStatus::kOk && t.phase != "final_check" && IsGain(t, current(), options_.gain_threshold)) {
-        current_index_ = i;
-        current_ = t.knobs;
-      }
-    }
-    outcome_.best = current_index_;
-    AddPhase("time_budget", false,
-             Format("the time budget of %g s ended the search after %d trials (%.1f s); kept the best setting so far",
-                    options_.time_budget_s, static_cast<int>(trials().size()), ElapsedS()));
-    at_ = SequenceAt::kDone;
-  }
-  std::vector<TrialRecord>& trials() { return outcome_.trials; }
-  const TrialRecord& current() { return trials()[current_index_]; }
-  int repeats() const { return std::max(1, options_.repeats); }
-
-  // An estimate of the trials after the current one, for progress output. A
-  // seeded search walks neither prefetch_factor nor persistent_workers (its
-  // seed phase is one trial); the node phases count when they will run.
-  int TrialsLeft() const {
-    const bool seeded = setup_.seed.has_value();
-    const int prefetch = seeded ? 0 : std::max(0, static_cast<int>(options_.prefetch_factors.size()) - 1);
-    // Under a budget persistent_workers is measured in pairs (PersistentInPairs).
-    const int persistent = seeded ? 0 : options_.time_budget_s > 0 ? 2 * repeats() : 2;
-    const int binding = setup_.ranks > 1 && options_.cpu_binding == BindingChoice::kAuto
-                            ? 1 + (setup_.numa_known ? 1 : 0)
-                            : 0;
-    const int threads = setup_.default_worker_threads > 1 ? 1 : 0;
-    const int methods = static_cast<int>(StartMethodCandidates().size());
-    const int start_method = methods > 0 ? 1 + methods : 0;
-    const int final_check = 2 * repeats();
-    // After the doubling: the non_blocking trial, or the seed phase's.
-    const int step = seeded || options_.copy_phases ? 1 : 0;
-    const int after_workers = step + prefetch + persistent + start_method + binding + threads + final_check;
-    switch (at_) {
-      case SequenceAt::kBaseline: return setup_.check_seed && seeded ? 1 + 2 * repeats() : step + 4 + after_workers;
-      case SequenceAt::kSeedCheck: return 2 * repeats();
-      case SequenceAt::kPin: return 4 + after_workers;
-      case SequenceAt::kWorkers:
-        return (refining_ ? 1 : std::max(0, (options_.time_budget_s > 0 ? 1 : 2) - misses_) + 1) + after_workers;
-      case SequenceAt::kNonBlocking: return after_workers - step;
-      // PersistentFirst swaps the two phases.
-      case SequenceAt::kPrefetch:
-        return std::max(0, prefetch - prefetch_done_) + (persistent_first_ ? 0 : persistent) + start_method +
-               binding + threads + final_check;
-      case SequenceAt::kPersistent:
-        return std::max(0, persistent - persistent_done_) + (persistent_first_ ? prefetch : 0) + start_method +
-               binding + threads + final_check;
-      case SequenceAt::kRevisit:
-        return 2 + (persistent_first_ ? prefetch : 0) + start_method + binding + threads + final_check;
-      case SequenceAt::kStartMethod: return std::max(0, start_method - start_method_done_) + binding + threads + final_check;
-      case SequenceAt::kBinding: return binding + threads + final_check;
-      case SequenceAt::kThreads: return threads + final_check;
-      case SequenceAt::kCombined: return 2 * repeats();
-      case SequenceAt::kFinal: return std::max(0, 2 * repeats() - final_done_);
-      case SequenceAt::kDone: return 0;
-    }
-    return 0;
-  }
-
-  SearchProgress Progress() const {
-    return {static_cast<int>(outcome_.trials.size()), TrialsLeft()};
-  }
-
-  // `budget_may_end`: false for the second trial of a pair (MeasurePairs),
-  // which is measured even past the budget so that no pair is left half.
-  size_t Measure(const char* phase, const loader::Knobs& knobs, TrialPlan plan = {}, bool budget_may_end = true) {
-    if (budget_may_end && options_.time_budget_s > 0 && at_ != SequenceAt::kBaseline &&
-        at_ != SequenceAt::kSeedCheck && at_ != SequenceAt::kFinal && ElapsedS() >= options_.time_budget_s) {
-      throw TimeBudgetSpent{};
-    }
-    plan.phase = phase;
-    if (events_.on_start) events_.on_start(plan, knobs, {static_cast<int>(outcome_.trials.size()), TrialsLeft()});
-    TrialRecord trial = measurer_.MeasurePlanned(knobs, plan);
-    trial.phase = phase;
-    trial.knobs = knobs;
-    trials().push_back(std::move(trial));
-    const size_t index = trials().size() - 1;
-    if (plan.window_epochs == 0) ChargeRestart(index);
-    return index;
-  }
-
-  // Under a time budget the sequence may end before persistent_workers, and
-  // the job then keeps what it has: workers restarted at every epoch. Time
-  // windows rarely cross an epoch's end, so they miss that restart, and with
-  // short epochs it outweighs what more workers gain (a job of 3 s epochs:
-  // 16 workers, 0.84 s to restart, ran 8% faster than 8 in windows and 11%
-  // slower per epoch). So under a budget a trial measured in time windows,
-  // with workers that do not persist, is judged by the rate of a whole epoch:
-  // its windows' rate with the restart it paid before its first batch (its
-  // time to first batch) charged once per epoch. The interval is charged
-  // alike. Whole-epoch windows hold their restarts already.
-  void ChargeRestart(size_t index) {
-    TrialRecord& t = trials()[index];
-    const int64_t samples_per_epoch = SamplesPerEpoch();
-    if (options_.time_budget_s <= 0 || t.status != TrialStatus::kOk || t.knobs.num_workers == 0 ||
-        t.knobs.persistent_workers || !(t.time_to_first_batch_s > 0) || samples_per_epoch <= 0 ||
-        !(t.samples_per_s > 0)) {
-      return;
-    }
-    const double epoch_samples = static_cast<double>(samples_per_epoch);
-    const double restart_s = t.time_to_first_batch_s;
-    double windows = t.samples_per_s;
-    if (t.id != 0) {
-      // Replayed (a resumed run's stored trial): charged when it was measured.
-      windows = UnchargedRate(t.samples_per_s, epoch_samples, restart_s);
-      if (!(windows > 0)) return;
-    } else {
-      const auto per_epoch = [&](double rate) {
-        return rate > 0 ? epoch_samples / (epoch_samples / rate + restart_s) : rate;
-      };
-      t.samples_per_s = per_epoch(windows);
-      t.ci_low = per_epoch(t.ci_low);
-      t.ci_high = per_epoch(t.ci_high);
-      t.mb_per_s *= t.samples_per_s / windows;
-    }
-    charged_[index] = Format("%.1f samples/s per epoch: %.1f in its windows, its restart (%.0f ms to the first batch) "
-                             "charged once per epoch of %lld samples, as a job without persistent workers pays it",
-                             t.samples_per_s, windows, restart_s * 1e3,
-                             static_cast<long long>(samples_per_epoch));
-  }
-
-  // The rate of `epoch_samples` at `charged` samples/s per epoch without its
-  // `restart_s`: ChargeRestart undone (0 when nothing is left).
-  static double UnchargedRate(double charged, double epoch_samples, double restart_s) {
-    const double epoch_s = charged > 0 ? epoch_samples / charged - restart_s : 0.0;
-    return epoch_s > 0 ? epoch_samples / epoch_s : 0.0;
-  }
-
-  // A trial's rate in its windows: its figure without the restart ChargeRestart charged to it.
-  double WindowsRate(size_t index) {
-    const TrialRecord& t = trials()[index];
-    if (!charged_.count(index)) return t.samples_per_s;
-    const double windows =
-        UnchargedRate(t.samples_per_s, static_cast<double>(SamplesPerEpoch()), t.time_to_first_batch_s);
-    return windows > 0 ? windows : t.samples_per_s;
-  }
-
-  // Writes the decision and hands the trial on. Every trial passes here once.
-  void Decide(size_t index, std::string decision) {
-    TrialRecord& t = trials()[index];
-    if (t.status == TrialStatus::kFailed) decision = "failed: " + t.error.value_or("unknown error");
-    if (t.status == TrialStatus::kSkipped) decision = "skipped: " + t.error.value_or("over a budget");
-    if (const auto it = charged_.find(index); it != charged_.end()) {
-      decision += (decision.empty() ? "" : "; ") + it->second;
-    }
-    t.decision = std::move(decision);
-    if (events_.on_trial) events_.on_trial(t, Progress());
-  }
-
-  void AddPhase(std::string phase, bool kept, std::string why) {
-    outcome_.phases.push_back({std::move(phase), kept, std::move(why)});
-  }
-
-  // How a step that gains within the noise or the threshold is remembered:
-  // not at all, or for the combined trial (Combined) to measure again.
-  enum class IfSmallGain { kForget, kRevisit };
-
-  // Measures one change to the current setting and keeps it when it gains.
-  template <typename Change>
-  void TryStep(const char* phase, Change change, IfSmallGain small_gain, const std::string& note = "") {
-    loader::Knobs knobs = current_;
-    change(knobs);
-    const size_t index = Measure(phase, knobs);
-    const TrialRecord& t = trials()[index];
-    if (t.status != TrialStatus::kOk) {
-      Decide(index, "");
-      AddPhase(phase, false, t.decision);
-      return;
-    }
-    const bool gain = IsGain(t, current(), options_.gain_threshold);
-    const std::string figure = Percent(Gain(t, current()));
-    if (gain) {
-      Decide(index, "kept: " + figure + note);
-      current_ = knobs;
-      current_index_ = index;
-    } else {
-      if (small_gain == IfSmallGain::kRevisit && t.samples_per_s > current().samples_per_s) {
-        small_gains_.push_back({phase, index});
-      }
-      Decide(index, NotKept(t, current(), options_.gain_threshold) + note);
-    }
-    AddPhase(phase, gain, trials()[index].decision);
-  }
-
-  // Batches per epoch: the setup's (native workloads know their dataset), else
-  // what the baseline trial reported (a command may say it); 0 = unknown.
-  // Taken from the records, so a resumed run sees the same value.
-  int64_t BatchesPerEpoch() {
-    if (setup_.batches_per_epoch > 0) return setup_.batches_per_epoch;
-    if (outcome_.baseline) return trials()[*outcome_.baseline].batches_per_epoch.value_or(0);
-    return 0;
-  }
-
-  // The next worker count of the doubling, or 0 when it ends here. With a
-  // known epoch of B batches, B workers run it in one round (each worker
-  // loads one batch); more cannot shorten it, so the doubling's last point is B.
-  int NextDoubling(int workers, int64_t batches) const {
-    if (batches > 0 && workers >= batches) return 0;
-    int next = workers * 2;
-    if (batches > 0 && next > batches) next = static_cast<int>(batches);
-    return next <= setup_.max_workers ? next : 0;
-  }
-
-  // The doubling, the refinement, and the knee. When the time budget ends
-  // either, the knee is taken from the curve measured so far, as the phase
-  // would have, and the sequence ends there (KeepBestAtBudget).
-  void Workers() {
-    std::vector<std::pair<int, size_t>> curve = {{0, current_index_}};
-    const int64_t batches = BatchesPerEpoch();
-    std::string stop;
-    bool budget_spent = false;
-    try {
-      stop = setup_.seed ? SeededDoubling(curve, batches) : Doubling(curve, batches);
-      refining_ = true;
-      Refine(curve, batches);
-    } catch (const TimeBudgetSpent&) {
-      budget_spent = true;
-      const int most = std::max_element(curve.begin(), curve.end())->first;
-      stop = most > 0 ? "the time budget ended the phase after " + WorkersText(most)
-                      : "the time budget ended the phase before any worker count was measured";
-    }
-    std::sort(curve.begin(), curve.end());
-    workers_curve_ = curve;
-    size_t knee = Knee(curve);
-    std::string paired;
-    bool by_pairs = false;
-    if (!budget_spent && curve[knee].first == 0) {
-      try {
-        if (const auto count = PairedKnee(curve, &paired)) {
-          knee = *count;
-          by_pairs = true;
-        }
-      } catch (const TimeBudgetSpent&) {
-        budget_spent = true;
-        paired = "the time budget ended its pairs with the baseline before they were measured";
-      }
-    }
-    current_.num_workers = curve[knee].first;
-    current_index_ = curve[knee].second;
-    outcome_.knee_workers = curve[knee].first;
-    outcome_.knee_samples_per_s = trials()[curve[knee].second].samples_per_s;
-    // More workers than the knee that gave a higher median: within the
-    // tolerance alone, but a candidate for the combined step.
-    size_t top = knee;
-    for (size_t i = knee + 1; i < curve.size(); ++i) {
-      if (trials()[curve[i].second].samples_per_s > trials()[curve[top].second].samples_per_s) top = i;
-    }
-    if (top != knee) small_gains_.push_back({"num_workers", curve[top].second});
-    KneePhase(curve, knee, by_pairs, batches, paired.empty() ? stop : stop + "; " + paired);
-    if (budget_spent) {
-      budget_from_ = trials().size();  // the curve's trials were judged by the knee rule
-      throw TimeBudgetSpent{};
-    }
-  }
-
-  // The unseeded doubling (search.h): adds its points to `curve` (which holds
-  // the baseline); returns how it ended, for the phase's text.
-  std::string Doubling(std::vector<std::pair<int, size_t>>& curve, int64_t batches) {
-    size_t best = current_index_;
-    std::string stop = "reached max_workers " + std::to_string(setup_.max_workers) +
-                       (setup_.max_workers_cap_why.empty() ? "" : " (" + setup_.max_workers_cap_why + ")");
-    misses_ = 0;
-    bool fall_pending = false;  // a fall beyond the noise that the next doubling must confirm
-    for (int workers = std::min(1, setup_.max_workers); workers > 0;) {
-      loader::Knobs knobs = current_;
-      knobs.num_workers = workers;
-      const size_t index = Measure("num_workers", knobs);
-      const TrialRecord& t = trials()[index];
-      if (t.status == TrialStatus::kSkipped) {
-        Decide(index, "");
-        stop = "stopped at " + WorkersText(workers) + ": over a budget";
-        break;
-      }
-      if (t.status != TrialStatus::kOk) {
-        Decide(index, "");
-        stop = "stopped at " + WorkersText(workers) + ": the trial failed";
-        break;
-      }
-      curve.emplace_back(workers, index);
-      const int next = NextDoubling(workers, batches);
-      const TrialRecord& best_t = trials()[best];
-      const double gain = Gain(t, best_t);
-      // Below the usable CPU count, more workers can still use more cores: any
-      // rise of the median keeps the doubling going (a CPU-bound curve rises
-      // to the CPU count, often by less than the threshold per step near it).
-      const bool below_cpus = setup_.usable_cpus > 0 && workers < setup_.usable_cpus;
-      const double rising = below_cpus ? 0.0 : options_.gain_threshold;
-      // Below the best by more than the threshold, beyond the noise.
-      const bool falls = IsGain(best_t, t, options_.gain_threshold);
-      // Under a time budget, above the CPU count, the first doubling without a
-      // gain ends it: each doubling there starts twice the workers of the
-      // last (a torch worker is a process, about 0.1 s of the main process's
-      // to start and stop on a 2-CPU box), and the budget is better spent on
-      // the phases after the knee than on confirming a miss.
-      const bool one_miss = options_.time_budget_s > 0 && !below_cpus;
-      if (IsGain(t, best_t, options_.gain_threshold)) {
-        Decide(index, Percent(gain) + " over the best so far");
-        best = index;
-        misses_ = 0;
-        fall_pending = false;
-      } else if (workers == 1) {
-        // One worker moves the loading out of the main process without adding
-        // parallelism, and adds the IPC: no gain, or a dip, is the usual shape
-        // of the curve here, not its knee. No stop and no miss before 2 workers.
-        Decide(index, Percent(gain) + (falls ? " below the best" : "") +
-                          ": 1 worker adds no parallelism to the main process's loading; go on to 2");
-      } else if (falls && fall_pending) {
-        Decide(index, Percent(gain) + " below the best: the fall is confirmed, stop doubling");
-        stop = "stopped at " + WorkersText(workers) + ": throughput falls";
-        break;
-      } else if (falls && (misses_ >= 1 || one_miss)) {
-        Decide(index, Percent(gain) + " below the best" +
-                          (misses_ >= 1 ? ", after a doubling without a gain" : ", beyond the noise, under the time budget") +
-                          ": stop doubling");
-        stop = "stopped at " + WorkersText(workers) +
-               (misses_ >= 1 ? ": two doublings without a gain" : ": throughput falls (under the time budget, no second doubling confirms it)");
-        break;
-      } else if (falls) {
-        // A single fall beyond the noise can be the machine's, not the
-        // curve's: it counts as a miss, and the next doubling confirms it.
-        ++misses_;
-        fall_pending = true;
-        Decide(index, Percent(gain) + " below the best, beyond the noise" +
-                          (next > 0 ? "; the next doubling confirms it before stopping" : ""));
-      } else if (gain > rising) {
-        // The median rose but not beyond the noise (or, below the CPU count,
-        // not beyond the threshold): not a gain to keep, not a reason to stop.
-        Decide(index, Percent(gain) + (below_cpus ? ": rising below the usable CPU count; keep doubling"
-                                                  : ": rising, but within noise; keep doubling"));
-        misses_ = 0;
-        fall_pending = false;
-      } else if (++misses_ >= (one_miss ? 1 : 2)) {
-        const std::string without = one_miss ? "a doubling without a gain under the time budget"
-                                              : "two doublings without a gain";
-        Decide(index, Percent(gain) + ": " + without + ", stop doubling");
-        stop = "stopped at " + WorkersText(workers) + ": " + without;
-        break;
-      } else {
-        Decide(index, Percent(gain) + ": no gain beyond noise");
-        fall_pending = false;
-      }
-      if (next == 0 && workers < setup_.max_workers) {
-        stop = "stopped at " + WorkersText(workers) + ": one round per epoch (" + std::to_string(batches) +
-               " batches), more workers cannot shorten it";
-      }
-      workers = next;
-    }
-    return stop;
-  }
-
-  // Under a time budget the doubling ends on one miss above the CPU count,
-  // and a worker count without persistent workers pays its restart per epoch
-  // (ChargeRestart): a knee at 0 workers rests on few sequential trials, and
-  // where the step's own speed moves between trials (a CPU-trained model on a
-  // shared VM), those can put a real gain below the baseline. So before the
-  // workers are dropped, the worker count the knee rule picks among the
-  // counts measured (the fewest within knee_tolerance of the best of them:
-  // two counts that read within the noise of each other leave the CPUs to
-  // the step with the fewer; an in-job CNN's doubling read 1 worker -3.4%
-  // and 2 workers -3.0% of the baseline, and its truth ran 1 with persistent
-  // workers x1.18 of 0 and 2 x1.06) and the baseline run
-  // in `repeats` interleaved pairs of one window each, as in the final check;
-  // the count is the knee when the pairs' median puts the baseline outside
-  // knee_tolerance of it (the knee rule, on drift-free figures). While the
-  // bar is still inside their interval, more pairs take the budget's time
-  // left (PairsPlan::settle_bar): a knee at 0 workers leaves no worker phase
-  // after it, so that time would go unused, and a CPU-trained step moves one
-  // pair's ratio by 10-20% (an in-job CNN's read x0.84, x1.03, x1.09, median
-  // under the bar, where its truth ran 1 worker x1.09 and 2 with persistent
-  // workers x1.19 of 0). Returns its index on `curve`, or nullopt; `why` says what
-  // the pairs measured.
-  // Unseeded only: a seeded doubling starts at a stored knee.
-  std::optional<size_t> PairedKnee(const std::vector<std::pair<int, size_t>>& curve, std::string* why) {
-    if (options_.time_budget_s <= 0 || setup_.seed) return std::nullopt;
-    std::vector<std::pair<int, const TrialRecord*>> counts;  // the worker counts measured
-    std::vector<size_t> on_curve;                             // each one's index on `curve`
-    for (size_t i = 0; i < curve.size(); ++i) {
-      if (curve[i].first == 0) continue;
-      counts.emplace_back(curve[i].first, &trials()[curve[i].second]);
-      on_curve.push_back(i);
-    }
-    const std::optional<size_t> knee = KneeIndex(counts, options_.knee_tolerance);
-    if (!knee) return std::nullopt;
-    const size_t candidate = on_curve[*knee];
-    const std::string count = WorkersText(curve[candidate].first);
-    int done = 0;
-    // Copies: measuring grows trials(), which may move its records.
-    const loader::Knobs baseline = trials()[curve.front().second].knobs;
-    const loader::Knobs workers = trials()[curve[candidate].second].knobs;
-    // In their windows: whether the workers feed the step faster is the
-    // question here; the restart a charged figure holds is persistent_workers'
-    // to remove, and the final check weighs the answer per epoch.
-    const double bar = 1.0 / (1.0 - options_.knee_tolerance);
-    const std::vector<double> ratios = MeasurePairs("num_workers_pairs", baseline, workers, "baseline", count, &done,
-                                                    PairsPlan{.in_windows = true, .settle_bar = bar});
-    budget_from_ = trials().size();  // single windows, judged here: not weighed again at the budget
-    if (ratios.empty()) {
-      *why = "no pair of " + count + " with the baseline was measured; the knee stays at 0 workers";
-      return std::nullopt;
-    }
-    const Summary s = Summarize(ratios);
-    const bool more_pairs = static_cast<int>(ratios.size()) > repeats();
-    const std::string measured = Format("x%.2f [%.2f, %.2f]", s.median, s.ci_low, s.ci_high) +
-                                 " over the baseline in their windows, " + std::to_string(ratios.size()) +
-                                 " interleaved pairs" +
-                                 (more_pairs ? " (" + std::to_string(repeats()) +
-                                                   ", then more while their interval held x" + Format("%.3f", bar) +
-                                                   " and the budget had time)"
-                                             : "");
-    if (s.median > bar) {
-      *why = "the knee at 0 workers was checked in pairs: " + count + " ran " + measured + ", the baseline outside " +
-             Percent(options_.knee_tolerance).substr(1) + " of it (above x" + Format("%.3f", bar) + "): " + count +
-             " is the knee";
-      return candidate;
-    }
-    *why = "the knee at 0 workers was checked in pairs: " + count + " ran " + measured + ", not above x" +
-           Format("%.3f", bar) + " (the baseline within " + Percent(options_.knee_tolerance).substr(1) +
-           " of it): the knee stays at 0 workers";
-    return std::nullopt;
-  }
-
-  // The num_workers phase's record: the knee (`by_pairs`: PairedKnee's),
-  // Kneedle's, and how the doubling ended.
-  void KneePhase(const std::vector<std::pair<int, size_t>>& curve, size_t knee, bool by_pairs, int64_t batches,
-                 const std::string& stop) {
-    std::vector<double> xs, ys;
-    for (const auto& [w, i] : curve) {
-      xs.push_back(w);
-      ys.push_back(trials()[i].samples_per_s);
-    }
-    if (const auto k = KneedleIndex(xs, ys, 1.0)) outcome_.kneedle_workers = curve[*k].first;
-
-    std::string why = "knee at " + WorkersText(curve[knee].first) +
-                      (by_pairs ? std::string(" (by its pairs with the baseline, below)")
-                                    : " (fewest within " + Percent(options_.knee_tolerance).substr(1) +
-                                          " of the best median, " + Format("%.1f", outcome_.knee_samples_per_s) +
-                                          " samples/s)") +
-                      "; ";
-    if (!outcome_.kneedle_workers) {
-      why += "Kneedle finds no knee on this curve; ";
-    } else if (*outcome_.kneedle_workers != curve[knee].first) {
-      why += "Kneedle (S=1) puts it at " + std::to_string(*outcome_.kneedle_workers) + "; ";
-    } else {
-      why += "Kneedle (S=1) agrees; ";
-    }
-    why += stop;
-    if (Stepped(batches, curve.back().first)) why += "; " + SteppedNote(batches, curve.back().first);
-    AddPhase("num_workers", curve[knee].first > 0, why);
-  }
-
-  // Whether non-persistent workers up to `workers` see fewer than a few
-  // batches each per epoch, so the epoch's rounds (ceil(batches / workers))
-  // make the curve a staircase rather than a smooth rise.
-  static bool Stepped(int64_t batches, int workers) {
-    return batches > 0 && workers > 0 && batches < kFewBatchesPerWorker * workers;
-  }
-
-  // "the curve is stepped by epoch rounds: 16 batches per epoch, so 9 to 15
-  // workers take 2 rounds as 8 do; only 1, 2, 3, 4, 6, 8, 16 can differ".
-  std::string SteppedNote(int64_t batches, int max_workers) const {
-    const std::vector<int> points = RoundPoints(batches, 0, max_workers + 1);
-    std::string list;
-    for (int w : points) list += (list.empty() ? "" : ", ") + std::to_string(w);
-    std::string note = "the curve is stepped by epoch rounds: " + std::to_string(batches) +
-                       " batches per epoch, so only worker counts that change ceil(batches / workers) can differ (" +
-                       list + ")";
-    // The largest gap among them, as an example.
-    for (size_t i = points.size(); i-- > 1;) {
-      if (points[i] - points[i - 1] > 1) {
-        const int64_t rounds = (batches + points[i - 1] - 1) / points[i - 1];
-        note += "; " + std::to_string(points[i - 1] + 1) + " to " + std::to_string(points[i] - 1) + " workers take " +
-                std::to_string(rounds) + " rounds as " + std::to_string(points[i - 1]) + " do";
-        break;
-      }
-    }
-    return note + "; the knee is a property of this epoch length";
-  }
-
-  // The fewest workers for each round count, ceil(batches / r), strictly between lo and hi, ascending.
-  static std::vector<int> RoundPoints(int64_t batches, int lo, int hi) {
-    std::vector<int> points;
-    for (int64_t r = batches; r >= 1; --r) {
-      const int64_t w = (batches + r - 1) / r;
-      if (w > lo && w < hi && (points.empty() || points.back() != w)) points.push_back(static_cast<int>(w));
-    }
-    return points;
-  }
-
-  size_t Knee(const std::vector<std::pair<int, size_t>>& curve) {
-    std::vector<std::pair<int, const TrialRecord*>> points;
-    for (const auto& [w, i] : curve) points.emplace_back(w, &trials()[i]);
-    return *KneeIndex(points, options_.knee_tolerance);
-  }
-
-  // Bisects between the knee and its lower neighbour while the knee gains over
-  // that neighbour by more than the threshold (so a point between can differ)
-  // and there is a point between worth measuring: the fewest workers that
-  // reach the plateau is what users want. Points worth measuring: with a known
-  // epoch, only those that change the number of rounds (RoundPoints); else any
-  // count, when the two are more than 2 apart.
-  void Refine(std::vector<std::pair<int, size_t>>& curve, int64_t batches) {
-    while (true) {
-      std::sort(curve.begin(), curve.end());
-      const size_t k = Knee(curve);
-      if (k == 0) return;
-      // Seeded: a knee at the seed's own was bisected on its machine already.
-      if (seeded_knee_ == curve[k].first) return;
-      const auto [lo, lo_index] = curve[k - 1];
-      const auto [hi, hi_index] = curve[k];
-      if (Gain(trials()[hi_index], trials()[lo_index]) <= options_.gain_threshold) return;
-      int mid = 0;
-      if (Stepped(batches, hi)) {
-        const std::vector<int> points = RoundPoints(batches, lo, hi);
-        if (points.empty()) return;
-        mid = points[(points.size() - 1) / 2];
-      } else {
-        if (hi - lo <= 2) return;
-        mid = (lo + hi) / 2;
-      }
-      loader::Knobs knobs = current_;
-      knobs.num_workers = mid;
-      const size_t index = Measure("num_workers", knobs);
-      if (trials()[index].status != TrialStatus::kOk) {
-        Decide(index, "");
-        return;
-      }
-      Decide(index, "refining the knee between " + std::to_string(lo) + " and " + std::to_string(hi) + " workers");
-      curve.emplace_back(knobs.num_workers, index);
-    }
-  }
-
-  // Seeded (search.h): the seed's pin_memory, non_blocking and prefetch_factor
-  // for the doubling, in place of the pin_memory phase; ConfirmSeed checks
-  // them at the knee.
-  void SeedStart() {
-    const loader::Knobs& best = setup_.seed->best;
-    current_.pin_memory = best.pin_memory || best.non_blocking;
-    current_.non_blocking = best.non_blocking;
-    if (best.prefetch_factor > 0) current_.prefetch_factor = best.prefetch_factor;
-    // Its persistent_workers too, when the epochs here are short enough to
-    // measure it: then every seeded trial spans whole epochs, where it acts.
-    // Judged at the baseline's rate, the only one known yet: the workers'
-    // curve is faster, so the check errs towards the unseeded phase.
-    std::string persistent = "";
-    if (best.persistent_workers) {
-      std::string why;
-      seeded_plan_.window_epochs = PersistentWindowEpochs(&why);
-      if (seeded_plan_.window_epochs > 0) {
-        current_.persistent_workers = true;
-        persistent_plan_ = seeded_plan_;
-        persistent = ", persistent_workers on (windows of " + std::to_string(seeded_plan_.window_epochs) +
-                     " whole epochs)";
-      }
-    }
-    AddPhase("pin_memory", false,
-             "not a phase: seeded from " + setup_.seed->source + ", the curve is measured with its pin_memory " +
-                 (current_.pin_memory ? "on" : "off") + ", non_blocking " + (current_.non_blocking ? "on" : "off") +
-                 ", prefetch_factor " + std::to_string(current_.prefetch_factor) + persistent +
-                 " (confirmed at the knee)");
-  }
-
-  // The seeded doubling (search.h): from the seed's knee k up while each
-  // doubling rises by the unseeded rule, then down from k/2 while each halving
-  // is within knee_tolerance of the best median. Adds the points to `curve`
-  // (which holds the baseline); returns how it ended, for the phase's text.
-  std::string SeededDoubling(std::vector<std::pair<int, size_t>>& curve, int64_t batches) {
-    // The curve is measured in the seed's final regime, so it starts at the
-    // worker count of the seed's best (more than its knee when, e.g., more
-    // workers paid once persistent), else at its knee.
-    const bool from_best = setup_.seed->best.num_workers > setup_.seed->knee_workers;
-    const std::string start_of =
-        std::string(from_best ? "the best setting's worker count of " : "the knee of ") + setup_.seed->source;
-    int k = std::clamp(from_best ? setup_.seed->best.num_workers : setup_.seed->knee_workers, 1,
-                       std::max(1, setup_.max_workers));
-    if (batches > 0 && k > batches) k = static_cast<int>(batches);
-    seeded_knee_ = k;
-    // Measures one count; nullopt (decided) when the trial did not run.
-    const auto measure = [&](int workers, std::string* why) -> std::optional<size_t> {
-      loader::Knobs knobs = current_;
-      knobs.num_workers = workers;
-      const size_t index = Measure("num_workers", knobs, seeded_plan_);
-      if (trials()[index].status != TrialStatus::kOk) {
-        const bool skipped = trials()[index].status == TrialStatus::kSkipped;
-        *why = WorkersText(workers) + (skipped ? ": over a budget" : ": the trial failed");
-        Decide(index, "");
-        return std::nullopt;
-      }
-      curve.emplace_back(workers, index);
-      return index;
-    };
-    size_t best = curve.front().second;  // the baseline, as in the unseeded doubling
-    std::string up;
-    if (const auto at_k = measure(k, &up)) {
-      const TrialRecord& t = trials()[*at_k];
-      Decide(*at_k, Percent(Gain(t, trials()[best])) + " over the baseline: " + start_of +
-                        ", where the seeded doubling starts");
-      if (IsGain(t, trials()[best], options_.gain_threshold)) best = *at_k;
-      int last = k;
-      for (int workers = NextDoubling(k, batches); up.empty(); workers = NextDoubling(workers, batches)) {
-        if (workers == 0) {
-          up = WorkersText(last) + (last >= setup_.max_workers ? ": max_workers" : ": one round per epoch");
-          break;
-        }
-        const auto index = measure(workers, &up);
-        if (!index) break;
-        const TrialRecord& u = trials()[*index];
-        const double gain = Gain(u, trials()[best]);
-        const bool below_cpus = setup_.usable_cpus > 0 && workers < setup_.usable_cpus;
-        if (IsGain(u, trials()[best], options_.gain_threshold)) {
-          Decide(*index, Percent(gain) + " over the best so far; keep doubling");
-          best = *index;
-        } else if (gain > (below_cpus ? 0.0 : options_.gain_threshold)) {
-          Decide(*index, Percent(gain) + (below_cpus ? ": rising below the usable CPU count; keep doubling"
-                                                     : ": rising, but within noise; keep doubling"));
-        } else {
-          Decide(*index, Percent(gain) + ": no gain over the best so far, stop doubling up");
-          up = WorkersText(workers) + ": no gain";
-        }
-        last = workers;
-      }
-    }
-    std::string down;
-    for (int workers = k / 2; workers >= 1 && down.empty(); workers /= 2) {
-      const auto index = measure(workers, &down);
-      if (!index) break;
-      double top = 0;
-      for (const auto& [w, i] : curve) top = std::max(top, trials()[i].samples_per_s);
-      const TrialRecord& t = trials()[*index];
-      const std::string figure = Percent(top > 0 ? t.samples_per_s / top - 1.0 : 0.0) + " against the best median";
-      if (t.samples_per_s >= top * (1.0 - options_.knee_tolerance)) {
-        Decide(*index, figure + ", within the knee tolerance" + (workers > 1 ? "; halve again" : ""));
-      } else {
-        Decide(*index, figure + ", beyond the knee tolerance: stop halving");
-        down = WorkersText(workers) + ": below the knee tolerance";
-      }
-    }
-    if (down.empty()) down = k > 1 ? "1 worker" : "nothing below 1 worker";
-    return "seeded at " + WorkersText(k) + ", " + start_of + "; doubled up to " + up +
-           "; halved down to " + down;
-  }
-
-  // Seeded: the curve was measured with the seed's pin_memory, non_blocking,
-  // prefetch_factor and persistent_workers; the knee without them is measured
-  // once (in the curve's windows), and they are kept by THE RULE or dropped.
-  // No other value is tried.
-  void ConfirmSeed() {
-    loader::Knobs plain = trials()[*outcome_.baseline].knobs;
-    plain.num_workers = current_.num_workers;
-    if (current_.num_workers == 0) {
-      current_ = plain;  // current_index_ is the baseline's
-      AddPhase("seed", false, "not confirmed: the knee is the baseline (0 workers); nothing of the seed is kept");
-      return;
-    }
-    std::string what;
-    if (current_.pin_memory != plain.pin_memory) what += ", pin_memory";
-    if (current_.non_blocking != plain.non_blocking) what += ", non_blocking";
-    if (current_.prefetch_factor != plain.prefetch_factor) {
-      what += ", prefetch_factor " + std::to_string(current_.prefetch_factor);
-    }
-    if (current_.persistent_workers != plain.persistent_workers) what += ", persistent_workers";
-    if (what.empty()) {
-      AddPhase("seed", false,
-               "nothing to confirm: " + setup_.seed->source +
-                   " kept none of pin_memory, non_blocking, persistent_workers or another prefetch_factor, so neither "
-                   "does this sweep");
-      return;
-    }
-    what = what.substr(2);
-    const size_t seeded = current_index_;
-    const size_t index = Measure("seed", plain, seeded_plan_);
-    const TrialRecord& t = trials()[index];
-    if (t.status != TrialStatus::kOk) {
-      Decide(index, "");
-      AddPhase("seed", true, "kept the seed's " + what + " unconfirmed: the knee without them did not run");
-      return;
-    }
-    const TrialRecord& with = trials()[seeded];
-    if (IsGain(with, t, options_.gain_threshold)) {
-      Decide(index, "the knee without the seed's " + what + ": they gain " + Percent(Gain(with, t)) + ", kept");
-      AddPhase("seed", true, "kept the seed's " + what + ": " + Percent(Gain(with, t)) + " at the knee");
-    } else {
-      Decide(index, "the seed's " + what + " dropped: " + NotKept(with, t, options_.gain_threshold));
-      current_ = plain;
-      current_index_ = index;
-      AddPhase("seed", false, "dropped the seed's " + what + ": " + NotKept(with, t, options_.gain_threshold));
-    }
-  }
-
-  void PrefetchFactors() {
-    if (setup_.seed) {
-      AddPhase("prefetch_factor", false,
-               "not walked: seeded, prefetch_factor " + std::to_string(current_.prefetch_factor) +
-                   " as the seed phase left it");
-      return;
-    }
-    std::optional<size_t> best;
-    std::optional<size_t> top;  // the highest median, gain or not
-    loader::Knobs best_knobs;
-    const int from = current_.prefetch_factor;
-    std::string tried;
-    prefetch_done_ = 0;
-    for (int pf : options_.prefetch_factors) {
-      if (pf == from) continue;
-      loader::Knobs knobs = current_;
-      knobs.prefetch_factor = pf;
-      const size_t index = Measure("prefetch_factor", knobs, PlanAgainstCurrent());
-      ++prefetch_done_;
-      tried += (tried.empty() ? "" : ", ") + std::to_string(pf);
-      const TrialRecord& t = trials()[index];
-      if (t.status != TrialStatus::kOk) {
-        Decide(index, "");
-        continue;
-      }
-      const bool gain = IsGain(t, current(), options_.gain_threshold);
-      Decide(index, (gain ? "gains " : "no gain: ") + Percent(Gain(t, current())) + " over prefetch_factor " +
-                        std::to_string(from));
-      if (!top || t.samples_per_s > trials()[*top].samples_per_s) top = index;
-      if (gain && (!best || t.samples_per_s > trials()[*best].samples_per_s)) {
-        best = index;
-        best_knobs = knobs;
-      }
-    }
-    if (best) {
-      AddPhase("prefetch_factor", true,
-               "kept " + std::to_string(best_knobs.prefetch_factor) + ": " +
-                   Percent(Gain(trials()[*best], current())) + " over prefetch_factor " + std::to_string(from));
-      current_ = best_knobs;
-      current_index_ = *best;
-    } else if (tried.empty()) {
-      AddPhase("prefetch_factor", false, "not tried: sweep.prefetch_factors has no other value");
-    } else {
-      if (top && trials()[*top].samples_per_s > current().samples_per_s) {
-        small_gains_.push_back({"prefetch_factor", *top});
-      }
-      AddPhase("prefetch_factor", false,
-               "kept " + std::to_string(from) + ": none of " + tried + " gains beyond noise and the threshold");
-    }
-  }
-
-  // Windows of whole epochs for a persistent_workers comparison, >= 2 epochs
-  // per setting: `windows` (0: sweep.repeats) of this many epochs each. 0,
-  // with the reason in `why`, when an epoch at the current rate is too long.
-  int PersistentWindowEpochs(std::string* why, int windows = 0) {
-    const int n = windows > 0 ? windows : repeats();
-    const int epochs = std::max(1, (2 + n - 1) / n);
-    const int64_t samples_per_epoch = SamplesPerEpoch();
-    if (samples_per_epoch > 0 && current().samples_per_s > 0) {
-      const double epoch_s = static_cast<double>(samples_per_epoch) / current().samples_per_s;
-      const double trial_s = epoch_s * (n * epochs + 1);
-      const double limit_s = std::max(30.0, 5.0 * repeats() * options_.measure_seconds);
-      if (trial_s > limit_s) {
-        *why = "not tried: an epoch takes about " + Format("%.0f s", epoch_s) + " here, so measuring " +
-               std::to_string(n * epochs) + " epochs per setting would take " + Format("%.0f s", trial_s) +
-               " (limit " + Format("%.0f s", limit_s) + "); the setting only saves the worker restart once per epoch";
-        return 0;
-      }
-    }
-    return epochs;
-  }
-
-  // How a trial compared with the current setting is measured: over whole
-  // epochs once the persistent_workers phase kept it (measured so, the
-  // current setting pays the refill at each epoch that time windows miss),
-  // else in time windows.
-  TrialPlan PlanAgainstCurrent() const {
-    return persistent_kept_ && current_.persistent_workers ? persistent_plan_ : TrialPlan{};
-  }
-
-  // A command may not say its epoch length; the batches it reported do.
-  int64_t SamplesPerEpoch() {
-    return setup_.samples_per_epoch > 0 ? setup_.samples_per_epoch : BatchesPerEpoch() * current_.batch_size;
-  }
-
-  // Under a time budget the sequence may end before its last phases, and the
-  // persistent_workers phase, which measures whole epochs, is the costliest.
-  // It goes before prefetch_factor when what it saves, the workers' restart
-  // at each epoch (the knee's time to its first batch), is at least
-  // gain_threshold of an epoch at the knee's rate: then it is the larger gain
-  // at stake. Without a budget, or seeded, the order is search.h's.
-  bool PersistentFirst() {
-    if (options_.time_budget_s <= 0 || setup_.seed) return false;
-    const TrialRecord& knee = current();
-    const int64_t samples_per_epoch = SamplesPerEpoch();
-    if (knee.status != TrialStatus::kOk || knee.samples_per_s <= 0 || knee.time_to_first_batch_s <= 0 ||
-        samples_per_epoch <= 0) {
-      return false;
-    }
-    // What persistence gains: the restart over an epoch without it (a
-    // charged figure has the restart in it; ChargeRestart).
-    double epoch_s = static_cast<double>(samples_per_epoch) / knee.samples_per_s;
-    if (charged_.count(current_index_)) epoch_s -= knee.time_to_first_batch_s;
-    restart_share_ = knee.time_to_first_batch_s / epoch_s;
-    return restart_share_ >= options_.gain_threshold;
-  }
-
-  // persistent_workers, then, when it was kept, the worker counts above the knee with it.
-  void PersistentPhases() {
-    at_ = SequenceAt::kPersistent;
-    const auto say_why_first = [this] {
-      if (persistent_first_ && !outcome_.phases.empty() && outcome_.phases.back().phase == "persistent_workers") {
-        outcome_.phases.back().why += Format(
-            "; tried before prefetch_factor, as the time budget may end the search: the workers' restart at each "
-            "epoch was %.0f%% of one at the knee",
-            100.0 * restart_share_);
-      }
-    };
-    try {
-      Persistent();
-    } catch (const TimeBudgetSpent&) {  // the budget ended its pairs, which decided (PersistentInPairs)
-      say_why_first();
-      throw;
-    }
-    say_why_first();
-    if (current_.persistent_workers && setup_.seed && seeded_plan_.window_epochs > 0) {
-      AddPhase("num_workers_persistent", false,
-               "not walked: seeded, the curve itself was measured with persistent workers over whole epochs");
-    } else if (current_.persistent_workers) {
-      at_ = SequenceAt::kRevisit;
-      WorkersWithPersistent();
-    }
-  }
-
-  void Persistent() {
-    if (setup_.seed && !setup_.seed->best.persistent_workers) {
-      AddPhase("persistent_workers", false, "not tried: seeded, and " + setup_.seed->source + " did not keep it");
-      return;
-    }
-    if (setup_.seed && seeded_plan_.window_epochs > 0) {
-      // The curve and the seed phase measured it already (search.h).
-      AddPhase("persistent_workers", current_.persistent_workers,
-               std::string(current_.persistent_workers ? "kept" : "dropped") +
-                   " with the seed phase: the seeded curve was measured with persistent workers over whole epochs");
-      return;
-    }
-    TrialPlan plan;
-    // Under a time budget two windows per setting, the fewest an interval is
-    // drawn from: each is a whole epoch, and the budget is short.
-    if (options_.time_budget_s > 0) plan.repeats = std::min(repeats(), 2);
-    std::string why;
-    plan.window_epochs = PersistentWindowEpochs(&why, plan.repeats);
-    if (plan.window_epochs == 0) {
-      AddPhase("persistent_workers", false, why);
-      return;
-    }
-    persistent_plan_ = plan;
-    persistent_done_ = 0;
-    if (options_.time_budget_s > 0) {
-      PersistentInPairs(plan.window_epochs);
-      return;
-    }
-    const size_t off = Measure("persistent_workers", current_, plan);
-    ++persistent_done_;
-    const TrialRecord& t_off = trials()[off];
-    if (t_off.status != TrialStatus::kOk) {
-      Decide(off, "");
-      AddPhase("persistent_workers", false, trials()[off].decision);
-      return;
-    }
-    Decide(off, "reference over whole epochs: epoch boundary " + BoundaryMs(t_off));
-
-    loader::Knobs knobs = current_;
-    knobs.persistent_workers = true;
-    const size_t on = Measure("persistent_workers", knobs, plan);
-    ++persistent_done_;
-    const TrialRecord& t_on = trials()[on];
-    if (t_on.status != TrialStatus::kOk) {
-      Decide(on, "");
-      AddPhase("persistent_workers", false, trials()[on].decision);
-      return;
-    }
-    const TrialRecord& ref = trials()[off];
-    const bool gain = IsGain(t_on, ref, options_.gain_threshold);
-    const std::string boundary = "; epoch boundary " + BoundaryMs(ref) + " without, " + BoundaryMs(t_on) + " with";
-    const std::string figure = Percent(Gain(t_on, ref));
-    if (gain) {
-      Decide(on, "kept: " + figure + boundary);
-      current_ = knobs;
-      current_index_ = on;
-      persistent_kept_ = true;
-    } else {
-      Decide(on, NotKept(t_on, ref, options_.gain_threshold) + boundary);
-      if (t_on.samples_per_s > ref.samples_per_s) {
-        small_gains_.push_back({"persistent_workers", on});
-        persistent_reference_ = off;
-      }
-    }
-    AddPhase("persistent_workers", gain, trials()[on].decision);
-  }
-
-  // Under a time budget persistent_workers off and on run in interleaved
-  // pairs, each trial one window of `window_epochs` whole epochs, so that
-  // both sides are measured alike and a step whose speed moves within its
-  // process moves both sides of a pair. Measured one after the other, the
-  // reference was the knee's figure from short time windows with its restart
-  // charged (ChargeRestart), against whole epochs with persistent workers; on
-  // a CPU-trained CNN an epoch's mean read 8-13% under the windows' median
-  // (slow phases of the step that most short windows miss), about what
-  // persistent workers save, so they were rarely kept where they gained. It
-  // is kept when the pairs' median is above x1.00, not beyond
-  // gain_threshold: the setting only removes a cost (the workers' restart at
-  // each epoch), a budget leaves no combined phase to take up a small gain,
-  // and on the CNN it gained 4% at 1 worker where the next count with it
-  // gained 3% more: two steps under the threshold, 6% of regret together.
-  // The budget may end the pairs between two pairs, never inside one; the
-  // pairs measured decide, and the sequence ends after the phase.
-  void PersistentInPairs(int window_epochs) {
-    const loader::Knobs off = current_;
-    loader::Knobs on = current_;
-    on.persistent_workers = true;
-    PairsPlan how;
-    how.window_epochs = window_epochs;
-    bool budget_ended = false;
-    how.budget_ended = &budget_ended;
-    how.over = "the pair's trial without";
-    const size_t first = trials().size();
-    const std::vector<double> ratios = MeasurePairs("persistent_workers", off, on, "without persistent_workers",
-                                                    "with persistent_workers", &persistent_done_, how);
-    budget_from_ = trials().size();  // single epochs, judged here: not weighed again at the budget
-    if (ratios.empty()) {  // the first pair's trial failed (a budget ends the pairs only after one)
-      AddPhase("persistent_workers", false, trials().back().decision);
-      return;
-    }
-    // The last complete pair: its trials are the phase's figures from here on.
-    const size_t on_index = first + 2 * ratios.size() - 1, off_index = on_index - 1;
-    const Summary s = Summarize(ratios);
-    const bool gain = s.median > 1.0;
-    std::string why = Format("x%.2f [%.2f, %.2f]", s.median, s.ci_low, s.ci_high) + " with over without, " +
-                      std::to_string(ratios.size()) + " interleaved pair" + (ratios.size() == 1 ? "" : "s") + " of " +
-                      std::to_string(window_epochs) + " whole epoch" + (window_epochs == 1 ? "" : "s") + " each" +
-                      (gain ? "" : ", not above x1.00") + "; epoch boundary " +
-                      BoundaryMs(trials()[off_index]) + " without, " + BoundaryMs(trials()[on_index]) + " with" +
-                      (budget_ended ? "; the time budget ended the pairs" : "");
-    if (gain) {
-      current_ = on;
-      current_index_ = on_index;
-      persistent_kept_ = true;
-    }
-    AddPhase("persistent_workers", gain, (gain ? "kept: " : "not kept: ") + why);
-    if (budget_ended) throw TimeBudgetSpent{};
-  }
-
-  // With persistent_workers kept, the worker restart at each epoch, a cost
-  // that grew with the worker count while the curve was measured, is gone, so
-  // counts above the knee may now gain. Short epochs above all: restarting 8
-  // workers every 16-batch epoch can lose to 6, yet with persistent workers 8
-  // take 2 rounds per epoch against 3. The counts measured above the knee are
-  // measured again with it, in order, over whole epochs, while each gains.
-  void WorkersWithPersistent() {
-    const char* phase = "num_workers_persistent";
-    const TrialPlan plan = persistent_plan_;
-    const int from = current_.num_workers;
-    std::string why;
-    bool kept = false;
-    for (const auto& [workers, curve_index] : workers_curve_) {
-      if (workers <= current_.num_workers || trials()[curve_index].status != TrialStatus::kOk) continue;
-      loader::Knobs knobs = current_;
-      knobs.num_workers = workers;
-      const size_t index = Measure(phase, knobs, plan);
-      const TrialRecord& t = trials()[index];
-      if (t.status != TrialStatus::kOk) {
-        Decide(index, "");
-        why = t.decision;
-        break;
-      }
-      const std::string over = " over " + WorkersText(current_.num_workers) + " with persistent_workers";
-      if (IsGain(t, current(), options_.gain_threshold)) {
-        Decide(index, "kept: " + Percent(Gain(t, current())) + over);
-        current_ = knobs;
-        current_index_ = index;
-        kept = true;
-        continue;
-      }
-      Decide(index, NotKept(t, current(), options_.gain_threshold) + over);
-      break;
-    }
-    if (current_.num_workers == from && why.empty()) {
-      why = workers_curve_.back().first <= from
-                ? "not tried: no worker count above the knee was measured"
-                : "kept " + WorkersText(from) + ": no larger count gains with persistent_workers";
-    } else if (why.empty()) {
-      why = "kept " + WorkersText(current_.num_workers) + " with persistent_workers (the knee without it: " +
-            std::to_string(from) + ")";
-    }
-    AddPhase(phase, kept, why);
-  }
-
-  // The two phases around the loader (search.h): where the ranks run, then
-  // how many threads each worker's (or rank's) CPU work uses.
-  void NodePhases() {
-    at_ = SequenceAt::kBinding;
-    CpuBindingPhase();
-    at_ = SequenceAt::kThreads;
-    WorkerThreadsPhase();
-  }
-
-  // Measures each candidate change against the current setting and keeps the
-  // best that gains by THE RULE (as prefetch_factor does). `name` says a
-  // candidate's value in words, `from` the current one.
-  template <typename Apply, typename Name>
-  void TryValues(const char* phase, const std::vector<int>& values, Apply apply, Name name,
-                 const std::string& from) {
-    std::optional<size_t> best;
-    loader::Knobs best_knobs;
-    std::string tried;
-    const size_t reference = current_index_;
-    for (int value : values) {
-      loader::Knobs knobs = current_;
-      apply(knobs, value);
-      const size_t index = Measure(phase, knobs);
-      tried += (tried.empty() ? "" : ", ") + name(value);
-      const TrialRecord& t = trials()[index];
-      if (t.status != TrialStatus::kOk) {
-        Decide(index, "");
-        continue;
-      }
-      const TrialRecord& ref = trials()[reference];
-      if (IsGain(t, ref, options_.gain_threshold)) {
-        Decide(index, "gains " + Percent(Gain(t, ref)) + " over " + from);
-        if (!best || t.samples_per_s > trials()[*best].samples_per_s) {
-          best = index;
-          best_knobs = knobs;
-        }
-      } else {
-        Decide(index, NotKept(t, ref, options_.gain_threshold, " over " + from));
-      }
-    }
-    if (best) {
-      const std::string figure = Percent(Gain(trials()[*best], trials()[reference]));
-      AddPhase(phase, true, "kept " + NameOf(phase, best_knobs) + ": " + figure + " over " + from);
-      current_ = best_knobs;
-      current_index_ = *best;
-    } else {
-      AddPhase(phase, false, "kept " + from + ": " + tried + " gained nothing beyond the noise and the threshold");
-    }
-  }
-
-  static std::string NameOf(const char* phase, const loader::Knobs& k) {
-    if (std::string(phase) == "cpu_binding") return loader::CpuBindingName(k.cpu_binding);
-    if (std::string(phase) == "multiprocessing_context") return loader::StartMethodName(k.multiprocessing_context);
-    return ThreadsText(k.worker_threads);
-  }
-  static std::string ThreadsText(int n) { return std::to_string(n) + (n == 1 ? " thread" : " threads"); }
-
-  // The method StartMethod::kDefault stands for here (kDefault when unknown).
-  loader::StartMethod Resolved(loader::StartMethod method) const {
-    return method == loader::StartMethod::kDefault ? setup_.default_start_method : method;
-  }
-
-  // The methods the multiprocessing_context phase measures besides the
-  // current one (search.h); empty when the phase does not run, with the
-  // reason in `why`.
-  std::vector<loader::StartMethod> StartMethodCandidates(std::string* why = nullptr) const {
-    using loader::StartMethod;
-    std::string unused;
-    std::string& reason = why != nullptr ? *why : unused;
-    if (!setup_.python_workload) {
-      reason = "not tried: not a Python command workload";
-      return {};
-    }
-    std::vector<StartMethod> methods = options_.start_methods;
-    if (methods.empty()) {
-      if (setup_.default_start_method == StartMethod::kDefault || setup_.default_start_method == StartMethod::kFork) {
-        reason = std::string("not tried: the interpreter's default start method is ") +
-                 (setup_.default_start_method == StartMethod::kFork ? "fork" : "unknown") +
-                 " (sweep.start_methods auto measures the methods when it is not fork; list them to measure "
-                 "them anyway)";
-        return {};
-      }
-      methods = {StartMethod::kFork, StartMethod::kForkserver, StartMethod::kSpawn};
-    }
-    const StartMethod now = Resolved(current_.multiprocessing_context);
-    std::erase_if(methods, [&](StartMethod m) { return m == now; });
-    if (methods.empty()) reason = "not tried: sweep.start_methods lists only the current method";
-    return methods;
-  }
-
-  // "fork: start-up 0.12 s, epoch boundary 35.0 ms": what the start method costs.
-  std::string StartCost(const TrialRecord& t) const {
-    const std::string startup =
-        std::isfinite(t.worker_startup_s) ? Format("%.3f s", t.worker_startup_s) : std::string("not measured");
-    const loader::StartMethod method = Resolved(t.knobs.multiprocessing_context);
-    std::string name = loader::StartMethodName(method);
-    if (t.knobs.multiprocessing_context == loader::StartMethod::kDefault && method != loader::StartMethod::kDefault) {
-      name += " (the default)";
-    }
-    return name + ": worker start-up " + startup + ", epoch boundary " + BoundaryMs(t);
-  }
-
-  // multiprocessing_context (search.h): the current method again as the
-  // reference, then each other method, all with the same windows.
-  void StartMethodPhase() {
-    const char* phase = "multiprocessing_context";
-    std::string why;
-    const std::vector<loader::StartMethod> candidates = StartMethodCandidates(&why);
-    if (candidates.empty()) {
-      if (setup_.python_workload) AddPhase(phase, false, why);
-      return;
-    }
-    TrialPlan plan;
-    std::string epochs_note;
-    if (!current_.persistent_workers) plan.window_epochs = PersistentWindowEpochs(&epochs_note);
-    start_method_done_ = 0;
-    const size_t reference = Measure(phase, current_, plan);
-    ++start_method_done_;
-    if (trials()[reference].status != TrialStatus::kOk) {
-      Decide(reference, "");
-      AddPhase(phase, false, trials()[reference].decision);
-      return;
-    }
-    Decide(reference, "reference: " + StartCost(trials()[reference]));
-    std::optional<size_t> best;
-    std::string costs = StartCost(trials()[reference]);
-    for (const loader::StartMethod method : candidates) {
-      loader::Knobs knobs = current_;
-      knobs.multiprocessing_context = method;
-      const size_t index = Measure(phase, knobs, plan);
-      ++start_method_done_;
-      const TrialRecord& t = trials()[index];
-      if (t.status != TrialStatus::kOk) {
-        Decide(index, "");
-        costs += "; " + std::string(loader::StartMethodName(method)) + ": failed";
-        continue;
-      }
-      costs += "; " + StartCost(t);
-      const TrialRecord& ref = trials()[reference];
-      if (IsGain(t, ref, options_.gain_threshold)) {
-        Decide(index, "gains " + Percent(Gain(t, ref)) + "; " + StartCost(t));
-        if (!best || t.samples_per_s > trials()[*best].samples_per_s) best = index;
-      } else {
-        Decide(index, NotKept(t, ref, options_.gain_threshold) + "; " + StartCost(t));
-      }
-    }
-    if (best) {
-      current_ = trials()[*best].knobs;
-      current_index_ = *best;
-      AddPhase(phase, true, "kept " + NameOf(phase, current_) + ": " +
-                                Percent(Gain(trials()[*best], trials()[reference])) + " (" + costs + ")");
-    } else {
-      AddPhase(phase, false, std::string("kept ") + loader::StartMethodName(Resolved(current_.multiprocessing_context)) +
-                                 ": no other method gained beyond the noise and the threshold (" + costs + ")");
-    }
-  }
-
-  // cpu_binding (node sweeps, sweep.cpu_binding auto): split, and numa where
-  // the ranks' GPUs' NUMA nodes are known (elsewhere numa is split).
-  void CpuBindingPhase() {
-    const char* phase = "cpu_binding";
-    if (setup_.ranks < 2) {
-      AddPhase(phase, false, "not tried: one rank; the binding matters where ranks share the CPUs (sweep.ranks)");
-      return;
-    }
-    if (options_.cpu_binding != BindingChoice::kAuto) {
-      AddPhase(phase, false, std::string("not tried: sweep.cpu_binding is ") +
-                                 BindingChoiceName(options_.cpu_binding) + " for every trial (auto searches it)");
-      return;
-    }
-    std::vector<int> values = {static_cast<int>(loader::CpuBinding::kSplit)};
-    if (setup_.numa_known) values.push_back(static_cast<int>(loader::CpuBinding::kNuma));
-    TryValues(
-        phase, values, [](loader::Knobs& k, int v) { k.cpu_binding = static_cast<loader::CpuBinding>(v); },
-        [](int v) { return std::string(loader::CpuBindingName(static_cast<loader::CpuBinding>(v))); },
-        std::string("cpu_binding ") + loader::CpuBindingName(current_.cpu_binding) +
-            (setup_.numa_known ? "" : " (numa not tried: the GPUs' NUMA nodes are unknown, so it would be split)"));
-  }
-
-  // worker_threads: fewer intra-op threads per worker (and rank) than the
-  // workload's own: 1, and the usable CPUs per worker when that differs.
-  void WorkerThreadsPhase() {
-    const char* phase = "worker_threads";
-    const int from = current_.worker_threads > 0 ? current_.worker_threads : setup_.default_worker_threads;
-    if (from <= 1) {
-      AddPhase(phase, false,
-               from == 1 ? "not tried: each worker runs its CPU work on 1 thread already (workload.cpu_threads 1)"
-                         : "not tried: the workload has no intra-op threads to set");
-      return;
-    }
-    // setup_.usable_cpus is one rank's share in a node sweep (preflight.h).
-    const int loaders = std::max(1, current_.num_workers);
-    const int share = setup_.usable_cpus > 0
-                          ? std::max(1, static_cast<int>(std::floor(setup_.usable_cpus / loaders)))
-                          : 1;
-    std::vector<int> values = {1};
-    if (share > 1 && share < from) values.push_back(share);
-    TryValues(
-        phase, values, [](loader::Knobs& k, int v) { k.worker_threads = v; }, [](int v) { return ThreadsText(v); },
-        ThreadsText(from) + " per worker");
-  }
-
-  // The changes whose median gained but that were not kept (each within the
-  // noise or the threshold alone), tried together once, by the same rule:
-  // several small gains can add up to one worth keeping. Only with two or
-  // more of them, so no single change gets a second chance.
-  void Combined() {
-    if (small_gains_.size() < 2) {
-      AddPhase("combined", false,
-               small_gains_.empty() ? "not tried: no change gained even within the noise"
-                                    : "not tried: only " + small_gains_[0].phase + " gained within the noise");
-      return;
-    }
-    loader::Knobs knobs = current_;
-    std::string what;
-    TrialPlan plan = PlanAgainstCurrent();
-    for (const auto& [phase, index] : small_gains_) {
-      const loader::Knobs& k = trials()[index].knobs;
-      if (phase == "num_workers") {
-        knobs.num_workers = k.num_workers;
-        what += ", num_workers " + std::to_string(k.num_workers);
-      } else if (phase == "non_blocking") {
-        knobs.pin_memory = k.pin_memory;
-        knobs.non_blocking = k.non_blocking;
-        what += ", non_blocking";
-      } else if (phase == "prefetch_factor") {
-        knobs.prefetch_factor = k.prefetch_factor;
-        what += ", prefetch_factor " + std::to_string(k.prefetch_factor);
-      } else if (phase == "persistent_workers") {
-        knobs.persistent_workers = true;
-        what += ", persistent_workers";
-      }
-    }
-    what = what.substr(2);
-    // With persistent_workers, over whole epochs against the epoch-window reference.
-    size_t reference = current_index_;
-    if (knobs.persistent_workers && !current_.persistent_workers && persistent_reference_) {
-      plan = persistent_plan_;
-      reference = *persistent_reference_;
-    }
-    const size_t index = Measure("combined", knobs, plan);
-    const TrialRecord& t = trials()[index];
-    if (t.status != TrialStatus::kOk) {
-      Decide(index, "");
-      AddPhase("combined", false, trials()[index].decision);
-      return;
-    }
-    const TrialRecord& ref = trials()[reference];
-    const bool gain = IsGain(t, ref, options_.gain_threshold);
-    const std::string figure = Percent(Gain(t, ref));
-    if (gain) {
-      Decide(index, "kept: " + figure + " for " + what + " together");
-      current_ = knobs;
-      current_index_ = index;
-    } else {
-      Decide(index, NotKept(t, ref, options_.gain_threshold, " for " + what + " together"));
-    }
-    AddPhase("combined", gain, trials()[index].decision);
-  }
-
-  // `repeats` pairs of one window each, a (the baseline, or the setting
-  // standing in for it) then b, interleaved: the ratios of b's figure over
-  // a's, one per pair measured (a failed trial ends them). Interleaved, a step
-  // whose speed moves between trials moves both of a pair alike. `done`
-  // counts the trials, for progress. a and b must not refer into trials(),
-  // which measuring grows.
-  std::vector<double> MeasurePairs(const char* phase, const loader::Knobs& a, const loader::Knobs& b,
-                                   const std::string& a_name, const std::string& b_name, int* done,
-                                   const PairsPlan& how = {}) {
-    TrialPlan plan;
-    plan.repeats = 1;
-    plan.window_epochs = how.window_epochs;
-    const bool in_windows = how.in_windows;
-    std::vector<double> ratios;
-    double pair_s = 0;  // the last pair's time, for whether the budget holds one more
-    for (int pair = 1; pair <= repeats() || Unsettled(ratios, how, pair, pair_s); ++pair) {
-      // A pair past `repeats` begins only where the budget holds it
-      // (Unsettled), and then runs whole, as the second trial of every pair does.
-      const bool settling = pair > repeats();
-      if (how.budget_ended && pair > 1 && !BudgetHolds(pair_s)) {
-        *how.budget_ended = true;
-        break;
-      }
-      const double pair_start = ElapsedS();
-      size_t ia = 0;
-      try {
-        ia = Measure(phase, a, plan, /*budget_may_end=*/!settling);
-      } catch (const TimeBudgetSpent&) {
-        if (!how.budget_ended || pair == 1) throw;
-        *how.budget_ended = true;
-        break;
-      }
-      ++*done;
-      if (trials()[ia].status != TrialStatus::kOk) {
-        Decide(ia, "");
-        break;
-      }
-      Decide(ia, "pair " + std::to_string(pair) + ": " + a_name);
-      const size_t ib = Measure(phase, b, plan, /*budget_may_end=*/how.budget_ended == nullptr && !settling);
-      ++*done;
-      if (trials()[ib].status != TrialStatus::kOk) {
-        Decide(ib, "");
-        break;
-      }
-      const auto rate = [&](size_t i) { return in_windows ? WindowsRate(i) : trials()[i].samples_per_s; };
-      const double ratio = rate(ia) > 0 ? rate(ib) / rate(ia) : 0.0;
-      ratios.push_back(ratio);
-      Decide(ib, "pair " + std::to_string(pair) + ": " + b_name + ", " + Format("x%.2f", ratio) +
-                     " over " + how.over + (in_windows ? " in their windows" : ""));
-      pair_s = ElapsedS() - pair_start;
-    }
-    return ratios;
-  }
-
-  // Whether the time budget's time left holds `seconds` more.
-  bool BudgetHolds(double seconds) const { return ElapsedS() + seconds <= options_.time_budget_s; }
-
-  // Whether pair number `pair` is one more to settle `how.settle_bar`: every
-  // pair so far measured, the bar inside their median's interval, time left
-  // in the budget for one more pair as long as the last (`pair_s`), and the
-  // cap not passed.
-  bool Unsettled(const std::vector<double>& ratios, const PairsPlan& how, int pair, double pair_s) const {
-    if (how.settle_bar <= 0 || options_.time_budget_s <= 0 || ratios.size() + 1 != static_cast<size_t>(pair) ||
-        pair > kMostPairsPerRepeat * repeats() || !BudgetHolds(pair_s)) {
-      return false;
-    }
-    const Summary s = Summarize(ratios);
-    return s.ci_low <= how.settle_bar && how.settle_bar <= s.ci_high;
-  }
-
-  // Baseline and best, interleaved A B A B ..., one window each, so drift of
-  // the machine during the sweep hits both alike.
-  void FinalCheck(const char* phase_name = "final_check") {
-    const TrialRecord& base = trials()[*outcome_.baseline];
-    const TrialRecord& best = current();
-    const loader::Knobs a = setup_.reference.value_or(base.knobs), b = best.knobs;
-    const char* reference = setup_.reference ? "the job's own setting" : "the baseline";
-    if (a == b) {
-      outcome_.speedup = 1.0;
-      AddPhase(phase_name, false, std::string("not run: the best setting is ") + reference);
-      return;
-    }
-    final_done_ = 0;
-    const std::vector<double> ratios =
-        MeasurePairs("final_check", a, b, setup_.reference ? "the job's own setting" : "baseline", "best", &final_done_);
-    if (ratios.empty()) {
-      AddPhase(phase_name, false, "no pair measured; the speedup is not known");
-      return;
-    }
-    const Summary s = Summarize(ratios);
-    outcome_.speedup = s.median;
-    outcome_.speedup_ci_low = s.ci_low;
-    outcome_.speedup_ci_high = s.ci_high;
-    AddPhase(phase_name, s.ci_low > 1.0,
-             "speedup " + Format("x%.2f", s.median) + " [" + Format("%.2f", s.ci_low) + ", " +
-                 Format("%.2f", s.ci_high) + "] over " + reference + ", " + std::to_string(ratios.size()) +
-                 " interleaved pairs" + (s.ci_low > 1.0 ? "" : "; the interval includes no gain"));
-  }
-
-  SearchOutcome Finish() {
-    for (size_t i = 0; i < trials().size(); ++i) {
-      const TrialRecord& t = trials()[i];
-      if (t.status == TrialStatus::kOk && t.phase != "final_check" && t.phase != "num_workers_pairs" &&
-          (!outcome_.fastest || t.samples_per_s > trials()[*outcome_.fastest].samples_per_s)) {
-        outcome_.fastest = i;
-      }
-    }
-    return std::move(outcome_);
-  }
-
-  const SweepOptions& options_;
-  SearchSetup setup_;  // not const: a failed seed check drops the seed (CheckSeed)
-  TrialMeasurer& measurer_;
-  const SearchEvents& events_;
-
-  SearchOutcome outcome_;
-  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-  loader::Knobs current_;
-  size_t current_index_ = 0;
-
-  // Changes that gained within the noise or the threshold: (phase, trial index).
-  struct SmallGain {
-    std::string phase;
-    size_t index;
-  };
-  std::vector<SmallGain> small_gains_;
-  std::optional<size_t> persistent_reference_;  // the off trial over whole epochs
-  std::map<size_t, std::string> charged_;       // ChargeRestart: trial index -> what was charged
-  int start_method_done_ = 0;                   // the multiprocessing_context phase's trials so far
-  std::vector<std::pair<int, size_t>> workers_curve_;  // (workers, trial index), ascending, after refinement
-  // The persistent_workers phase's windows (whole epochs), for every later
-  // trial compared with one of its trials.
-  TrialPlan persistent_plan_ = [] {
-    TrialPlan plan;
-    plan.window_epochs = 1;
-    return plan;
-  }();
-  bool persistent_first_ = false;  // PersistentFirst: before prefetch_factor
-  bool persistent_kept_ = false;   // the persistent_workers phase kept it
-  double restart_share_ = 0;       // the knee's restart per epoch, as a share of the epoch
-  std::optional<int> seeded_knee_;  // where the seeded doubling started
-  // The seeded curve's windows: whole epochs when it runs with the seed's persistent_workers.
-  TrialPlan seeded_plan_;
-
-  // For the estimate of trials left.
-  SequenceAt at_ = SequenceAt::kBaseline;
-  int misses_ = 0;
-  size_t budget_from_ = 0;  // KeepBestAtBudget weighs the trials from here on (after a curve the knee judged)
-  bool refining_ = false;
-  int prefetch_done_ = 0;
-  int persistent_done_ = 0;
-  int final_done_ = 0;
-};
+  state.AddPhase(phase, gain, state.trials()[index].decision);
+}
 
 }  // namespace
 
-bool IsGain(const TrialRecord& candidate, const TrialRecord& current, double gain_threshold) {
-  if (candidate.status != TrialStatus::kOk || current.status != TrialStatus::kOk) return false;
-  if (candidate.samples_per_s <= current.samples_per_s * (1.0 + gain_threshold)) return false;
-  const bool have_intervals = candidate.repeats >= 2 && current.repeats >= 2;
-  return !have_intervals || candidate.ci_low > current.ci_high;
+void PinMemoryPhase(SearchState& state) {
+  if (!state.options().copy_phases) {
+    state.AddPhase("pin_memory", false, kNoCopy);
+    return;
+  }
+  // Measured without workers, a regime the later steps leave: a small
+  // gain here says nothing about the knee, so it is not revisited.
+  TryStep(state, "pin_memory", [](loader::Knobs& k) { k.pin_memory = true; }, IfSmallGain::kForget);
 }
 
-std::optional<size_t> KneeIndex(const std::vector<std::pair<int, const TrialRecord*>>& curve, double tolerance) {
+void NonBlockingPhase(SearchState& state) {
+  if (!state.options().copy_phases) {
+    state.AddPhase("non_blocking", false, kNoCopy);
+  } else if (state.knobs().pin_memory) {
+    // Measured at the knee: a small gain is revisited with the others (combined).
+    TryStep(state, "non_blocking", [](loader::Knobs& k) { k.non_blocking = true; }, IfSmallGain::kRevisit);
+  } else {
+    TryStep(state, "non_blocking", [](loader::Knobs& k) { k.pin_memory = k.non_blocking = true; },
+            IfSmallGain::kRevisit, " (with pin_memory: a pageable copy is synchronous anyway)");
+  }
+}
+
+}  // namespace feedtune::tuner::search_internal
+
+// ---- workers ----
+
+// num_workers: the doubling, the knee, the refinement.
+//
+// What it measures: 1, 2, 4, ... workers, doubling. It stops after two
+// doublings in a row without a gain over the best so far, or two falls below
+// it (by THE RULE, tuner/search/rule.cc, reversed): a single fall is a miss
+// that the next doubling confirms or not. 1 worker is never a stop nor a miss
+// (it moves the loading out of the main process without parallelism: a dip
+// there is the usual shape). Below the usable CPU count any rise of the
+// median keeps it going; above it, a rise beyond gain_threshold within the
+// noise is no gain and no miss. It also stops at max_workers, at one round
+// per epoch (as many workers as batches, when the epoch length is known),
+// when a trial is skipped by the budget, or on a failure. Then it bisects
+// between the knee and its lower neighbour while the knee gains over it by
+// more than gain_threshold and a point between can differ: more than
+// kNarrowestBisectedGap apart, or, on a stepped curve (non-persistent workers
+// seeing fewer than kFewBatchesPerWorker batches each per epoch), a count
+// that changes the epoch's rounds, ceil(batches / workers).
+//
+// What it keeps: the knee, the fewest workers whose median is within
+// knee_tolerance of the best median on the curve; the Kneedle knee (S =
+// kKneedleSensitivity) of the same curve is reported beside it. More workers
+// than the knee with a higher median are a candidate for the combined trial.
+//
+// What the time budget changes: above the usable CPU count the first
+// doubling without a gain (or one fall) ends the doubling: each doubling
+// there starts twice the workers of the last, and the phases after the knee
+// need the time more. A phase the budget cuts short names its knee from the
+// curve measured so far, as it would have at its end. A knee at 0 workers is
+// checked in pairs (tuner/search/search.cc).
+//
+// A seeded search doubles from the seed's knee instead (tuner/search/search.cc).
+#include <algorithm>
+
+#include "results/units.h"
+#include "tuner/measure/stats.h"
+#include "tuner/search/phases.h"
+
+namespace feedtune::tuner {
+
+std::optional<size_t> KneeIndex(const std::vector<std::pair<int, const results::TrialRecord*>>& curve,
+                                double tolerance) {
   double best = -1;
   for (const auto& [w, t] : curve) {
-    if (t->status == TrialStatus::kOk) best = std::max(best, t->samples_per_s);
+    if (t->status == results::TrialStatus::kOk) best = std::max(best, t->samples_per_s);
   }
   if (best < 0) return std::nullopt;
   std::optional<size_t> knee;
   for (size_t i = 0; i < curve.size(); ++i) {
     const auto& [w, t] = curve[i];
-    if (t->status == TrialStatus::kOk && t->samples_per_s >= best * (1.0 - tolerance) &&
+    if (t->status == results::TrialStatus::kOk && t->samples_per_s >= best * (1.0 - tolerance) &&
         (!knee || w < curve[*knee].first)) {
       knee = i;
     }
@@ -1671,9 +296,1638 @@ std::optional<size_t> KneeIndex(const std::vector<std::pair<int, const TrialReco
   return knee;
 }
 
-SearchOutcome RunSearch(const SweepOptions& options, const SearchSetup& setup, const loader::Knobs& start,
-                        TrialMeasurer& measurer, const SearchEvents& events) {
-  return Search(options, setup, measurer, events).Run(start);
+namespace search_internal {
+
+using results::Format;  // results/units.h
+
+// Non-persistent workers that see fewer batches than this each per epoch make
+// a stepped curve (docs/search.md: the epoch's rounds decide the time).
+constexpr int64_t kFewBatchesPerWorker = 4;
+// Kneedle's sensitivity S: 1, the paper's default, for the knee reported beside ours.
+constexpr double kKneedleSensitivity = 1.0;
+// Without stepped rounds, two counts this close have no count between worth
+// measuring: the bisection would measure a neighbour of one of them.
+constexpr int kNarrowestBisectedGap = 2;
+
+namespace {
+
+// Whether non-persistent workers up to `workers` see fewer than a few
+// batches each per epoch, so the epoch's rounds (ceil(batches / workers))
+// make the curve a staircase rather than a smooth rise.
+bool Stepped(int64_t batches, int workers) {
+  return batches > 0 && workers > 0 && batches < kFewBatchesPerWorker * workers;
 }
 
+// The fewest workers for each round count, ceil(batches / r), strictly between lo and hi, ascending.
+std::vector<int> RoundPoints(int64_t batches, int lo, int hi) {
+  std::vector<int> points;
+  for (int64_t r = batches; r >= 1; --r) {
+    const int64_t w = (batches + r - 1) / r;
+    if (w > lo && w < hi && (points.empty() || points.back() != w)) points.push_back(static_cast<int>(w));
+  }
+  return points;
+}
+
+// "the curve is stepped by epoch rounds: 16 batches per epoch, so 9 to 15
+// workers take 2 rounds as 8 do; only 1, 2, 3, 4, 6, 8, 16 can differ".
+std::string SteppedNote(int64_t batches, int max_workers) {
+  const std::vector<int> points = RoundPoints(batches, 0, max_workers + 1);
+  std::string list;
+  for (int w : points) list += (list.empty() ? "" : ", ") + std::to_string(w);
+  std::string note = "the curve is stepped by epoch rounds: " + std::to_string(batches) +
+                     " batches per epoch, so only worker counts that change ceil(batches / workers) can differ (" +
+                     list + ")";
+  // The largest gap among them, as an example.
+  for (size_t i = points.size(); i-- > 1;) {
+    if (points[i] - points[i - 1] > 1) {
+      const int64_t rounds = (batches + points[i - 1] - 1) / points[i - 1];
+      note += "; " + std::to_string(points[i - 1] + 1) + " to " + std::to_string(points[i] - 1) + " workers take " +
+              std::to_string(rounds) + " rounds as " + std::to_string(points[i - 1]) + " do";
+      break;
+    }
+  }
+  return note + "; the knee is a property of this epoch length";
+}
+
+// The unseeded doubling: adds its points to `curve` (which holds the
+// baseline); returns how it ended, for the phase's text.
+std::string Doubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches) {
+  const SearchSetup& setup = state.setup();
+  const double threshold = state.options().gain_threshold;
+  size_t best = state.current_index();
+  std::string stop = "reached max_workers " + std::to_string(setup.max_workers) +
+                     (setup.max_workers_cap_why.empty() ? "" : " (" + setup.max_workers_cap_why + ")");
+  int& misses = state.tally.misses;
+  misses = 0;
+  bool fall_pending = false;  // a fall beyond the noise that the next doubling must confirm
+  for (int workers = std::min(1, setup.max_workers); workers > 0;) {
+    loader::Knobs knobs = state.knobs();
+    knobs.num_workers = workers;
+    const size_t index = state.Measure("num_workers", knobs);
+    const TrialRecord& t = state.trials()[index];
+    if (t.status == TrialStatus::kSkipped) {
+      state.Decide(index, "");
+      stop = "stopped at " + WorkersText(workers) + ": over a budget";
+      break;
+    }
+    if (t.status != TrialStatus::kOk) {
+      state.Decide(index, "");
+      stop = "stopped at " + WorkersText(workers) + ": the trial failed";
+      break;
+    }
+    curve.emplace_back(workers, index);
+    const int next = NextDoubling(state, workers, batches);
+    const TrialRecord& best_t = state.trials()[best];
+    const double gain = Gain(t, best_t);
+    // Below the usable CPU count, more workers can still use more cores: any
+    // rise of the median keeps the doubling going (a CPU-bound curve rises
+    // to the CPU count, often by less than the threshold per step near it).
+    const bool below_cpus = setup.usable_cpus > 0 && workers < setup.usable_cpus;
+    const double rising = below_cpus ? 0.0 : threshold;
+    // Below the best by more than the threshold, beyond the noise.
+    const bool falls = IsGain(best_t, t, threshold);
+    // Under a time budget, above the CPU count, the first doubling without a
+    // gain ends it: each doubling there starts twice the workers of the
+    // last (a torch worker is a process, about 0.1 s of the main process's
+    // to start and stop on a 2-CPU box), and the budget is better spent on
+    // the phases after the knee than on confirming a miss.
+    const bool one_miss = state.under_time_budget() && !below_cpus;
+    if (IsGain(t, best_t, threshold)) {
+      state.Decide(index, Percent(gain) + " over the best so far");
+      best = index;
+      misses = 0;
+      fall_pending = false;
+    } else if (workers == 1) {
+      // One worker moves the loading out of the main process without adding
+      // parallelism, and adds the IPC: no gain, or a dip, is the usual shape
+      // of the curve here, not its knee. No stop and no miss before 2 workers.
+      state.Decide(index, Percent(gain) + (falls ? " below the best" : "") +
+                              ": 1 worker adds no parallelism to the main process's loading; go on to 2");
+    } else if (falls && fall_pending) {
+      state.Decide(index, Percent(gain) + " below the best: the fall is confirmed, stop doubling");
+      stop = "stopped at " + WorkersText(workers) + ": throughput falls";
+      break;
+    } else if (falls && (misses >= 1 || one_miss)) {
+      state.Decide(index, Percent(gain) + " below the best" +
+                              (misses >= 1 ? ", after a doubling without a gain"
+                                           : ", beyond the noise, under the time budget") +
+                              ": stop doubling");
+      stop = "stopped at " + WorkersText(workers) +
+             (misses >= 1 ? ": two doublings without a gain"
+                          : ": throughput falls (under the time budget, no second doubling confirms it)");
+      break;
+    } else if (falls) {
+      // A single fall beyond the noise can be the machine's, not the
+      // curve's: it counts as a miss, and the next doubling confirms it.
+      ++misses;
+      fall_pending = true;
+      state.Decide(index, Percent(gain) + " below the best, beyond the noise" +
+                              (next > 0 ? "; the next doubling confirms it before stopping" : ""));
+    } else if (gain > rising) {
+      // The median rose but not beyond the noise (or, below the CPU count,
+      // not beyond the threshold): not a gain to keep, not a reason to stop.
+      state.Decide(index, Percent(gain) + (below_cpus ? ": rising below the usable CPU count; keep doubling"
+                                                      : ": rising, but within noise; keep doubling"));
+      misses = 0;
+      fall_pending = false;
+    } else if (++misses >= (one_miss ? 1 : kMissesToStop)) {
+      const std::string without = one_miss ? "a doubling without a gain under the time budget"
+                                           : "two doublings without a gain";
+      state.Decide(index, Percent(gain) + ": " + without + ", stop doubling");
+      stop = "stopped at " + WorkersText(workers) + ": " + without;
+      break;
+    } else {
+      state.Decide(index, Percent(gain) + ": no gain beyond noise");
+      fall_pending = false;
+    }
+    if (next == 0 && workers < setup.max_workers) {
+      stop = "stopped at " + WorkersText(workers) + ": one round per epoch (" + std::to_string(batches) +
+             " batches), more workers cannot shorten it";
+    }
+    workers = next;
+  }
+  return stop;
+}
+
+// Bisects between the knee and its lower neighbour while the knee gains over
+// that neighbour by more than the threshold (so a point between can differ)
+// and there is a point between worth measuring: the fewest workers that
+// reach the plateau is what users want. Points worth measuring: with a known
+// epoch, only those that change the number of rounds (RoundPoints); else any
+// count, when the two are more than kNarrowestBisectedGap apart.
+void Refine(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches) {
+  while (true) {
+    std::sort(curve.begin(), curve.end());
+    const size_t k = Knee(state, curve);
+    if (k == 0) return;
+    // Seeded: a knee at the seed's own was bisected on its machine already.
+    if (state.handed.seeded_knee == curve[k].first) return;
+    const auto [lo, lo_index] = curve[k - 1];
+    const auto [hi, hi_index] = curve[k];
+    if (Gain(state.trials()[hi_index], state.trials()[lo_index]) <= state.options().gain_threshold) return;
+    int mid = 0;
+    if (Stepped(batches, hi)) {
+      const std::vector<int> points = RoundPoints(batches, lo, hi);
+      if (points.empty()) return;
+      mid = points[(points.size() - 1) / 2];
+    } else {
+      if (hi - lo <= kNarrowestBisectedGap) return;
+      mid = (lo + hi) / 2;
+    }
+    loader::Knobs knobs = state.knobs();
+    knobs.num_workers = mid;
+    const size_t index = state.Measure("num_workers", knobs);
+    if (state.trials()[index].status != TrialStatus::kOk) {
+      state.Decide(index, "");
+      return;
+    }
+    state.Decide(index,
+                 "refining the knee between " + std::to_string(lo) + " and " + std::to_string(hi) + " workers");
+    curve.emplace_back(knobs.num_workers, index);
+  }
+}
+
+// The num_workers phase's record: the knee (`by_pairs`: PairedKnee's),
+// Kneedle's, and how the doubling ended.
+void KneePhase(SearchState& state, const std::vector<CurvePoint>& curve, size_t knee, bool by_pairs,
+               int64_t batches, const std::string& stop) {
+  SearchOutcome& outcome = state.outcome();
+  std::vector<double> xs, ys;
+  for (const auto& [w, i] : curve) {
+    xs.push_back(w);
+    ys.push_back(state.trials()[i].samples_per_s);
+  }
+  if (const auto k = KneedleIndex(xs, ys, kKneedleSensitivity)) outcome.kneedle_workers = curve[*k].first;
+
+  std::string why = "knee at " + WorkersText(curve[knee].first) +
+                    (by_pairs ? std::string(" (by its pairs with the baseline, below)")
+                              : " (fewest within " + Percent(state.options().knee_tolerance).substr(1) +
+                                    " of the best median, " + Format("%.1f", outcome.knee_samples_per_s) +
+                                    " samples/s)") +
+                    "; ";
+  if (!outcome.kneedle_workers) {
+    why += "Kneedle finds no knee on this curve; ";
+  } else if (*outcome.kneedle_workers != curve[knee].first) {
+    why += "Kneedle (S=1) puts it at " + std::to_string(*outcome.kneedle_workers) + "; ";
+  } else {
+    why += "Kneedle (S=1) agrees; ";
+  }
+  why += stop;
+  if (Stepped(batches, curve.back().first)) why += "; " + SteppedNote(batches, curve.back().first);
+  state.AddPhase("num_workers", curve[knee].first > 0, why);
+}
+
+}  // namespace
+
+// With a known epoch of B batches, B workers run it in one round (each
+// worker loads one batch); more cannot shorten it, so the doubling's last
+// point is B.
+int NextDoubling(const SearchState& state, int workers, int64_t batches) {
+  if (batches > 0 && workers >= batches) return 0;
+  int next = workers * 2;
+  if (batches > 0 && next > batches) next = static_cast<int>(batches);
+  return next <= state.setup().max_workers ? next : 0;
+}
+
+size_t Knee(const SearchState& state, const std::vector<CurvePoint>& curve) {
+  std::vector<std::pair<int, const TrialRecord*>> points;
+  for (const auto& [w, i] : curve) points.emplace_back(w, &state.trials()[i]);
+  return *KneeIndex(points, state.options().knee_tolerance);
+}
+
+// When the time budget ends the doubling or the refinement, the knee is
+// taken from the curve measured so far, as the phase would have, and the
+// sequence ends there (KeepBestAtBudget).
+void WorkersPhase(SearchState& state) {
+  std::vector<CurvePoint> curve = {{0, state.current_index()}};
+  const int64_t batches = state.BatchesPerEpoch();
+  std::string stop;
+  bool budget_spent = false;
+  try {
+    stop = state.setup().seed ? SeededDoubling(state, curve, batches) : Doubling(state, curve, batches);
+    state.tally.refining = true;
+    Refine(state, curve, batches);
+  } catch (const TimeBudgetSpent&) {
+    budget_spent = true;
+    const int most = std::max_element(curve.begin(), curve.end())->first;
+    stop = most > 0 ? "the time budget ended the phase after " + WorkersText(most)
+                    : "the time budget ended the phase before any worker count was measured";
+  }
+  std::sort(curve.begin(), curve.end());
+  state.handed.workers_curve = curve;
+  size_t knee = Knee(state, curve);
+  std::string paired;
+  bool by_pairs = false;
+  if (!budget_spent && curve[knee].first == 0) {
+    try {
+      if (const auto count = PairedKnee(state, curve, &paired)) {
+        knee = *count;
+        by_pairs = true;
+      }
+    } catch (const TimeBudgetSpent&) {
+      budget_spent = true;
+      paired = "the time budget ended its pairs with the baseline before they were measured";
+    }
+  }
+  loader::Knobs knobs = state.knobs();
+  knobs.num_workers = curve[knee].first;
+  state.Keep(curve[knee].second, knobs);
+  state.outcome().knee_workers = curve[knee].first;
+  state.outcome().knee_samples_per_s = state.trials()[curve[knee].second].samples_per_s;
+  // More workers than the knee that gave a higher median: within the
+  // tolerance alone, but a candidate for the combined step.
+  size_t top = knee;
+  for (size_t i = knee + 1; i < curve.size(); ++i) {
+    if (state.trials()[curve[i].second].samples_per_s > state.trials()[curve[top].second].samples_per_s) top = i;
+  }
+  if (top != knee) state.handed.small_gains.push_back({"num_workers", curve[top].second});
+  KneePhase(state, curve, knee, by_pairs, batches, paired.empty() ? stop : stop + "; " + paired);
+  if (budget_spent) {
+    state.handed.budget_from = state.trials().size();  // the curve's trials were judged by the knee rule
+    throw TimeBudgetSpent{};
+  }
+}
+
+}  // namespace search_internal
 }  // namespace feedtune::tuner
+
+// ---- paired_knee ----
+
+// num_workers_pairs: under a time budget, a knee at 0 workers checked in pairs.
+//
+// What it measures: the worker count the knee rule picks among the counts
+// measured (the fewest within knee_tolerance of the best of them) and the
+// baseline, in `repeats` interleaved pairs of one window each, as the final
+// check pairs them (tuner/search/search.cc), compared by their windows' rates.
+//
+// What it keeps: the count becomes the knee when the pairs' median puts the
+// baseline outside knee_tolerance of it (above x 1 / (1 - knee_tolerance)):
+// the knee rule, on figures the drift moved alike. Else the knee stays at 0.
+//
+// What the time budget changes: the phase runs only under one (without, the
+// doubling confirms its misses and no restart is charged). While the bar is
+// still inside the pairs' interval, more pairs take the budget's time left,
+// up to kMostPairsPerRepeat x repeats in all (tuner/search/search.cc). Not
+// seeded searches, which start at a stored knee.
+#include "results/units.h"
+#include "tuner/measure/stats.h"
+#include "tuner/search/phases.h"
+
+namespace feedtune::tuner::search_internal {
+
+using results::Format;  // results/units.h
+
+// Under a time budget the doubling ends on one miss above the CPU count,
+// and a worker count without persistent workers pays its restart per epoch
+// (ChargeRestart): a knee at 0 workers rests on few sequential trials, and
+// where the step's own speed moves between trials (a CPU-trained model on a
+// shared VM), those can put a real gain below the baseline. So before the
+// workers are dropped, the worker count the knee rule picks among the
+// counts measured (two counts that read within the noise of each other
+// leave the CPUs to the step with the fewer; an in-job CNN's doubling read 1
+// worker -3.4% and 2 workers -3.0% of the baseline, and its truth ran 1 with
+// persistent workers x1.18 of 0 and 2 x1.06) and the baseline run in pairs.
+// While the bar is still inside their interval, more pairs take the budget's
+// time left (PairsPlan::settle_bar): a knee at 0 workers leaves no worker
+// phase after it, so that time would go unused, and a CPU-trained step moves
+// one pair's ratio by 10-20% (an in-job CNN's read x0.84, x1.03, x1.09,
+// median under the bar, where its truth ran 1 worker x1.09 and 2 with
+// persistent workers x1.19 of 0). Returns its index on `curve`, or nullopt;
+// `why` says what the pairs measured.
+std::optional<size_t> PairedKnee(SearchState& state, const std::vector<CurvePoint>& curve, std::string* why) {
+  if (!state.under_time_budget() || state.setup().seed) return std::nullopt;
+  const double tolerance = state.options().knee_tolerance;
+  std::vector<std::pair<int, const TrialRecord*>> counts;  // the worker counts measured
+  std::vector<size_t> on_curve;                             // each one's index on `curve`
+  for (size_t i = 0; i < curve.size(); ++i) {
+    if (curve[i].first == 0) continue;
+    counts.emplace_back(curve[i].first, &state.trials()[curve[i].second]);
+    on_curve.push_back(i);
+  }
+  const std::optional<size_t> knee = KneeIndex(counts, tolerance);
+  if (!knee) return std::nullopt;
+  const size_t candidate = on_curve[*knee];
+  const std::string count = WorkersText(curve[candidate].first);
+  int done = 0;
+  // Copies: measuring grows trials(), which may move its records.
+  const loader::Knobs baseline = state.trials()[curve.front().second].knobs;
+  const loader::Knobs workers = state.trials()[curve[candidate].second].knobs;
+  // In their windows: whether the workers feed the step faster is the
+  // question here; the restart a charged figure holds is persistent_workers'
+  // to remove, and the final check weighs the answer per epoch.
+  const double bar = 1.0 / (1.0 - tolerance);
+  const std::vector<double> ratios = MeasurePairs(state, "num_workers_pairs", baseline, workers, "baseline", count,
+                                                  &done, PairsPlan{.in_windows = true, .settle_bar = bar});
+  state.handed.budget_from = state.trials().size();  // single windows, judged here: not weighed again at the budget
+  if (ratios.empty()) {
+    *why = "no pair of " + count + " with the baseline was measured; the knee stays at 0 workers";
+    return std::nullopt;
+  }
+  const Summary s = Summarize(ratios);
+  const int repeats = state.repeats();
+  const bool more_pairs = static_cast<int>(ratios.size()) > repeats;
+  const std::string measured = Format("x%.2f [%.2f, %.2f]", s.median, s.ci_low, s.ci_high) +
+                               " over the baseline in their windows, " + std::to_string(ratios.size()) +
+                               " interleaved pairs" +
+                               (more_pairs ? " (" + std::to_string(repeats) +
+                                                 ", then more while their interval held x" + Format("%.3f", bar) +
+                                                 " and the budget had time)"
+                                           : "");
+  if (s.median > bar) {
+    *why = "the knee at 0 workers was checked in pairs: " + count + " ran " + measured + ", the baseline outside " +
+           Percent(tolerance).substr(1) + " of it (above x" + Format("%.3f", bar) + "): " + count + " is the knee";
+    return candidate;
+  }
+  *why = "the knee at 0 workers was checked in pairs: " + count + " ran " + measured + ", not above x" +
+         Format("%.3f", bar) + " (the baseline within " + Percent(tolerance).substr(1) +
+         " of it): the knee stays at 0 workers";
+  return std::nullopt;
+}
+
+}  // namespace feedtune::tuner::search_internal
+
+// ---- seeded_search ----
+
+// Seeded (SearchSetup::seed, `sweep --seed-from`, docs/fleets.md): a stored
+// run of the nearest machine gives the start, and only what it found is
+// confirmed; what it did not keep is not re-walked. The seed is stored with
+// the run, so a resumed run re-seeds identically.
+//
+// What it measures, in place of the unseeded phases:
+//   pin_memory  not a phase: the seed's pin_memory, non_blocking,
+//               prefetch_factor and persistent_workers are set for the
+//               doubling, so the curve is measured in the regime the seed
+//               ended in; with persistent_workers every seeded trial spans
+//               whole epochs (as the persistent_workers phase's do), unless an
+//               epoch here is too long for that: then it is left off (SeedStart)
+//   num_workers starts at the seed's knee k, or at its best's worker count
+//               when that is higher (clamped to max_workers and one round per
+//               epoch), then doubles up (2k, 4k, ...) while each doubling
+//               rises by the unseeded rule (tuner/search/search.cc), then
+//               halves down (k/2, k/4, ..., 1) while each halving is within
+//               knee_tolerance of the best median; a failed or skipped trial
+//               ends that direction. Then the knee as unseeded, and the
+//               bisection unless the knee is k (the seed's run bisected below
+//               its knee already). A right seed costs 3 trials (k/2, k, 2k)
+//               (SeededDoubling)
+//   seed        the seed's knobs confirmed at the knee by THE RULE
+//               (tuner/search/rule.cc) against the same count without them:
+//               one trial, none when the seed changed none of them
+//               (ConfirmSeed). No other value is tried: non_blocking,
+//               prefetch_factor, persistent_workers and num_workers_persistent
+//               are not phases (the curve was measured with them);
+//               persistent_workers runs only when the seed kept it but its
+//               epochs were too long here. Combined and the final check run
+//               as unseeded.
+//
+// What it keeps: the knee, and the seed's knobs when they gain at it; else
+// they are dropped.
+//
+// SearchSetup::check_seed (feedtune.autotune reusing a stored answer) checks
+// the stored setting instead of searching around it (CheckSeed): measured
+// once, then paired with the reference as in the final check; kept unless
+// the pairs' interval lies wholly below kSeedCheckSlowerBelow, else the
+// search runs from the baseline, unseeded.
+//
+// What the time budget changes: nothing of its own; the seed check, like the
+// final check, is not cut short.
+#include <algorithm>
+
+#include "results/units.h"
+#include "tuner/search/phases.h"
+
+namespace feedtune::tuner::search_internal {
+
+using results::Format;  // results/units.h
+
+// The seed check's bar: a stored setting whose pairs' interval lies wholly
+// below this ratio over the reference is slower beyond the noise, and dropped.
+constexpr double kSeedCheckSlowerBelow = 1.0;
+
+bool CheckSeed(SearchState& state) {
+  state.tally.at = SequenceAt::kSeedCheck;
+  const SearchSetup& setup = state.setup();
+  const std::string source = setup.seed->source;
+  const size_t index = state.Measure("seed_check", setup.seed->best);
+  std::string failed;
+  SearchOutcome& outcome = state.outcome();
+  if (state.trials()[index].status != TrialStatus::kOk) {
+    state.Decide(index, "");
+    failed = "the stored setting did not run (" + state.trials()[index].decision + ")";
+  } else {
+    state.Decide(index, "the stored setting of " + source + ", checked against " +
+                            (setup.reference ? "the job's own setting" : "the baseline"));
+    state.Keep(index, state.trials()[index].knobs);
+    state.tally.at = SequenceAt::kFinal;
+    FinalCheck(state, "seed_check_pairs");
+    if (!outcome.speedup) {
+      failed = "no pair of the check was measured";
+    } else if (outcome.speedup_ci_high && *outcome.speedup_ci_high < kSeedCheckSlowerBelow) {
+      failed = Format("the stored setting ran x%.2f [%.2f, %.2f] of ", *outcome.speedup,
+                      outcome.speedup_ci_low.value_or(0), *outcome.speedup_ci_high) +
+               (setup.reference ? "the job's own setting" : "the baseline") + ", slower beyond the noise";
+    }
+  }
+  if (failed.empty()) {
+    outcome.best = state.current_index();
+    state.AddPhase("seed_check", true, "kept the stored setting of " + source + " (" +
+                                           loader::KnobsShort(state.knobs()) +
+                                           ") after one check instead of the search");
+    state.tally.at = SequenceAt::kDone;
+    return true;
+  }
+  state.AddPhase("seed_check", false, failed + "; the search runs from the baseline, unseeded");
+  state.DropSeed();
+  state.Keep(*outcome.baseline, state.trials()[*outcome.baseline].knobs);
+  outcome.speedup.reset();
+  outcome.speedup_ci_low.reset();
+  outcome.speedup_ci_high.reset();
+  return false;
+}
+
+// The seed's pin_memory, non_blocking and prefetch_factor for the doubling,
+// in place of the pin_memory phase; ConfirmSeed checks them at the knee.
+void SeedStart(SearchState& state) {
+  const SearchSeed& seed = *state.setup().seed;
+  const loader::Knobs& best = seed.best;
+  loader::Knobs knobs = state.knobs();
+  knobs.pin_memory = best.pin_memory || best.non_blocking;
+  knobs.non_blocking = best.non_blocking;
+  if (best.prefetch_factor > 0) knobs.prefetch_factor = best.prefetch_factor;
+  state.SetKnobs(knobs);
+  // Its persistent_workers too, when the epochs here are short enough to
+  // measure it: then every seeded trial spans whole epochs, where it acts.
+  // Judged at the baseline's rate, the only one known yet: the workers'
+  // curve is faster, so the check errs towards the unseeded phase.
+  std::string persistent = "";
+  if (best.persistent_workers) {
+    std::string why;
+    TrialPlan& plan = state.handed.seeded_plan;
+    plan.window_epochs = PersistentWindowEpochs(state, &why);
+    if (plan.window_epochs > 0) {
+      knobs.persistent_workers = true;
+      state.SetKnobs(knobs);
+      state.handed.persistent_plan = plan;
+      persistent = ", persistent_workers on (windows of " + std::to_string(plan.window_epochs) + " whole epochs)";
+    }
+  }
+  state.AddPhase("pin_memory", false,
+                 "not a phase: seeded from " + seed.source + ", the curve is measured with its pin_memory " +
+                     (knobs.pin_memory ? "on" : "off") + ", non_blocking " + (knobs.non_blocking ? "on" : "off") +
+                     ", prefetch_factor " + std::to_string(knobs.prefetch_factor) + persistent +
+                     " (confirmed at the knee)");
+}
+
+// From the seed's knee k up while each doubling rises by the unseeded rule,
+// then down from k/2 while each halving is within knee_tolerance of the best
+// median. Adds the points to `curve` (which holds the baseline); returns how
+// it ended, for the phase's text.
+std::string SeededDoubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches) {
+  const SearchSetup& setup = state.setup();
+  const SearchSeed& seed = *setup.seed;
+  const double threshold = state.options().gain_threshold;
+  // The curve is measured in the seed's final regime, so it starts at the
+  // worker count of the seed's best (more than its knee when, e.g., more
+  // workers paid once persistent), else at its knee.
+  const bool from_best = seed.best.num_workers > seed.knee_workers;
+  const std::string start_of =
+      std::string(from_best ? "the best setting's worker count of " : "the knee of ") + seed.source;
+  int k = std::clamp(from_best ? seed.best.num_workers : seed.knee_workers, 1, std::max(1, setup.max_workers));
+  if (batches > 0 && k > batches) k = static_cast<int>(batches);
+  state.handed.seeded_knee = k;
+  // Measures one count; nullopt (decided) when the trial did not run.
+  const auto measure = [&](int workers, std::string* why) -> std::optional<size_t> {
+    loader::Knobs knobs = state.knobs();
+    knobs.num_workers = workers;
+    const size_t index = state.Measure("num_workers", knobs, state.handed.seeded_plan);
+    if (state.trials()[index].status != TrialStatus::kOk) {
+      const bool skipped = state.trials()[index].status == TrialStatus::kSkipped;
+      *why = WorkersText(workers) + (skipped ? ": over a budget" : ": the trial failed");
+      state.Decide(index, "");
+      return std::nullopt;
+    }
+    curve.emplace_back(workers, index);
+    return index;
+  };
+  size_t best = curve.front().second;  // the baseline, as in the unseeded doubling
+  std::string up;
+  if (const auto at_k = measure(k, &up)) {
+    const TrialRecord& t = state.trials()[*at_k];
+    state.Decide(*at_k, Percent(Gain(t, state.trials()[best])) + " over the baseline: " + start_of +
+                            ", where the seeded doubling starts");
+    if (IsGain(t, state.trials()[best], threshold)) best = *at_k;
+    int last = k;
+    for (int workers = NextDoubling(state, k, batches); up.empty(); workers = NextDoubling(state, workers, batches)) {
+      if (workers == 0) {
+        up = WorkersText(last) + (last >= setup.max_workers ? ": max_workers" : ": one round per epoch");
+        break;
+      }
+      const auto index = measure(workers, &up);
+      if (!index) break;
+      const TrialRecord& u = state.trials()[*index];
+      const double gain = Gain(u, state.trials()[best]);
+      const bool below_cpus = setup.usable_cpus > 0 && workers < setup.usable_cpus;
+      if (IsGain(u, state.trials()[best], threshold)) {
+        state.Decide(*index, Percent(gain) + " over the best so far; keep doubling");
+        best = *index;
+      } else if (gain > (below_cpus ? 0.0 : threshold)) {
+        state.Decide(*index, Percent(gain) + (below_cpus ? ": rising below the usable CPU count; keep doubling"
+                                                         : ": rising, but within noise; keep doubling"));
+      } else {
+        state.Decide(*index, Percent(gain) + ": no gain over the best so far, stop doubling up");
+        up = WorkersText(workers) + ": no gain";
+      }
+      last = workers;
+    }
+  }
+  std::string down;
+  for (int workers = k / 2; workers >= 1 && down.empty(); workers /= 2) {
+    const auto index = measure(workers, &down);
+    if (!index) break;
+    double top = 0;
+    for (const auto& [w, i] : curve) top = std::max(top, state.trials()[i].samples_per_s);
+    const TrialRecord& t = state.trials()[*index];
+    const std::string figure = Percent(top > 0 ? t.samples_per_s / top - 1.0 : 0.0) + " against the best median";
+    if (t.samples_per_s >= top * (1.0 - state.options().knee_tolerance)) {
+      state.Decide(*index, figure + ", within the knee tolerance" + (workers > 1 ? "; halve again" : ""));
+    } else {
+      state.Decide(*index, figure + ", beyond the knee tolerance: stop halving");
+      down = WorkersText(workers) + ": below the knee tolerance";
+    }
+  }
+  if (down.empty()) down = k > 1 ? "1 worker" : "nothing below 1 worker";
+  return "seeded at " + WorkersText(k) + ", " + start_of + "; doubled up to " + up + "; halved down to " + down;
+}
+
+// The curve was measured with the seed's pin_memory, non_blocking,
+// prefetch_factor and persistent_workers; the knee without them is measured
+// once (in the curve's windows), and they are kept by THE RULE or dropped.
+void ConfirmSeed(SearchState& state) {
+  const double threshold = state.options().gain_threshold;
+  const loader::Knobs& current = state.knobs();
+  loader::Knobs plain = state.trials()[*state.outcome().baseline].knobs;
+  plain.num_workers = current.num_workers;
+  if (current.num_workers == 0) {
+    state.SetKnobs(plain);  // the current trial is the baseline's
+    state.AddPhase("seed", false, "not confirmed: the knee is the baseline (0 workers); nothing of the seed is kept");
+    return;
+  }
+  std::string what;
+  if (current.pin_memory != plain.pin_memory) what += ", pin_memory";
+  if (current.non_blocking != plain.non_blocking) what += ", non_blocking";
+  if (current.prefetch_factor != plain.prefetch_factor) {
+    what += ", prefetch_factor " + std::to_string(current.prefetch_factor);
+  }
+  if (current.persistent_workers != plain.persistent_workers) what += ", persistent_workers";
+  if (what.empty()) {
+    state.AddPhase("seed", false,
+                   "nothing to confirm: " + state.setup().seed->source +
+                       " kept none of pin_memory, non_blocking, persistent_workers or another prefetch_factor, so "
+                       "neither does this sweep");
+    return;
+  }
+  what = what.substr(2);
+  const size_t seeded = state.current_index();
+  const size_t index = state.Measure("seed", plain, state.handed.seeded_plan);
+  const TrialRecord& t = state.trials()[index];
+  if (t.status != TrialStatus::kOk) {
+    state.Decide(index, "");
+    state.AddPhase("seed", true, "kept the seed's " + what + " unconfirmed: the knee without them did not run");
+    return;
+  }
+  const TrialRecord& with = state.trials()[seeded];
+  if (IsGain(with, t, threshold)) {
+    state.Decide(index, "the knee without the seed's " + what + ": they gain " + Percent(Gain(with, t)) + ", kept");
+    state.AddPhase("seed", true, "kept the seed's " + what + ": " + Percent(Gain(with, t)) + " at the knee");
+  } else {
+    state.Decide(index, "the seed's " + what + " dropped: " + NotKept(with, t, threshold));
+    state.Keep(index, plain);
+    state.AddPhase("seed", false, "dropped the seed's " + what + ": " + NotKept(with, t, threshold));
+  }
+}
+
+}  // namespace feedtune::tuner::search_internal
+
+// ---- prefetch ----
+
+// prefetch_factor (workers only: without them nothing is prefetched).
+//
+// What it measures: each other value of sweep.prefetch_factors at the
+// current setting, each against the current one. Over whole epochs when the
+// persistent_workers phase kept its setting before this one (PlanAgainstCurrent:
+// the current figure was measured so).
+//
+// What it keeps: the fastest value that gains by THE RULE
+// (tuner/search/rule.cc). The fastest that only rose is a candidate for the
+// combined trial (tuner/search/search.cc).
+//
+// What the time budget changes: persistent_workers may run before this phase
+// (PersistentFirst, tuner/search/search.cc). A seeded search does not walk
+// it: the seed's prefetch_factor was confirmed with the curve
+// (tuner/search/search.cc).
+#include "tuner/search/phases.h"
+
+namespace feedtune::tuner::search_internal {
+
+void PrefetchPhase(SearchState& state) {
+  if (state.setup().seed) {
+    state.AddPhase("prefetch_factor", false,
+                   "not walked: seeded, prefetch_factor " + std::to_string(state.knobs().prefetch_factor) +
+                       " as the seed phase left it");
+    return;
+  }
+  const double threshold = state.options().gain_threshold;
+  std::optional<size_t> best;
+  std::optional<size_t> top;  // the highest median, gain or not
+  loader::Knobs best_knobs;
+  const int from = state.knobs().prefetch_factor;
+  std::string tried;
+  state.tally.prefetch_done = 0;
+  for (int pf : state.options().prefetch_factors) {
+    if (pf == from) continue;
+    loader::Knobs knobs = state.knobs();
+    knobs.prefetch_factor = pf;
+    const size_t index = state.Measure("prefetch_factor", knobs, PlanAgainstCurrent(state));
+    ++state.tally.prefetch_done;
+    tried += (tried.empty() ? "" : ", ") + std::to_string(pf);
+    const TrialRecord& t = state.trials()[index];
+    if (t.status != TrialStatus::kOk) {
+      state.Decide(index, "");
+      continue;
+    }
+    const bool gain = IsGain(t, state.current(), threshold);
+    state.Decide(index, (gain ? "gains " : "no gain: ") + Percent(Gain(t, state.current())) + " over prefetch_factor " +
+                            std::to_string(from));
+    if (!top || t.samples_per_s > state.trials()[*top].samples_per_s) top = index;
+    if (gain && (!best || t.samples_per_s > state.trials()[*best].samples_per_s)) {
+      best = index;
+      best_knobs = knobs;
+    }
+  }
+  if (best) {
+    state.AddPhase("prefetch_factor", true,
+                   "kept " + std::to_string(best_knobs.prefetch_factor) + ": " +
+                       Percent(Gain(state.trials()[*best], state.current())) + " over prefetch_factor " +
+                       std::to_string(from));
+    state.Keep(*best, best_knobs);
+  } else if (tried.empty()) {
+    state.AddPhase("prefetch_factor", false, "not tried: sweep.prefetch_factors has no other value");
+  } else {
+    if (top && state.trials()[*top].samples_per_s > state.current().samples_per_s) {
+      state.handed.small_gains.push_back({"prefetch_factor", *top});
+    }
+    state.AddPhase("prefetch_factor", false,
+                   "kept " + std::to_string(from) + ": none of " + tried + " gains beyond noise and the threshold");
+  }
+}
+
+}  // namespace feedtune::tuner::search_internal
+
+// ---- persistent ----
+
+// persistent_workers, then num_workers_persistent (workers only).
+//
+// What it measures: the current setting twice, off and on, each with windows
+// of whole epochs (>= kEpochsPerSetting epochs per setting), so the epoch
+// boundary, where the setting acts, is inside the figure; the boundary cost
+// in ms is reported for both. Not tried when an epoch is so long that this
+// would take more than max(kLongestTrialFloorS, kLongestTrialPerWindow x
+// repeats x measure_seconds). When it was kept, num_workers_persistent
+// measures the counts measured above the knee again, with persistent workers
+// and over whole epochs, in order while each gains: the restart that grew with
+// the worker count is gone (short epochs).
+//
+// What it keeps: on by THE RULE (tuner/search/rule.cc), over the off trial;
+// a rise that is no gain is a candidate for the combined trial. Each larger
+// count that gains by THE RULE. Every later trial compared with a setting
+// this phase kept is measured as it was, over whole epochs (PlanAgainstCurrent).
+//
+// What the time budget changes: the phase (and num_workers_persistent) runs
+// before prefetch_factor when the knee's time to its first batch, the restart
+// it saves at each epoch, is at least gain_threshold of an epoch at the
+// knee's rate (PersistentFirst): on short epochs that restart is the larger
+// gain, and its whole-epoch trials the first a budget cuts off. Off and on
+// are then weighed in `repeats` interleaved pairs, one window of whole epochs
+// each, and on is kept when their median ratio is above kPairsKeepAbove (it
+// only removes a cost); the budget ends the pairs between two pairs, never
+// inside one, and the pairs measured decide (PersistentInPairs).
+//
+// Seeded: tried only when the seed kept it, and measured with the curve when
+// its epochs were short enough (tuner/search/search.cc).
+#include "results/units.h"
+#include "tuner/measure/stats.h"
+#include "tuner/search/phases.h"
+
+namespace feedtune::tuner::search_internal {
+
+using results::Format;  // results/units.h
+
+// Whole epochs per setting, at least: one epoch boundary inside the windows
+// is one restart, and two show that it recurs.
+constexpr int kEpochsPerSetting = 2;
+// The warm-up runs on to an epoch's end before whole-epoch windows start
+// (tuner/measure/trial_runner.cc): about one epoch more per trial.
+constexpr int kWarmupEpochs = 1;
+// The longest a setting's whole-epoch trial may take: max(this floor, this
+// many times the time windows' total, repeats x measure_seconds). Past it
+// the epoch is long, and the restart the setting saves once per epoch is too
+// small a share of it to pay for the measurement.
+constexpr double kLongestTrialFloorS = 30.0;
+constexpr double kLongestTrialPerWindow = 5.0;
+// Under a time budget, whole-epoch windows per setting: two, the fewest an
+// interval is drawn from, since each is a whole epoch and the budget is short.
+constexpr int kBudgetWindows = 2;
+// Under a time budget, the pairs' median ratio above which persistent
+// workers are kept: any gain. The setting only removes a cost (the workers'
+// restart at each epoch), and a budget leaves no combined phase to take up a
+// small gain.
+constexpr double kPairsKeepAbove = 1.0;
+
+int PersistentWindowEpochs(const SearchState& state, std::string* why, int windows) {
+  const int n = windows > 0 ? windows : state.repeats();
+  const int epochs = std::max(1, (kEpochsPerSetting + n - 1) / n);
+  const int64_t samples_per_epoch = state.SamplesPerEpoch();
+  if (samples_per_epoch > 0 && state.current().samples_per_s > 0) {
+    const double epoch_s = static_cast<double>(samples_per_epoch) / state.current().samples_per_s;
+    const double trial_s = epoch_s * (n * epochs + kWarmupEpochs);
+    const double limit_s =
+        std::max(kLongestTrialFloorS, kLongestTrialPerWindow * state.repeats() * state.options().measure_seconds);
+    if (trial_s > limit_s) {
+      *why = "not tried: an epoch takes about " + Format("%.0f s", epoch_s) + " here, so measuring " +
+             std::to_string(n * epochs) + " epochs per setting would take " + Format("%.0f s", trial_s) +
+             " (limit " + Format("%.0f s", limit_s) + "); the setting only saves the worker restart once per epoch";
+      return 0;
+    }
+  }
+  return epochs;
+}
+
+// Over whole epochs once the persistent_workers phase kept it (measured so,
+// the current setting pays the refill at each epoch that time windows
+// miss), else in time windows.
+TrialPlan PlanAgainstCurrent(const SearchState& state) {
+  return state.handed.persistent_kept && state.knobs().persistent_workers ? state.handed.persistent_plan
+                                                                          : TrialPlan{};
+}
+
+// Under a time budget the sequence may end before its last phases, and this
+// phase, which measures whole epochs, is the costliest. Without a budget, or
+// seeded, the order is tuner/search/search.cc's.
+bool PersistentFirst(SearchState& state) {
+  if (!state.under_time_budget() || state.setup().seed) return false;
+  const TrialRecord& knee = state.current();
+  const int64_t samples_per_epoch = state.SamplesPerEpoch();
+  if (knee.status != TrialStatus::kOk || knee.samples_per_s <= 0 || knee.time_to_first_batch_s <= 0 ||
+      samples_per_epoch <= 0) {
+    return false;
+  }
+  // What persistence gains: the restart over an epoch without it (a
+  // charged figure has the restart in it; ChargeRestart).
+  double epoch_s = static_cast<double>(samples_per_epoch) / knee.samples_per_s;
+  if (state.Charged(state.current_index())) epoch_s -= knee.time_to_first_batch_s;
+  state.handed.restart_share = knee.time_to_first_batch_s / epoch_s;
+  return state.handed.restart_share >= state.options().gain_threshold;
+}
+
+namespace {
+
+// Under a time budget persistent_workers off and on run in interleaved
+// pairs, each trial one window of `window_epochs` whole epochs, so that
+// both sides are measured alike and a step whose speed moves within its
+// process moves both sides of a pair. Measured one after the other, the
+// reference was the knee's figure from short time windows with its restart
+// charged (ChargeRestart), against whole epochs with persistent workers; on
+// a CPU-trained CNN an epoch's mean read 8-13% under the windows' median
+// (slow phases of the step that most short windows miss), about what
+// persistent workers save, so they were rarely kept where they gained. On
+// the CNN it gained 4% at 1 worker where the next count with it gained 3%
+// more: two steps under the threshold, 6% of regret together
+// (kPairsKeepAbove). The budget may end the pairs between two pairs, never
+// inside one; the pairs measured decide, and the sequence ends after the
+// phase.
+void PersistentInPairs(SearchState& state, int window_epochs) {
+  const loader::Knobs off = state.knobs();
+  loader::Knobs on = state.knobs();
+  on.persistent_workers = true;
+  PairsPlan how;
+  how.window_epochs = window_epochs;
+  bool budget_ended = false;
+  how.budget_ended = &budget_ended;
+  how.over = "the pair's trial without";
+  const size_t first = state.trials().size();
+  const std::vector<double> ratios = MeasurePairs(state, "persistent_workers", off, on, "without persistent_workers",
+                                                  "with persistent_workers", &state.tally.persistent_done, how);
+  state.handed.budget_from = state.trials().size();  // single epochs, judged here: not weighed again at the budget
+  if (ratios.empty()) {  // the first pair's trial failed (a budget ends the pairs only after one)
+    state.AddPhase("persistent_workers", false, state.trials().back().decision);
+    return;
+  }
+  // The last complete pair: its trials are the phase's figures from here on.
+  const size_t on_index = first + 2 * ratios.size() - 1, off_index = on_index - 1;
+  const Summary s = Summarize(ratios);
+  const bool gain = s.median > kPairsKeepAbove;
+  std::string why = Format("x%.2f [%.2f, %.2f]", s.median, s.ci_low, s.ci_high) + " with over without, " +
+                    std::to_string(ratios.size()) + " interleaved pair" + (ratios.size() == 1 ? "" : "s") + " of " +
+                    std::to_string(window_epochs) + " whole epoch" + (window_epochs == 1 ? "" : "s") + " each" +
+                    (gain ? "" : ", not above x1.00") + "; epoch boundary " +
+                    BoundaryMs(state.trials()[off_index]) + " without, " + BoundaryMs(state.trials()[on_index]) +
+                    " with" + (budget_ended ? "; the time budget ended the pairs" : "");
+  if (gain) {
+    state.Keep(on_index, on);
+    state.handed.persistent_kept = true;
+  }
+  state.AddPhase("persistent_workers", gain, (gain ? "kept: " : "not kept: ") + why);
+  if (budget_ended) throw TimeBudgetSpent{};
+}
+
+void Persistent(SearchState& state) {
+  const std::optional<SearchSeed>& seed = state.setup().seed;
+  if (seed && !seed->best.persistent_workers) {
+    state.AddPhase("persistent_workers", false, "not tried: seeded, and " + seed->source + " did not keep it");
+    return;
+  }
+  if (seed && state.handed.seeded_plan.window_epochs > 0) {
+    // The curve and the seed phase measured it already (tuner/search/search.cc).
+    state.AddPhase("persistent_workers", state.knobs().persistent_workers,
+                   std::string(state.knobs().persistent_workers ? "kept" : "dropped") +
+                       " with the seed phase: the seeded curve was measured with persistent workers over whole epochs");
+    return;
+  }
+  const double threshold = state.options().gain_threshold;
+  TrialPlan plan;
+  if (state.under_time_budget()) plan.repeats = std::min(state.repeats(), kBudgetWindows);
+  std::string why;
+  plan.window_epochs = PersistentWindowEpochs(state, &why, plan.repeats);
+  if (plan.window_epochs == 0) {
+    state.AddPhase("persistent_workers", false, why);
+    return;
+  }
+  state.handed.persistent_plan = plan;
+  state.tally.persistent_done = 0;
+  if (state.under_time_budget()) {
+    PersistentInPairs(state, plan.window_epochs);
+    return;
+  }
+  const size_t off = state.Measure("persistent_workers", state.knobs(), plan);
+  ++state.tally.persistent_done;
+  const TrialRecord& t_off = state.trials()[off];
+  if (t_off.status != TrialStatus::kOk) {
+    state.Decide(off, "");
+    state.AddPhase("persistent_workers", false, state.trials()[off].decision);
+    return;
+  }
+  state.Decide(off, "reference over whole epochs: epoch boundary " + BoundaryMs(t_off));
+
+  loader::Knobs knobs = state.knobs();
+  knobs.persistent_workers = true;
+  const size_t on = state.Measure("persistent_workers", knobs, plan);
+  ++state.tally.persistent_done;
+  const TrialRecord& t_on = state.trials()[on];
+  if (t_on.status != TrialStatus::kOk) {
+    state.Decide(on, "");
+    state.AddPhase("persistent_workers", false, state.trials()[on].decision);
+    return;
+  }
+  const TrialRecord& ref = state.trials()[off];
+  const bool gain = IsGain(t_on, ref, threshold);
+  const std::string boundary = "; epoch boundary " + BoundaryMs(ref) + " without, " + BoundaryMs(t_on) + " with";
+  const std::string figure = Percent(Gain(t_on, ref));
+  if (gain) {
+    state.Decide(on, "kept: " + figure + boundary);
+    state.Keep(on, knobs);
+    state.handed.persistent_kept = true;
+  } else {
+    state.Decide(on, NotKept(t_on, ref, threshold) + boundary);
+    if (t_on.samples_per_s > ref.samples_per_s) {
+      state.handed.small_gains.push_back({"persistent_workers", on});
+      state.handed.persistent_reference = off;
+    }
+  }
+  state.AddPhase("persistent_workers", gain, state.trials()[on].decision);
+}
+
+// With persistent_workers kept, the worker restart at each epoch, a cost
+// that grew with the worker count while the curve was measured, is gone, so
+// counts above the knee may now gain. Short epochs above all: restarting 8
+// workers every 16-batch epoch can lose to 6, yet with persistent workers 8
+// take 2 rounds per epoch against 3.
+void WorkersWithPersistent(SearchState& state) {
+  const char* phase = "num_workers_persistent";
+  const double threshold = state.options().gain_threshold;
+  const TrialPlan plan = state.handed.persistent_plan;
+  const std::vector<CurvePoint>& curve = state.handed.workers_curve;
+  const int from = state.knobs().num_workers;
+  std::string why;
+  bool kept = false;
+  for (const auto& [workers, curve_index] : curve) {
+    if (workers <= state.knobs().num_workers || state.trials()[curve_index].status != TrialStatus::kOk) continue;
+    loader::Knobs knobs = state.knobs();
+    knobs.num_workers = workers;
+    const size_t index = state.Measure(phase, knobs, plan);
+    const TrialRecord& t = state.trials()[index];
+    if (t.status != TrialStatus::kOk) {
+      state.Decide(index, "");
+      why = t.decision;
+      break;
+    }
+    const std::string over = " over " + WorkersText(state.knobs().num_workers) + " with persistent_workers";
+    if (IsGain(t, state.current(), threshold)) {
+      state.Decide(index, "kept: " + Percent(Gain(t, state.current())) + over);
+      state.Keep(index, knobs);
+      kept = true;
+      continue;
+    }
+    state.Decide(index, NotKept(t, state.current(), threshold) + over);
+    break;
+  }
+  if (state.knobs().num_workers == from && why.empty()) {
+    why = curve.back().first <= from ? "not tried: no worker count above the knee was measured"
+                                     : "kept " + WorkersText(from) + ": no larger count gains with persistent_workers";
+  } else if (why.empty()) {
+    why = "kept " + WorkersText(state.knobs().num_workers) + " with persistent_workers (the knee without it: " +
+          std::to_string(from) + ")";
+  }
+  state.AddPhase(phase, kept, why);
+}
+
+}  // namespace
+
+void PersistentPhases(SearchState& state) {
+  state.tally.at = SequenceAt::kPersistent;
+  const auto say_why_first = [&state] {
+    std::vector<PhaseDecision>& phases = state.outcome().phases;
+    if (state.handed.persistent_first && !phases.empty() && phases.back().phase == "persistent_workers") {
+      phases.back().why += Format(
+          "; tried before prefetch_factor, as the time budget may end the search: the workers' restart at each "
+          "epoch was %.0f%% of one at the knee",
+          100.0 * state.handed.restart_share);
+    }
+  };
+  try {
+    Persistent(state);
+  } catch (const TimeBudgetSpent&) {  // the budget ended its pairs, which decided (PersistentInPairs)
+    say_why_first();
+    throw;
+  }
+  say_why_first();
+  if (state.knobs().persistent_workers && state.setup().seed && state.handed.seeded_plan.window_epochs > 0) {
+    state.AddPhase("num_workers_persistent", false,
+                   "not walked: seeded, the curve itself was measured with persistent workers over whole epochs");
+  } else if (state.knobs().persistent_workers) {
+    state.tally.at = SequenceAt::kRevisit;
+    WorkersWithPersistent(state);
+  }
+}
+
+}  // namespace feedtune::tuner::search_internal
+
+// ---- start_method ----
+
+// multiprocessing_context: the workers' start method (a Python command with
+// workers; after persistent_workers, before the node phases).
+//
+// What it measures: when the interpreter's default is not fork (Python 3.14+)
+// with sweep.start_methods auto, or the methods sweep.start_methods lists:
+// the current method again as the phase's reference, then each other method,
+// all with the same windows: whole epochs when workers restart at each epoch
+// (as the persistent_workers phase sizes them, tuner/search/search.cc),
+// so the epoch boundary is inside the figure. Every trial reports its worker
+// start-up.
+//
+// What it keeps: the fastest method that gains by THE RULE
+// (tuner/search/rule.cc) over the reference; not a candidate for combined.
+//
+// What the time budget changes: nothing here; it may end the sequence first.
+#include <cmath>
+
+#include "results/units.h"
+#include "tuner/search/phases.h"
+
+namespace feedtune::tuner::search_internal {
+
+using results::Format;  // results/units.h
+
+namespace {
+
+// The method StartMethod::kDefault stands for here (kDefault when unknown).
+loader::StartMethod Resolved(const SearchState& state, loader::StartMethod method) {
+  return method == loader::StartMethod::kDefault ? state.setup().default_start_method : method;
+}
+
+// "fork: start-up 0.12 s, epoch boundary 35.0 ms": what the start method costs.
+std::string StartCost(const SearchState& state, const TrialRecord& t) {
+  const std::string startup =
+      std::isfinite(t.worker_startup_s) ? Format("%.3f s", t.worker_startup_s) : std::string("not measured");
+  const loader::StartMethod method = Resolved(state, t.knobs.multiprocessing_context);
+  std::string name = loader::StartMethodName(method);
+  if (t.knobs.multiprocessing_context == loader::StartMethod::kDefault && method != loader::StartMethod::kDefault) {
+    name += " (the default)";
+  }
+  return name + ": worker start-up " + startup + ", epoch boundary " + BoundaryMs(t);
+}
+
+}  // namespace
+
+std::vector<loader::StartMethod> StartMethodCandidates(const SearchState& state, std::string* why) {
+  using loader::StartMethod;
+  const SearchSetup& setup = state.setup();
+  std::string unused;
+  std::string& reason = why != nullptr ? *why : unused;
+  if (!setup.python_workload) {
+    reason = "not tried: not a Python command workload";
+    return {};
+  }
+  std::vector<StartMethod> methods = state.options().start_methods;
+  if (methods.empty()) {
+    if (setup.default_start_method == StartMethod::kDefault || setup.default_start_method == StartMethod::kFork) {
+      reason = std::string("not tried: the interpreter's default start method is ") +
+               (setup.default_start_method == StartMethod::kFork ? "fork" : "unknown") +
+               " (sweep.start_methods auto measures the methods when it is not fork; list them to measure "
+               "them anyway)";
+      return {};
+    }
+    methods = {StartMethod::kFork, StartMethod::kForkserver, StartMethod::kSpawn};
+  }
+  const StartMethod now = Resolved(state, state.knobs().multiprocessing_context);
+  std::erase_if(methods, [&](StartMethod m) { return m == now; });
+  if (methods.empty()) reason = "not tried: sweep.start_methods lists only the current method";
+  return methods;
+}
+
+void StartMethodPhase(SearchState& state) {
+  const char* phase = "multiprocessing_context";
+  const double threshold = state.options().gain_threshold;
+  std::string why;
+  const std::vector<loader::StartMethod> candidates = StartMethodCandidates(state, &why);
+  if (candidates.empty()) {
+    if (state.setup().python_workload) state.AddPhase(phase, false, why);
+    return;
+  }
+  TrialPlan plan;
+  std::string epochs_note;
+  if (!state.knobs().persistent_workers) plan.window_epochs = PersistentWindowEpochs(state, &epochs_note);
+  state.tally.start_method_done = 0;
+  const size_t reference = state.Measure(phase, state.knobs(), plan);
+  ++state.tally.start_method_done;
+  if (state.trials()[reference].status != TrialStatus::kOk) {
+    state.Decide(reference, "");
+    state.AddPhase(phase, false, state.trials()[reference].decision);
+    return;
+  }
+  state.Decide(reference, "reference: " + StartCost(state, state.trials()[reference]));
+  std::optional<size_t> best;
+  std::string costs = StartCost(state, state.trials()[reference]);
+  for (const loader::StartMethod method : candidates) {
+    loader::Knobs knobs = state.knobs();
+    knobs.multiprocessing_context = method;
+    const size_t index = state.Measure(phase, knobs, plan);
+    ++state.tally.start_method_done;
+    const TrialRecord& t = state.trials()[index];
+    if (t.status != TrialStatus::kOk) {
+      state.Decide(index, "");
+      costs += "; " + std::string(loader::StartMethodName(method)) + ": failed";
+      continue;
+    }
+    costs += "; " + StartCost(state, t);
+    const TrialRecord& ref = state.trials()[reference];
+    if (IsGain(t, ref, threshold)) {
+      state.Decide(index, "gains " + Percent(Gain(t, ref)) + "; " + StartCost(state, t));
+      if (!best || t.samples_per_s > state.trials()[*best].samples_per_s) best = index;
+    } else {
+      state.Decide(index, NotKept(t, ref, threshold) + "; " + StartCost(state, t));
+    }
+  }
+  if (best) {
+    state.Keep(*best, state.trials()[*best].knobs);
+    state.AddPhase(phase, true,
+                   "kept " + std::string(loader::StartMethodName(state.knobs().multiprocessing_context)) + ": " +
+                       Percent(Gain(state.trials()[*best], state.trials()[reference])) + " (" + costs + ")");
+  } else {
+    state.AddPhase(phase, false,
+                   std::string("kept ") +
+                       loader::StartMethodName(Resolved(state, state.knobs().multiprocessing_context)) +
+                       ": no other method gained beyond the noise and the threshold (" + costs + ")");
+  }
+}
+
+}  // namespace feedtune::tuner::search_internal
+
+// ---- node ----
+
+// The two phases around the loader: cpu_binding, where the ranks run, then
+// worker_threads, how many threads each worker's (or rank's) CPU work uses.
+// Both run after persistent_workers (and the start method), with or without
+// workers (the rank's own threads and mask matter then), and before
+// combined, which keeps what they kept; they are no candidates for it.
+//
+// cpu_binding (node sweeps of 2 or more ranks, sweep.cpu_binding auto)
+// measures each rank and its workers bound to an equal, disjoint share of the
+// usable CPUs (split), and, where every rank's GPU has a known NUMA node, to
+// its share on that node (numa), each against the inherited mask (none). A
+// named sweep.cpu_binding is every trial's, not searched.
+//
+// worker_threads (when the workload has intra-op threads to set: a native
+// workload's workload.cpu_threads > 1, or a command, whose torch runs a
+// thread per core by default) measures fewer threads per worker and rank: 1,
+// and the usable CPUs per worker (one rank's share / max(1, num_workers))
+// when between. Single-loader sweeps too: workers x threads oversubscribe one
+// loader's CPUs as well.
+//
+// What each keeps: the fastest candidate that gains by THE RULE
+// (tuner/search/rule.cc) over the setting before the phase. The time budget
+// changes nothing here; it may end the sequence first.
+#include <cmath>
+
+#include "tuner/search/phases.h"
+
+namespace feedtune::tuner::search_internal {
+namespace {
+
+std::string ThreadsText(int n) { return std::to_string(n) + (n == 1 ? " thread" : " threads"); }
+
+// The kept value in words.
+std::string NameOf(const char* phase, const loader::Knobs& k) {
+  if (std::string(phase) == "cpu_binding") return loader::CpuBindingName(k.cpu_binding);
+  return ThreadsText(k.worker_threads);
+}
+
+// Measures each candidate change against the current setting and keeps the
+// best that gains by THE RULE (as prefetch_factor does). `name` says a
+// candidate's value in words, `from` the current one.
+template <typename Apply, typename Name>
+void TryValues(SearchState& state, const char* phase, const std::vector<int>& values, Apply apply, Name name,
+               const std::string& from) {
+  const double threshold = state.options().gain_threshold;
+  std::optional<size_t> best;
+  loader::Knobs best_knobs;
+  std::string tried;
+  const size_t reference = state.current_index();
+  for (int value : values) {
+    loader::Knobs knobs = state.knobs();
+    apply(knobs, value);
+    const size_t index = state.Measure(phase, knobs);
+    tried += (tried.empty() ? "" : ", ") + name(value);
+    const TrialRecord& t = state.trials()[index];
+    if (t.status != TrialStatus::kOk) {
+      state.Decide(index, "");
+      continue;
+    }
+    const TrialRecord& ref = state.trials()[reference];
+    if (IsGain(t, ref, threshold)) {
+      state.Decide(index, "gains " + Percent(Gain(t, ref)) + " over " + from);
+      if (!best || t.samples_per_s > state.trials()[*best].samples_per_s) {
+        best = index;
+        best_knobs = knobs;
+      }
+    } else {
+      state.Decide(index, NotKept(t, ref, threshold, " over " + from));
+    }
+  }
+  if (best) {
+    const std::string figure = Percent(Gain(state.trials()[*best], state.trials()[reference]));
+    state.AddPhase(phase, true, "kept " + NameOf(phase, best_knobs) + ": " + figure + " over " + from);
+    state.Keep(*best, best_knobs);
+  } else {
+    state.AddPhase(phase, false, "kept " + from + ": " + tried + " gained nothing beyond the noise and the threshold");
+  }
+}
+
+// split, and numa where the ranks' GPUs' NUMA nodes are known (elsewhere numa is split).
+void CpuBindingPhase(SearchState& state) {
+  const char* phase = "cpu_binding";
+  const SearchSetup& setup = state.setup();
+  if (setup.ranks < 2) {
+    state.AddPhase(phase, false, "not tried: one rank; the binding matters where ranks share the CPUs (sweep.ranks)");
+    return;
+  }
+  if (state.options().cpu_binding != BindingChoice::kAuto) {
+    state.AddPhase(phase, false, std::string("not tried: sweep.cpu_binding is ") +
+                                     BindingChoiceName(state.options().cpu_binding) +
+                                     " for every trial (auto searches it)");
+    return;
+  }
+  std::vector<int> values = {static_cast<int>(loader::CpuBinding::kSplit)};
+  if (setup.numa_known) values.push_back(static_cast<int>(loader::CpuBinding::kNuma));
+  TryValues(
+      state, phase, values, [](loader::Knobs& k, int v) { k.cpu_binding = static_cast<loader::CpuBinding>(v); },
+      [](int v) { return std::string(loader::CpuBindingName(static_cast<loader::CpuBinding>(v))); },
+      std::string("cpu_binding ") + loader::CpuBindingName(state.knobs().cpu_binding) +
+          (setup.numa_known ? "" : " (numa not tried: the GPUs' NUMA nodes are unknown, so it would be split)"));
+}
+
+// Fewer intra-op threads per worker (and rank) than the workload's own: 1,
+// and the usable CPUs per worker when that differs.
+void WorkerThreadsPhase(SearchState& state) {
+  const char* phase = "worker_threads";
+  const SearchSetup& setup = state.setup();
+  const int from = state.knobs().worker_threads > 0 ? state.knobs().worker_threads : setup.default_worker_threads;
+  if (from <= 1) {
+    state.AddPhase(phase, false,
+                   from == 1 ? "not tried: each worker runs its CPU work on 1 thread already (workload.cpu_threads 1)"
+                             : "not tried: the workload has no intra-op threads to set");
+    return;
+  }
+  // setup.usable_cpus is one rank's share in a node sweep (tuner/search/preflight.h).
+  const int loaders = std::max(1, state.knobs().num_workers);
+  const int share =
+      setup.usable_cpus > 0 ? std::max(1, static_cast<int>(std::floor(setup.usable_cpus / loaders))) : 1;
+  std::vector<int> values = {1};
+  if (share > 1 && share < from) values.push_back(share);
+  TryValues(
+      state, phase, values, [](loader::Knobs& k, int v) { k.worker_threads = v; },
+      [](int v) { return ThreadsText(v); }, ThreadsText(from) + " per worker");
+}
+
+}  // namespace
+
+void NodePhases(SearchState& state) {
+  state.tally.at = SequenceAt::kBinding;
+  CpuBindingPhase(state);
+  state.tally.at = SequenceAt::kThreads;
+  WorkerThreadsPhase(state);
+}
+
+}  // namespace feedtune::tuner::search_internal
+
+// ---- combined ----
+
+// combined (workers only): the small gains together.
+//
+// What it measures: the changes whose median gained but that were not kept,
+// each within the noise or the threshold alone (more workers than the knee
+// with a higher median, non_blocking, the best prefetch_factor,
+// persistent_workers), applied together to the current setting in one trial,
+// only when there are kFewestSmallGains or more of them, so no single change
+// gets a second chance. With persistent_workers among them, over whole
+// epochs against the persistent_workers phase's off trial, measured so.
+//
+// What it keeps: the combination, by THE RULE (tuner/search/rule.cc): small
+// gains, each within the noise alone, can add up to one worth keeping.
+//
+// What the time budget changes: nothing here; it may end the sequence first.
+#include "tuner/search/phases.h"
+
+namespace feedtune::tuner::search_internal {
+
+// Fewer small gains than this are not combined: a single one would only get
+// a second chance at the rule it failed.
+constexpr size_t kFewestSmallGains = 2;
+
+void CombinedPhase(SearchState& state) {
+  const std::vector<SmallGain>& small_gains = state.handed.small_gains;
+  if (small_gains.size() < kFewestSmallGains) {
+    state.AddPhase("combined", false,
+                   small_gains.empty() ? "not tried: no change gained even within the noise"
+                                       : "not tried: only " + small_gains[0].phase + " gained within the noise");
+    return;
+  }
+  const double threshold = state.options().gain_threshold;
+  loader::Knobs knobs = state.knobs();
+  std::string what;
+  TrialPlan plan = PlanAgainstCurrent(state);
+  for (const auto& [phase, index] : small_gains) {
+    const loader::Knobs& k = state.trials()[index].knobs;
+    if (phase == "num_workers") {
+      knobs.num_workers = k.num_workers;
+      what += ", num_workers " + std::to_string(k.num_workers);
+    } else if (phase == "non_blocking") {
+      knobs.pin_memory = k.pin_memory;
+      knobs.non_blocking = k.non_blocking;
+      what += ", non_blocking";
+    } else if (phase == "prefetch_factor") {
+      knobs.prefetch_factor = k.prefetch_factor;
+      what += ", prefetch_factor " + std::to_string(k.prefetch_factor);
+    } else if (phase == "persistent_workers") {
+      knobs.persistent_workers = true;
+      what += ", persistent_workers";
+    }
+  }
+  what = what.substr(2);
+  // With persistent_workers, over whole epochs against the epoch-window reference.
+  size_t reference = state.current_index();
+  if (knobs.persistent_workers && !state.knobs().persistent_workers && state.handed.persistent_reference) {
+    plan = state.handed.persistent_plan;
+    reference = *state.handed.persistent_reference;
+  }
+  const size_t index = state.Measure("combined", knobs, plan);
+  const TrialRecord& t = state.trials()[index];
+  if (t.status != TrialStatus::kOk) {
+    state.Decide(index, "");
+    state.AddPhase("combined", false, state.trials()[index].decision);
+    return;
+  }
+  const TrialRecord& ref = state.trials()[reference];
+  const bool gain = IsGain(t, ref, threshold);
+  const std::string figure = Percent(Gain(t, ref));
+  if (gain) {
+    state.Decide(index, "kept: " + figure + " for " + what + " together");
+    state.Keep(index, knobs);
+  } else {
+    state.Decide(index, NotKept(t, ref, threshold, " for " + what + " together"));
+  }
+  state.AddPhase("combined", gain, state.trials()[index].decision);
+}
+
+}  // namespace feedtune::tuner::search_internal
+
+// ---- pairs ----
+
+// Interleaved pairs, the measurement the final check, the paired knee and
+// persistent_workers under a time budget share (MeasurePairs).
+//
+// What it measures: `repeats` pairs of one window each, a (the baseline, or
+// the setting standing in for it) then b, interleaved, so that a step whose
+// speed moves between trials moves both of a pair alike; the ratio of b's
+// figure over a's for each pair measured (a failed trial ends them).
+//
+// What it keeps: nothing; the phase that asked decides from the ratios.
+//
+// What the time budget changes: with PairsPlan::budget_ended set, the budget
+// ends the pairs between two pairs, never inside one; with
+// PairsPlan::settle_bar set, more pairs settle a bar still inside the
+// median's interval, while the budget holds one more, up to
+// kMostPairsPerRepeat x repeats.
+#include "results/units.h"
+#include "tuner/measure/stats.h"
+#include "tuner/search/phases.h"
+
+namespace feedtune::tuner::search_internal {
+
+using results::Format;  // results/units.h
+
+// The cap on PairsPlan::settle_bar's pairs, as a multiple of `repeats` (9
+// pairs at the default 3): it keeps time for the worker phases that follow
+// where the pairs do find a knee. Uncapped pairs of three windows a trial
+// settled 1 worker after 50 s of a 60 s budget, and the budget ended the
+// search before persistent_workers (docs/search.md, "A time budget").
+constexpr int kMostPairsPerRepeat = 3;
+
+namespace {
+
+// Whether pair number `pair` is one more to settle `how.settle_bar`: every
+// pair so far measured, the bar inside their median's interval, time left
+// in the budget for one more pair as long as the last (`pair_s`), and the
+// cap not passed. A decision against a bar that the pairs cannot yet place
+// is settled with the time the user granted, not left to three pairs and
+// the rest of it unused.
+bool Unsettled(const SearchState& state, const std::vector<double>& ratios, const PairsPlan& how, int pair,
+               double pair_s) {
+  if (how.settle_bar <= 0 || !state.under_time_budget() || ratios.size() + 1 != static_cast<size_t>(pair) ||
+      pair > kMostPairsPerRepeat * state.repeats() || !state.BudgetHolds(pair_s)) {
+    return false;
+  }
+  const Summary s = Summarize(ratios);
+  return s.ci_low <= how.settle_bar && how.settle_bar <= s.ci_high;
+}
+
+}  // namespace
+
+// `done` counts the trials, for progress. a and b must not refer into
+// trials(), which measuring grows.
+std::vector<double> MeasurePairs(SearchState& state, const char* phase, const loader::Knobs& a,
+                                 const loader::Knobs& b, const std::string& a_name, const std::string& b_name,
+                                 int* done, const PairsPlan& how) {
+  TrialPlan plan;
+  plan.repeats = 1;
+  plan.window_epochs = how.window_epochs;
+  const bool in_windows = how.in_windows;
+  const int repeats = state.repeats();
+  std::vector<double> ratios;
+  double pair_s = 0;  // the last pair's time, for whether the budget holds one more
+  for (int pair = 1; pair <= repeats || Unsettled(state, ratios, how, pair, pair_s); ++pair) {
+    // A pair past `repeats` begins only where the budget holds it
+    // (Unsettled), and then runs whole, as the second trial of every pair does.
+    const bool settling = pair > repeats;
+    if (how.budget_ended && pair > 1 && !state.BudgetHolds(pair_s)) {
+      *how.budget_ended = true;
+      break;
+    }
+    const double pair_start = state.ElapsedS();
+    size_t ia = 0;
+    try {
+      ia = state.Measure(phase, a, plan, /*budget_may_end=*/!settling);
+    } catch (const TimeBudgetSpent&) {
+      if (!how.budget_ended || pair == 1) throw;
+      *how.budget_ended = true;
+      break;
+    }
+    ++*done;
+    if (state.trials()[ia].status != TrialStatus::kOk) {
+      state.Decide(ia, "");
+      break;
+    }
+    state.Decide(ia, "pair " + std::to_string(pair) + ": " + a_name);
+    const size_t ib = state.Measure(phase, b, plan, /*budget_may_end=*/how.budget_ended == nullptr && !settling);
+    ++*done;
+    if (state.trials()[ib].status != TrialStatus::kOk) {
+      state.Decide(ib, "");
+      break;
+    }
+    const auto rate = [&](size_t i) { return in_windows ? state.WindowsRate(i) : state.trials()[i].samples_per_s; };
+    const double ratio = rate(ia) > 0 ? rate(ib) / rate(ia) : 0.0;
+    ratios.push_back(ratio);
+    state.Decide(ib, "pair " + std::to_string(pair) + ": " + b_name + ", " + Format("x%.2f", ratio) + " over " +
+                         how.over + (in_windows ? " in their windows" : ""));
+    pair_s = state.ElapsedS() - pair_start;
+  }
+  return ratios;
+}
+
+}  // namespace feedtune::tuner::search_internal
+
+// ---- final_check ----
+
+// The final check: how much faster the best setting is.
+//
+// What it measures: the baseline and the best re-measured interleaved, A B A
+// B ..., `repeats` pairs of one window each (tuner/search/search.cc), so drift
+// of the machine during the sweep hits both alike. With
+// SearchSetup::reference the reference setting (the job's own) stands in for
+// the baseline.
+//
+// What it keeps: nothing changes the best; the speedup is the median of the
+// pair ratios with a 95% bootstrap interval, and the phase reads "kept" when
+// the interval lies wholly above x1.00.
+//
+// What the time budget changes: nothing once begun, the check runs to its
+// end (SearchState::Measure), so the speedup is known or not measured.
+#include "results/units.h"
+#include "tuner/measure/stats.h"
+#include "tuner/search/phases.h"
+
+namespace feedtune::tuner::search_internal {
+
+using results::Format;  // results/units.h
+
+// The ratio of no speedup: the check reads "kept" only when the whole
+// interval of the pairs' median lies above it.
+constexpr double kNoSpeedup = 1.0;
+
+void FinalCheck(SearchState& state, const char* phase_name) {
+  const SearchSetup& setup = state.setup();
+  const TrialRecord& base = state.trials()[*state.outcome().baseline];
+  const TrialRecord& best = state.current();
+  const loader::Knobs a = setup.reference.value_or(base.knobs), b = best.knobs;
+  const char* reference = setup.reference ? "the job's own setting" : "the baseline";
+  if (a == b) {
+    state.outcome().speedup = kNoSpeedup;
+    state.AddPhase(phase_name, false, std::string("not run: the best setting is ") + reference);
+    return;
+  }
+  state.tally.final_done = 0;
+  const std::vector<double> ratios = MeasurePairs(state, "final_check", a, b,
+                                                  setup.reference ? "the job's own setting" : "baseline", "best",
+                                                  &state.tally.final_done);
+  if (ratios.empty()) {
+    state.AddPhase(phase_name, false, "no pair measured; the speedup is not known");
+    return;
+  }
+  const Summary s = Summarize(ratios);
+  SearchOutcome& outcome = state.outcome();
+  outcome.speedup = s.median;
+  outcome.speedup_ci_low = s.ci_low;
+  outcome.speedup_ci_high = s.ci_high;
+  state.AddPhase(phase_name, s.ci_low > kNoSpeedup,
+                 "speedup " + Format("x%.2f", s.median) + " [" + Format("%.2f", s.ci_low) + ", " +
+                     Format("%.2f", s.ci_high) + "] over " + reference + ", " + std::to_string(ratios.size()) +
+                     " interleaved pairs" + (s.ci_low > kNoSpeedup ? "" : "; the interval includes no gain"));
+}
+
+}  // namespace feedtune::tuner::search_internal
+
+// ---- time_budget ----
+
+// The time budget (sweep.time_budget_s > 0, feedtune.autotune's budget_s).
+//
+// What it measures: nothing of its own. Once the budget has passed, no new
+// trial starts (SearchState::Measure throws TimeBudgetSpent) and the sequence
+// ends at the best setting so far, with a "time_budget" phase saying so
+// (KeepBestAtBudget). The baseline always runs, and a final check once begun
+// runs to its end. The budget is the one input not in the records: a resumed
+// run may stop elsewhere.
+//
+// What it keeps: the setting kept so far, or a trial measured since that
+// gains over it by THE RULE (tuner/search/rule.cc). A num_workers phase that
+// the budget cuts short names its knee from the curve measured so far, as it
+// would have at its end (tuner/search/search.cc).
+//
+// What else the budget changes, each told in its phase's file: the doubling
+// ends on one miss above the CPU count (tuner/search/search.cc); a knee at 0
+// workers is checked in pairs (tuner/search/search.cc); persistent_workers
+// may run before prefetch_factor, and is weighed in pairs
+// (tuner/search/search.cc); and a worker trial measured in time windows is
+// charged its restart once per epoch (ChargeRestart, below).
+#include "results/units.h"
+#include "tuner/search/phases.h"
+
+namespace feedtune::tuner::search_internal {
+
+using results::Format;  // results/units.h
+
+// Under a time budget the sequence may end before persistent_workers, and
+// the job then keeps what it has: workers restarted at every epoch. Time
+// windows rarely cross an epoch's end, so they miss that restart, and with
+// short epochs it outweighs what more workers gain (a job of 3 s epochs:
+// 16 workers, 0.84 s to restart, ran 8% faster than 8 in windows and 11%
+// slower per epoch). So under a budget a trial measured in time windows,
+// with workers that do not persist, is judged by the rate of a whole epoch:
+// its windows' rate with the restart it paid before its first batch (its
+// time to first batch) charged once per epoch. The interval is charged
+// alike. Whole-epoch windows hold their restarts already (the caller, SearchState::Measure, charges
+// only time windows under a budget).
+std::optional<std::string> ChargeRestart(TrialRecord& t, int64_t samples_per_epoch) {
+  if (t.status != TrialStatus::kOk || t.knobs.num_workers == 0 || t.knobs.persistent_workers ||
+      !(t.time_to_first_batch_s > 0) || samples_per_epoch <= 0 || !(t.samples_per_s > 0)) {
+    return std::nullopt;
+  }
+  const double epoch_samples = static_cast<double>(samples_per_epoch);
+  const double restart_s = t.time_to_first_batch_s;
+  double windows = t.samples_per_s;
+  if (t.id != 0) {
+    // Replayed (a resumed run's stored trial): charged when it was measured.
+    windows = UnchargedRate(t.samples_per_s, epoch_samples, restart_s);
+    if (!(windows > 0)) return std::nullopt;
+  } else {
+    const auto per_epoch = [&](double rate) {
+      return rate > 0 ? epoch_samples / (epoch_samples / rate + restart_s) : rate;
+    };
+    t.samples_per_s = per_epoch(windows);
+    t.ci_low = per_epoch(t.ci_low);
+    t.ci_high = per_epoch(t.ci_high);
+    t.mb_per_s *= t.samples_per_s / windows;
+  }
+  return Format("%.1f samples/s per epoch: %.1f in its windows, its restart (%.0f ms to the first batch) "
+                "charged once per epoch of %lld samples, as a job without persistent workers pays it",
+                t.samples_per_s, windows, restart_s * 1e3, static_cast<long long>(samples_per_epoch));
+}
+
+double UnchargedRate(double charged, double epoch_samples, double restart_s) {
+  const double epoch_s = charged > 0 ? epoch_samples / charged - restart_s : 0.0;
+  return epoch_s > 0 ? epoch_samples / epoch_s : 0.0;
+}
+
+// The final check, once begun, is not cut short (SearchState::Measure), so
+// the speedup is known or not run.
+//
+// Only trials measured after the kept one: an earlier trial lost to it, or
+// was measured another way (time windows against a later phase's whole
+// epochs, where the restart persistent workers save is paid), and comparing
+// across that would undo a kept step. Nor a curve the knee rule judged, nor
+// pairs judged by their own rule (HandOn::budget_from).
+void KeepBestAtBudget(SearchState& state) {
+  for (size_t i = std::max(state.current_index() + 1, state.handed.budget_from); i < state.trials().size(); ++i) {
+    const TrialRecord& t = state.trials()[i];
+    if (t.status == TrialStatus::kOk && t.phase != "final_check" &&
+        IsGain(t, state.current(), state.options().gain_threshold)) {
+      state.Keep(i, t.knobs);
+    }
+  }
+  state.outcome().best = state.current_index();
+  state.AddPhase("time_budget", false,
+                 Format("the time budget of %g s ended the search after %d trials (%.1f s); kept the best setting so "
+                        "far",
+                        state.options().time_budget_s, static_cast<int>(state.trials().size()), state.ElapsedS()));
+  state.tally.at = SequenceAt::kDone;
+}
+
+}  // namespace feedtune::tuner::search_internal
