@@ -16,7 +16,7 @@ namespace feedtune::tuner::search_internal {
 void PinMemoryPhase(SearchState& state);
 void NonBlockingPhase(SearchState& state);
 
-// tuner/search/search.cc: the doubling, the knee, the refinement.
+// tuner/search/workers.cc: the doubling, the knee, the refinement.
 // Doublings without a gain in a row that end the doubling: one alone can be
 // the machine's, not the curve's. Under a time budget, above the CPU count, one.
 constexpr int kMissesToStop = 2;
@@ -26,7 +26,7 @@ int NextDoubling(const SearchState& state, int workers, int64_t batches);
 // The knee rule's index on `curve`.
 size_t Knee(const SearchState& state, const std::vector<CurvePoint>& curve);
 
-// tuner/search/search.cc: under a time budget, a knee at 0 workers checked in pairs.
+// tuner/search/paired_knee.cc: under a time budget, a knee at 0 workers checked in pairs.
 std::optional<size_t> PairedKnee(SearchState& state, const std::vector<CurvePoint>& curve, std::string* why);
 
 // tuner/search/search.cc: a search from a stored run (SearchSetup::seed).

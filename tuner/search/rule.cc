@@ -3,7 +3,7 @@
 // when both trials have 2 or more repeats, their 95% intervals must not
 // overlap (new ci_low > current ci_high). Otherwise the current setting
 // stays: a change must pay for itself beyond the noise. The doubling compares
-// with the best so far (tuner/search/search.cc). A change not kept says
+// with the best so far (tuner/search/workers.cc). A change not kept says
 // which of three it was (NotKept). The time budget does not change the rule.
 #include "tuner/search/search_state.h"
 

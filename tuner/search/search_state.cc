@@ -110,7 +110,7 @@ int TrialsLeft(const SearchState& state) {
     case SequenceAt::kSeedCheck: return 2 * repeats;
     case SequenceAt::kPin: return kEstimatedDoublings + after_workers;
     case SequenceAt::kWorkers:
-      // The misses left before the doubling stops (tuner/search/search.cc), and the knee's.
+      // The misses left before the doubling stops (tuner/search/workers.cc), and the knee's.
       return (tally.refining ? 1 : std::max(0, (options.time_budget_s > 0 ? 1 : kMissesToStop) - tally.misses) + 1) +
              after_workers;
     case SequenceAt::kNonBlocking: return after_workers - step;
