@@ -29,7 +29,7 @@ size_t Knee(const SearchState& state, const std::vector<CurvePoint>& curve);
 // tuner/search/paired_knee.cc: under a time budget, a knee at 0 workers checked in pairs.
 std::optional<size_t> PairedKnee(SearchState& state, const std::vector<CurvePoint>& curve, std::string* why);
 
-// tuner/search/search.cc: a search from a stored run (SearchSetup::seed).
+// tuner/search/seeded_search.cc: a search from a stored run (SearchSetup::seed).
 bool CheckSeed(SearchState& state);  // true: the stored setting kept after one check
 void SeedStart(SearchState& state);  // in place of the pin_memory phase
 std::string SeededDoubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches);

@@ -28,7 +28,7 @@
 // curve measured so far, as it would have at its end. A knee at 0 workers is
 // checked in pairs (tuner/search/paired_knee.cc).
 //
-// A seeded search doubles from the seed's knee instead (tuner/search/search.cc).
+// A seeded search doubles from the seed's knee instead (tuner/search/seeded_search.cc).
 #include <algorithm>
 
 #include "results/units.h"
