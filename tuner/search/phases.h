@@ -12,7 +12,7 @@
 
 namespace feedtune::tuner::search_internal {
 
-// tuner/search/search.cc: pin_memory, then non_blocking after the knee.
+// tuner/search/copy.cc: pin_memory, then non_blocking after the knee.
 void PinMemoryPhase(SearchState& state);
 void NonBlockingPhase(SearchState& state);
 
@@ -35,7 +35,7 @@ void SeedStart(SearchState& state);  // in place of the pin_memory phase
 std::string SeededDoubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches);
 void ConfirmSeed(SearchState& state);  // in place of the non_blocking phase
 
-// tuner/search/search.cc
+// tuner/search/prefetch.cc
 void PrefetchPhase(SearchState& state);
 
 // tuner/search/search.cc: persistent_workers, and the worker counts with it.

@@ -10,13 +10,13 @@
 // (tuner/search/rule.cc):
 //
 //   baseline           num_workers 0, pin_memory off, non_blocking off
-//   pin_memory         turn pinning on (tuner/search/search.cc)
+//   pin_memory         turn pinning on (tuner/search/copy.cc)
 //   num_workers        1, 2, 4, ... doubling to the knee, then bisecting
 //                      below it (tuner/search/workers.cc; under a time budget
 //                      a knee at 0 workers is checked in pairs:
 //                      tuner/search/paired_knee.cc)
-//   non_blocking       on, with pin_memory (tuner/search/search.cc)
-//   prefetch_factor    each other value (tuner/search/search.cc)
+//   non_blocking       on, with pin_memory (tuner/search/copy.cc)
+//   prefetch_factor    each other value (tuner/search/prefetch.cc)
 //   persistent_workers off and on over whole epochs, then the worker counts
 //                      above the knee with it (tuner/search/search.cc)
 //   multiprocessing_context  the workers' start method (tuner/search/search.cc)
@@ -151,166 +151,6 @@ SearchOutcome RunSearch(const SweepOptions& options, const SearchSetup& setup, c
 }
 
 }  // namespace feedtune::tuner
-
-// ---- copy ----
-
-// The copy phases: pin_memory, then non_blocking.
-//
-// pin_memory (right after the baseline, without workers): one trial with
-// pinning on, kept by THE RULE (tuner/search/rule.cc). Measured in a regime
-// the later steps leave, so a small gain is forgotten.
-//
-// non_blocking (at the knee, after tuner/search/workers.cc): one trial with
-// it on, and with pin_memory too when pinning was dropped, since a pageable
-// copy is synchronous anyway. Kept by THE RULE; a small gain is a candidate
-// for the combined trial (tuner/search/search.cc).
-//
-// sweep.copy_phases false (a job that trains on the CPU) skips both. A
-// seeded search runs neither (tuner/search/seeded_search.cc). The time budget
-// changes nothing here but may end the sequence before either.
-#include <string>
-
-#include "tuner/search/phases.h"
-
-namespace feedtune::tuner::search_internal {
-namespace {
-
-// The pin_memory and non_blocking phases' text when sweep.copy_phases is false.
-constexpr const char* kNoCopy =
-    "not tried: sweep.copy_phases is false (the job trains on the CPU: no batch is copied to a device)";
-
-// How a step that gains within the noise or the threshold is remembered:
-// not at all, or for the combined trial to measure again.
-enum class IfSmallGain { kForget, kRevisit };
-
-// Measures one change to the current setting and keeps it when it gains.
-template <typename Change>
-void TryStep(SearchState& state, const char* phase, Change change, IfSmallGain small_gain,
-             const std::string& note = "") {
-  loader::Knobs knobs = state.knobs();
-  change(knobs);
-  const size_t index = state.Measure(phase, knobs);
-  const TrialRecord& t = state.trials()[index];
-  if (t.status != TrialStatus::kOk) {
-    state.Decide(index, "");
-    state.AddPhase(phase, false, t.decision);
-    return;
-  }
-  const double threshold = state.options().gain_threshold;
-  const bool gain = IsGain(t, state.current(), threshold);
-  const std::string figure = Percent(Gain(t, state.current()));
-  if (gain) {
-    state.Decide(index, "kept: " + figure + note);
-    state.Keep(index, knobs);
-  } else {
-    if (small_gain == IfSmallGain::kRevisit && t.samples_per_s > state.current().samples_per_s) {
-      state.handed.small_gains.push_back({phase, index});
-    }
-    state.Decide(index, NotKept(t, state.current(), threshold) + note);
-  }
-  state.AddPhase(phase, gain, state.trials()[index].decision);
-}
-
-}  // namespace
-
-void PinMemoryPhase(SearchState& state) {
-  if (!state.options().copy_phases) {
-    state.AddPhase("pin_memory", false, kNoCopy);
-    return;
-  }
-  // Measured without workers, a regime the later steps leave: a small
-  // gain here says nothing about the knee, so it is not revisited.
-  TryStep(state, "pin_memory", [](loader::Knobs& k) { k.pin_memory = true; }, IfSmallGain::kForget);
-}
-
-void NonBlockingPhase(SearchState& state) {
-  if (!state.options().copy_phases) {
-    state.AddPhase("non_blocking", false, kNoCopy);
-  } else if (state.knobs().pin_memory) {
-    // Measured at the knee: a small gain is revisited with the others (combined).
-    TryStep(state, "non_blocking", [](loader::Knobs& k) { k.non_blocking = true; }, IfSmallGain::kRevisit);
-  } else {
-    TryStep(state, "non_blocking", [](loader::Knobs& k) { k.pin_memory = k.non_blocking = true; },
-            IfSmallGain::kRevisit, " (with pin_memory: a pageable copy is synchronous anyway)");
-  }
-}
-
-}  // namespace feedtune::tuner::search_internal
-
-// ---- prefetch ----
-
-// prefetch_factor (workers only: without them nothing is prefetched).
-//
-// What it measures: each other value of sweep.prefetch_factors at the
-// current setting, each against the current one. Over whole epochs when the
-// persistent_workers phase kept its setting before this one (PlanAgainstCurrent:
-// the current figure was measured so).
-//
-// What it keeps: the fastest value that gains by THE RULE
-// (tuner/search/rule.cc). The fastest that only rose is a candidate for the
-// combined trial (tuner/search/search.cc).
-//
-// What the time budget changes: persistent_workers may run before this phase
-// (PersistentFirst, tuner/search/search.cc). A seeded search does not walk
-// it: the seed's prefetch_factor was confirmed with the curve
-// (tuner/search/seeded_search.cc).
-#include "tuner/search/phases.h"
-
-namespace feedtune::tuner::search_internal {
-
-void PrefetchPhase(SearchState& state) {
-  if (state.setup().seed) {
-    state.AddPhase("prefetch_factor", false,
-                   "not walked: seeded, prefetch_factor " + std::to_string(state.knobs().prefetch_factor) +
-                       " as the seed phase left it");
-    return;
-  }
-  const double threshold = state.options().gain_threshold;
-  std::optional<size_t> best;
-  std::optional<size_t> top;  // the highest median, gain or not
-  loader::Knobs best_knobs;
-  const int from = state.knobs().prefetch_factor;
-  std::string tried;
-  state.tally.prefetch_done = 0;
-  for (int pf : state.options().prefetch_factors) {
-    if (pf == from) continue;
-    loader::Knobs knobs = state.knobs();
-    knobs.prefetch_factor = pf;
-    const size_t index = state.Measure("prefetch_factor", knobs, PlanAgainstCurrent(state));
-    ++state.tally.prefetch_done;
-    tried += (tried.empty() ? "" : ", ") + std::to_string(pf);
-    const TrialRecord& t = state.trials()[index];
-    if (t.status != TrialStatus::kOk) {
-      state.Decide(index, "");
-      continue;
-    }
-    const bool gain = IsGain(t, state.current(), threshold);
-    state.Decide(index, (gain ? "gains " : "no gain: ") + Percent(Gain(t, state.current())) + " over prefetch_factor " +
-                            std::to_string(from));
-    if (!top || t.samples_per_s > state.trials()[*top].samples_per_s) top = index;
-    if (gain && (!best || t.samples_per_s > state.trials()[*best].samples_per_s)) {
-      best = index;
-      best_knobs = knobs;
-    }
-  }
-  if (best) {
-    state.AddPhase("prefetch_factor", true,
-                   "kept " + std::to_string(best_knobs.prefetch_factor) + ": " +
-                       Percent(Gain(state.trials()[*best], state.current())) + " over prefetch_factor " +
-                       std::to_string(from));
-    state.Keep(*best, best_knobs);
-  } else if (tried.empty()) {
-    state.AddPhase("prefetch_factor", false, "not tried: sweep.prefetch_factors has no other value");
-  } else {
-    if (top && state.trials()[*top].samples_per_s > state.current().samples_per_s) {
-      state.handed.small_gains.push_back({"prefetch_factor", *top});
-    }
-    state.AddPhase("prefetch_factor", false,
-                   "kept " + std::to_string(from) + ": none of " + tried + " gains beyond noise and the threshold");
-  }
-}
-
-}  // namespace feedtune::tuner::search_internal
 
 // ---- persistent ----
 
