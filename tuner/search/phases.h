@@ -38,7 +38,7 @@ void ConfirmSeed(SearchState& state);  // in place of the non_blocking phase
 // tuner/search/prefetch.cc
 void PrefetchPhase(SearchState& state);
 
-// tuner/search/search.cc: persistent_workers, and the worker counts with it.
+// tuner/search/persistent.cc: persistent_workers, and the worker counts with it.
 bool PersistentFirst(SearchState& state);  // under a time budget: before prefetch_factor
 void PersistentPhases(SearchState& state);
 // Whole epochs per window for a persistent_workers comparison; 0 (with

@@ -10,7 +10,7 @@
 // combined trial (tuner/search/search.cc).
 //
 // What the time budget changes: persistent_workers may run before this phase
-// (PersistentFirst, tuner/search/search.cc). A seeded search does not walk
+// (PersistentFirst, tuner/search/persistent.cc). A seeded search does not walk
 // it: the seed's prefetch_factor was confirmed with the curve
 // (tuner/search/seeded_search.cc).
 #include "tuner/search/phases.h"

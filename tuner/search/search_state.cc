@@ -92,7 +92,7 @@ int TrialsLeft(const SearchState& state) {
   const int repeats = state.repeats();
   const bool seeded = setup.seed.has_value();
   const int prefetch = seeded ? 0 : std::max(0, static_cast<int>(options.prefetch_factors.size()) - 1);
-  // Under a budget persistent_workers is measured in pairs (tuner/search/search.cc).
+  // Under a budget persistent_workers is measured in pairs (tuner/search/persistent.cc).
   const int persistent = seeded ? 0 : options.time_budget_s > 0 ? 2 * repeats : 2;
   const int binding = setup.ranks > 1 && options.cpu_binding == BindingChoice::kAuto
                           ? 1 + (setup.numa_known ? 1 : 0)
