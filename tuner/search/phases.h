@@ -47,12 +47,12 @@ int PersistentWindowEpochs(const SearchState& state, std::string* why, int windo
 // How a trial compared with the current setting is measured.
 TrialPlan PlanAgainstCurrent(const SearchState& state);
 
-// tuner/search/search.cc: multiprocessing_context.
+// tuner/search/start_method.cc: multiprocessing_context.
 void StartMethodPhase(SearchState& state);
 // The methods measured besides the current one; empty (with `why`) when the phase does not run.
 std::vector<loader::StartMethod> StartMethodCandidates(const SearchState& state, std::string* why = nullptr);
 
-// tuner/search/search.cc: cpu_binding, then worker_threads.
+// tuner/search/node.cc: cpu_binding, then worker_threads.
 void NodePhases(SearchState& state);
 
 // tuner/search/search.cc
