@@ -7,7 +7,7 @@
 // non_blocking (at the knee, after tuner/search/workers.cc): one trial with
 // it on, and with pin_memory too when pinning was dropped, since a pageable
 // copy is synchronous anyway. Kept by THE RULE; a small gain is a candidate
-// for the combined trial (tuner/search/search.cc).
+// for the combined trial (tuner/search/combined.cc).
 //
 // sweep.copy_phases false (a job that trains on the CPU) skips both. A
 // seeded search runs neither (tuner/search/seeded_search.cc). The time budget

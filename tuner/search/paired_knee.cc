@@ -3,7 +3,7 @@
 // What it measures: the worker count the knee rule picks among the counts
 // measured (the fewest within knee_tolerance of the best of them) and the
 // baseline, in `repeats` interleaved pairs of one window each, as the final
-// check pairs them (tuner/search/search.cc), compared by their windows' rates.
+// check pairs them (tuner/search/pairs.cc), compared by their windows' rates.
 //
 // What it keeps: the count becomes the knee when the pairs' median puts the
 // baseline outside knee_tolerance of it (above x 1 / (1 - knee_tolerance)):
@@ -12,7 +12,7 @@
 // What the time budget changes: the phase runs only under one (without, the
 // doubling confirms its misses and no restart is charged). While the bar is
 // still inside the pairs' interval, more pairs take the budget's time left,
-// up to kMostPairsPerRepeat x repeats in all (tuner/search/search.cc). Not
+// up to kMostPairsPerRepeat x repeats in all (tuner/search/pairs.cc). Not
 // seeded searches, which start at a stored knee.
 #include "results/units.h"
 #include "tuner/measure/stats.h"

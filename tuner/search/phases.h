@@ -55,10 +55,10 @@ std::vector<loader::StartMethod> StartMethodCandidates(const SearchState& state,
 // tuner/search/node.cc: cpu_binding, then worker_threads.
 void NodePhases(SearchState& state);
 
-// tuner/search/search.cc
+// tuner/search/combined.cc
 void CombinedPhase(SearchState& state);
 
-// tuner/search/search.cc: interleaved pairs, as the final check measures them.
+// tuner/search/pairs.cc: interleaved pairs, as the final check measures them.
 struct PairsPlan {
   bool in_windows = false;  // ratios of the windows' rates, without a restart charged (WindowsRate)
   int window_epochs = 0;    // each trial's one window: this many whole epochs (0: a time window)
@@ -73,17 +73,17 @@ struct PairsPlan {
   // Set (> 0), under a time budget: after `repeats` pairs, while this bar is
   // still inside the 95% interval of their median and the budget's time left
   // holds one more pair as long as the last, one more pair, up to
-  // kMostPairsPerRepeat x repeats in all (tuner/search/search.cc).
+  // kMostPairsPerRepeat x repeats in all (tuner/search/pairs.cc).
   double settle_bar = 0;
 };
 std::vector<double> MeasurePairs(SearchState& state, const char* phase, const loader::Knobs& a,
                                  const loader::Knobs& b, const std::string& a_name, const std::string& b_name,
                                  int* done, const PairsPlan& how = {});
 
-// tuner/search/search.cc
+// tuner/search/final_check.cc
 void FinalCheck(SearchState& state, const char* phase_name = "final_check");
 
-// tuner/search/search.cc: the sequence ended by the time budget.
+// tuner/search/time_budget.cc: the sequence ended by the time budget.
 void KeepBestAtBudget(SearchState& state);
 
 // tuner/search/search_state.cc: the trials left after the current one, an estimate.

@@ -7,7 +7,7 @@
 //
 // What it keeps: the fastest value that gains by THE RULE
 // (tuner/search/rule.cc). The fastest that only rose is a candidate for the
-// combined trial (tuner/search/search.cc).
+// combined trial (tuner/search/combined.cc).
 //
 // What the time budget changes: persistent_workers may run before this phase
 // (PersistentFirst, tuner/search/persistent.cc). A seeded search does not walk

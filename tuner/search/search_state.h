@@ -26,7 +26,7 @@ using results::TrialRecord;
 using results::TrialStatus;
 
 // Thrown by Measure when sweep.time_budget_s has passed: the sequence ends
-// where it is (tuner/search/search.cc catches it; tuner/search/search.cc
+// where it is (tuner/search/search.cc catches it; tuner/search/time_budget.cc
 // keeps the best so far).
 struct TimeBudgetSpent {};
 
@@ -38,7 +38,7 @@ enum class SequenceAt {
 };
 
 // A change whose median gained but within the noise or the threshold: the
-// combined phase (tuner/search/search.cc) tries these together.
+// combined phase (tuner/search/combined.cc) tries these together.
 struct SmallGain {
   std::string phase;
   size_t index;  // its trial
@@ -65,7 +65,7 @@ struct HandOn {
   bool persistent_kept = false;                 // the persistent_workers phase kept it
   double restart_share = 0;                     // the knee's restart per epoch, as a share of the epoch
   std::optional<size_t> persistent_reference;  // the off trial over whole epochs
-  // The time budget weighs the trials from here on (tuner/search/search.cc):
+  // The time budget weighs the trials from here on (tuner/search/time_budget.cc):
   // those before were judged by a rule of their own (the knee's, the pairs').
   size_t budget_from = 0;
 };
@@ -116,7 +116,7 @@ class SearchState {
   // Measures one trial (after the time budget: throws TimeBudgetSpent unless
   // `budget_may_end` is false, for the second trial of a pair) and returns its
   // index. Under a budget its figure is charged the restart
-  // (tuner/search/search.cc).
+  // (tuner/search/time_budget.cc).
   size_t Measure(const char* phase, const loader::Knobs& knobs, TrialPlan plan = {}, bool budget_may_end = true);
   // Writes the decision and hands the trial on. Every trial passes here once.
   void Decide(size_t index, std::string decision);
@@ -127,7 +127,7 @@ class SearchState {
   // Whether the time budget's time left holds `seconds` more.
   bool BudgetHolds(double seconds) const { return ElapsedS() + seconds <= options_.time_budget_s; }
   // Whether the restart was charged to trial `index`, and its rate in its
-  // windows without it (tuner/search/search.cc).
+  // windows without it (tuner/search/time_budget.cc).
   bool Charged(size_t index) const { return charged_.count(index) > 0; }
   double WindowsRate(size_t index) const;
 
@@ -165,7 +165,7 @@ std::string NotKept(const TrialRecord& candidate, const TrialRecord& current, do
 std::string WorkersText(int n);  // "1 worker", "4 workers"
 std::string BoundaryMs(const TrialRecord& t);  // "35.0 ms", or "not measured"
 
-// The restart charge (tuner/search/search.cc): under a time budget, a
+// The restart charge (tuner/search/time_budget.cc): under a time budget, a
 // trial `t` just measured in time windows, with workers that do not persist,
 // is judged per epoch of `samples_per_epoch` samples, its restart charged
 // once per epoch; returns what was charged, in words, or nullopt.
