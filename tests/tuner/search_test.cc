@@ -373,7 +373,7 @@ TEST(Search, UnderATimeBudgetAnExpensiveRestartPutsPersistentWorkersFirst) {
   }
   EXPECT_TRUE(Best(r).knobs.persistent_workers);
 
-  // A restart under gain_threshold of an epoch: the order is search.h's.
+  // A restart under gain_threshold of an epoch: the order is tuner/search/sequence.cc's.
   ScriptedMeasurer cheap([](const loader::Knobs& k, const TrialPlan&, int) {
     return 1000.0 * std::min(std::max(k.num_workers, 1), 4);
   });

@@ -85,7 +85,7 @@ TrialPlan PlanAgainstCurrent(const SearchState& state) {
 
 // Under a time budget the sequence may end before its last phases, and this
 // phase, which measures whole epochs, is the costliest. Without a budget, or
-// seeded, the order is tuner/search/search.cc's.
+// seeded, the order is tuner/search/sequence.cc's.
 bool PersistentFirst(SearchState& state) {
   if (!state.under_time_budget() || state.setup().seed) return false;
   const TrialRecord& knee = state.current();

@@ -1,6 +1,6 @@
 // The phases of the search, each a function of the shared state
 // (tuner/search/search_state.h), grouped by the file that holds it and its
-// rule. tuner/search/search.cc runs them in order. Internal to tuner/search/.
+// rule. tuner/search/sequence.cc runs them in order. Internal to tuner/search/.
 #pragma once
 
 #include <cstdint>

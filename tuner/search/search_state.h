@@ -2,7 +2,7 @@
 // ways it does so. A phase (tuner/search/phases.h) is a free function taking
 // a SearchState: it measures through Measure, says why through Decide and
 // AddPhase, and moves the current setting with Keep. The order of the phases
-// is tuner/search/search.cc's. Internal to tuner/search/: the API is
+// is tuner/search/sequence.cc's. Internal to tuner/search/: the API is
 // tuner/search/search.h.
 #pragma once
 
@@ -26,7 +26,7 @@ using results::TrialRecord;
 using results::TrialStatus;
 
 // Thrown by Measure when sweep.time_budget_s has passed: the sequence ends
-// where it is (tuner/search/search.cc catches it; tuner/search/time_budget.cc
+// where it is (tuner/search/sequence.cc catches it; tuner/search/time_budget.cc
 // keeps the best so far).
 struct TimeBudgetSpent {};
 

@@ -1,9 +1,3 @@
-// The search's phases not yet in files of their own, in the order of
-// their files-to-be (tuner/search/phases.h).
-#include "tuner/search/search.h"
-
-// ---- sequence ----
-
 // The search controller: the manual tuning method (docs/architecture.md, "The
 // method the search automates"), automated. One knob at a time, each step
 // from the setting the ones before arrived at, each kept only by THE RULE
