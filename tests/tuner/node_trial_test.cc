@@ -23,6 +23,7 @@
 #include "tuner/measure/node_measurer.h"
 #include "tuner/measure/rank_facts.h"
 #include "tuner/search/search.h"
+#include "tests/tuner/search_record.h"
 
 namespace feedtune::tuner::node {
 namespace {
@@ -272,7 +273,7 @@ SearchOutcome Sweep(const SweepConfig& config, int ranks, double usable_cpus, in
   setup.ranks = ranks;
   setup.usable_cpus = usable_cpus / ranks;  // one rank's share, as the sweep's budget gives it
   setup.default_worker_threads = config.workload.synthetic.cpu_threads;
-  return RunSearch(config.sweep, setup, config.loader.knobs, measurer, {});
+  return search_record::RecordedRunSearch(config.sweep, setup, config.loader.knobs, measurer, {});
 }
 
 // Two ranks on 2 CPUs share them: each rank's knee (workers per rank) is no

@@ -10,6 +10,7 @@
 
 #include "tuner/search/budget.h"
 #include "tuner/search/replay.h"
+#include "tests/tuner/search_record.h"
 
 namespace feedtune::tuner {
 namespace {
@@ -92,7 +93,7 @@ SearchRun RunOn(TrialMeasurer& m, const SweepOptions& options = {}, SearchSetup 
     if (t.id == 0) t.id = next_id++;
     if (stored != nullptr) stored->push_back(t);
   };
-  r.outcome = RunSearch(options, setup, loader::Knobs{}, m, events);
+  r.outcome = search_record::RecordedRunSearch(options, setup, loader::Knobs{}, m, events);
   return r;
 }
 
@@ -372,7 +373,7 @@ TEST(Search, UnderATimeBudgetAnExpensiveRestartPutsPersistentWorkersFirst) {
   }
   EXPECT_TRUE(Best(r).knobs.persistent_workers);
 
-  // A restart under gain_threshold of an epoch: the order is search.h's.
+  // A restart under gain_threshold of an epoch: the order is tuner/search/sequence.cc's.
   ScriptedMeasurer cheap([](const loader::Knobs& k, const TrialPlan&, int) {
     return 1000.0 * std::min(std::max(k.num_workers, 1), 4);
   });
