@@ -67,6 +67,24 @@ bool ChecksumOk(const std::byte* block) {
   return stored == sum_unsigned || static_cast<int64_t>(stored) == sum_signed;
 }
 
+// A member name as an error message shows it: on one line, whatever bytes
+// the archive holds (a GNU long name may hold a newline: the fuzzer's
+// regression-longlink-newline), control bytes as \xNN, at most 200 bytes.
+std::string Shown(const std::string& name) {
+  std::string shown;
+  for (const char c : name.substr(0, 200)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", u);
+      shown += hex;
+    } else {
+      shown += c;
+    }
+  }
+  return name.size() > 200 ? shown + "..." : shown;
+}
+
 bool AllZero(const std::byte* block) {
   return std::all_of(block, block + kTarBlock, [](std::byte b) { return b == std::byte{0}; });
 }
@@ -102,7 +120,7 @@ bool TarScanner::Next(TarMember* member) {
     if (!prefix.empty()) name = prefix + "/" + name;
     if (!long_name.empty()) name = long_name;
     if (size > total_ - data) {
-      throw DatasetCorrupt(name_ + ": member '" + name + "' at byte " + std::to_string(pos_) +
+      throw DatasetCorrupt(name_ + ": member '" + Shown(name) + "' at byte " + std::to_string(pos_) +
                            " is cut short: its header says " + std::to_string(size) + " bytes, " +
                            std::to_string(total_ - data) + " are left");
     }
