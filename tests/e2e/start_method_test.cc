@@ -131,9 +131,9 @@ TEST_F(StartMethodCli, APicklableDatasetIsMeasuredUnderEachMethod) {
   const Result r = Run("sweep plain.yaml --db plain.db -q");
   ASSERT_EQ(r.code, 0) << r.err << r.out;
 
-  const Result json = Run("report --db plain.db --format json");
-  ASSERT_EQ(json.code, 0) << json.err;
-  const nlohmann::json report = nlohmann::json::parse(json.out);
+  const Result as_json = Run("report --db plain.db --format json");
+  ASSERT_EQ(as_json.code, 0) << as_json.err;
+  const nlohmann::json report = nlohmann::json::parse(as_json.out);
   std::map<std::string, double> startup;
   for (const auto& t : report["trials"]) {
     if (t["phase"] != "multiprocessing_context") continue;
@@ -142,7 +142,7 @@ TEST_F(StartMethodCli, APicklableDatasetIsMeasuredUnderEachMethod) {
     ASSERT_TRUE(t["worker_startup_s"].is_number()) << t.dump();
     startup[method] = t["worker_startup_s"].get<double>();
   }
-  EXPECT_EQ(startup.size(), 3u) << json.out;  // the default (fork here) again, forkserver, spawn
+  EXPECT_EQ(startup.size(), 3u) << as_json.out;  // the default (fork here) again, forkserver, spawn
   EXPECT_EQ(startup.count("forkserver"), 1u);
   EXPECT_EQ(startup.count("spawn"), 1u);
 
