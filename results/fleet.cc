@@ -111,18 +111,43 @@ std::string StoredRunMatch::DescribeMatch() const {
   return which;
 }
 
-std::optional<StoredRunMatch> NearestStoredRun(const Store& store, const std::string& workload,
-                                               const Fingerprint& machine, const HostIdentity& host,
-                                               bool match_name) {
-  const std::string hash = machine.Hash();
+namespace {
+
+// What NearestStoredRun reads of a store, read once: `check` asks it for every
+// busy run, and reading the machines, the runs and the class outliers again
+// for each made it quadratic (2,000 busy hosts: 684 s in CI's fleet-scale
+// step, 2026-12-06; 1 s read once).
+struct StoredRuns {
   std::map<int64_t, StoredMachine> machines;
-  for (StoredMachine& m : store.LoadMachines()) machines.emplace(m.id, std::move(m));
+  std::vector<RunRecord> runs;  // those with a best setting
+  // Per workload, its class outliers (class, host key): computed when first asked.
+  std::map<std::string, std::set<std::pair<std::string, std::string>>> outliers;
+  const Store* store = nullptr;
+
+  explicit StoredRuns(const Store& s) : store(&s) {
+    for (StoredMachine& m : s.LoadMachines()) machines.emplace(m.id, std::move(m));
+    for (RunRecord& run : s.LoadRuns()) {
+      if (run.best_trial_id.has_value()) runs.push_back(std::move(run));
+    }
+  }
+
+  const std::set<std::pair<std::string, std::string>>& OutliersOf(const std::string& workload) {
+    auto found = outliers.find(workload);
+    if (found != outliers.end()) return found->second;
+    std::set<std::pair<std::string, std::string>>& set = outliers[workload];
+    for (const CompareRow& row : CollectCompareRows({store}, workload)) {
+      if (row.outlier) set.emplace(row.machine_hash, row.host.Key());
+    }
+    return set;
+  }
+};
+
+std::optional<StoredRunMatch> NearestIn(StoredRuns& stored, const std::string& workload, const Fingerprint& machine,
+                                        const HostIdentity& host, bool match_name) {
+  const std::string hash = machine.Hash();
   // Another host's run stands for this machine only if that host is typical
   // of its class: a class outlier (compare.h) is skipped, unless it is this host.
-  std::set<std::pair<std::string, std::string>> outliers;  // (class, host key)
-  for (const CompareRow& row : CollectCompareRows({&store}, workload)) {
-    if (row.outlier) outliers.emplace(row.machine_hash, row.host.Key());
-  }
+  const std::set<std::pair<std::string, std::string>>& outliers = stored.OutliersOf(workload);
   std::optional<StoredRunMatch> chosen;
   std::optional<StoredRunMatch> unaware;  // chosen as if no run were busy
   // Ranked by (match, distance) ascending, then newest.
@@ -139,10 +164,10 @@ std::optional<StoredRunMatch> NearestStoredRun(const Store& store, const std::st
     if (a_near && a.busy != b.busy) return !a.busy;
     return before(a, b);
   };
-  for (RunRecord& run : store.LoadRuns()) {
-    if (run.workload_name != workload || !run.best_trial_id.has_value()) continue;
-    const auto m = machines.find(run.machine_id);
-    if (m == machines.end()) continue;
+  for (const RunRecord& run : stored.runs) {
+    if (run.workload_name != workload) continue;
+    const auto m = stored.machines.find(run.machine_id);
+    if (m == stored.machines.end()) continue;
     StoredRunMatch candidate;
     candidate.machine_hash = m->second.hash;
     candidate.machine = m->second.fingerprint;
@@ -152,7 +177,7 @@ std::optional<StoredRunMatch> NearestStoredRun(const Store& store, const std::st
                                                           : RunMatch::kNeighbour;
     if (candidate.match != RunMatch::kHost && outliers.count({m->second.hash, run.host.Key()}) > 0) continue;
     candidate.busy = IsBusy(run);
-    candidate.run = std::move(run);
+    candidate.run = run;
     if (!unaware || before(candidate, *unaware)) unaware = candidate;
     if (!chosen || ahead(candidate, *chosen)) chosen = std::move(candidate);
   }
@@ -162,6 +187,15 @@ std::optional<StoredRunMatch> NearestStoredRun(const Store& store, const std::st
                           BusyText(*unaware->run.facts.background) + ")";
   }
   return chosen;
+}
+
+}  // namespace
+
+std::optional<StoredRunMatch> NearestStoredRun(const Store& store, const std::string& workload,
+                                               const Fingerprint& machine, const HostIdentity& host,
+                                               bool match_name) {
+  StoredRuns stored(store);
+  return NearestIn(stored, workload, machine, host, match_name);
 }
 
 std::string DescribeStoredWorkloads(const Store& store) {
@@ -183,13 +217,12 @@ std::string DescribeStoredWorkloads(const Store& store) {
 }
 
 std::vector<BusyRun> BusyRuns(const Store& store, const std::optional<std::string>& workload) {
-  std::map<int64_t, StoredMachine> machines;
-  for (StoredMachine& m : store.LoadMachines()) machines.emplace(m.id, std::move(m));
+  StoredRuns stored(store);
   std::vector<BusyRun> busy;
   for (const RunRecord& run : store.LoadRuns()) {
     if ((workload && run.workload_name != *workload) || !IsBusy(run)) continue;
-    const auto m = machines.find(run.machine_id);
-    if (m == machines.end()) continue;
+    const auto m = stored.machines.find(run.machine_id);
+    if (m == stored.machines.end()) continue;
     BusyRun b;
     b.workload_name = run.workload_name;
     b.host = run.host;
@@ -197,7 +230,7 @@ std::vector<BusyRun> BusyRuns(const Store& store, const std::optional<std::strin
     b.run_id = run.id;
     b.date = RunDate(run);
     b.background_cpu = BusyFigure(*run.facts.background);
-    const auto stands = NearestStoredRun(store, run.workload_name, m->second.fingerprint, run.host);
+    const auto stands = NearestIn(stored, run.workload_name, m->second.fingerprint, run.host, false);
     if (stands && !stands->busy && stands->run.uid != run.uid) b.instead = stands->run.id;
     b.text = b.host.name + ": " + b.workload_name + " run " + std::to_string(run.id) + " (" + b.date + "): " +
              BusyText(*run.facts.background) + "; " +
