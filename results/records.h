@@ -380,6 +380,20 @@ std::string PhasesToJson(const std::vector<PhaseFact>& phases);
 nlohmann::json PhasesArray(const std::vector<PhaseFact>& phases);
 std::vector<PhaseFact> PhasesFromJson(const std::string& json);
 
+// Schema v19: the process that runs a run, so that a later open of the file
+// can tell a run whose process died without a word (SIGKILL, the job killed
+// around it, a reboot) from one that is still running (Store::Open,
+// results/run_owner.h). BeginRun sets the calling process's.
+struct RunOwner {
+  std::string hostname;       // gethostname(): runs of other hosts are never judged
+  std::string boot_id;        // /proc/sys/kernel/random/boot_id: another boot, the process is gone
+  std::string pid_namespace;  // /proc/self/ns/pid's link: a pid means nothing in another namespace
+  int64_t pid = 0;            // 0: not known (runs before v19, or /proc was not there)
+  int64_t start_ticks = 0;    // field 22 of /proc/PID/stat: a reused pid starts at another time
+
+  bool operator==(const RunOwner&) const = default;
+};
+
 struct RunRecord {
   int64_t id = 0;
   int64_t machine_id = 0;
@@ -415,6 +429,11 @@ struct RunRecord {
   HostIdentity host;
   // Schema v12: a Python command's interpreter (empty otherwise).
   PythonFacts python;
+  // Schema v19: who runs it (see RunOwner), and how it ended when that is
+  // worth saying ("" = nothing to add to its status): a run found left
+  // running by a process that has ended, a sweep stopped by a signal.
+  RunOwner owner;
+  std::string end_note;
 };
 
 // The date a run is known by: its end, else (running, or died) its start.

@@ -385,7 +385,9 @@ std::string RenderJson(const RunView& view) {
                  {"busy", run.facts.background ? Json(run.facts.background->busy) : Json(nullptr)},
                  {"background", BackgroundJson(run.facts.background)},
                  // The torch costs the native trials paid (docs/measurement.md#torch-costs): null before v17, or none.
-                 {"torch_costs", run.facts.torch_costs ? Json(TorchCostsJson(*run.facts.torch_costs)) : Json(nullptr)}};
+                 {"torch_costs", run.facts.torch_costs ? Json(TorchCostsJson(*run.facts.torch_costs)) : Json(nullptr)},
+                 // How the run ended, where that is worth saying (schema v19): null otherwise.
+                 {"end_note", OptionalString(run.end_note)}};
   // A node run (sweep.ranks > 1): the formulas beside what they measured.
   if (const auto formulas = NodeFormulas(view.trials, view.machine ? view.machine->usable_cpus : 0, best);
       !formulas.empty()) {
@@ -405,7 +407,8 @@ std::string RunHeaderText(const RunView& view) {
   std::string text;
   text += "run:      " + std::to_string(run.id) + "\n";
   text += "workload: " + run.workload_name + " (hash " + run.workload_hash + ")\n";
-  text += "status:   " + RunStatusName(run.status) + "\n";
+  // How it ended, where that is worth saying (a run found left running by a process that has ended).
+  text += "status:   " + RunStatusName(run.status) + (run.end_note.empty() ? "" : ": " + run.end_note) + "\n";
   text += "backend:  " + run.backend + "\n";
   // Which build measured it: the version, commit, compiler and CUDA toolkit.
   if (!run.version.empty()) text += "build:    feedtune " + run.version + "\n";

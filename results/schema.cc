@@ -397,6 +397,19 @@ ALTER TABLE run_facts ADD COLUMN torch_costs_json TEXT;
 ALTER TABLE run_facts ADD COLUMN background_demand_cpu REAL;
 ALTER TABLE run_facts ADD COLUMN background_demand_windows INTEGER;
 )sql",
+    // 18 -> 19: the process that runs a run (results/run_owner.h): its host,
+    // the kernel's boot, its pid namespace, its pid and start time, so that
+    // the next open for writing can mark interrupted a run whose process
+    // died without finishing it; and a note on how a run ended. Older runs
+    // have no owner (owner_pid NULL) and are never judged.
+    R"sql(
+ALTER TABLE runs ADD COLUMN owner_hostname TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN owner_boot_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN owner_pid_namespace TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN owner_pid INTEGER;
+ALTER TABLE runs ADD COLUMN owner_start_ticks INTEGER;
+ALTER TABLE runs ADD COLUMN end_note TEXT;
+)sql",
 };
 
 // `json` (an expression: runs.calibration_json, or one of these applied to

@@ -29,6 +29,7 @@ constexpr int kMoreRunFactsVersion = 15;  // run_facts: cpu, preflight, phases, 
 constexpr int kBackgroundVersion = 16;    // other processes' CPU: repeats, trials, run_facts
 constexpr int kTorchCostsVersion = 17;    // torch_costs per host; run_facts: the costs a run paid
 constexpr int kDemandVersion = 18;        // run_facts: the neighbours' demand the busy mark rests on
+constexpr int kRunOwnerVersion = 19;      // runs: the process running a run, and how a run ended
 
 // The stored forms of the columns that hold a name or JSON. Reading is
 // tolerant on purpose: a damaged or newer value must not make a run unreadable.
@@ -208,6 +209,27 @@ inline constexpr Column<RunRecord> kRunColumns[] = {
     Field<&RunRecord::python, &PythonFacts::python_version>("python_version", 12, "''"),
     Field<&RunRecord::python, &PythonFacts::torch_version>("torch_version", 12, "''"),
     Field<&RunRecord::python, &PythonFacts::default_start_method>("default_start_method", 12, "''"),
+    // v19: the process running it (results/run_owner.h); owner_pid NULL: not
+    // known, and such a run is never judged left running.
+    Field<&RunRecord::owner, &RunOwner::hostname>("owner_hostname", kRunOwnerVersion, "''"),
+    Field<&RunRecord::owner, &RunOwner::boot_id>("owner_boot_id", kRunOwnerVersion, "''"),
+    Field<&RunRecord::owner, &RunOwner::pid_namespace>("owner_pid_namespace", kRunOwnerVersion, "''"),
+    {"owner_pid", kRunOwnerVersion, "NULL",
+     [](const Statement& row, int c, RunRecord& run) { run.owner.pid = row.Optional<int64_t>(c).value_or(0); },
+     [](Statement& s, int i, const RunRecord& run) {
+       s.BindAt(i, run.owner.pid > 0 ? std::optional<int64_t>(run.owner.pid) : std::nullopt);
+     }},
+    {"owner_start_ticks", kRunOwnerVersion, "NULL",
+     [](const Statement& row, int c, RunRecord& run) {
+       run.owner.start_ticks = row.Optional<int64_t>(c).value_or(0);
+     },
+     [](Statement& s, int i, const RunRecord& run) {
+       s.BindAt(i, run.owner.pid > 0 ? std::optional<int64_t>(run.owner.start_ticks) : std::nullopt);
+     }},
+    // NULL: nothing to add to the status.
+    {"end_note", kRunOwnerVersion, "NULL",
+     [](const Statement& row, int c, RunRecord& run) { run.end_note = row.Text(c); },
+     [](Statement& s, int i, const RunRecord& run) { s.BindAt(i, NullIfEmpty(run.end_note)); }},
 };
 
 // A trial's status by its name.

@@ -14,6 +14,7 @@
 #include <system_error>
 #include <utility>
 
+#include "results/run_owner.h"
 #include "results/schema.h"
 #include "results/sqlite.h"
 
@@ -180,6 +181,12 @@ std::string TrialRowsSql(const char* table, const Column<Record> (&columns)[N], 
 
 }  // namespace
 
+std::string StaleRunText(const StaleRun& stale) {
+  return "run " + std::to_string(stale.run_id) + " was left running by pid " + std::to_string(stale.owner.pid) +
+         stale.how + "; marked interrupted, its " + std::to_string(stale.trials) + " trial" +
+         (stale.trials == 1 ? "" : "s") + " kept";
+}
+
 void Store::DbCloser::operator()(sqlite3* db) const { sqlite3_close_v2(db); }
 
 Store::Store(sqlite3* db, std::string path, int schema_version)
@@ -211,7 +218,49 @@ Store Store::Open(const std::string& path) {
   if (state.schema_version < kSchemaVersion || state.application_id != kApplicationId) {
     Migrate(db.get(), path);
   }
-  return Store(db.release(), path, kSchemaVersion);
+  Store store(db.release(), path, kSchemaVersion);
+  store.MarkStaleRuns();
+  return store;
+}
+
+void Store::MarkStaleRuns() {
+  const RunOwner here = ThisProcess();
+  if (here.pid == 0 || here.boot_id.empty()) return;  // no /proc: nothing can be judged
+  std::vector<StaleRun> found;
+  {
+    // Read outside a write transaction: nearly every open finds nothing to mark.
+    Statement select(db_.get(), path_, "check running runs",
+                     "SELECT id, owner_hostname, owner_boot_id, owner_pid_namespace, owner_pid, owner_start_ticks, "
+                     "(SELECT count(*) FROM trials WHERE trials.run_id = runs.id) FROM runs "
+                     "WHERE status = 'running' AND owner_pid IS NOT NULL AND owner_hostname = ? ORDER BY id");
+    select.BindAll(here.hostname);
+    while (select.Step()) {
+      StaleRun stale;
+      stale.run_id = select.Int(0);
+      stale.owner = {select.Text(1), select.Text(2), select.Text(3), select.Int(4), select.Int(5)};
+      stale.how = OwnerEnded(stale.owner, here);
+      stale.trials = select.Int(6);
+      if (!stale.how.empty()) found.push_back(std::move(stale));
+    }
+  }
+  if (found.empty()) return;
+  const std::string operation = "mark runs left running as interrupted";
+  Transaction transaction(db_.get(), path_, operation);
+  for (StaleRun& stale : found) {
+    const RunOwner& o = stale.owner;
+    const std::string note = "left running by pid " + std::to_string(o.pid) + " on " + o.hostname + stale.how +
+                             "; marked interrupted by pid " + std::to_string(here.pid) +
+                             ", the next to open the file for writing";
+    // Only if it is still running as read: its process cannot have finished
+    // it since (it has ended), but another open may have marked it already.
+    Statement update(*statements_, db_.get(), path_, operation,
+                     std::string("UPDATE runs SET status = 'interrupted', ended_at = ") + kNowSql +
+                         ", end_note = ? WHERE id = ? AND status = 'running' AND owner_pid = ? AND "
+                         "owner_start_ticks = ? AND owner_boot_id = ?");
+    update.BindAll(note, stale.run_id, o.pid, o.start_ticks, o.boot_id).Run();
+    if (sqlite3_changes(db_.get()) > 0) stale_runs_.push_back(std::move(stale));
+  }
+  transaction.Commit();
 }
 
 Store Store::OpenImmutable(const std::string& path) {
@@ -339,6 +388,7 @@ int64_t Store::BeginRun(const RunRecord& run) {
   if (row.started_at.empty()) row.started_at = CurrentUtc();
   if (row.uid.empty()) row.uid = NewRunUid(machine_hash, row.started_at);
   row.host = host;
+  if (row.owner.pid == 0) row.owner = ThisProcess();
   const int64_t id = InsertRun(row, "record run start");
   transaction.Commit();
   return id;
@@ -417,7 +467,7 @@ void Store::LoadNodes(int64_t run_id, std::vector<TrialRecord>& trials,
 void Store::FinishRun(const RunRecord& run) {
   Transaction transaction(db_.get(), path_, "record run end");
   const std::string sql = std::string("UPDATE runs SET ended_at = COALESCE(?, ") + kNowSql +
-                          "), status = ?, knee_workers = ?, knee_samples_per_s = ?, "
+                          "), status = ?, end_note = ?, knee_workers = ?, knee_samples_per_s = ?, "
                           "best_trial_id = ?, baseline_trial_id = ?, knee_kneedle_workers = ?, "
                           "safe_max_workers = ?, speedup = ?, speedup_ci_low = ?, "
                           "speedup_ci_high = ?, calibration_json = COALESCE(?, calibration_json) "
@@ -425,7 +475,8 @@ void Store::FinishRun(const RunRecord& run) {
   Statement update(db_.get(), path_, "record run end", sql.c_str());
   // An empty calibration keeps what BeginRun stored rather than erasing it.
   update
-      .BindAll(NullIfEmpty(run.ended_at), RunStatusName(run.status), run.knee_workers, run.knee_samples_per_s,
+      .BindAll(NullIfEmpty(run.ended_at), RunStatusName(run.status), NullIfEmpty(run.end_note), run.knee_workers,
+               run.knee_samples_per_s,
                run.best_trial_id, run.baseline_trial_id, run.knee_kneedle_workers,
                run.safe_max_workers, run.speedup, run.speedup_ci_low, run.speedup_ci_high,
                NullIfEmpty(run.calibration_json), run.id)

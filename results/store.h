@@ -44,17 +44,33 @@ struct StoredMachine {
   Fingerprint fingerprint;
 };
 
+// A run that Store::Open found left running by a process that has ended
+// (results/run_owner.h), and marked interrupted, its trials kept.
+struct StaleRun {
+  int64_t run_id = 0;
+  RunOwner owner;       // the process that left it
+  std::string how;      // OwnerEnded's phrase: ", which has ended", " before the host restarted", ...
+  int64_t trials = 0;   // its stored trials
+};
+// "run 3 was left running by pid 1234, which has ended; marked interrupted, its
+// 5 trials kept": what a command that opened the file says of it.
+std::string StaleRunText(const StaleRun& stale);
+
 struct MergeStats;      // results/merge.h
 class Merger;
 class StatementCache;  // results/sqlite.h
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 18;
+  static constexpr int kSchemaVersion = 19;
   static constexpr int32_t kApplicationId = 0x46656564;  // "Feed"
 
   // Opens (creating when missing, with its parent folder) the results file.
-  // Throws StoreError with the path and the reason.
+  // Throws StoreError with the path and the reason. Every run still marked
+  // running whose process, on this host, has ended without finishing it
+  // (results/run_owner.h: killed, or its host restarted) is marked
+  // interrupted with a note that says so (stale_runs()); runs of other hosts,
+  // and runs whose process may still run, are left as they are.
   static Store Open(const std::string& path);
   // Opens an existing file read-only; throws when missing. A file of an older
   // schema version is read as it is (columns it lacks read as unset), never migrated.
@@ -75,12 +91,13 @@ class Store {
   // (`feedtune machine --db` on CUDA), in one transaction.
   void SetBandwidth(int64_t machine_id, const std::vector<BandwidthRecord>& points, double pin_seconds_per_gib);
   // Inserts a run with status "running" (with the start time, uid and host
-  // filled in where empty), and its facts; returns its id. The figures
-  // FinishRun sets are stored as the record holds them: none in a new run.
+  // filled in where empty, and the calling process as its owner unless the
+  // record names one), and its facts; returns its id. The figures FinishRun
+  // sets are stored as the record holds them: none in a new run.
   int64_t BeginRun(const RunRecord& run);
   // Inserts a trial with its repeat rows in one transaction; returns its id.
   int64_t AddTrial(int64_t run_id, const TrialRecord& trial);
-  // Sets the run's end time, status, knee, best and baseline trial.
+  // Sets the run's end time, status, end note, knee, best and baseline trial.
   void FinishRun(const RunRecord& run);
 
   // The run with this id, or the newest run when id is nullopt; nullopt when there is none.
@@ -112,6 +129,8 @@ class Store {
   const std::string& path() const { return path_; }
   // The schema version of the file as opened (kSchemaVersion unless opened read-only).
   int schema_version() const { return schema_version_; }
+  // The runs Open found left running and marked interrupted, in id order.
+  const std::vector<StaleRun>& stale_runs() const { return stale_runs_; }
 
  private:
   // Copies runs between two files through the row writers below (results/merge.h).
@@ -138,6 +157,8 @@ class Store {
   void InsertObserved(int64_t machine_id, const ObservedRecord& observed, const std::string& operation);
   // The id of the machine with this fingerprint's hash, inserting it when new.
   int64_t FindOrInsertMachine(const Fingerprint& fingerprint, const std::string& operation);
+  // Open's check of the running runs: marks those whose process has ended (stale_runs_).
+  void MarkStaleRuns();
 
   struct DbCloser {
     void operator()(sqlite3* db) const;
@@ -147,6 +168,7 @@ class Store {
   std::unique_ptr<StatementCache> statements_;
   std::string path_;
   int schema_version_;
+  std::vector<StaleRun> stale_runs_;
 };
 
 }  // namespace feedtune::results

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -213,11 +214,23 @@ void RawExecSql(const std::string& path, const std::string& sql) {
 // Schema 12 -> 13: a v12 file (the fixture upgraded, then its v13
 // columns dropped, as a v12 feedtune left it) reads read-only with the worker
 // memory unmeasured, then upgrades and takes a trial with the series' figures.
-// What schemas v16 (other processes' CPU), v17 (torch costs) and v18 (the
-// neighbours' demand) added, dropped again to make an older file out of a
-// fresh one; the run_facts columns too when that table stays.
+// What schema v19 added (a run's owner and end note), dropped again to make
+// a v18 file out of a fresh one.
+std::string DropSinceV19() {
+  std::string sql;
+  for (const char* column : {"owner_hostname", "owner_boot_id", "owner_pid_namespace", "owner_pid",
+                             "owner_start_ticks", "end_note"}) {
+    sql += std::string("ALTER TABLE runs DROP COLUMN ") + column + ";";
+  }
+  return sql;
+}
+
+// What schemas v16 (other processes' CPU), v17 (torch costs), v18 (the
+// neighbours' demand) and v19 (a run's owner) added, dropped again to make
+// an older file out of a fresh one; the run_facts columns too when that
+// table stays.
 std::string DropSinceV16(bool run_facts) {
-  std::string sql = "DROP TABLE torch_costs;";
+  std::string sql = DropSinceV19() + "DROP TABLE torch_costs;";
   if (run_facts) {
     sql += "ALTER TABLE run_facts DROP COLUMN torch_costs_json;";
     for (const char* column : {"background_demand_cpu", "background_demand_windows"}) {
@@ -417,6 +430,40 @@ TEST_F(MigrationTest, AV14FileMovesTheRestOfTheRunFactsIntoTypedColumns) {
   const auto again = store.LoadRun(1);
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->facts, run->facts);
+}
+
+// Schema 18 -> 19: a v18 file (the fixture upgraded, then its v19 columns
+// dropped) with a run left "running" by an older feedtune: read-only, it
+// reads no owner; upgraded, the run stays running, since nothing says which
+// process ran it (a run is marked interrupted only when its process is known
+// to have ended), and a new run records its owner.
+TEST_F(MigrationTest, AV18FileGainsRunOwnersAndLeavesItsRunningRunsAlone) {
+  { Store store = Store::Open(copy_); }
+  RawExecSql(copy_, "UPDATE runs SET status = 'running', ended_at = NULL WHERE id = 1;" + DropSinceV19() +
+                        "PRAGMA user_version = 18;");
+  {
+    Store reader = Store::OpenReadOnly(copy_);
+    EXPECT_EQ(reader.schema_version(), 18);
+    const auto run = reader.LoadRun(1);
+    ASSERT_TRUE(run.has_value());
+    EXPECT_EQ(run->owner, RunOwner{});
+    EXPECT_EQ(run->end_note, "");
+    EXPECT_EQ(run->status, RunStatus::kRunning);
+  }
+  Store store = Store::Open(copy_);
+  EXPECT_EQ(RawInt(copy_, "PRAGMA user_version"), Store::kSchemaVersion);
+  EXPECT_TRUE(store.stale_runs().empty());
+  EXPECT_EQ(RawInt(copy_, "SELECT owner_pid IS NULL AND end_note IS NULL FROM runs WHERE id = 1"), 1);
+  auto run = store.LoadRun(1);
+  ASSERT_TRUE(run.has_value());
+  EXPECT_EQ(run->status, RunStatus::kRunning);
+  EXPECT_EQ(run->owner.pid, 0);
+
+  RunRecord next = *run;
+  next.uid.clear();
+  next.id = store.BeginRun(next);
+  EXPECT_EQ(RawInt(copy_, "SELECT owner_pid FROM runs WHERE id = " + std::to_string(next.id)), getpid());
+  EXPECT_GT(RawInt(copy_, "SELECT owner_start_ticks FROM runs WHERE id = " + std::to_string(next.id)), 0);
 }
 
 TEST_F(MigrationTest, ForeignApplicationIdIsRefusedAndUntouched) {

@@ -112,8 +112,9 @@ TEST(RenderJsonTest, HasEveryDesignKeyWithValues) {
                                               "knee_kneedle", "safe_max_workers", "speedup_ci",
                                               "run_uid", "version", "calibration", "config_yaml",
                                               "safe_max_workers_basis", "verdict", "observed", "busy",
-                                              "background", "torch_costs"}));
+                                              "background", "torch_costs", "end_note"}));
   EXPECT_TRUE(out["verdict"].is_null());  // a run without stage trials
+  EXPECT_TRUE(out["end_note"].is_null());  // a run that ended as its status says
   EXPECT_TRUE(out["torch_costs"].is_null());  // a run that paid none
   EXPECT_TRUE(out["busy"].is_null());        // a run that measured no other processes' CPU
   EXPECT_TRUE(out["background"].is_null());
@@ -322,6 +323,23 @@ TEST(RenderJsonTest, RunWithoutResultsHasNulls) {
   EXPECT_TRUE(out["ended_at"].is_null());
   EXPECT_TRUE(out["trials"].is_array());
   EXPECT_TRUE(out["trials"].empty());
+}
+
+// A run found left running by a process that ended (Store::Open): the
+// report says why it is interrupted, in the text and the JSON.
+TEST(RenderJsonTest, AnInterruptedRunSaysHowItEnded) {
+  RunView view = ExampleView();
+  view.run.status = results::RunStatus::kInterrupted;
+  view.run.end_note = "left running by pid 4242 on box-a, which has ended; marked interrupted by pid 4343, the "
+                      "next to open the file for writing";
+  const json out = json::parse(RenderJson(view));
+  EXPECT_EQ(out["status"], "interrupted");
+  EXPECT_EQ(out["end_note"], view.run.end_note);
+  const std::string text = RenderTable(view);
+  EXPECT_NE(text.find("status:   interrupted: left running by pid 4242 on box-a, which has ended; marked "
+                      "interrupted by pid 4343, the next to open the file for writing\n"),
+            std::string::npos)
+      << text;
 }
 
 TEST(RenderJsonTest, GpuObjectWhenMachineHasOne) {

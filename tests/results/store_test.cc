@@ -2,8 +2,11 @@
 #include "results/torch_costs.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "results/merge.h"
+#include "results/run_owner.h"
 
 namespace feedtune::results {
 namespace {
@@ -400,6 +404,179 @@ TEST_F(StoreTest, BeginRunFillsStartTimeWhenEmpty) {
   ASSERT_TRUE(loaded.has_value());
   ASSERT_EQ(loaded->started_at.size(), 20u) << loaded->started_at;  // 2024-05-01T10:00:00Z
   EXPECT_EQ(loaded->started_at.back(), 'Z');
+}
+
+// A child process that begins a run in `path`, so the run's owner is the
+// child, stores one trial, and waits to be killed, as a sweep or an in-job
+// controller that is SIGKILLed mid-run. The parent holds no connection across
+// the fork.
+class RunningChild {
+ public:
+  explicit RunningChild(const std::string& path) {
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      close(fds[0]);
+      int64_t id = 0;
+      try {
+        Store store = Store::Open(path);
+        id = store.BeginRun(TestRun(store.UpsertMachine(TestMachine())));
+        TrialRecord trial;
+        trial.phase = "baseline";
+        trial.samples_per_s = 100;
+        trial.repeats = 1;
+        store.AddTrial(id, trial);
+      } catch (const std::exception&) {
+        _exit(3);
+      }
+      if (write(fds[1], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) _exit(4);
+      for (;;) pause();
+    }
+    close(fds[1]);
+    if (pid_ > 0 && read(fds[0], &run_id_, sizeof run_id_) != static_cast<ssize_t>(sizeof run_id_)) run_id_ = 0;
+    close(fds[0]);
+  }
+  ~RunningChild() {
+    if (pid_ > 0) Kill(/*reap=*/true);
+  }
+  // SIGKILL; reaped, its pid is gone; not reaped, it stays a zombie (ended all the same).
+  void Kill(bool reap) {
+    kill(pid_, SIGKILL);
+    siginfo_t info{};
+    waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | (reap ? 0 : WNOWAIT));
+    if (reap) pid_ = -pid_;
+  }
+  void Reap() {
+    waitpid(pid_, nullptr, 0);
+    pid_ = -pid_;
+  }
+  pid_t pid() const { return pid_ < 0 ? -pid_ : pid_; }
+  int64_t run_id() const { return run_id_; }
+
+ private:
+  pid_t pid_ = -1;
+  int64_t run_id_ = 0;
+};
+
+// The pid of a child that has exited and been reaped: no process has it.
+int64_t GonePid() {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+TEST_F(StoreTest, ARunWhoseProcessWasKilledIsMarkedInterruptedAtTheNextOpen) {
+  for (const bool reap : {true, false}) {
+    SCOPED_TRACE(reap ? "its pid reaped" : "a zombie, not yet reaped");
+    const std::string path = PathIn(reap ? "reaped.db" : "zombie.db");
+    RunningChild child(path);
+    ASSERT_GT(child.run_id(), 0);
+    {
+      // While the child runs, its run is left as it is.
+      Store store = Store::Open(path);
+      EXPECT_TRUE(store.stale_runs().empty());
+      const auto run = store.LoadRun(child.run_id());
+      EXPECT_EQ(run->status, RunStatus::kRunning);
+      EXPECT_EQ(run->owner.pid, child.pid());
+      EXPECT_EQ(run->owner, [&] {
+        RunOwner owner = ThisProcess();
+        owner.pid = child.pid();
+        owner.start_ticks = run->owner.start_ticks;
+        return owner;
+      }());
+    }
+    child.Kill(reap);
+    Store store = Store::Open(path);
+    ASSERT_EQ(store.stale_runs().size(), 1u);
+    const StaleRun& stale = store.stale_runs()[0];
+    EXPECT_EQ(stale.run_id, child.run_id());
+    EXPECT_EQ(stale.owner.pid, child.pid());
+    EXPECT_EQ(stale.trials, 1);
+    EXPECT_EQ(StaleRunText(stale), "run " + std::to_string(child.run_id()) + " was left running by pid " +
+                                       std::to_string(child.pid()) +
+                                       ", which has ended; marked interrupted, its 1 trial kept");
+    const auto run = store.LoadRun(child.run_id());
+    EXPECT_EQ(run->status, RunStatus::kInterrupted);
+    EXPECT_FALSE(run->ended_at.empty());
+    EXPECT_EQ(run->end_note, "left running by pid " + std::to_string(child.pid()) + " on " + ThisProcess().hostname +
+                                 ", which has ended; marked interrupted by pid " + std::to_string(getpid()) +
+                                 ", the next to open the file for writing");
+    EXPECT_EQ(store.LoadTrials(child.run_id()).size(), 1u);  // its trials are kept
+    EXPECT_TRUE(Store::Open(path).stale_runs().empty());    // marked once
+    if (!reap) child.Reap();
+  }
+}
+
+TEST_F(StoreTest, RunsStillRunningOrOfAnotherHostOrNamespaceAreLeftRunning) {
+  const std::string path = PathIn("feedtune.db");
+  const int64_t gone = GonePid();
+  std::vector<int64_t> ids;
+  {
+    Store store = Store::Open(path);
+    const int64_t machine = store.UpsertMachine(TestMachine());
+    ids.push_back(store.BeginRun(TestRun(machine, "this process's")));
+    // A file on shared storage: another host's pids are not this host's.
+    RunRecord other_host = TestRun(machine, "another host's");
+    other_host.owner = ThisProcess();
+    other_host.owner.hostname = "another-host";
+    other_host.owner.pid = gone;
+    ids.push_back(store.BeginRun(other_host));
+    // Another container of this boot with the same hostname: its pids are its own.
+    RunRecord other_namespace = TestRun(machine, "another pid namespace's");
+    other_namespace.owner = ThisProcess();
+    other_namespace.owner.pid_namespace = "pid:[1]";
+    other_namespace.owner.pid = gone;
+    ids.push_back(store.BeginRun(other_namespace));
+  }
+  RunningChild child(path);  // a sweep in another process, running
+  ids.push_back(child.run_id());
+  Store store = Store::Open(path);
+  EXPECT_TRUE(store.stale_runs().empty());
+  for (const int64_t id : ids) {
+    const auto run = store.LoadRun(id);
+    EXPECT_EQ(run->status, RunStatus::kRunning) << run->workload_name;
+    EXPECT_EQ(run->end_note, "") << run->workload_name;
+  }
+}
+
+TEST_F(StoreTest, AReusedPidOrAnEarlierBootMeansTheProcessHasEnded) {
+  const std::string path = PathIn("feedtune.db");
+  int64_t reused = 0, rebooted = 0;
+  {
+    Store store = Store::Open(path);
+    const int64_t machine = store.UpsertMachine(TestMachine());
+    RunRecord run = TestRun(machine);
+    run.owner = ThisProcess();
+    run.owner.start_ticks += 1;  // this pid, but another process that had it before
+    reused = store.BeginRun(run);
+    run.owner = ThisProcess();
+    run.owner.boot_id = "a1b2c3d4-0000-4000-8000-000000000000";
+    rebooted = store.BeginRun(run);
+  }
+  Store store = Store::Open(path);
+  ASSERT_EQ(store.stale_runs().size(), 2u);
+  EXPECT_EQ(store.stale_runs()[0].how, ", which has ended (its pid now names a later process)");
+  EXPECT_EQ(store.stale_runs()[1].how, " before the host restarted");
+  EXPECT_EQ(store.LoadRun(reused)->status, RunStatus::kInterrupted);
+  EXPECT_EQ(store.LoadRun(rebooted)->end_note, "left running by pid " + std::to_string(getpid()) + " on " +
+                                                   ThisProcess().hostname +
+                                                   " before the host restarted; marked interrupted by pid " +
+                                                   std::to_string(getpid()) + ", the next to open the file for "
+                                                   "writing");
+}
+
+TEST(RunOwnerTest, ThisProcessAndItsStartTime) {
+  const RunOwner here = ThisProcess();
+  EXPECT_EQ(here.pid, getpid());
+  EXPECT_FALSE(here.hostname.empty());
+  EXPECT_EQ(here.boot_id.size(), 36u) << here.boot_id;  // a UUID
+  EXPECT_EQ(here.pid_namespace.rfind("pid:[", 0), 0u) << here.pid_namespace;
+  EXPECT_EQ(ProcessStartTicks(getpid()), here.start_ticks);
+  EXPECT_EQ(ProcessStartTicks(GonePid()), std::nullopt);
+  EXPECT_EQ(OwnerEnded(here, here), "");
+  EXPECT_EQ(OwnerEnded(RunOwner{}, here), "");  // not recorded: never judged
 }
 
 TEST_F(StoreTest, LoadRunWithoutIdGivesNewest) {
