@@ -170,6 +170,8 @@ TEST_F(Interrupt, SigintEndsCleanlyAndResumeFinishesTheRun) {
 
   const nlohmann::json interrupted = Report();
   EXPECT_EQ(interrupted["status"], "interrupted");
+  EXPECT_EQ(interrupted["end_note"].get<std::string>().rfind("stopped by SIGINT or SIGTERM after ", 0), 0u)
+      << interrupted["end_note"];
   const size_t stored = interrupted["trials"].size();
   ASSERT_GE(stored, 2u);  // baseline and pin_memory ran before the workers did
   std::vector<int64_t> stored_ids;
@@ -205,6 +207,7 @@ TEST_F(Interrupt, SigintEndsCleanlyAndResumeFinishesTheRun) {
 
   const nlohmann::json done = Report();
   EXPECT_EQ(done["status"], "done");
+  EXPECT_TRUE(done["end_note"].is_null()) << "how it stopped before is not how it ended";
   EXPECT_EQ(done["trials"].size(), trials);  // each trial stored once
   for (size_t i = 0; i < stored; ++i) EXPECT_EQ(done["trials"][i]["id"].get<int64_t>(), stored_ids[i]);
   EXPECT_TRUE(done["best"].is_object());
@@ -221,6 +224,28 @@ TEST_F(Interrupt, SigtermEndsCleanlyToo) {
   while (ProcessesInGroup(last_pgid_) > 0 && Clock::now() < deadline) std::this_thread::sleep_for(20ms);
   EXPECT_EQ(ProcessesInGroup(last_pgid_), 0);
   EXPECT_EQ(Report()["status"], "interrupted");
+}
+
+// SIGKILL gives the sweep no word: its run stays "running" (a read-only
+// report changes nothing) until the next sweep opens the file, finds its
+// process gone, marks it interrupted and says so; a resume then finishes it.
+TEST_F(Interrupt, SigkillLeavesARunningRunTheNextSweepMarksInterrupted) {
+  ASSERT_EQ(InterruptSweep(SIGKILL), 128 + SIGKILL);
+  const pid_t killed = last_pgid_;
+  const nlohmann::json left = Report();
+  EXPECT_EQ(left["status"], "running");
+  ASSERT_GE(left["trials"].size(), 2u);
+
+  std::string out, err;
+  ASSERT_EQ(Run({"sweep", "--resume", "1", "--db", db_}, &out, &err), 0) << err;
+  EXPECT_NE(err.find("feedtune: " + db_ + ": run 1 was left running by pid " + std::to_string(killed) +
+                     ", which has ended; marked interrupted, its " + std::to_string(left["trials"].size()) +
+                     " trials kept\n"),
+            std::string::npos)
+      << err;
+  const nlohmann::json done = Report();
+  EXPECT_EQ(done["status"], "done");
+  EXPECT_TRUE(done["end_note"].is_null());
 }
 
 TEST_F(Interrupt, ResumeUsageErrors) {

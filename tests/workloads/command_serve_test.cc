@@ -9,6 +9,7 @@
 // and the measurer's destruction leave no process behind.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -25,6 +27,7 @@
 #include "tests/common/process_tree.h"
 #include "tests/common/read_file.h"
 #include "tuner/measure/command_measurer.h"
+#include "tuner/measure/command_server.h"
 
 namespace feedtune::tuner {
 namespace {
@@ -308,6 +311,41 @@ TEST_F(CommandServe, StopFlagInterruptsATrial) {
   EXPECT_LT(Seconds(Clock::now() - start), 3.0);
   EXPECT_FALSE(Running(server));
   EXPECT_TRUE(GoneSoon(child));
+}
+
+// Attached (sweep --serve-fd, feedtune.autotune): the job that serves closing
+// the socket mid-trial means it has ended, JobGone, and the sweep marks the run
+// interrupted rather than failing every later trial and finishing "done". A
+// stop raised before the socket closed wins: a job that stops tuning early
+// signals feedtune, then closes the socket, and that is an interruption.
+TEST(CommandServeAttached, TheJobClosingTheSocketEndsTheTuningAndAStopComesFirst) {
+  for (const bool stop_first : {false, true}) {
+    SCOPED_TRACE(stop_first ? "the job signals, then closes the socket" : "the job closes the socket");
+    int fds[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    std::string error;
+    const std::unique_ptr<CommandServer> server = CommandServer::Attach(fds[0], &error);
+    ASSERT_NE(server, nullptr) << error;
+    std::atomic<bool> stop{false};
+    std::thread job([&] {
+      char request[4096];
+      EXPECT_GT(read(fds[1], request, sizeof request), 0);  // the request line, then no window
+      if (stop_first) stop = true;
+      close(fds[1]);
+    });
+    try {
+      server->RunTrial(R"({"trial": 1})", 1, 3, 30, &stop);
+      ADD_FAILURE() << "the trial ended without an exception";
+    } catch (const JobGone& e) {
+      EXPECT_FALSE(stop_first) << e.what();
+      EXPECT_STREQ(e.what(), "the training job closed the connection in trial 1 after 0 of 3 windows: it ended or "
+                             "was killed");
+    } catch (const Interrupted&) {
+      EXPECT_TRUE(stop_first);
+    }
+    job.join();
+    EXPECT_FALSE(server->alive());
+  }
 }
 
 // SIGINT to a whole `feedtune sweep` while a served trial runs: exit 130, the

@@ -294,10 +294,19 @@ void OpenSeedStore(const SweepArgs& a, SweepSession& s) {
   }
 }
 
+// Opens the results file for writing, saying which runs it found left
+// running by a process that has ended (marked interrupted, results/store.h).
+void OpenStore(const SweepArgs& a, SweepSession& s, tuner::Progress& progress) {
+  s.store.emplace(results::Store::Open(a.db_path));
+  for (const results::StaleRun& stale : s.store->stale_runs()) {
+    progress.Note("feedtune: " + a.db_path + ": " + results::StaleRunText(stale));
+  }
+}
+
 // A fresh sweep checks its config before the results file is touched, so a
 // mistake leaves no file behind; a resumed one takes the run's stored config,
 // its trials and its budget facts.
-void LoadConfigOrRun(const SweepArgs& a, SweepSession& s) {
+void LoadConfigOrRun(const SweepArgs& a, SweepSession& s, tuner::Progress& progress) {
   if (!a.resuming) {
     try {
       s.config = tuner::LoadConfig(ResolveDataPath(a.config_path));
@@ -308,10 +317,11 @@ void LoadConfigOrRun(const SweepArgs& a, SweepSession& s) {
     ResolveCommandPaths(s.config);
     return;
   }
-  s.store.emplace(results::Store::Open(a.db_path));
+  OpenStore(a, s, progress);
   const auto found = s.store->LoadRun(a.resume_id);
   if (!found) throw SweepStop{kExitUsage, "no run " + std::to_string(a.resume_id) + " in " + a.db_path};
   s.run = *found;
+  s.run.end_note.clear();  // it goes on: how it stopped before is no longer how it ended
   if (s.run.status == results::RunStatus::kDone) {
     throw SweepStop{kExitUsage, "run " + std::to_string(s.run.id) + " is done; nothing to resume"};
   }
@@ -445,6 +455,18 @@ void BuildSetup(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progre
   }
 }
 
+// The run's end note when a signal stops the sweep (the report prints it
+// beside "interrupted"). Attached, the signal is the training job's: it sends
+// SIGINT when it stops tuning early (Ctrl-C, its loader closed mid-tuning).
+std::string StoppedNote(const SweepSession& s, int trials) {
+  const std::string after = " after " + std::to_string(trials) + " trial" + (trials == 1 ? "" : "s");
+  if (s.attached) {
+    return "stopped by a signal" + after +
+           " (the training job's, when it stops tuning early: Ctrl-C, its loader closed, a fallback)";
+  }
+  return "stopped by SIGINT or SIGTERM" + after;
+}
+
 // Other processes' CPU before the baseline (docs/measurement.md, "A busy
 // box"): sampled for sweep.background.sample_seconds while this tree is
 // idle. Above sweep.background.warn_cpu it is said up front, with the top
@@ -469,6 +491,7 @@ void SampleBox(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progres
       if (stop.load()) {
         s.run.status = results::RunStatus::kInterrupted;
         s.run.ended_at = NowIso8601();
+        s.run.end_note = StoppedNote(s, 0);
         s.store->FinishRun(s.run);
         throw SweepStop{kExitInterrupted, "interrupted before the first trial; run " + std::to_string(s.run.id) +
                                               " is marked interrupted (`feedtune sweep --resume " +
@@ -491,9 +514,9 @@ void SampleBox(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progres
 }
 
 // A fresh sweep's run record, stored: from here on every trial is kept.
-void BeginRun(const SweepArgs& a, SweepSession& s) {
+void BeginRun(const SweepArgs& a, SweepSession& s, tuner::Progress& progress) {
   if (a.resuming) return;
-  s.store.emplace(results::Store::Open(a.db_path));
+  OpenStore(a, s, progress);
   results::RunRecord& run = s.run;
   run.machine_id = s.store->UpsertMachine(s.machine);
   run.host = results::HostOf(s.machine);  // the host apart from its hardware class (docs/fleets.md)
@@ -617,17 +640,23 @@ tuner::SearchOutcome Search(const SweepArgs& a, SweepSession& s, tuner::Budget& 
     }
     progress.Clear();
     return outcome;
-  } catch (const tuner::Interrupted&) {
+  } catch (const tuner::Interrupted& e) {
     progress.Clear();
+    const bool job_gone = dynamic_cast<const tuner::JobGone*>(&e) != nullptr;
     s.run.status = results::RunStatus::kInterrupted;
     s.run.ended_at = NowIso8601();
+    s.run.end_note = job_gone ? e.what() : StoppedNote(s, kept);
     s.store->FinishRun(s.run);
     output.Event(tuner::InterruptedEventJson(s.run.id, kept));
     const std::string id = std::to_string(s.run.id);
-    throw SweepStop{kExitInterrupted, "interrupted; run " + id + " is marked interrupted, its " +
-                                          std::to_string(kept) + " finished trials are kept in " + a.db_path +
-                                          "; continue it with `feedtune sweep --resume " + id + " --db " +
-                                          a.db_path + "`"};
+    // An in-job run is the job's own: `--resume` would start its argv as a
+    // serving command, which a training script is not.
+    throw SweepStop{kExitInterrupted, (job_gone ? std::string(e.what()) : std::string("interrupted")) + "; run " +
+                                          id + " is marked interrupted, its " + std::to_string(kept) +
+                                          " finished trials are kept in " + a.db_path +
+                                          (s.attached ? std::string()
+                                                      : "; continue it with `feedtune sweep --resume " + id +
+                                                            " --db " + a.db_path + "`")};
   } catch (const tuner::ReplayMismatch& e) {
     progress.Clear();
     throw SweepStop{kExitFailure, "cannot resume run " + std::to_string(s.run.id) + ": " + e.what()};
@@ -763,9 +792,9 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
     OpenSeedStore(*a, s);
     progress.emplace(stderr, tuner::DetectProgressMode(stderr, a->quiet));
     const Output output{*progress, a->json};
-    LoadConfigOrRun(*a, s);
+    LoadConfigOrRun(*a, s, *progress);
     BuildSetup(*a, stop, *progress, s);
-    BeginRun(*a, s);
+    BeginRun(*a, s, *progress);
     SampleBox(*a, stop, *progress, s);
     AnnounceRun(*a, s, *progress, output);
     // A command's workers are not the process tree feedtune sees: its budget

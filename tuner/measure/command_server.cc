@@ -410,6 +410,21 @@ ServedTrial CommandServer::RunTrial(const std::string& request_line, int64_t tri
       // The workers are alive until the trial ends, so this sees them.
       trial.peak_rss_bytes = std::max(trial.peak_rss_bytes, TreeRssBytes(pid_));
     }
+    // A stop comes before the end of the connection it may have caused: a
+    // job that closes its loader signals the sweep, then closes the socket
+    // (python/feedtune/autotune.py), and its run is interrupted, not failed.
+    if (stop != nullptr && stop->load(std::memory_order_relaxed)) {
+      KillAndReap();
+      throw Interrupted();
+    }
+    if (ending && attached_) {
+      // The job serves on the socket only while it runs: the tuning ends with
+      // it. Failing this trial and every later one would let the search
+      // finish "done" with a best that no job runs.
+      dead_ = true;
+      throw JobGone("the training job closed the connection in trial " + std::to_string(trial_id) + " after " +
+                    Windows(trial.windows.size(), windows) + ": it ended or was killed");
+    }
     if (ending) {
       const std::string how = leader_exited ? KillAndReap() : ReapAfterEof();
       return fail("the serving command " + (how.empty() ? std::string("closed its stdout and was killed") : how) +
@@ -423,10 +438,6 @@ ServedTrial CommandServer::RunTrial(const std::string& request_line, int64_t tri
                   " bytes in trial " + std::to_string(trial_id));
     }
 
-    if (stop != nullptr && stop->load(std::memory_order_relaxed)) {
-      KillAndReap();
-      throw Interrupted();
-    }
     if (Clock::now() >= deadline) {
       KillAndReap();
       return fail("trial " + std::to_string(trial_id) + " timed out after " + FormatSeconds(timeout_s) +
@@ -454,6 +465,11 @@ std::string CommandServer::SendRequest(const std::string& request_line, int64_t 
     }
     if (n < 0) {
       const int error = errno;
+      if (attached_ && (error == EPIPE || error == ECONNRESET)) {
+        dead_ = true;
+        throw JobGone("the training job closed the connection before it read trial " + std::to_string(trial_id) +
+                      "'s request: it ended or was killed");
+      }
       const std::string how = error == EPIPE ? ReapAfterEof() : KillAndReap();
       return "the serving command " + (how.empty() ? "could not be sent the request (" + Errno(error) + ")" : how) +
              " before it read trial " + std::to_string(trial_id) + "'s request";
@@ -485,8 +501,9 @@ bool CommandServer::AwaitOutput(Clock::time_point deadline, bool* leader_exited,
   if (!stdout_open || *leader_exited) {
     ReadAvailable(stdout_fd_, stdout_buffer_);  // what it wrote before it went
     // An unfinished last line counts as a line; the lines left may still end
-    // the trial (the next trial then finds the process gone).
-    if (!stdout_buffer_.empty() && stdout_buffer_.back() != '\n') stdout_buffer_ += '\n';
+    // the trial (the next trial then finds the process gone). Attached, it is
+    // what a job killed mid-write left: the job is gone (JobGone), not wrong.
+    if (!attached_ && !stdout_buffer_.empty() && stdout_buffer_.back() != '\n') stdout_buffer_ += '\n';
     return true;
   }
   return false;

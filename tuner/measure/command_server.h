@@ -35,6 +35,10 @@
 // down. The protocol is the same; feedtune never kills or reaps that process:
 // a failure that would kill a started command only marks the connection dead,
 // and closing the socket (at the end of the sweep) tells the job it is over.
+// The job closing it first means the job has ended (or was killed): JobGone,
+// and the sweep marks the run interrupted. A job that stops tuning early
+// signals feedtune (SIGINT) before it closes the socket; the stop flag is
+// looked at first, so that too ends as an interruption.
 //
 // Ownership: a CommandServer owns its process group and the three pipe ends
 // (RAII: the destructor kills the group with SIGKILL and reaps the leader);
@@ -101,7 +105,8 @@ class CommandServer {
   // and reads `windows` window lines and the end line, within `timeout_s`
   // (counted from the start of the process for its first trial). On any
   // failure but the command's own {"error": ...} line the group is killed and
-  // alive() turns false. Throws Interrupted when `stop` is raised.
+  // alive() turns false. Throws Interrupted when `stop` is raised, and
+  // attached, JobGone when the job closed the socket (it ended).
   ServedTrial RunTrial(const std::string& request_line, int64_t trial_id, int windows, double timeout_s,
                        const std::atomic<bool>* stop);
 

@@ -23,6 +23,17 @@ namespace feedtune::tuner {
 class Interrupted : public std::runtime_error {
  public:
   Interrupted() : std::runtime_error("interrupted") {}
+
+ protected:
+  explicit Interrupted(const std::string& what) : std::runtime_error(what) {}
+};
+
+// Thrown when the training job that serves the trials (sweep --serve-fd,
+// feedtune.autotune) closed the connection: it ended or was killed mid-tuning,
+// so the run stops as if interrupted. Its what() says so, with the trial.
+class JobGone : public Interrupted {
+ public:
+  explicit JobGone(const std::string& what) : Interrupted(what) {}
 };
 
 // How the search wants one trial measured, beyond its knobs.
