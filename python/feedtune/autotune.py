@@ -32,6 +32,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -39,6 +40,7 @@ import tempfile
 import time
 import types
 import warnings
+import weakref
 
 from . import preflight
 from .measure import batch_bytes, batch_len, percentile
@@ -54,6 +56,10 @@ _MIN_BUDGET_S = 30.0
 # A time window also holds at least this many of the job's batches: a slow
 # setting's window grows to them, a fast one's stays at measure_seconds.
 _MIN_WINDOW_BATCHES = 4
+# How long a controller told to stop (SIGINT) may take to mark its run
+# interrupted and exit before it is killed: it sees the signal within 0.1 s
+# (its wait for the job's lines), then writes one transaction.
+_STOP_GRACE_S = 5.0
 
 
 class AutotuneError(Exception):
@@ -149,6 +155,42 @@ class _Remote:
 _REMOTE = _Remote()
 
 
+def _stop(process, parent_pid, grace_s=_STOP_GRACE_S):
+    """Ends the controller if it still runs: SIGINT to its group first, so that
+    it marks its run interrupted with the trials so far and exits (130), as a
+    sweep does on Ctrl-C; SIGKILL only when it has not within grace_s. Killed
+    at once, the run would stay "running" until the next open of the results
+    file found its process gone. Only from the process that started it: a
+    forked DataLoader worker holds a copy of this object, not the controller."""
+    if os.getpid() != parent_pid or process.poll() is not None:
+        return
+    for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGKILL, None)):
+        try:
+            os.killpg(process.pid, sig)
+        except OSError:  # gone already (not yet reaped: wait below reaps it)
+            pass
+        try:
+            process.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _end_controller(process, parent_pid, files, folder):
+    """The controller's end, once: close() or, when the job leaves without it
+    (an uncaught KeyboardInterrupt, sys.exit), at the interpreter's exit.
+    The signal comes before the socket closes: a controller that read the
+    socket's end first would fail the trial in flight, not stop."""
+    _stop(process, parent_pid)
+    for f in files:
+        try:
+            f.close()
+        except OSError:
+            pass
+    if os.getpid() == parent_pid:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 class _Controller:
     """The feedtune child: `feedtune sweep --serve-fd`, its socket, its output files."""
 
@@ -178,6 +220,11 @@ class _Controller:
         theirs.close()
         self.sock = ours
         self.reader = ours.makefile("r", encoding="utf-8")
+        # Runs at close(), or at the interpreter's exit (weakref.finalize's
+        # atexit) when the job ends without closing the loader.
+        self.parent_pid = os.getpid()
+        self._end = weakref.finalize(self, _end_controller, self.process, self.parent_pid,
+                                     (self.reader, self.sock, self.out, self.err), self.dir)
 
     def next_request(self):
         """The next trial's request as a dict, or None when the search is over (the socket closed)."""
@@ -194,7 +241,7 @@ class _Controller:
         try:
             code = self.process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            self.kill()
+            self.stop()
             code = self.process.wait()
         self.out.seek(0)
         found = {}
@@ -212,22 +259,11 @@ class _Controller:
         self.err.seek(0)
         return " | ".join(l.strip() for l in self.err.read().splitlines()[-lines:] if l.strip())
 
-    def kill(self):
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, 9)
-            except OSError:
-                pass
-            self.process.wait()
+    def stop(self):
+        _stop(self.process, self.parent_pid)
 
     def close(self):
-        self.kill()
-        for f in (self.reader, self.sock, self.out, self.err):
-            try:
-                f.close()
-            except OSError:
-                pass
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self._end()
 
 
 class _Trial:

@@ -11,6 +11,7 @@ skipped (saying so) when neither is there.
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -420,6 +421,171 @@ class AutotuneRanks(unittest.TestCase):
         for t in trials:
             if t["status"] == "ok":
                 self.assertLess(t["samples_per_s"], 1500, t)
+
+
+@unittest.skipUnless(HAVE_BINARY, "no feedtune binary at %s (make build, or set FEEDTUNE_BIN)" % BINARY)
+class AutotuneStops(unittest.TestCase):
+    """A job that stops mid-tuning leaves its run in a true state: interrupted,
+    with the trials measured so far, whether the job closed its loader, took
+    Ctrl-C, was killed alone (the controller reads the socket's end), or was
+    killed with its controller (the next open of the results file finds the
+    run's process gone)."""
+
+    JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "autotune_job.py")
+    LONG_BUDGET_S = 60.0  # outlasts each test: the job is stopped mid-tuning
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="autotune-stop-")
+        self.db = os.path.join(self.dir, "job.db")
+        self.pid_file = os.path.join(self.dir, "controller.pid")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def trials(self):
+        import sqlite3
+        try:
+            with sqlite3.connect("file:%s?mode=ro" % self.db, uri=True) as db:
+                return db.execute("SELECT count(*) FROM trials").fetchone()[0]
+        except sqlite3.Error:  # not made yet
+            return 0
+
+    def wait_for_trials(self, count, job=None):
+        deadline = time.monotonic() + 120
+        while self.trials() < count:
+            if job is not None and job.poll() is not None:
+                self.fail("the job ended first: %s" % job.communicate()[0][-3000:])
+            self.assertLess(time.monotonic(), deadline, "no %d trials stored within 120 s" % count)
+            time.sleep(0.1)
+        return self.trials()
+
+    def start_job(self):
+        """autotune_job.py in its own session, as a shell starts a job (a signal
+        to its group reaches its DataLoader workers too, not the controller);
+        returns it and the controller's pid once 2 trials are stored."""
+        env = dict(os.environ, BUDGET_S=str(self.LONG_BUDGET_S), FEEDTUNE_BIN=BINARY)
+        job = subprocess.Popen([sys.executable, self.JOB, self.db, self.pid_file], env=env, start_new_session=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+        def stop():
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGKILL)
+            job.communicate()
+        self.addCleanup(stop)
+        self.wait_for_trials(2, job)
+        with open(self.pid_file) as f:
+            controller = int(f.read())
+        self.addCleanup(lambda: self.gone(controller) or os.kill(controller, signal.SIGKILL))
+        return job, controller
+
+    @staticmethod
+    def gone(pid, within_s=0.0):
+        """Whether process `pid` has ended (a zombie has) within `within_s`."""
+        deadline = time.monotonic() + within_s
+        while True:
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                        return True
+            except OSError:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+    def run_json(self, run):
+        report = subprocess.run([BINARY, "report", "--db", self.db, "--run", str(run), "--format", "json"],
+                                capture_output=True, text=True)
+        self.assertEqual(report.returncode, 0, report.stderr)
+        return json.loads(report.stdout)
+
+    def test_closing_the_loader_mid_tuning(self):
+        loader = autotune(tud.DataLoader(Indices(), batch_size=6, shuffle=True), results=self.db, config="closed",
+                          budget_s=self.LONG_BUDGET_S, verbose=False)
+        for _ in range(MAX_EPOCHS):
+            for _batch in loader:
+                pass
+            if self.trials() >= 2:
+                break
+        self.assertEqual(loader.phase, "tuning")
+        stored = self.trials()
+        controller = loader._controller.process
+        loader.close()
+        self.assertIsNotNone(controller.poll())
+        self.assertEqual(controller.returncode, 130)  # it stopped as a sweep does on Ctrl-C, not killed
+        run = self.run_json(1)
+        self.assertEqual(run["status"], "interrupted")
+        self.assertGreaterEqual(len(run["trials"]), stored)
+        self.assertRegex(run["end_note"], r"^stopped by a signal after \d+ trials \(the training job's")
+
+    def test_ctrl_c_of_the_job(self):
+        job, controller = self.start_job()
+        stored = self.trials()
+        # Ctrl-C, to the job's main process: Python drops a KeyboardInterrupt
+        # raised inside an at-fork handler, so one that lands while the job
+        # forks a DataLoader worker is lost (a user presses it again), and a
+        # worker hit while it starts dies, which makes the job fall back.
+        for _ in range(3):
+            os.kill(job.pid, signal.SIGINT)
+            try:
+                job.wait(timeout=10)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        out = job.communicate(timeout=60)[0]
+        self.assertEqual(job.returncode, -signal.SIGINT, out[-3000:])  # an uncaught KeyboardInterrupt
+        self.assertIn("KeyboardInterrupt", out)
+        self.assertTrue(self.gone(controller), "the controller outlived the job")
+        run = self.run_json(1)
+        self.assertEqual(run["status"], "interrupted")
+        self.assertGreaterEqual(len(run["trials"]), stored)
+        self.assertRegex(run["end_note"], r"^stopped by a signal after \d+ trials")
+
+    def test_the_job_killed_alone(self):
+        job, controller = self.start_job()
+        os.killpg(job.pid, signal.SIGKILL)  # no atexit: the controller reads the socket's end
+        job.communicate(timeout=60)
+        self.assertTrue(self.gone(controller, within_s=30), "the controller outlived the job by 30 s")
+        run = self.run_json(1)
+        self.assertEqual(run["status"], "interrupted")  # not "done" with a best no job runs
+        self.assertGreaterEqual(len(run["trials"]), 2)
+        self.assertRegex(run["end_note"], r"^the training job closed the connection in trial \d+ after \d+ of "
+                                          r"\d+ windows: it ended or was killed$")
+
+    def test_the_job_killed_with_its_controller_then_a_second_job(self):
+        import socket
+        job, controller = self.start_job()
+        # As a cluster ends a job (scancel, the OOM killer): every process at once, no word from any.
+        os.kill(controller, signal.SIGKILL)
+        os.killpg(job.pid, signal.SIGKILL)
+        job.communicate(timeout=60)
+        self.assertTrue(self.gone(controller, within_s=10))
+        stored = self.trials()
+        self.assertEqual(self.run_json(1)["status"], "running")  # a read-only report changes nothing
+
+        # The next job on the file finds run 1's process gone, marks it, and
+        # runs its own search: run 1 has no answer to seed it.
+        loader = autotune(tud.DataLoader(Indices(), batch_size=6, shuffle=True), results=self.db, config="stopped",
+                          budget_s=BUDGET_S, verbose=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # a fallback fails the test
+            for _ in range(MAX_EPOCHS):
+                run(loader, 1)
+                if loader.phase != "tuning":
+                    break
+        self.assertEqual(loader.phase, "tuned", loader.decision)
+        loader.close()
+        self.assertNotIn("the stored answer", loader.decision)
+        first = self.run_json(1)
+        self.assertEqual(first["status"], "interrupted")
+        self.assertEqual(len(first["trials"]), stored)  # its trials are kept
+        self.assertRegex(first["end_note"], r"^left running by pid %d on %s, which has ended; marked interrupted "
+                                            r"by pid \d+, the next to open the file for writing$"
+                         % (controller, re.escape(socket.gethostname())))
+        second = self.run_json(2)
+        self.assertEqual(second["status"], "done")
+        self.assertIsNone(second["end_note"])
+        self.assertNotIn("seed_check", [p["phase"] for p in second["calibration"]["phases"]])
 
 
 class AutotuneWindows(unittest.TestCase):
