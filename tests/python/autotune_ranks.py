@@ -1,12 +1,13 @@
 """One rank of a 2-rank gloo job tuned by feedtune.autotune (started by
-test_autotune.AutotuneRanks): RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from
-the environment; argv: the results file, the output file. Rank 1's step is
-slower (STEP_S_RANK1), so a window's figure must be rank 1's.
+test_autotune.AutotuneRanks): RANK, WORLD_SIZE and RENDEZVOUS (a file both
+ranks meet at) from the environment; argv: the results file, the output file.
+Rank 1's step is slower (STEP_S_RANK1), so a window's figure must be rank 1's.
 
 Writes {"seen": epochs of index batches, "plain": the plain DataLoader's,
 "switches": [(epoch, batch, settings)] where the settings changed,
 "phase", "decision"} as JSON."""
 
+import datetime
 import json
 import os
 import sys
@@ -40,7 +41,12 @@ def make(rank):
 
 def main():
     results, out = sys.argv[1], sys.argv[2]
-    dist.init_process_group("gloo")
+    # A file to meet at, not a TCP port: a port found free and released can be
+    # taken by another test before rank 0 binds it, and rank 1 then waits on
+    # someone else's port (a CI run of make test hung here until its 240 s
+    # timeout). The timeout turns any rendezvous that fails into an error.
+    dist.init_process_group("gloo", init_method="file://" + os.environ["RENDEZVOUS"], rank=int(os.environ["RANK"]),
+                            world_size=int(os.environ["WORLD_SIZE"]), timeout=datetime.timedelta(seconds=60))
     rank = dist.get_rank()
     loader = feedtune.autotune(make(rank), results=results, config="ranks", budget_s=float(os.environ["BUDGET_S"]),
                                verbose=False)

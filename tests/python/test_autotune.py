@@ -391,9 +391,8 @@ class AutotuneRanks(unittest.TestCase):
         tmp = tempfile.mkdtemp(prefix="autotune-ranks-")
         self.addCleanup(shutil.rmtree, tmp, True)
         db = os.path.join(tmp, "job.db")
-        with socket_for_port() as port:
-            env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2",
-                       BUDGET_S=str(WORKERS_BUDGET_S))
+        env = dict(os.environ, RENDEZVOUS=os.path.join(tmp, "rendezvous"), WORLD_SIZE="2",
+                   BUDGET_S=str(WORKERS_BUDGET_S))
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "autotune_ranks.py")
         ranks = [subprocess.Popen([sys.executable, script, db, os.path.join(tmp, "rank%d.json" % r)],
                                   env=dict(env, RANK=str(r)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -653,19 +652,6 @@ class AutotuneVerdict(unittest.TestCase):
         knobs, _, words = _verdict(done, self.OWN)
         self.assertEqual(knobs["num_workers"], 0)
         self.assertEqual(words, "your own setting is the best found")
-
-
-class socket_for_port:
-    """A free TCP port on localhost (bound, then released for the job to take)."""
-
-    def __enter__(self):
-        import socket
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        return self.sock.getsockname()[1]
-
-    def __exit__(self, *exc):
-        self.sock.close()
 
 
 if __name__ == "__main__":
