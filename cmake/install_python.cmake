@@ -34,6 +34,13 @@ endif()
 set(package_dest "${prefix}/${python_dir}/feedtune")
 file(GLOB package_files "${FEEDTUNE_SOURCE_DIR}/python/feedtune/*.py")
 file(INSTALL ${package_files} "${FEEDTUNE_VERSION_FILE}" DESTINATION "${package_dest}")
+# feedtune.autotune is a package inside it (python/feedtune/autotune/): the
+# glob above does not reach into folders, and without it `import feedtune` fails.
+file(GLOB autotune_files "${FEEDTUNE_SOURCE_DIR}/python/feedtune/autotune/*.py")
+if(NOT autotune_files)
+  message(FATAL_ERROR "feedtune: no ${FEEDTUNE_SOURCE_DIR}/python/feedtune/autotune/*.py to install")
+endif()
+file(INSTALL ${autotune_files} DESTINATION "${package_dest}/autotune")
 
 # The probe names the package's folder relative to its own, so the same file
 # works staged (DESTDIR), at the prefix, and moved with it.

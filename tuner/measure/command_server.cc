@@ -412,7 +412,8 @@ ServedTrial CommandServer::RunTrial(const std::string& request_line, int64_t tri
     }
     // A stop comes before the end of the connection it may have caused: a
     // job that closes its loader signals the sweep, then closes the socket
-    // (python/feedtune/autotune.py), and its run is interrupted, not failed.
+    // (python/feedtune/autotune/controller.py), and its run is interrupted,
+    // not failed.
     if (stop != nullptr && stop->load(std::memory_order_relaxed)) {
       KillAndReap();
       throw Interrupted();

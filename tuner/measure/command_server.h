@@ -30,15 +30,15 @@
 //     trial starts a new process. At the end of the sweep the group is killed.
 //
 // Attached (CommandServer::Attach, `sweep --serve-fd`, feedtune.autotune in
-// python/feedtune/autotune.py): the serving process is the training job that
-// started feedtune, and requests and answers travel on one socket it handed
-// down. The protocol is the same; feedtune never kills or reaps that process:
-// a failure that would kill a started command only marks the connection dead,
-// and closing the socket (at the end of the sweep) tells the job it is over.
-// The job closing it first means the job has ended (or was killed): JobGone,
-// and the sweep marks the run interrupted. A job that stops tuning early
-// signals feedtune (SIGINT) before it closes the socket; the stop flag is
-// looked at first, so that too ends as an interruption.
+// python/feedtune/autotune/controller.py): the serving process is the training
+// job that started feedtune, and requests and answers travel on one socket it
+// handed down. The protocol is the same; feedtune never kills or reaps that
+// process: a failure that would kill a started command only marks the
+// connection dead, and closing the socket (at the end of the sweep) tells the
+// job it is over. The job closing it first means the job has ended (or was
+// killed): JobGone, and the sweep marks the run interrupted. A job that stops
+// tuning early signals feedtune (SIGINT) before it closes the socket; the stop
+// flag is looked at first, so that too ends as an interruption.
 //
 // Ownership: a CommandServer owns its process group and the three pipe ends
 // (RAII: the destructor kills the group with SIGKILL and reaps the leader);

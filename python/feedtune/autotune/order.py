@@ -1,0 +1,133 @@
+"""feedtune.autotune's order and batch feed: each epoch's index batches drawn
+once, as the user's DataLoader would draw them (_draw_epoch), the
+batch_sampler that hands them to a trial's DataLoader (_Feed), the delivery
+of those batches to the job's loop (_deliver), and the shutdown of the
+DataLoaders that did it.
+
+Apart because this is what keeps the promise of feedtune.autotune (the same
+batches, in the same order, each once, whatever the setting): a reader
+checking it needs this module and no other. _Delivery is a part of
+AutotunedLoader (loader.py), which sets up the state its methods use.
+"""
+
+import time
+
+from .trial import _KEPT, _TrialFailed
+
+
+class _Feed:
+    """The batch_sampler of a trial's (or the final) DataLoader: hands out the
+    current epoch's index batches from `pos` on, until cut off. torch iterates
+    it in the main process, so `pos` counts the batches dispatched."""
+
+    def __init__(self):
+        self.plan, self.pos, self.cut = [], 0, False
+        self.end_s = 0.0  # the last next() that ended an epoch: the DataLoader's own (its workers' shutdown)
+
+    def start(self, plan, pos):
+        self.plan, self.pos, self.cut = plan, pos, False
+
+    def __iter__(self):
+        while not self.cut and self.pos < len(self.plan):
+            batch = self.plan[self.pos]
+            self.pos += 1
+            yield batch
+
+    def __len__(self):
+        return len(self.plan)
+
+
+class _Delivery:
+    """AutotunedLoader's DataLoaders: the epoch's order, the DataLoader of a
+    setting over a _Feed, the batches delivered, the workers shut down."""
+
+    # --- the order ------------------------------------------------------------
+
+    def _draw_epoch(self):
+        """This epoch's batches of indices, drawn as the user's DataLoader's
+        iterator would: the base seed from its generator (once in all with
+        persistent workers, which keep one iterator), then its batch_sampler."""
+        user = self._user
+        if self._epochs == 0 or not (user.persistent_workers and user.num_workers > 0):
+            self._torch.empty((), dtype=self._torch.int64).random_(generator=user.generator)
+        self._epochs += 1
+        return [list(b) for b in user.batch_sampler]
+
+    def _make_loader(self, knobs):
+        torch = self._torch
+        user = self._user
+        kwargs = {k: getattr(user, k) for k in _KEPT}
+        kwargs.update(num_workers=knobs["num_workers"], pin_memory=knobs["pin_memory"])
+        if knobs["num_workers"] > 0:
+            kwargs.update(prefetch_factor=knobs["prefetch_factor"], persistent_workers=knobs["persistent_workers"])
+            if knobs.get("multiprocessing_context"):
+                kwargs["multiprocessing_context"] = knobs["multiprocessing_context"]
+        feed = _Feed()
+        loader = torch.utils.data.DataLoader(user.dataset, batch_sampler=feed, generator=self._seeds, **kwargs)
+        loader.feedtune_feed = feed
+        return loader
+
+    def _deliver(self, loader, plan, pos, on_batch=None):
+        """Yields `loader`'s batches of plan[pos:], until cut off; returns the
+        next undelivered position. A failure inside the DataLoader rewinds to
+        the first batch not delivered and raises _TrialFailed."""
+        feed = loader.feedtune_feed
+        feed.start(plan, pos)
+        delivered = pos
+        it = None
+        while True:
+            t0 = time.monotonic()
+            try:
+                if it is None:  # starts the workers: under spawn it pickles the dataset
+                    it = iter(loader)
+                batch = next(it)
+            except StopIteration:
+                feed.end_s = time.monotonic() - t0
+                return delivered
+            except Exception as e:  # a worker died, a dataset that does not pickle: the job goes on without it
+                # The iterator outlives `it` (the exception's traceback holds
+                # it), and until it shuts down its worker pids stay in torch's
+                # SIGCHLD table: a later SIGCHLD then raises "DataLoader worker
+                # ... is killed by signal" wherever the job happens to be (once
+                # inside the message to the controller, out to the user's loop).
+                self._shutdown_iterator(it)
+                it = None
+                self._shutdown_loader(loader)
+                raise _TrialFailed(e, delivered) from e
+            t1 = time.monotonic()
+            yield batch
+            delivered += 1
+            if on_batch is not None:
+                on_batch(batch, t1 - t0, time.monotonic() - t1)
+
+    # --- shutting down ------------------------------------------------------------
+
+    @staticmethod
+    def _shutdown_iterator(it):
+        """Stops a DataLoader iterator's workers and takes their pids out of
+        torch's SIGCHLD table; a worker already dead is no error here."""
+        if it is not None and hasattr(it, "_shutdown_workers"):
+            try:
+                it._shutdown_workers()
+            except Exception:  # the SIGCHLD of the dead worker, raised while the others are joined
+                pass
+
+    @classmethod
+    def _shutdown_loader(cls, loader):
+        cls._shutdown_iterator(getattr(loader, "_iterator", None))  # persistent workers outlive the epoch's iterator
+        loader._iterator = None
+
+    def _stop_trial_loader(self):
+        if self._trial is not None and self._trial.loader is not None:
+            self._shutdown_loader(self._trial.loader)
+            self._trial.loader = None
+
+    def _shutdown(self):
+        self._stop_trial_loader()
+        self._trial = None
+        if self._final is not None:
+            self._shutdown_loader(self._final)
+            self._final = None
+        if self._controller:
+            self._controller.close()
+            self._controller = None

@@ -1,0 +1,99 @@
+"""feedtune.autotune's trial windows: one request of the controller answered
+with the job's own batches (_Trial: its warm-up, its windows, a window's
+figures), and the failure of a trial's DataLoader (_TrialFailed, which
+carries how far the batches got so that none is lost or given twice).
+
+Apart because what a window measures, and when it ends, is the figure the
+whole search stands on: it is read here alone, with no process, socket or
+DataLoader in the way (tests/python/test_autotune.py, AutotuneWindows, builds
+a _Trial by hand).
+"""
+
+import time
+
+from ..measure import batch_bytes, batch_len, percentile
+
+# The knobs a trial sets, and the user's DataLoader arguments kept for every trial.
+_KNOBS = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+_KEPT = ("collate_fn", "worker_init_fn", "timeout", "pin_memory_device")
+# A time window also holds at least this many of the job's batches: a slow
+# setting's window grows to them, a fast one's stays at measure_seconds.
+_MIN_WINDOW_BATCHES = 4
+
+
+class _Trial:
+    """One request being answered: its DataLoader, warm-up and windows."""
+
+    def __init__(self, request, batches_per_epoch, window_batches=0):
+        self.request = request
+        self.failed = None  # across ranks: this rank's trial DataLoader failed (why); it goes on at its own setting
+        self.loader = None  # made at its first epoch, again after the loop left one mid-trial
+        self.warmup_left = request["warmup_batches"]
+        self.windows_left = request["repeats"]
+        epochs = request["window_epochs"]
+        # Whole epochs; else, across ranks, a count of batches (every rank ends
+        # the window at the same batch); else measure_seconds of batches.
+        self.window_batches = epochs * batches_per_epoch if epochs > 0 else window_batches
+        self.seconds = request["measure_seconds"]
+        self.created = time.monotonic()
+        self.first_batch_s = None
+        self.epoch_first = True  # the next batch is the first of an epoch inside this trial
+        # The next() that ended the last epoch inside this trial: without
+        # persistent workers it shuts the workers down (14-70 ms for 1-8
+        # workers on the CNN job), a cost of the setting that no batch's wait
+        # holds; the next epoch's first batch carries it.
+        self.epoch_end_s = 0.0
+        self._new_window()
+
+    def _new_window(self):
+        self.time_s, self.samples, self.bytes, self.batches = 0.0, 0, 0, 0
+        self.waits, self.wait_s, self.first_waits = [], 0.0, []
+
+    @property
+    def measuring(self):
+        return self.windows_left > 0
+
+    def add(self, batch, wait_s, step_s, batch_size):
+        """Counts one delivered batch; returns a finished window's figures or None."""
+        if self.first_batch_s is None:
+            self.first_batch_s = time.monotonic() - self.created
+        epoch_first, self.epoch_first = self.epoch_first, False
+        if epoch_first:
+            wait_s, self.epoch_end_s = wait_s + self.epoch_end_s, 0.0
+        if not self.measuring:
+            return None
+        if self.warmup_left > 0:
+            self.warmup_left -= 1
+            return None
+        self.time_s += wait_s + step_s
+        self.wait_s += wait_s
+        self.samples += batch_len(batch, batch_size)
+        self.bytes += batch_bytes(batch)
+        self.batches += 1
+        self.waits.append(wait_s)
+        if epoch_first:
+            self.first_waits.append(wait_s)
+        if self.window_batches > 0:
+            full = self.batches >= self.window_batches
+        else:
+            full = self.time_s >= self.seconds and self.batches >= _MIN_WINDOW_BATCHES
+        if not full:
+            return None
+        waits_us = [w * 1e6 for w in self.waits]
+        report = {"samples_per_s": self.samples / self.time_s if self.time_s > 0 else 0.0,
+                  "gpu_idle_frac": min(1.0, self.wait_s / self.time_s) if self.time_s > 0 else 0.0,
+                  "wait_p50_us": percentile(waits_us, 50), "wait_p99_us": percentile(waits_us, 99),
+                  "mb_per_s": self.bytes / self.time_s / 1e6 if self.time_s > 0 else 0.0,
+                  "time_to_first_batch_s": self.first_batch_s}
+        if self.first_waits:
+            report["epoch_boundary_ms"] = (percentile(self.first_waits, 50) - percentile(self.waits, 50)) * 1e3
+        self.windows_left -= 1
+        self._new_window()
+        return report
+
+
+class _TrialFailed(Exception):
+    def __init__(self, error, delivered):
+        super().__init__(str(error))
+        self.error, self.delivered = error, delivered
+        self.text = "%s: %s" % (type(error).__name__, str(error).splitlines()[0] if str(error) else "")

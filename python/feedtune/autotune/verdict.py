@@ -1,0 +1,121 @@
+"""feedtune.autotune's ends: the verdict on the search's answer (_verdict:
+the best found, or the job's own setting when the final check put the best
+slower beyond the noise), the decision every rank takes at the same batch,
+the steady run at the decided setting, and the fallback to the user's own
+setting when anything goes wrong.
+
+Apart because these are the rules for what the job runs after the tuning,
+and the one way out of it on a failure: a reader asking "what will my job
+run, and when does it give up?" reads this module. _Answer is a part of
+AutotunedLoader (loader.py), which sets up the state its methods use.
+"""
+
+import sys
+import time
+import warnings
+
+from .controller import _REMOTE
+from .trial import _KNOBS, _TrialFailed
+
+
+class _Answer:
+    """AutotunedLoader from the search's end on: "tuned" or "fallback"."""
+
+    def _decide(self):
+        """The search is over: every rank takes rank 0's answer at the same batch."""
+        answer = self._answer() if self._controller is not _REMOTE else None
+        if self._ranks is not None:
+            answer = self._ranks.share(answer)
+        if "fallback" in answer:
+            self._fall_back(answer["fallback"])
+            return
+        knobs = dict(answer["knobs"])
+        if knobs.get("multiprocessing_context") is None:  # the phase kept the job's own
+            knobs["multiprocessing_context"] = self._own["multiprocessing_context"]
+        self._settings, self._non_blocking, self.decision = knobs, answer["non_blocking"], answer["decision"]
+        if self._verbose and (self._ranks is None or self._ranks.leader):
+            sys.stderr.write(self.decision + "\n")
+        if self._controller is not _REMOTE:
+            self._controller.close()
+        self._controller = None
+        self.phase = "tuned"
+
+    def _answer(self):
+        """The controller's answer: {"knobs", "non_blocking", "decision"}, or {"fallback": why}."""
+        done, seed, code = self._controller.finish()
+        if done is None or not done.get("best"):
+            why = "the search ended with exit %d and no best setting" % code
+            tail = self._controller.stderr_tail()
+            return {"fallback": why + (": " + tail if tail else "")}
+        spent = time.monotonic() - self._tuning_started
+        knobs, non_blocking, verdict = _verdict(done, self._own)
+        budget_note = ""
+        if seed is not None:
+            stored = seed.get("seed", {})
+            budget_note += "; the stored answer of run %s of %s" % (stored.get("run"),
+                                                                    stored.get("run_host") or "this host")
+        for phase in done.get("phases", []):
+            if phase.get("phase") in ("seed_check", "time_budget"):
+                budget_note += "; " + phase.get("why", "")
+        ranks = " across %d ranks (each window the slowest rank's)" % self._ranks.size if self._ranks else ""
+        method = knobs["multiprocessing_context"]
+        decision = ("feedtune.autotune: num_workers=%d pin_memory=%s prefetch_factor=%s persistent_workers=%s%s "
+                    "non_blocking=%s: %s; %d trials in %.1f s%s (run %s in %s)%s"
+                    % (knobs["num_workers"], knobs["pin_memory"], knobs["prefetch_factor"],
+                       knobs["persistent_workers"], " multiprocessing_context=" + method if method else "",
+                       non_blocking, verdict, done.get("trials", 0), spent, ranks,
+                       done.get("run_id"), self._results, budget_note))
+        return {"knobs": knobs, "non_blocking": non_blocking, "decision": decision}
+
+    def _fall_back(self, why):
+        if self._controller:
+            self._controller.close()
+        self._controller = None
+        self._settings, self._non_blocking = dict(self._own), False
+        self.phase = "fallback"
+        self.decision = "feedtune.autotune: %s; the job goes on at its own DataLoader setting" % why
+        warnings.warn(self.decision, RuntimeWarning, stacklevel=3)
+
+    def _steady(self, plan, pos):
+        """The rest of the job at the decided setting, one DataLoader for all epochs."""
+        if self._final is None:
+            self._final = self._make_loader(self._settings)
+        loader = self._final
+        try:
+            return (yield from self._deliver(loader, plan, pos))
+        except _TrialFailed as failure:
+            if self._settings == self._own:
+                raise failure.error  # the user's own setting fails: as their DataLoader would
+            self._final = None
+            self._fall_back("the tuned DataLoader failed (%s)" % failure.text)
+            return failure.delivered
+
+
+def _verdict(done, own):
+    """What the job runs after the search's `done` event: (knobs, non_blocking,
+    the verdict's words). The search's best, unless its final check against
+    the job's own setting (`own`) put it slower beyond the noise: the pairs'
+    interval wholly below x1.00, the seed check's rule. A median below x1.00
+    within the noise does not overturn what the search kept by THE RULE
+    (docs/search.md): on a drifting machine three pairs of short windows can
+    put a real gain on either side of x1.00."""
+    best = done["best"]["config"]
+    speedup = done.get("speedup")
+    interval = done.get("speedup_ci") or [speedup, speedup]
+    if speedup is not None and interval[1] is not None and interval[1] < 1.0:
+        knobs = {k: own[k] for k in _KNOBS}
+        knobs["multiprocessing_context"] = None
+        return knobs, False, ("kept your own setting: the best found ran x%.2f [%.2f, %.2f] of it in the final "
+                              "check, slower beyond the noise" % (speedup, interval[0], interval[1]))
+    knobs = {k: best[k] for k in _KNOBS}
+    knobs["multiprocessing_context"] = best.get("multiprocessing_context")  # None: the job's own
+    phases = {p.get("phase"): p for p in done.get("phases", [])}
+    checked = phases.get("final_check") or phases.get("seed_check_pairs") or {}
+    if checked.get("why", "").startswith("not run"):
+        verdict = "your own setting is the best found"
+    elif speedup is not None:
+        verdict = "x%.2f [%.2f, %.2f] over your own setting (%s)" % (
+            speedup, interval[0], interval[1], "final check" if "final_check" in phases else "the stored setting's check")
+    else:
+        verdict = "not checked against your own setting (the budget ended the search first)"
+    return knobs, bool(best["non_blocking"]), verdict
