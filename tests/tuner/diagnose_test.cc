@@ -269,7 +269,10 @@ TEST(DiagnoseFetchTest, AWaitBoundFileWorkloadReadColdIsFetchBound) {
   } else {
     EXPECT_EQ(v.bottleneck, "fetch") << results::VerdictText(v);
     EXPECT_LT(fetch->samples_per_s, 600) << results::VerdictText(v);  // at least 2 ms per sample
-    EXPECT_GT(v.Find("prep")->samples_per_s, 3 * fetch->samples_per_s) << results::VerdictText(v);
+    // Prep well above the fetch, or with no measurable cost at all (NaN: its
+    // stage trial ran as fast as nothing, as one CI run measured it).
+    const double prep = v.Find("prep")->samples_per_s;
+    EXPECT_TRUE(std::isnan(prep) || prep > 3 * fetch->samples_per_s) << results::VerdictText(v);
     EXPECT_NE(v.advice.find("fetch: the storage delivers "), std::string::npos) << v.advice;
     EXPECT_NE(v.advice.find("KB, cold)"), std::string::npos) << v.advice;
   }
