@@ -162,8 +162,10 @@ ShardIndex ReadShardIndex(const std::string& dir) {
                     std::to_string(e.shard) + " of " + std::to_string(shard_count) + ", offset " +
                     std::to_string(e.offset) + ", length " + std::to_string(e.length) + ")");
     }
+    // In the shard, without the sum overflowing: an offset near 2^64 wrapped
+    // it past the check (the shard fuzzer's regression-offset-wraps).
     const uint64_t end = e.offset + kRecordHeaderBytes + e.length;
-    if (end > shard_sizes[e.shard]) {
+    if (e.offset > shard_sizes[e.shard] || shard_sizes[e.shard] - e.offset < kRecordHeaderBytes + e.length) {
       throw DatasetCorrupt(index.shard_paths[e.shard] + ": record " + std::to_string(r) + " (record " +
                            std::to_string(in_shard[e.shard]) + " of this shard) at byte offset " +
                            std::to_string(e.offset) + " is truncated: it ends at byte " + std::to_string(end) +
