@@ -594,7 +594,7 @@ class AutotuneWindows(unittest.TestCase):
 
     def test_the_next_that_ends_an_epoch_counts_in_the_window(self):
         from feedtune.autotune import _Trial
-        request = {"warmup_batches": 1, "repeats": 1, "window_epochs": 1, "measure_seconds": 0.25}
+        request = {"warmup_batches": 1, "repeats": 1, "window_epochs": 1, "measure_seconds": 0.25, "num_workers": 2}
         trial = _Trial(request, batches_per_epoch=2)
         batch = (torch.zeros(4, 3), torch.zeros(4))
         trial.epoch_first = False
@@ -609,14 +609,46 @@ class AutotuneWindows(unittest.TestCase):
 
     def test_an_epoch_end_inside_the_warm_up_is_not_counted(self):
         from feedtune.autotune import _Trial
-        request = {"warmup_batches": 1, "repeats": 1, "window_epochs": 0, "measure_seconds": 0.01}
+        request = {"warmup_batches": 1, "repeats": 1, "window_epochs": 0, "measure_seconds": 0.01, "num_workers": 2}
         trial = _Trial(request, batches_per_epoch=8)
         batch = (torch.zeros(4, 3), torch.zeros(4))
         trial.epoch_end_s = 0.5
         trial.epoch_first = True
         self.assertIsNone(trial.add(batch, 0.01, 0.02, 4))  # the warm-up, with the epoch's end
         reports = [trial.add(batch, 0.01, 0.02, 4) for _ in range(4)]
+        self.assertEqual(reports[:3], [None, None, None])  # with workers, a window holds 4 batches
         self.assertAlmostEqual(reports[-1]["samples_per_s"], 16 / 0.12)
+
+    def test_a_time_window_of_workers_holds_a_round_and_no_epoch_start(self):
+        from feedtune.autotune import _Trial
+        request = {"warmup_batches": 0, "repeats": 1, "window_epochs": 0, "measure_seconds": 0.01, "num_workers": 6,
+                   "persistent_workers": False}
+        trial = _Trial(request, batches_per_epoch=8)
+        batch = (torch.zeros(4, 3), torch.zeros(4))
+        trial.epoch_first = False
+        reports = [trial.add(batch, 0.01, 0.02, 4) for _ in range(5)]
+        trial.epoch_first = True  # the restart: not counted, the window goes on across it
+        reports.append(trial.add(batch, 0.9, 0.02, 4))
+        reports.append(trial.add(batch, 0.01, 0.02, 4))
+        self.assertEqual(reports[:-1], [None] * 6)
+        self.assertAlmostEqual(reports[-1]["samples_per_s"], 24 / 0.18)  # 6 batches: one per worker
+        persistent = _Trial(dict(request, persistent_workers=True), batches_per_epoch=8)
+        persistent.epoch_first = True  # kept: no restart to drop, the refill is the setting's own
+        reports = [persistent.add(batch, 0.05, 0.02, 4)] + [persistent.add(batch, 0.01, 0.02, 4) for _ in range(5)]
+        self.assertAlmostEqual(reports[-1]["samples_per_s"], 24 / 0.22)
+
+    def test_without_workers_one_batch_past_the_seconds_is_a_window(self):
+        from feedtune.autotune import _Trial
+        request = {"warmup_batches": 1, "repeats": 2, "window_epochs": 0, "measure_seconds": 0.5, "num_workers": 0}
+        trial = _Trial(request, batches_per_epoch=8)
+        batch = (torch.zeros(4, 3), torch.zeros(4))
+        trial.epoch_first = False
+        self.assertIsNone(trial.add(batch, 0.6, 0.04, 4))  # the warm-up
+        self.assertIsNone(trial.add(batch, 0.3, 0.04, 4))  # 0.34 s: short of the seconds
+        report = trial.add(batch, 0.6, 0.04, 4)
+        self.assertAlmostEqual(report["samples_per_s"], 8 / 0.98)
+        self.assertAlmostEqual(trial.add(batch, 0.6, 0.04, 4)["samples_per_s"], 4 / 0.64)
+        self.assertFalse(trial.measuring)
 
 
 class AutotuneVerdict(unittest.TestCase):

@@ -182,7 +182,9 @@ TEST(Search, TheTimeBudgetEndsTheSequenceAtTheBestSoFar) {
   EXPECT_FALSE(r.outcome.speedup.has_value());
   const PhaseDecision* budget = Phase(r, "time_budget");
   ASSERT_NE(budget, nullptr);
-  EXPECT_EQ(budget->why, "the time budget of 3.5 s ended the search after 4 trials (4.0 s); kept the best setting so far");
+  EXPECT_EQ(budget->why,
+            "the time budget of 3.5 s ended the search after 4 trials (4.0 s); kept the best setting so far; the curve "
+            "was still rising: +100.0% from 1 to 2 workers when the budget of 3.5 s ended it; budget_s=10 would go on");
   EXPECT_EQ(Phase(r, "final_check"), nullptr);
 }
 

@@ -152,6 +152,10 @@ nlohmann::json DoneEvent(const SearchOutcome& outcome, const results::RunRecord&
                         {"fastest", trial_json(outcome.fastest)},
                         {"knee_workers", Optional(outcome.knee_workers)},
                         {"knee_kneedle_workers", Optional(outcome.kneedle_workers)},
+                        {"workers_estimate", outcome.estimate_workers
+                                                 ? nlohmann::json{{"workers", *outcome.estimate_workers},
+                                                                  {"how", outcome.estimate_how}}
+                                                 : nlohmann::json(nullptr)},
                         {"safe_max_workers", Optional(run.safe_max_workers)},
                         {"safe_limit", results::SafeLimitJson(run.facts.safe_limit)},
                         {"speedup", Optional(outcome.speedup)},

@@ -630,9 +630,12 @@ tuner::SearchOutcome Search(const SweepArgs& a, SweepSession& s, tuner::Budget& 
       cpu_noted = true;
     }
   };
+  tuner::SearchSetup setup = MakeSearchSetup(s);
+  setup.fitting_workers = [&budget, &s](const loader::Knobs& knobs) {
+    return budget.SafeMaxWorkers(knobs, s.max_workers);
+  };
   try {
-    tuner::SearchOutcome outcome =
-        tuner::RunSearch(s.config.sweep, MakeSearchSetup(s), s.config.loader.knobs, replay, events);
+    tuner::SearchOutcome outcome = tuner::RunSearch(s.config.sweep, setup, s.config.loader.knobs, replay, events);
     // A node sweep's formulas row gets a figure for every pick (report, export).
     if (s.ranks > 1) {
       tuner::node::MeasureFormulaSettings(outcome, static_cast<int>(s.machine.usable_cpus), s.max_workers, replay,

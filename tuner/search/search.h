@@ -64,6 +64,10 @@ struct SearchSetup {
   // ran before (feedtune.autotune: the user's own DataLoader), so the speedup
   // is over what the job would have done. nullopt: the baseline.
   std::optional<loader::Knobs> reference;
+  // The most workers the memory, /dev/shm and open-file budgets let run with
+  // these knobs (tuner/search/budget.h), bounding the estimate a search under
+  // a time budget starts from (tuner/search/worker_estimate.h); empty: no bound.
+  std::function<int(const loader::Knobs&)> fitting_workers;
   // Seconds since the search began, read against sweep.time_budget_s; empty:
   // the steady clock (tests give a scripted one).
   std::function<double()> elapsed_s;
@@ -81,6 +85,10 @@ struct SearchOutcome {
   std::optional<int> knee_workers;
   double knee_samples_per_s = 0;
   std::optional<int> kneedle_workers;        // Kneedle (S=1) on the same curve
+  // Under a time budget: where the baseline's figures put the workers
+  // (tuner/search/worker_estimate.h), and how; unset without an estimate.
+  std::optional<int> estimate_workers;
+  std::string estimate_how;
   std::optional<double> speedup;             // best over baseline, from the final check
   std::optional<double> speedup_ci_low;
   std::optional<double> speedup_ci_high;

@@ -68,6 +68,8 @@ struct HandOn {
   // The time budget weighs the trials from here on (tuner/search/time_budget.cc):
   // those before were judged by a rule of their own (the knee's, the pairs').
   size_t budget_from = 0;
+  // The budget ended the num_workers phase on a curve still rising (its words, for the time_budget phase).
+  std::string still_rising;
 };
 
 // How far each phase has gone, for the estimate of trials left (TrialsLeft).

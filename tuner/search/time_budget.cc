@@ -87,7 +87,8 @@ void KeepBestAtBudget(SearchState& state) {
   state.AddPhase("time_budget", false,
                  Format("the time budget of %g s ended the search after %d trials (%.1f s); kept the best setting so "
                         "far",
-                        state.options().time_budget_s, static_cast<int>(state.trials().size()), state.ElapsedS()));
+                        state.options().time_budget_s, static_cast<int>(state.trials().size()), state.ElapsedS()) +
+                     (state.handed.still_rising.empty() ? "" : "; " + state.handed.still_rising));
   state.tally.at = SequenceAt::kDone;
 }
 

@@ -30,10 +30,12 @@
 //
 // A seeded search doubles from the seed's knee instead (tuner/search/seeded_search.cc).
 #include <algorithm>
+#include <cmath>
 
 #include "results/units.h"
 #include "tuner/measure/stats.h"
 #include "tuner/search/phases.h"
+#include "tuner/search/worker_estimate.h"
 
 namespace feedtune::tuner {
 
@@ -64,6 +66,13 @@ using results::Format;  // results/units.h
 constexpr int64_t kFewBatchesPerWorker = 4;
 // Kneedle's sensitivity S: 1, the paper's default, for the knee reported beside ours.
 constexpr double kKneedleSensitivity = 1.0;
+// Under a time budget, an estimate above this many workers starts the phase
+// there (WorkersPhase); at or below it, the doubling from 1 reaches it in as
+// many trials.
+constexpr int kLowestBracketedStart = 2;
+// A count whose latency bound lies more than this factor below the best is
+// settled in one window when that window does too (HalveDown).
+constexpr double kSettledBelow = 1.5;
 // Without stepped rounds, two counts this close have no count between worth
 // measuring: the bisection would measure a neighbour of one of them.
 constexpr int kNarrowestBisectedGap = 2;
@@ -110,7 +119,10 @@ std::string SteppedNote(int64_t batches, int max_workers) {
 
 // The unseeded doubling: adds its points to `curve` (which holds the
 // baseline); returns how it ended, for the phase's text.
-std::string Doubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches) {
+// `start`: its first count (1, or the estimate's: WorkersPhase), whose
+// decision begins with `start_note` when one is given.
+std::string Doubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches, int start = 1,
+                     const std::string& start_note = "") {
   const SearchSetup& setup = state.setup();
   const double threshold = state.options().gain_threshold;
   size_t best = state.current_index();
@@ -119,11 +131,12 @@ std::string Doubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t
   int& misses = state.tally.misses;
   misses = 0;
   bool fall_pending = false;  // a fall beyond the noise that the next doubling must confirm
-  for (int workers = std::min(1, setup.max_workers); workers > 0;) {
+  for (int workers = std::min(start, setup.max_workers); workers > 0;) {
     loader::Knobs knobs = state.knobs();
     knobs.num_workers = workers;
     const size_t index = state.Measure("num_workers", knobs);
     const TrialRecord& t = state.trials()[index];
+    const std::string note = workers == start && !start_note.empty() ? start_note + ": " : "";
     if (t.status == TrialStatus::kSkipped) {
       state.Decide(index, "");
       stop = "stopped at " + WorkersText(workers) + ": over a budget";
@@ -152,7 +165,7 @@ std::string Doubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t
     // the phases after the knee than on confirming a miss.
     const bool one_miss = state.under_time_budget() && !below_cpus;
     if (IsGain(t, best_t, threshold)) {
-      state.Decide(index, Percent(gain) + " over the best so far");
+      state.Decide(index, note + Percent(gain) + " over the best so far");
       best = index;
       misses = 0;
       fall_pending = false;
@@ -160,14 +173,14 @@ std::string Doubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t
       // One worker moves the loading out of the main process without adding
       // parallelism, and adds the IPC: no gain, or a dip, is the usual shape
       // of the curve here, not its knee. No stop and no miss before 2 workers.
-      state.Decide(index, Percent(gain) + (falls ? " below the best" : "") +
+      state.Decide(index, note + Percent(gain) + (falls ? " below the best" : "") +
                               ": 1 worker adds no parallelism to the main process's loading; go on to 2");
     } else if (falls && fall_pending) {
-      state.Decide(index, Percent(gain) + " below the best: the fall is confirmed, stop doubling");
+      state.Decide(index, note + Percent(gain) + " below the best: the fall is confirmed, stop doubling");
       stop = "stopped at " + WorkersText(workers) + ": throughput falls";
       break;
     } else if (falls && (misses >= 1 || one_miss)) {
-      state.Decide(index, Percent(gain) + " below the best" +
+      state.Decide(index, note + Percent(gain) + " below the best" +
                               (misses >= 1 ? ", after a doubling without a gain"
                                            : ", beyond the noise, under the time budget") +
                               ": stop doubling");
@@ -180,23 +193,23 @@ std::string Doubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t
       // curve's: it counts as a miss, and the next doubling confirms it.
       ++misses;
       fall_pending = true;
-      state.Decide(index, Percent(gain) + " below the best, beyond the noise" +
+      state.Decide(index, note + Percent(gain) + " below the best, beyond the noise" +
                               (next > 0 ? "; the next doubling confirms it before stopping" : ""));
     } else if (gain > rising) {
       // The median rose but not beyond the noise (or, below the CPU count,
       // not beyond the threshold): not a gain to keep, not a reason to stop.
-      state.Decide(index, Percent(gain) + (below_cpus ? ": rising below the usable CPU count; keep doubling"
+      state.Decide(index, note + Percent(gain) + (below_cpus ? ": rising below the usable CPU count; keep doubling"
                                                       : ": rising, but within noise; keep doubling"));
       misses = 0;
       fall_pending = false;
     } else if (++misses >= (one_miss ? 1 : kMissesToStop)) {
       const std::string without = one_miss ? "a doubling without a gain under the time budget"
                                            : "two doublings without a gain";
-      state.Decide(index, Percent(gain) + ": " + without + ", stop doubling");
+      state.Decide(index, note + Percent(gain) + ": " + without + ", stop doubling");
       stop = "stopped at " + WorkersText(workers) + ": " + without;
       break;
     } else {
-      state.Decide(index, Percent(gain) + ": no gain beyond noise");
+      state.Decide(index, note + Percent(gain) + ": no gain beyond noise");
       fall_pending = false;
     }
     if (next == 0 && workers < setup.max_workers) {
@@ -208,13 +221,146 @@ std::string Doubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t
   return stop;
 }
 
+// The fewest workers on `curve` (which holds the baseline at 0), and the index of its best median.
+std::pair<size_t, size_t> LowestAndBest(const SearchState& state, const std::vector<CurvePoint>& curve) {
+  size_t lowest = 0, best = 0;
+  for (size_t i = 0; i < curve.size(); ++i) {
+    if (curve[i].first > 0 && (lowest == 0 || curve[i].first < curve[lowest].first)) lowest = i;
+    if (state.trials()[curve[i].second].samples_per_s > state.trials()[curve[best].second].samples_per_s) best = i;
+  }
+  return {lowest, best};
+}
+
+// Below the estimate's start, halving from the fewest workers measured while
+// the knee may lie lower: that count is within knee_tolerance of the best on
+// the curve, or no count with workers has gained over the baseline (the
+// estimate overshot). It stops at the first count outside the tolerance of a
+// best with workers: the knee's lower neighbour, which the knee rule and the
+// refinement need. A count whose latency bound (its workers over the
+// baseline's wait per sample: no worker loads a sample faster than the main
+// process did alone) is more than kSettledBelow below the best is measured in
+// one window, and that window settles it when it reads more than
+// kSettledBelow below the best's interval too; else it is measured again in
+// full. Returns how it ended, for the phase's text.
+std::string HalveDown(SearchState& state, std::vector<CurvePoint>& curve, double wait_s) {
+  const size_t baseline = curve[0].second;
+  const auto trial = [&state](size_t i) -> const TrialRecord& { return state.trials()[i]; };
+  const double threshold = state.options().gain_threshold;
+  const double tolerance = state.options().knee_tolerance;
+  std::string ended = "did not halve below it";
+  while (true) {
+    const auto [lowest, best_point] = LowestAndBest(state, curve);
+    if (lowest == 0 || curve[lowest].first <= 1) break;
+    const size_t best = curve[best_point].second;
+    bool gained = false;
+    for (const auto& [w, i] : curve) gained = gained || (w > 0 && IsGain(trial(i), trial(baseline), threshold));
+    const bool within = trial(curve[lowest].second).samples_per_s >= trial(best).samples_per_s * (1 - tolerance);
+    if (gained && !within) break;
+    const int workers = curve[lowest].first / 2;
+    loader::Knobs knobs = state.knobs();
+    knobs.num_workers = workers;
+    const double bound = wait_s > 0 ? workers / wait_s : 0;
+    const double bar = trial(best).samples_per_s;
+    std::string settled;
+    if (bound > 0 && bound * kSettledBelow < bar) {
+      TrialPlan one;
+      one.repeats = 1;
+      const size_t index = state.Measure("num_workers", knobs, one);
+      if (trial(index).status == TrialStatus::kOk && trial(index).samples_per_s * kSettledBelow < bar) {
+        settled = Format("settled in one window: its latency bound (%d / %.2f ms = %.0f samples/s) and its window "
+                         "both lie more than x%.1f below the best's median, %.1f; ",
+                         workers, wait_s * 1e3, bound, kSettledBelow, bar);
+        curve.emplace_back(workers, index);
+      } else if (trial(index).status == TrialStatus::kOk) {
+        state.Decide(index, Format("one window read %.1f samples/s, not more than x%.1f below the best's median, "
+                                   "%.1f: measured again in full windows",
+                                   trial(index).samples_per_s, kSettledBelow, bar));
+      } else {
+        state.Decide(index, "");
+        return "stopped at " + WorkersText(workers) + ": the trial failed";
+      }
+    }
+    if (settled.empty()) {
+      const size_t index = state.Measure("num_workers", knobs);
+      if (trial(index).status != TrialStatus::kOk) {
+        state.Decide(index, "");
+        return "stopped at " + WorkersText(workers) + ": the trial failed";
+      }
+      curve.emplace_back(workers, index);
+    }
+    const size_t index = curve.back().second;
+    const double gain = Gain(trial(index), trial(best));
+    const std::string tolerance_text = " knee_tolerance (" + Percent(tolerance).substr(1) + ")";
+    if (IsGain(trial(index), trial(best), threshold)) {
+      state.Decide(index, settled + Percent(gain) + " over the best so far, below the estimate: halve again");
+    } else if (trial(index).samples_per_s >= trial(best).samples_per_s * (1 - tolerance)) {
+      state.Decide(index, settled + Percent(gain) + " against the best, within the" + tolerance_text +
+                              ": the knee may lie lower, halve again");
+    } else {
+      const bool any = gained || IsGain(trial(index), trial(baseline), threshold);
+      state.Decide(index, settled + Percent(gain) + " against the best, outside the" + tolerance_text +
+                              (any ? ": the knee lies above" : ": no count with workers has gained yet, halve again"));
+    }
+    ended = "halved down to " + WorkersText(workers);
+  }
+  return ended;
+}
+
+// The baseline's wait per sample, seconds (worker_estimate.h's L); 0 when unknown.
+double EstimatedWaitS(const TrialRecord& baseline) {
+  return baseline.samples_per_s > 0 && baseline.gpu_idle_frac > 0
+             ? std::min(1.0, baseline.gpu_idle_frac) / baseline.samples_per_s
+             : 0.0;
+}
+
+// The estimate from the baseline (the current trial when the phase starts:
+// pin_memory may have been kept on it), within the search's caps.
+WorkerEstimate Estimate(const SearchState& state, int64_t batches) {
+  EstimateLimits limits;
+  limits.usable_cpus = state.setup().usable_cpus;
+  limits.max_workers = state.setup().max_workers;
+  limits.batches = batches;
+  if (state.setup().fitting_workers) limits.fitting_workers = state.setup().fitting_workers(state.knobs());
+  return EstimateWorkers(state.current(), limits);
+}
+
+// When the budget ends the phase while the curve still rose at its top: the
+// most workers measured are the best on the curve, beyond the noise over the
+// count below them. Says so with the gain and the budget that would go on;
+// empty otherwise.
+std::string StillRising(const SearchState& state, std::vector<CurvePoint> curve) {
+  std::sort(curve.begin(), curve.end());
+  if (curve.size() < 2) return "";
+  const auto& [top, top_index] = curve.back();
+  const auto& [below, below_index] = curve[curve.size() - 2];
+  const TrialRecord& t = state.trials()[top_index];
+  for (const auto& [w, i] : curve) {
+    if (state.trials()[i].samples_per_s > t.samples_per_s) return "";
+  }
+  if (!IsGain(t, state.trials()[below_index], state.options().gain_threshold)) return "";
+  const double budget = state.options().time_budget_s;
+  return Format("the curve was still rising: %s from %d to %d workers when the budget of %g s ended it; "
+                "budget_s=%g would go on",
+                Percent(Gain(t, state.trials()[below_index])).c_str(), below, top, budget,
+                std::ceil(2 * budget / 10) * 10);
+}
+
 // Bisects between the knee and its lower neighbour while the knee gains over
 // that neighbour by more than the threshold (so a point between can differ)
 // and there is a point between worth measuring: the fewest workers that
 // reach the plateau is what users want. Points worth measuring: with a known
 // epoch, only those that change the number of rounds (RoundPoints); else any
-// count, when the two are more than kNarrowestBisectedGap apart.
-void Refine(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches) {
+// count, when the two are more than kNarrowestBisectedGap apart. `linear`
+// (a phase started at the estimate, whose curve rises with the workers below
+// the knee as a wait-bound one does): the first point is where the line from
+// the origin through the lower neighbour reaches knee_tolerance below the
+// knee's median (on a stepped curve, the first count worth measuring from
+// there), instead of their middle. When that point becomes the knee, the next
+// is the count just below it, which on the line falls outside the tolerance
+// and so ends the refinement in one trial; after that the points bisect (a
+// curve that bends below the line would walk down one count at a time).
+void Refine(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches, bool linear = false) {
+  int line_point = 0;  // the count the line gave; while it is the knee, the next point is just below it
   while (true) {
     std::sort(curve.begin(), curve.end());
     const size_t k = Knee(state, curve);
@@ -224,14 +370,34 @@ void Refine(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches)
     const auto [lo, lo_index] = curve[k - 1];
     const auto [hi, hi_index] = curve[k];
     if (Gain(state.trials()[hi_index], state.trials()[lo_index]) <= state.options().gain_threshold) return;
+    // Where the line from the origin through the lower neighbour reaches
+    // knee_tolerance below the knee's median (0: not asked for, or no line).
+    const double lo_rate = state.trials()[lo_index].samples_per_s;
+    int line = 0;
+    if (linear && lo > 0 && lo_rate > 0) {
+      const double reach = (1 - state.options().knee_tolerance) * state.trials()[hi_index].samples_per_s;
+      line = static_cast<int>(std::ceil(lo * reach / lo_rate - 1e-9));
+    }
     int mid = 0;
+    std::string how;
     if (Stepped(batches, hi)) {
       const std::vector<int> points = RoundPoints(batches, lo, hi);
       if (points.empty()) return;
       mid = points[(points.size() - 1) / 2];
+      if (line_point == hi) {
+        mid = points.back();
+      } else if (line > 0) {
+        const auto at = std::lower_bound(points.begin(), points.end(), line);
+        mid = at == points.end() ? points.back() : *at;
+      }
     } else {
       if (hi - lo <= kNarrowestBisectedGap) return;
-      mid = (lo + hi) / 2;
+      mid = line_point == hi ? hi - 1 : line > 0 ? std::clamp(line, lo + 1, hi - 1) : (lo + hi) / 2;
+    }
+    if (line_point == hi) {
+      how = " (just below the line's count, " + std::to_string(hi) + ", the knee now)";
+    } else if (line > 0) {
+      how = " (where the line through " + WorkersText(lo) + " reaches the knee's median)";
     }
     loader::Knobs knobs = state.knobs();
     knobs.num_workers = mid;
@@ -241,7 +407,9 @@ void Refine(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches)
       return;
     }
     state.Decide(index,
-                 "refining the knee between " + std::to_string(lo) + " and " + std::to_string(hi) + " workers");
+                 "refining the knee between " + std::to_string(lo) + " and " + std::to_string(hi) + " workers" + how);
+    line_point = line > 0 ? mid : 0;
+    linear = false;
     curve.emplace_back(knobs.num_workers, index);
   }
 }
@@ -300,18 +468,39 @@ size_t Knee(const SearchState& state, const std::vector<CurvePoint>& curve) {
 void WorkersPhase(SearchState& state) {
   std::vector<CurvePoint> curve = {{0, state.current_index()}};
   const int64_t batches = state.BatchesPerEpoch();
-  std::string stop;
+  std::string stop, start;
   bool budget_spent = false;
+  const WorkerEstimate estimate = state.under_time_budget() && !state.setup().seed ? Estimate(state, batches)
+                                                                                  : WorkerEstimate{};
   try {
-    stop = state.setup().seed ? SeededDoubling(state, curve, batches) : Doubling(state, curve, batches);
+    if (state.setup().seed) {
+      stop = SeededDoubling(state, curve, batches);
+    } else if (estimate.workers > kLowestBracketedStart) {
+      start = "started at the estimate of " + WorkersText(estimate.workers) + " (" + estimate.how + "); ";
+      stop = Doubling(state, curve, batches, estimate.workers, "the estimate's start");
+      stop += "; " + HalveDown(state, curve, EstimatedWaitS(state.current()));
+    } else {
+      if (estimate.workers > 0) {
+        start = "the estimate, " + WorkersText(estimate.workers) + " (" + estimate.how +
+                "), is within the doubling's first counts: doubled from 1; ";
+      }
+      stop = Doubling(state, curve, batches);
+    }
     state.tally.refining = true;
-    Refine(state, curve, batches);
+    Refine(state, curve, batches, /*linear=*/!start.empty() && estimate.workers > kLowestBracketedStart);
   } catch (const TimeBudgetSpent&) {
     budget_spent = true;
     const int most = std::max_element(curve.begin(), curve.end())->first;
     stop = most > 0 ? "the time budget ended the phase after " + WorkersText(most)
                     : "the time budget ended the phase before any worker count was measured";
+    state.handed.still_rising = StillRising(state, curve);
+    if (!state.handed.still_rising.empty()) stop += "; " + state.handed.still_rising;
   }
+  if (estimate.workers > 0) {
+    state.outcome().estimate_workers = estimate.workers;
+    state.outcome().estimate_how = estimate.how;
+  }
+  stop = start + stop;
   std::sort(curve.begin(), curve.end());
   state.handed.workers_curve = curve;
   size_t knee = Knee(state, curve);

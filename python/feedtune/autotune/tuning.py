@@ -26,7 +26,7 @@ from .trial import _KNOBS, _MIN_WINDOW_BATCHES, _Trial, _TrialFailed
 # Batches run at the user's own setting before the controller starts, to size
 # the windows and the default budget (the first one pays the workers' start).
 _PROBE_BATCHES = 4
-_MIN_BUDGET_S = 30.0
+_MIN_BUDGET_S = 60.0
 
 
 class _Tuning:

@@ -54,6 +54,10 @@ class _Answer:
             stored = seed.get("seed", {})
             budget_note += "; the stored answer of run %s of %s" % (stored.get("run"),
                                                                     stored.get("run_host") or "this host")
+        estimate = done.get("workers_estimate")
+        if estimate:
+            # Where the worker search began, from the first batches' figures (docs/search.md#the-estimate).
+            budget_note += "; num_workers searched from an estimate of %d (%s)" % (estimate["workers"], estimate["how"])
         for phase in done.get("phases", []):
             if phase.get("phase") in ("seed_check", "time_budget"):
                 budget_note += "; " + phase.get("why", "")
