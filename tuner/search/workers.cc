@@ -333,6 +333,8 @@ std::string StillRising(const SearchState& state, std::vector<CurvePoint> curve)
   if (curve.size() < 2) return "";
   const auto& [top, top_index] = curve.back();
   const auto& [below, below_index] = curve[curve.size() - 2];
+  // At the cap more workers are not measured, whatever the budget.
+  if (top >= state.setup().max_workers || NextDoubling(state, top, state.BatchesPerEpoch()) == 0) return "";
   const TrialRecord& t = state.trials()[top_index];
   for (const auto& [w, i] : curve) {
     if (state.trials()[i].samples_per_s > t.samples_per_s) return "";

@@ -36,7 +36,14 @@ class _Trial:
         self.request = request
         self.failed = None  # across ranks: this rank's trial DataLoader failed (why); it goes on at its own setting
         self.loader = None  # made at its first epoch, again after the loop left one mid-trial
+        # The controller's warm-up (num_workers x prefetch_factor at least:
+        # WarmupBatches, tuner/measure/measurer.h) outlasts the burst it
+        # skips; no burst outlasts an epoch, since an epoch's end drains the
+        # loader (and the restart after it is not counted: skip_epoch_start).
+        # 63 workers on a 63-batch epoch asked for two epochs of warm-up.
         self.warmup_left = request["warmup_batches"]
+        if batches_per_epoch > 0 and request["window_epochs"] == 0:
+            self.warmup_left = min(self.warmup_left, batches_per_epoch)
         self.windows_left = request["repeats"]
         epochs = request["window_epochs"]
         # Whole epochs; else, across ranks, a count of batches (every rank ends
