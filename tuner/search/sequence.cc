@@ -7,8 +7,9 @@
 //   pin_memory         turn pinning on (tuner/search/copy.cc)
 //   num_workers        1, 2, 4, ... doubling to the knee, then bisecting
 //                      below it (tuner/search/workers.cc; under a time budget
-//                      a knee at 0 workers is checked in pairs:
-//                      tuner/search/paired_knee.cc)
+//                      from the baseline's estimate up and down,
+//                      tuner/search/worker_estimate.h, and a knee at 0
+//                      workers is checked in pairs: tuner/search/paired_knee.cc)
 //   non_blocking       on, with pin_memory (tuner/search/copy.cc)
 //   prefetch_factor    each other value (tuner/search/prefetch.cc)
 //   persistent_workers off and on over whole epochs, then the worker counts

@@ -21,12 +21,18 @@
 // kKneedleSensitivity) of the same curve is reported beside it. More workers
 // than the knee with a higher median are a candidate for the combined trial.
 //
-// What the time budget changes: above the usable CPU count the first
-// doubling without a gain (or one fall) ends the doubling: each doubling
-// there starts twice the workers of the last, and the phases after the knee
-// need the time more. A phase the budget cuts short names its knee from the
-// curve measured so far, as it would have at its end. A knee at 0 workers is
-// checked in pairs (tuner/search/paired_knee.cc).
+// What the time budget changes: the phase starts at the count the
+// baseline's figures predict (tuner/search/worker_estimate.h) when that is
+// above kLowestBracketedStart, doubles up from it by the same rule, then
+// halves down from it to the knee's lower neighbour (HalveDown: a count the
+// latency bound puts far below the best is settled in one window), and the
+// refinement's first point follows the line through that neighbour. Above
+// the usable CPU count the first doubling without a gain (or one fall) ends
+// the doubling: each doubling there starts twice the workers of the last,
+// and the phases after the knee need the time more. A phase the budget cuts short names its knee from the
+// curve measured so far, as it would have at its end, and says when the
+// curve was still rising there (StillRising). A knee at 0 workers is checked
+// in pairs (tuner/search/paired_knee.cc).
 //
 // A seeded search doubles from the seed's knee instead (tuner/search/seeded_search.cc).
 #include <algorithm>
