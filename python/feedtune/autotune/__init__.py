@@ -44,5 +44,5 @@ from .controller import (_REMOTE, _STOP_GRACE_S, _Controller, _end_controller, _
                          _Ranks, _Remote, _stop, _yaml_str)
 from .order import _Feed  # noqa: F401
 from .trial import _KEPT, _KNOBS, _MIN_WINDOW_BATCHES, _Trial, _TrialFailed  # noqa: F401
-from .tuning import _MIN_BUDGET_S, _PROBE_BATCHES  # noqa: F401
+from .tuning import _MIN_BUDGET_S, _PROBE_BATCHES, _default_budget  # noqa: F401
 from .verdict import _verdict  # noqa: F401

@@ -26,7 +26,26 @@ from .trial import _KNOBS, _MIN_WINDOW_BATCHES, _Trial, _TrialFailed
 # Batches run at the user's own setting before the controller starts, to size
 # the windows and the default budget (the first one pays the workers' start).
 _PROBE_BATCHES = 4
-_MIN_BUDGET_S = 60.0
+# The default budget (docs/python.md, "The default budget"): 10% of the first
+# epoch at the user's setting, at least _MIN_BUDGET_S, and up to
+# _SLOW_EPOCH_BUDGET_S where that epoch is slow (_BUDGET_EPOCHS of it). An
+# epoch that is slow at the user's setting is a job waiting for its data: its
+# knee lies at many workers, each of whose trials warms up over num_workers x
+# prefetch_factor batches and measures windows of a round, and their restart
+# at every epoch makes persistent_workers the next gain. 30 s ended the
+# tuning guides' 10 ms search at its knee of 16 workers before
+# persistent_workers, whose restart was a fifth of its epoch. A job of short
+# epochs settles within 30 s (the CNN and wait jobs of bench/in_job: 13-20
+# trials) and is often short: at 60 s their 14-epoch jobs ended still tuning.
+_MIN_BUDGET_S = 30.0
+_SLOW_EPOCH_BUDGET_S = 60.0
+_BUDGET_EPOCHS = 1.5
+
+
+def _default_budget(epoch_s):
+    """autotune's budget_s when the job gives none, from its first epoch's
+    estimated time at its own setting."""
+    return max(_MIN_BUDGET_S, min(_SLOW_EPOCH_BUDGET_S, _BUDGET_EPOCHS * epoch_s), 0.1 * epoch_s)
 
 
 class _Tuning:
@@ -182,7 +201,7 @@ class _Tuning:
         if self._ranks is not None:
             per_batch = max(self._ranks.gather(per_batch))
         epoch_s = per_batch * batches_per_epoch
-        budget = self._budget_s if self._budget_s else max(_MIN_BUDGET_S, 0.1 * epoch_s)
+        budget = self._budget_s if self._budget_s else _default_budget(epoch_s)
         # Windows short enough for the whole sequence (about 20 trials of
         # three windows, a warm-up and the workers' start) in the budget; each
         # also holds _MIN_WINDOW_BATCHES batches (_Trial.add).
