@@ -102,10 +102,11 @@ class TimedCurve final : public TrialMeasurer {
     measured.push_back(w);
     TrialRecord t = Baseline(rate, w == 0 ? 0.95 : 0.2, w == 0 ? 0.1 : 0.5);
     t.repeats = repeats;
+    if (w > 0) t.time_to_first_batch_s = first_batch_s;
     return t;
   }
   std::vector<int> measured;
-
+  double first_batch_s = 0;  // each worker trial's restart
  private:
   double* clock_;
 };
@@ -140,6 +141,31 @@ TEST(WorkerEstimate, AKneeFarAboveTheCpusIsReachedWithinABudgetOfFiveTrials) {
   EXPECT_NE(workers_why.find("started at the estimate of " + std::to_string(*o.estimate_workers) + " workers"),
             std::string::npos)
       << workers_why;
+}
+
+// When the budget ends the search before persistent_workers while the
+// knee's restart is a large share of its epoch, the time_budget phase says
+// so, with the budget that would reach it.
+TEST(WorkerEstimate, ABudgetThatEndsBeforePersistentWorkersSaysWhatTheRestartCosts) {
+  double clock = 0;
+  TimedCurve m(&clock);
+  m.first_batch_s = 1.0;  // 16 workers restart in 1 s, at each epoch of 4032 samples (2.8 s at 1440/s)
+  SweepOptions options;
+  options.copy_phases = false;
+  options.time_budget_s = 16 + 5.0;
+  SearchSetup setup;
+  setup.usable_cpus = 2;
+  setup.samples_per_epoch = 4032;
+  setup.elapsed_s = [&clock] { return clock; };
+  const SearchOutcome o = search_record::RecordedRunSearch(options, setup, loader::Knobs{}, m, {});
+  std::string budget_why;
+  for (const auto& p : o.phases) {
+    if (p.phase == "time_budget") budget_why = p.why;
+  }
+  EXPECT_NE(budget_why.find("it ended before persistent_workers, while the workers' restart at each epoch is 36% of "
+                            "one at 16 workers: budget_s=50 would reach it"),
+            std::string::npos)
+      << budget_why;
 }
 
 // The doubling from 1 on the same curve, with the same budget, stops on the

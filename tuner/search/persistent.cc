@@ -88,18 +88,22 @@ TrialPlan PlanAgainstCurrent(const SearchState& state) {
 // seeded, the order is tuner/search/sequence.cc's.
 bool PersistentFirst(SearchState& state) {
   if (!state.under_time_budget() || state.setup().seed) return false;
+  state.handed.restart_share = RestartShare(state);
+  return state.handed.restart_share >= state.options().gain_threshold;
+}
+
+double RestartShare(const SearchState& state) {
   const TrialRecord& knee = state.current();
   const int64_t samples_per_epoch = state.SamplesPerEpoch();
   if (knee.status != TrialStatus::kOk || knee.samples_per_s <= 0 || knee.time_to_first_batch_s <= 0 ||
-      samples_per_epoch <= 0) {
-    return false;
+      samples_per_epoch <= 0 || knee.knobs.num_workers == 0 || knee.knobs.persistent_workers) {
+    return 0;
   }
   // What persistence gains: the restart over an epoch without it (a
   // charged figure has the restart in it; ChargeRestart).
   double epoch_s = static_cast<double>(samples_per_epoch) / knee.samples_per_s;
   if (state.Charged(state.current_index())) epoch_s -= knee.time_to_first_batch_s;
-  state.handed.restart_share = knee.time_to_first_batch_s / epoch_s;
-  return state.handed.restart_share >= state.options().gain_threshold;
+  return epoch_s > 0 ? knee.time_to_first_batch_s / epoch_s : 0;
 }
 
 namespace {

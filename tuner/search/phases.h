@@ -40,6 +40,9 @@ void PrefetchPhase(SearchState& state);
 
 // tuner/search/persistent.cc: persistent_workers, and the worker counts with it.
 bool PersistentFirst(SearchState& state);  // under a time budget: before prefetch_factor
+// The current setting's restart (its time to the first batch) as a share of
+// an epoch without it; 0 when it has none (no workers, or persistent ones).
+double RestartShare(const SearchState& state);
 void PersistentPhases(SearchState& state);
 // Whole epochs per window for a persistent_workers comparison; 0 (with
 // `why`) when an epoch is too long to measure so.

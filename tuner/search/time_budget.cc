@@ -18,6 +18,9 @@
 // may run before prefetch_factor, and is weighed in pairs
 // (tuner/search/persistent.cc); and a worker trial measured in time windows is
 // charged its restart once per epoch (ChargeRestart, below).
+#include <algorithm>
+#include <cmath>
+
 #include "results/units.h"
 #include "tuner/search/phases.h"
 
@@ -84,11 +87,25 @@ void KeepBestAtBudget(SearchState& state) {
     }
   }
   state.outcome().best = state.current_index();
+  // What the budget left out that the figures say would pay: the workers'
+  // restart at every epoch, when persistent_workers was never measured.
+  std::string unreached;
+  const bool persistent_tried = std::any_of(state.trials().begin(), state.trials().end(), [](const TrialRecord& t) {
+    return t.phase == "persistent_workers";
+  });
+  if (!persistent_tried && !state.setup().seed) {
+    const double share = RestartShare(state);
+    if (share >= state.options().gain_threshold) {
+      unreached = Format("; it ended before persistent_workers, while the workers' restart at each epoch is %.0f%% of "
+                         "one at %d workers: budget_s=%g would reach it",
+                         100 * share, state.knobs().num_workers, std::ceil(2 * state.options().time_budget_s / 10) * 10);
+    }
+  }
   state.AddPhase("time_budget", false,
                  Format("the time budget of %g s ended the search after %d trials (%.1f s); kept the best setting so "
                         "far",
                         state.options().time_budget_s, static_cast<int>(state.trials().size()), state.ElapsedS()) +
-                     (state.handed.still_rising.empty() ? "" : "; " + state.handed.still_rising));
+                     (state.handed.still_rising.empty() ? "" : "; " + state.handed.still_rising) + unreached);
   state.tally.at = SequenceAt::kDone;
 }
 

@@ -41,9 +41,14 @@ class _Trial:
         # skips; no burst outlasts an epoch, since an epoch's end drains the
         # loader (and the restart after it is not counted: skip_epoch_start).
         # 63 workers on a 63-batch epoch asked for two epochs of warm-up.
+        # Without workers there is no pipeline to fill, and the job's first
+        # batches (the probe) warmed the step: one batch (at 50 ms a sample,
+        # one batch of 64 is 3.2 s).
         self.warmup_left = request["warmup_batches"]
         if batches_per_epoch > 0 and request["window_epochs"] == 0:
             self.warmup_left = min(self.warmup_left, batches_per_epoch)
+        if request["num_workers"] == 0:
+            self.warmup_left = min(self.warmup_left, 1)
         self.windows_left = request["repeats"]
         epochs = request["window_epochs"]
         # Whole epochs; else, across ranks, a count of batches (every rank ends
