@@ -162,8 +162,9 @@ TEST(WorkerEstimate, ABudgetThatEndsBeforePersistentWorkersSaysWhatTheRestartCos
   for (const auto& p : o.phases) {
     if (p.phase == "time_budget") budget_why = p.why;
   }
-  EXPECT_NE(budget_why.find("it ended before persistent_workers, while the workers' restart at each epoch is 36% of "
-                            "one at 16 workers: budget_s=50 would reach it"),
+  EXPECT_NE(budget_why.find("it ended before persistent_workers: at 16 workers each epoch's first batch waits 1.0 s "
+                            "(the workers' restart and their first batch), in an epoch of 3.8 s; budget_s=50 would "
+                            "reach it"),
             std::string::npos)
       << budget_why;
 }

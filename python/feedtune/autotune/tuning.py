@@ -45,7 +45,8 @@ _BUDGET_EPOCHS = 1.5
 def _default_budget(epoch_s):
     """autotune's budget_s when the job gives none, from its first epoch's
     estimated time at its own setting."""
-    return max(_MIN_BUDGET_S, min(_SLOW_EPOCH_BUDGET_S, _BUDGET_EPOCHS * epoch_s), 0.1 * epoch_s)
+    # Whole seconds: the budget is said in the decision line ("the time budget of 35 s ...").
+    return float(math.ceil(max(_MIN_BUDGET_S, min(_SLOW_EPOCH_BUDGET_S, _BUDGET_EPOCHS * epoch_s), 0.1 * epoch_s)))
 
 
 class _Tuning:
