@@ -659,6 +659,7 @@ class AutotuneBudget(unittest.TestCase):
         self.assertEqual(_default_budget(2.3), 30.0)    # the CNN job: short epochs settle within 30 s
         self.assertEqual(_default_budget(23.0), 35.0)   # the wait job: 1.5 epochs, in whole seconds
         self.assertEqual(_default_budget(40.0), 60.0)   # the guides' 10 ms dataset at 0 workers
+        self.assertEqual(_default_budget(200.0), 120.0)  # 50 ms: two minutes at most from 1.5 epochs
         self.assertEqual(_default_budget(3600.0), 360.0)  # an hour's epoch: 10% of it
 
 

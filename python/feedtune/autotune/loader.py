@@ -140,7 +140,7 @@ def autotune(loader, results=None, config=None, budget_s=None, feedtune_bin=None
         default a file in the temporary directory.
     config: the workload's name in that file (the `name:` a sweep would have).
     budget_s: the tuning's time bound; default 10% of the first epoch's
-        estimated time at your setting, at least 30 s, and up to 60 s where
+        estimated time at your setting, at least 30 s, and up to 120 s where
         that epoch is slow (1.5 epochs). At the budget the best so far is kept,
         and a worker curve still rising then is said, with the budget_s that
         would go on.
