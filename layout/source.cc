@@ -173,6 +173,7 @@ class TarSource final : public SampleSource {
       struct stat st {};
       if (::fstat(fd.get(), &st) != 0) throw DatasetNotFound(file + ": cannot stat: " + workloads::ErrnoText(errno));
       const auto members = workloads::ScanTarFile(file, fd.get(), st.st_size);
+      CheckTarEnd(file, fd.get(), st.st_size, members);
       const auto samples = workloads::GroupTarSamples(members);
       if (samples.empty()) throw DatasetCorrupt(file + ": no sample in the shard (no member named KEY.EXT)");
       const auto shard = static_cast<uint32_t>(fds_.size());
@@ -234,6 +235,34 @@ class TarSource final : public SampleSource {
     workloads::TarMember payload;
     workloads::TarMember cls;
   };
+  // The scanner takes the end of the file on a block boundary for the end
+  // of the archive, as readers do; a shard cut there has lost its last
+  // samples without a trace but one: the two zero blocks every tar writer
+  // ends an archive with are missing. A convert must not lose samples.
+  static void CheckTarEnd(const std::string& file, int fd, int64_t file_bytes,
+                          const std::vector<workloads::TarMember>& members) {
+    uint64_t end = 0;
+    std::string last = "(none)";
+    for (const workloads::TarMember& m : members) {
+      const uint64_t member_end = (m.data_offset + m.size + workloads::kTarBlock - 1) / workloads::kTarBlock *
+                                  workloads::kTarBlock;
+      if (member_end >= end) {
+        end = member_end;
+        last = m.name;
+      }
+    }
+    std::vector<std::byte> tail(2 * workloads::kTarBlock);
+    int error = 0;
+    const size_t got = static_cast<uint64_t>(file_bytes) >= end + tail.size()
+                           ? workloads::PreadFull(fd, tail, end, &error)
+                           : 0;
+    const bool zero = got == tail.size() && std::all_of(tail.begin(), tail.end(), [](std::byte b) { return b == std::byte{0}; });
+    if (!zero) {
+      throw DatasetCorrupt(file + ": truncated: no end-of-archive blocks after its last member " + last +
+                           " (which ends at byte " + std::to_string(end) + " of " + std::to_string(file_bytes) +
+                           "): the shard was cut short and its last samples are lost; copy it again");
+    }
+  }
   static std::string Join(const std::vector<std::string>& items) {
     std::string out;
     for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
