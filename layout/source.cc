@@ -127,6 +127,7 @@ class FolderSource final : public DatasetSource {
     bytes->resize(static_cast<size_t>(dataset_->Read(index, *bytes)));
   }
   std::string Name(int64_t index) const override { return files_->files()[static_cast<size_t>(index)]; }
+  std::string file_of(int64_t index) const override { return Name(index); }
 
   // ImageFolder: the class of each file is the folder under the root that
   // holds it, the folders numbered in name order.
@@ -352,7 +353,50 @@ void RefuseLabels(const SourceOptions& options, const std::string& path, const c
   }
 }
 
+// Some samples of another source, renumbered.
+class SubsetSource final : public SampleSource {
+ public:
+  SubsetSource(const SampleSource& source, std::vector<int64_t> indices)
+      : source_(source), indices_(std::move(indices)) {
+    kind_ = source.kind();
+    root_ = source.root();
+    extension_ = source.payload_extension();
+    if (source.has_labels()) {
+      for (int64_t i : indices_) labels_.push_back(source.label(i));
+    }
+    const double mean = static_cast<double>(source.total_bytes()) / static_cast<double>(source.size());
+    total_ = source.fixed_sample_bytes() > 0 ? source.fixed_sample_bytes() * size()
+                                             : static_cast<int64_t>(mean * static_cast<double>(size()));
+  }
+  int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
+  void Read(int64_t index, std::vector<std::byte>* bytes) const override { source_.Read(At(index), bytes); }
+  std::string Name(int64_t index) const override { return source_.Name(At(index)); }
+  int64_t total_bytes() const override { return total_; }
+  int64_t fixed_sample_bytes() const override { return source_.fixed_sample_bytes(); }
+  std::string file_of(int64_t index) const override { return source_.file_of(At(index)); }
+
+ private:
+  int64_t At(int64_t index) const { return indices_[static_cast<size_t>(index)]; }
+  const SampleSource& source_;
+  const std::vector<int64_t> indices_;
+  int64_t total_ = 0;
+};
+
 }  // namespace
+
+std::vector<int64_t> SpreadIndices(int64_t n, int64_t k) {
+  k = std::clamp<int64_t>(k, 0, n);
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) {
+    out.push_back(i * n / k);  // i, n <= 10^8 samples (gen-data's bound): no overflow
+  }
+  return out;
+}
+
+std::unique_ptr<SampleSource> SubsetOf(const SampleSource& source, std::vector<int64_t> indices) {
+  return std::make_unique<SubsetSource>(source, std::move(indices));
+}
 
 std::unique_ptr<SampleSource> OpenSource(const std::string& path, const SourceOptions& options) {
   const auto cost = NoSourceCost();

@@ -63,9 +63,11 @@ class SampleSource {
   const std::string& payload_extension() const { return extension_; }
   // "folder", "imagefolder", "shards", "npy", "hdf5", "lmdb", "tfrecord", "tar".
   const std::string& kind() const { return kind_; }
-  // The files the source reads (its shards, its file, the folder's files):
-  // DST must not be one of them or inside them.
+  // The path it was opened from: DST must not be it or inside it.
   const std::string& root() const { return root_; }
+  // A folder source: the file that holds sample `index` (empty otherwise),
+  // for `feedtune layout`'s copy of the source as it is.
+  virtual std::string file_of(int64_t /*index*/) const { return {}; }
 
  protected:
   std::vector<int64_t> labels_;
@@ -73,6 +75,15 @@ class SampleSource {
   std::string kind_;
   std::string root_;
 };
+
+// Samples `indices` of `source` (which must outlive it), renumbered 0..K-1:
+// what `feedtune layout` writes each candidate from. Labels, names, the
+// payload's extension and the kind come along.
+std::unique_ptr<SampleSource> SubsetOf(const SampleSource& source, std::vector<int64_t> indices);
+
+// K indices spread evenly over [0, n): sample floor(k n / K) for k < K, so a
+// subset covers the whole dataset (all its shards, files and classes).
+std::vector<int64_t> SpreadIndices(int64_t n, int64_t k);
 
 // Opens the dataset at `path` (its format told by its content). Throws
 // workloads::DatasetNotFound (nothing there, not a dataset: the message says
