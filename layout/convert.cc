@@ -392,8 +392,14 @@ class ConvertRun {
           if (!fds_.back().valid()) throw std::runtime_error(p + ": cannot open: " + workloads::ErrnoText(errno));
         }
       } else if (layout == "hdf5") {
-        dataset_ = std::make_unique<workloads::Hdf5Dataset>(files, workloads::FormatOptions{}, VerifyReadCost(),
-                                                            workloads::CpuCalibration{});
+        // Rows are read in order: a cache of one chunk inflates each chunk once.
+        workloads::FormatOptions format;
+        for (const auto& info : workloads::Hdf5Dataset::ListDatasets(files.path)) {
+          if (info.name == format.dataset) {
+            format.hdf5_chunk_cache_mb = std::max<int64_t>(1, info.chunk_bytes() / (int64_t{1} << 20) + 1);
+          }
+        }
+        dataset_ = std::make_unique<workloads::Hdf5Dataset>(files, format, VerifyReadCost(), workloads::CpuCalibration{});
       } else if (layout == "npy") {
         dataset_ = std::make_unique<workloads::NpyDataset>(files, VerifyReadCost(), workloads::CpuCalibration{});
       } else {

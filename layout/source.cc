@@ -339,6 +339,18 @@ std::vector<int64_t> ReadHdf5Labels(const std::string& path, const std::string& 
   return out;
 }
 
+// A chunk cache that holds one chunk of `name`: convert reads rows in order,
+// and with HDF5's default 1 MiB a compressed chunk larger than that (the
+// chunk trap) would be inflated again for every row of it.
+int64_t Hdf5CacheMbForOneChunk(const std::string& path, const std::string& name) {
+  for (const auto& info : workloads::Hdf5Dataset::ListDatasets(path)) {
+    if (info.name == name) {
+      return std::max<int64_t>(workloads::kHdf5DefaultChunkCacheMb, info.chunk_bytes() / (int64_t{1} << 20) + 1);
+    }
+  }
+  return workloads::kHdf5DefaultChunkCacheMb;
+}
+
 bool Hdf5HasDataset(const std::string& path, const std::string& name) {
   for (const auto& info : workloads::Hdf5Dataset::ListDatasets(path)) {
     if (info.name == name) return true;
@@ -443,6 +455,7 @@ std::unique_ptr<SampleSource> OpenSource(const std::string& path, const SourceOp
       if (folder_labels || options.labels == "cls") RefuseLabels(options, path, "an HDF5 file");
       workloads::FormatOptions format;
       format.dataset = options.dataset;
+      format.hdf5_chunk_cache_mb = Hdf5CacheMbForOneChunk(path, options.dataset);
       auto dataset = std::make_unique<workloads::Hdf5Dataset>(files, format, cost, calibration);
       const int64_t row = dataset->images().row_bytes;
       const int64_t rows = dataset->size();

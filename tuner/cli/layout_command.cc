@@ -297,9 +297,10 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
         passes = t.ok ? t.rate.median * shorter / static_cast<double>(count) : 0;
       }
       if (passes > 1.05) {
-        note = "a cold window read the sample " + std::to_string(passes).substr(0, 4) +
-               " times even at " + std::to_string(kShortestWindow).substr(0, 4) +
-               " s, so its later passes were warm; give a larger --sample-mb";
+        note = "a cold window read the sample " + std::to_string(passes).substr(0, 4) + " times even at " +
+               std::to_string(kShortestWindow).substr(0, 4) + " s, so its later passes were warm (the cold figure " +
+               "is an upper bound)" +
+               (count < source->size() ? "; give a larger --sample-mb" : ": the whole dataset is read that fast here");
       }
       if (!t.cache_note.empty() && note.find("cold window") == std::string::npos) note = t.cache_note;
       if (!r.quiet) {
