@@ -1,4 +1,4 @@
-// The answer of `feedtune layout` from its measurements (docs/layout.md#feedtune-layout):
+// The answer of `feedtune layout` from its measurements (docs/layout.md#feedtune-layout-path):
 // per candidate, what the whole dataset would take in it (bytes, convert
 // time, epoch time) extrapolated from the sample, the epochs after which
 // converting pays back, and the layout named, with why. Pure functions.

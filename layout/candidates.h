@@ -1,4 +1,4 @@
-// The candidate layouts `feedtune layout` measures (docs/layout.md#feedtune-layout):
+// The candidate layouts `feedtune layout` measures (docs/layout.md#feedtune-layout-path):
 // which ones fit a source, and each written from a sample of it into the
 // scratch folder, timed, so its write time can be extrapolated to the whole
 // dataset.

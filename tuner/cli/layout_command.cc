@@ -1,5 +1,5 @@
 // `feedtune layout PATH`: which on-disk layout of this dataset feeds fastest
-// on this box, cold (docs/layout.md#feedtune-layout). A sample of the dataset
+// on this box, cold (docs/layout.md#feedtune-layout-path). A sample of the dataset
 // is written in each candidate layout (layout/candidates.h) to a scratch
 // folder; each is measured by `feedtune trial` runs of this binary, the same
 // trials a sweep runs (cache: cold evicts and mincore-checks before each
