@@ -27,7 +27,7 @@ TEST_F(LayoutCli, MeasuresEveryCandidateAndNamesByTheRule) {
   // 150 samples of 40000 bytes: a chunk of 32 is 1.28 MB, over HDF5's 1 MiB cache.
   ASSERT_EQ(Run("gen-data --out " + P("data.npy") + " --layout npy --samples 150 --sample-bytes 40000 -q").code, 0);
   const auto r = Run("layout " + P("data.npy") + " --scratch " + P("scratch") +
-                     " --measure-seconds 0.1 --repeats 2 --max-workers 1 --format json");
+                     " --measure-seconds 0.1 --repeats 2 --max-workers 1 --format json --db " + P("r.db"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("layout: [1/8] as-is: npy, cold, 0 workers: "));
   EXPECT_FALSE(fs::exists(dir_ / "scratch"));
@@ -78,11 +78,35 @@ TEST_F(LayoutCli, MeasuresEveryCandidateAndNamesByTheRule) {
     EXPECT_EQ(j.at("named"), fewest_name);
     EXPECT_THAT(j.at("why").get<std::string>(), HasSubstr(fewest_name + ": "));
   }
+  // Stored as a run: a trial per measurement, the named layout's best cold one as its best.
+  const auto report = Run("report --db " + P("r.db") + " --format json");
+  ASSERT_EQ(report.code, 0) << report.err;
+  const auto run = nlohmann::json::parse(report.out);
+  EXPECT_EQ(run.at("workload"), "layout data.npy");
+  EXPECT_EQ(run.at("status"), "done");
+  int cold = 0, warm = 0;
+  for (const auto& t : run.at("trials")) {
+    const std::string phase = t.at("phase");
+    cold += phase.starts_with("layout-cold: ");
+    warm += phase.starts_with("layout-warm: ");
+  }
+  EXPECT_GE(cold, 8);
+  EXPECT_EQ(warm, 8);
+  for (const auto& c : j.at("candidates")) {
+    if (c.at("name") == j.at("named")) {
+      EXPECT_DOUBLE_EQ(run.at("best").at("samples_per_s").get<double>(), c.at("cold").at("samples_per_s").get<double>());
+    }
+    if (c.at("as_is").get<bool>()) {
+      EXPECT_DOUBLE_EQ(run.at("baseline").at("samples_per_s").get<double>(),
+                       c.at("cold").at("samples_per_s").get<double>());
+    }
+  }
+  EXPECT_THAT(run.at("config_yaml").get<std::string>(), HasSubstr("\"named\""));
 }
 
 TEST_F(LayoutCli, TheTableNamesOneRowAndSaysWhy) {
   ASSERT_EQ(Run("gen-data --out " + P("jpeg") + " --layout jpeg --samples 40 --image-size 64x48 -q").code, 0);
-  const auto r = Run("layout " + P("jpeg") + " --measure-seconds 0.1 --repeats 2 --max-workers 1 -q");
+  const auto r = Run("layout " + P("jpeg") + " --measure-seconds 0.1 --repeats 2 --max-workers 1 -q --db " + P("r.db"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("cold samples/s (95% CI)"));
   EXPECT_THAT(r.out, HasSubstr("as-is: a file per sample"));

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <span>
 
 #include <nlohmann/json.hpp>
 
@@ -20,7 +21,10 @@
 #include "layout/candidates.h"
 #include "layout/source.h"
 #include "results/fingerprint.h"
+#include "results/store.h"
 #include "tuner/cli/cli_util.h"
+#include "tuner/cli/version.h"
+#include "workloads/crc32c.h"
 #include "workloads/format_io.h"
 
 namespace feedtune::cli {
@@ -55,7 +59,11 @@ here and the source as it is, is named. Then `feedtune convert` writes it.
 
 Output: progress on stderr; the table (or --format json: {"dataset",
 "sample", "machine", "candidates": [...], "named", "why", "layout_matters"})
-on stdout. The scratch folder is removed at the end unless --keep.
+on stdout. The scratch folder is removed at the end unless --keep. The
+answer is stored in the results file (--db) as a run with this host's
+fingerprint: a trial per measurement (phases "layout-cold: NAME" and
+"layout-warm: NAME"), the named layout's best cold trial as the run's best,
+the source's as its baseline, the answer's JSON as its config.
 
 Examples:
   feedtune layout data/jpeg
@@ -92,12 +100,39 @@ std::string Slug(const std::string& name) {
 
 // One `feedtune trial` of a candidate: its rate, or why it did not run.
 struct TrialOutcome {
+  results::TrialRecord record;  // as the trial's JSON gives it, for the results file
   bool ok = false;
   bool over_budget = false;
   layout::Rate rate;
   std::string error;
   std::string cache_note;  // the eviction's words ("...; 0% stayed resident")
 };
+
+// The figures of a trial's --json line that the results file keeps.
+results::TrialRecord RecordOf(const nlohmann::json& j, int workers) {
+  results::TrialRecord t;
+  const auto number = [&j](const char* key) { return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0; };
+  t.knobs.num_workers = workers;
+  t.knobs.batch_size = j.at("config").value("batch_size", 32);
+  t.status = j.at("status") == "ok" ? results::TrialStatus::kOk : results::TrialStatus::kFailed;
+  if (j.contains("error") && j["error"].is_string()) t.error = j["error"].get<std::string>();
+  t.samples_per_s = number("samples_per_s");
+  if (j.contains("ci") && j["ci"].is_array() && j["ci"].size() == 2) {
+    t.ci_low = j["ci"][0].get<double>();
+    t.ci_high = j["ci"][1].get<double>();
+  }
+  t.mb_per_s = number("mb_per_s");
+  t.gpu_idle_frac = number("gpu_idle_frac");
+  t.copy_s = number("copy_s");
+  t.wait_p50_us = number("wait_p50_us");
+  t.wait_p99_us = number("wait_p99_us");
+  t.worker_startup_s = number("worker_startup_s");
+  t.cpu_util = number("cpu_util");
+  t.peak_rss_bytes = static_cast<int64_t>(number("peak_rss_bytes"));
+  t.repeats = static_cast<int>(number("repeats"));
+  t.cv = number("cv");
+  return t;
+}
 
 TrialOutcome RunTrialOf(const LayoutRequest& r, const std::string& config, int workers, bool cold,
                         const std::string& err_path, double measure_seconds) {
@@ -124,6 +159,7 @@ TrialOutcome RunTrialOf(const LayoutRequest& r, const std::string& config, int w
   }
   try {
     const auto j = nlohmann::json::parse(out);
+    t.record = RecordOf(j, workers);
     if (j.at("status") == "ok") {
       t.ok = true;
       t.rate = {j.at("samples_per_s").get<double>(), j.at("ci")[0].get<double>(), j.at("ci")[1].get<double>(),
@@ -163,6 +199,46 @@ int64_t SampleBudgetBytes(const LayoutRequest& r) {
   return std::clamp<int64_t>(memory / 8, 16'000'000, 1'000'000'000);
 }
 
+// The answer as `--format json` prints it and the results file keeps it.
+nlohmann::json AnswerJson(const LayoutRequest& r, const layout::SampleSource& source, int64_t count,
+                          int64_t sample_bytes, const std::vector<layout::CandidateResult>& results,
+                          const layout::Advice& advice, const results::Fingerprint& machine,
+                          const std::vector<std::string>& cache_notes) {
+  nlohmann::json rows = nlohmann::json::array();
+  const auto rate = [](const layout::Rate& x) {
+    return nlohmann::json{{"samples_per_s", x.median}, {"ci", {x.ci_low, x.ci_high}}, {"num_workers", x.workers}};
+  };
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& res = results[i];
+    const auto& a = advice.rows[i];
+    rows.push_back({{"name", res.name},
+                    {"as_is", res.as_is},
+                    {"measured", res.measured},
+                    {"error", res.measured ? nlohmann::json(nullptr) : nlohmann::json(res.error)},
+                    {"cold", res.measured ? rate(res.cold) : nlohmann::json(nullptr)},
+                    {"warm", res.measured && res.warm.median > 0 ? rate(res.warm) : nlohmann::json(nullptr)},
+                    {"bytes_on_disk", a.bytes_on_disk},
+                    {"sample_bytes_on_disk", res.sample_bytes_on_disk},
+                    {"read_amplification", res.read_amplification},
+                    {"convert_seconds", a.convert_seconds},
+                    {"epoch_seconds_cold", a.epoch_seconds_cold},
+                    {"payback_epochs", a.payback_epochs ? nlohmann::json(*a.payback_epochs) : nlohmann::json(nullptr)},
+                    {"within_noise_of_fastest", a.within_noise_of_fastest}});
+  }
+  return nlohmann::json{
+      {"dataset", {{"path", r.path}, {"kind", source.kind()}, {"samples", source.size()}, {"bytes", source.total_bytes()}}},
+      {"sample", {{"samples", count}, {"bytes", sample_bytes}}},
+      {"machine", {{"hostname", machine.hostname}, {"usable_cpus", machine.usable_cpus},
+                   {"mem_total_bytes", machine.mem_total_bytes}}},
+      {"cpu_us_per_sample", r.cpu_us},
+      {"candidates", rows},
+      {"named", advice.named >= 0 ? nlohmann::json(results[static_cast<size_t>(advice.named)].name)
+                                  : nlohmann::json(nullptr)},
+      {"layout_matters", advice.layout_matters},
+      {"why", advice.why},
+      {"cache_notes", cache_notes}};
+}
+
 }  // namespace
 
 int RunLayout(const Args& args, const std::atomic<bool>& stop) {
@@ -181,7 +257,8 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
       "labels", po::value(&r.source.labels)->default_value("auto"), "as for convert")(
       "dataset", po::value(&r.source.dataset)->default_value("/images"), "HDF5: the samples' dataset")(
       "feature", po::value(&r.source.feature)->default_value(""), "TFRecord: a bytes feature")(
-      "db", po::value(&r.db), "results file whose torch costs for this host the trials pay (feedtune calibrate)")(
+      "db", po::value(&r.db),
+      "results file: the answer is stored there as a run, and the trials pay this host's torch costs it holds")(
       "format", po::value(&r.format)->default_value("table"), "table | json")(
       "keep", "keep the scratch folder")("quiet,q", "no progress");
   po::positional_options_description positional;
@@ -244,8 +321,11 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
                  candidates.size(), r.scratch.c_str());
   }
 
+  const std::string started_at = NowIso8601();
   std::vector<layout::CandidateResult> results;
   std::vector<std::string> cache_notes;
+  // Every trial, for the results file: its phase says the candidate and the cache.
+  std::vector<std::pair<size_t, results::TrialRecord>> trials;  // (index into results, record)
   std::map<std::string, layout::WrittenCandidate> written;  // by folder: two candidates share the tar copy
   const std::string err_path = (fs::path(r.scratch) / "trial.err").string();
   int status = kExitOk;
@@ -308,6 +388,14 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
                      workers, t.ok ? (std::to_string(static_cast<int64_t>(t.rate.median)) + " samples/s").c_str()
                                    : t.error.c_str());
       }
+      {
+        results::TrialRecord rec = t.record;
+        rec.phase = "layout-cold: " + c.name;
+        rec.knobs.num_workers = workers;
+        if (!t.ok && !rec.error) rec.error = t.error;
+        if (!t.ok) rec.status = t.over_budget ? results::TrialStatus::kSkipped : results::TrialStatus::kFailed;
+        trials.emplace_back(results.size(), rec);
+      }
       if (!t.ok) {
         last_error = t.error;
         break;  // over a budget, or failed: the doubling ends here
@@ -324,7 +412,12 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
     }
     res.cold = best;
     const TrialOutcome warm = RunTrialOf(r, config, best.workers, false, err_path, r.measure_seconds);
-    if (warm.ok) res.warm = warm.rate;
+    if (warm.ok) {
+      res.warm = warm.rate;
+      results::TrialRecord rec = warm.record;
+      rec.phase = "layout-warm: " + c.name;
+      trials.emplace_back(results.size(), rec);
+    }
     if (!r.quiet) {
       std::fprintf(stderr, "layout: [%zu/%zu] %s, warm, %d workers: %s\n", k + 1, candidates.size(), c.name.c_str(),
                    best.workers,
@@ -343,42 +436,54 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
 
   const layout::Advice advice = layout::Advise(results, source->size(), count);
   const results::Fingerprint machine = results::ReadFingerprint();
-  if (r.format == "json") {
-    nlohmann::json rows = nlohmann::json::array();
-    for (size_t i = 0; i < results.size(); ++i) {
-      const auto& res = results[i];
-      const auto& a = advice.rows[i];
-      const auto rate = [](const layout::Rate& x) {
-        return nlohmann::json{{"samples_per_s", x.median}, {"ci", {x.ci_low, x.ci_high}}, {"num_workers", x.workers}};
-      };
-      rows.push_back({{"name", res.name},
-                      {"as_is", res.as_is},
-                      {"measured", res.measured},
-                      {"error", res.measured ? nlohmann::json(nullptr) : nlohmann::json(res.error)},
-                      {"cold", res.measured ? rate(res.cold) : nlohmann::json(nullptr)},
-                      {"warm", res.measured && res.warm.median > 0 ? rate(res.warm) : nlohmann::json(nullptr)},
-                      {"bytes_on_disk", a.bytes_on_disk},
-                      {"sample_bytes_on_disk", res.sample_bytes_on_disk},
-                      {"read_amplification", res.read_amplification},
-                      {"convert_seconds", a.convert_seconds},
-                      {"epoch_seconds_cold", a.epoch_seconds_cold},
-                      {"payback_epochs", a.payback_epochs ? nlohmann::json(*a.payback_epochs) : nlohmann::json(nullptr)},
-                      {"within_noise_of_fastest", a.within_noise_of_fastest}});
+  const nlohmann::json answer =
+      AnswerJson(r, *source, count, sample->total_bytes(), results, advice, machine, cache_notes);
+  // The run in the results file, with this host's fingerprint: one trial per
+  // measurement, the named layout's cold trial as its best, the source's as
+  // its baseline, and the whole answer as its config.
+  try {
+    fs::create_directories(fs::absolute(r.db).parent_path(), ec);
+    results::Store store = results::Store::Open(r.db);
+    results::RunRecord run;
+    run.machine_id = store.UpsertMachine(machine);
+    run.workload_name = "layout " + fs::path(r.path).filename().string();
+    const std::string identity = "layout|" + source->kind() + "|" + std::to_string(source->size()) + "|" +
+                                 std::to_string(source->total_bytes()) + "|" + std::to_string(r.cpu_us);
+    run.workload_hash = workloads::Hex32(workloads::Crc32c(std::as_bytes(std::span(identity))));
+    run.config_yaml = answer.dump(1);
+    run.backend = "host-sim";
+    run.version = BuildString();
+    run.started_at = started_at;
+    run.id = store.BeginRun(run);
+    std::map<size_t, int64_t> cold_trial;  // the best cold trial of each candidate
+    for (const auto& [index, rec] : trials) {
+      const int64_t id = store.AddTrial(run.id, rec);
+      if (rec.phase.starts_with("layout-cold") && rec.knobs.num_workers == results[index].cold.workers &&
+          rec.status == results::TrialStatus::kOk) {
+        cold_trial[index] = id;
+      }
     }
-    std::cout << nlohmann::json{{"dataset", {{"path", r.path}, {"kind", source->kind()}, {"samples", source->size()},
-                                             {"bytes", source->total_bytes()}}},
-                                {"sample", {{"samples", count}, {"bytes", sample->total_bytes()}}},
-                                {"machine", {{"hostname", machine.hostname}, {"usable_cpus", machine.usable_cpus},
-                                             {"mem_total_bytes", machine.mem_total_bytes}}},
-                                {"cpu_us_per_sample", r.cpu_us},
-                                {"candidates", rows},
-                                {"named", advice.named >= 0 ? nlohmann::json(results[static_cast<size_t>(advice.named)].name)
-                                                            : nlohmann::json(nullptr)},
-                                {"layout_matters", advice.layout_matters},
-                                {"why", advice.why},
-                                {"cache_notes", cache_notes}}
-                     .dump()
-              << "\n";
+    if (advice.named >= 0 && cold_trial.count(static_cast<size_t>(advice.named))) {
+      run.best_trial_id = cold_trial[static_cast<size_t>(advice.named)];
+    }
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (results[i].as_is && cold_trial.count(i)) {
+        run.baseline_trial_id = cold_trial[i];
+        if (advice.named >= 0 && results[i].cold.median > 0) {
+          run.speedup = results[static_cast<size_t>(advice.named)].cold.median / results[i].cold.median;
+        }
+      }
+    }
+    run.ended_at = NowIso8601();
+    run.status = advice.named >= 0 ? results::RunStatus::kDone : results::RunStatus::kFailed;
+    store.FinishRun(run);
+    if (!r.quiet) std::cerr << "layout: stored as run " << run.id << " in " << r.db << "\n";
+  } catch (const results::StoreError& e) {
+    std::cerr << "feedtune layout: " << e.what() << "\n";
+    status = kExitFailure;
+  }
+  if (r.format == "json") {
+    std::cout << answer.dump() << "\n";
   } else {
     std::printf("%-30s %7s %24s %10s %10s %6s %9s %9s %8s\n", "layout", "workers", "cold samples/s (95% CI)",
                 "warm", "on disk", "ampl.", "convert", "epoch", "payback");
@@ -407,6 +512,7 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
       if (n.find(" 0% stayed resident") == std::string::npos) std::printf("note: %s\n", n.c_str());  // else cold as said
     }
   }
+  if (status != kExitOk) return status;
   return advice.named >= 0 ? kExitOk : kExitFailure;
 }
 
