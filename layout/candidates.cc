@@ -45,11 +45,13 @@ int64_t BytesOnDisk(const std::string& path) {
   return total;
 }
 
-// The gzip level of an HDF5 dataset's filters ("deflate(4)"), -1 for none.
+// The gzip level of an HDF5 dataset's filters, as Hdf5DatasetInfo words
+// them ("gzip(4)"), -1 for none. Another filter (szip, shuffle) is not one
+// convert writes: the as-is copy then lacks it, and its name says so.
 int GzipLevel(const std::vector<std::string>& filters) {
   for (const std::string& f : filters) {
     int level = 0;
-    if (std::sscanf(f.c_str(), "deflate(%d)", &level) == 1) return level;
+    if (std::sscanf(f.c_str(), "gzip(%d)", &level) == 1) return level;
   }
   return -1;
 }

@@ -104,6 +104,21 @@ TEST_F(LayoutCli, MeasuresEveryCandidateAndNamesByTheRule) {
   EXPECT_THAT(run.at("config_yaml").get<std::string>(), HasSubstr("\"named\""));
 }
 
+// The source as it is keeps its chunk trap: the as-is copy of a gzip file
+// with 50-row chunks is gzip with 50-row chunks, and inflates a whole chunk
+// per shuffled sample.
+TEST_F(LayoutCli, TheSourceAsItIsKeepsItsChunksAndGzip) {
+  ASSERT_EQ(Run("gen-data --out " + P("trap.h5") + " --layout hdf5 --samples 100 --sample-bytes 30000 "
+                "--chunk-samples 50 --compression gzip:4 -q").code, 0);
+  const auto r = Run("layout " + P("trap.h5") + " --measure-seconds 0.1 --repeats 2 --max-workers 1 --format json -q "
+                     "--db " + P("r.db"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& as_is = j.at("candidates")[0];
+  EXPECT_EQ(as_is.at("name"), "as-is: hdf5, chunk 50, gzip:4");
+  EXPECT_DOUBLE_EQ(as_is.at("read_amplification").get<double>(), 50.0);  // 1.5 MB chunks over a 1 MiB cache
+}
+
 TEST_F(LayoutCli, TheTableNamesOneRowAndSaysWhy) {
   ASSERT_EQ(Run("gen-data --out " + P("jpeg") + " --layout jpeg --samples 40 --image-size 64x48 -q").code, 0);
   const auto r = Run("layout " + P("jpeg") + " --measure-seconds 0.1 --repeats 2 --max-workers 1 -q --db " + P("r.db"));
