@@ -16,7 +16,7 @@ CMAKE_FLAGS ?=
 UNITY ?= ON
 CONFIGURE_FLAGS = -DCMAKE_UNITY_BUILD=$(UNITY) $(CMAKE_FLAGS)
 
-.PHONY: all deps build sweep test check deb build-asan test-asan build-tsan test-tsan fuzz-build fuzz bench grid-vs-sweep regret in-job-bench native-vs-torch probe-protocol formats-bench fleet-scale seed-bench node-bench trace-bench busy-box-bench clean
+.PHONY: all deps build sweep test check deb build-asan test-asan build-tsan test-tsan fuzz-build fuzz bench grid-vs-sweep regret in-job-bench native-vs-torch probe-protocol formats-bench layout-bench fleet-scale seed-bench node-bench trace-bench busy-box-bench clean
 
 all: build
 
@@ -122,6 +122,12 @@ probe-protocol: build
 formats-bench: build
 	@scripts/setup-deps --bench
 	bench/formats.py --feedtune $(BUILD)/tuner/cli/feedtune $(FORMATS_ARGS)
+
+# `feedtune layout` against an exhaustive, interleaved cold measurement of
+# every candidate on three gen-data datasets (a JPEG folder, small files, the
+# HDF5 chunk trap): docs/layout.md#bench-layout. A few minutes on 2 CPUs.
+layout-bench: build
+	bench/layout --feedtune $(BUILD)/tuner/cli/feedtune $(LAYOUT_ARGS)
 
 # 10,000 generated results files (copies of one real sweep rewritten into other
 # hosts of 4 classes, with planted outliers) merged from a list under ulimit -n

@@ -52,7 +52,7 @@ std::string ShapeText(const std::vector<int64_t>& dims) {
   return out + (dims.size() == 1 ? ",)" : ")");
 }
 
-enum class Format { kNpy, kHdf5, kLmdb, kJpegDir, kTfRecord, kTar };
+using Format = DetectedFormat;
 
 bool IsTfRecordName(const std::string& name) { return name.ends_with(".tfrecord") || name.ends_with(".tfrec"); }
 
@@ -483,6 +483,8 @@ std::string FewShardsWarning(int64_t shards, int ranks, int usable_cpus) {
          " worker(s) per rank have data and the rest sit idle; reshard into at least " + std::to_string(readers) +
          " shards, or read it map-style (access: random)";
 }
+
+DetectedFormat DetectFormat(const std::string& path) { return Detect(path); }
 
 InspectReport Inspect(const std::string& path, const InspectOptions& options) {
   InspectReport report;

@@ -80,6 +80,13 @@ struct InspectReport {
   std::string ToJson() const;
 };
 
+// The format at `path`, told by its content as Inspect tells it (kJpegDir:
+// a directory that is neither an LMDB environment nor a folder of shards, a
+// folder of files). Throws DatasetNotFound for a path that is none of them.
+// `feedtune convert` opens its source by it (layout/source.h).
+enum class DetectedFormat { kNpy, kHdf5, kLmdb, kJpegDir, kTfRecord, kTar };
+DetectedFormat DetectFormat(const std::string& path);
+
 // Inspects the npy file, HDF5 file, LMDB environment, TFRecord or tar shards
 // (a file, a directory of them or a glob) or directory of JPEGs at
 // `path` (the format is told by its content; a directory without data.mdb is

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -138,6 +139,19 @@ std::string FileSystemType(const std::string& path, bool* network) {
   char hex[32];
   std::snprintf(hex, sizeof hex, "unknown (0x%lx)", magic);
   return hex;
+}
+
+int64_t FreeBytesFor(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path probe = fs::absolute(fs::path(path), ec);
+  while (!probe.empty() && !fs::exists(probe, ec)) {
+    if (probe == probe.parent_path()) break;
+    probe = probe.parent_path();
+  }
+  struct statvfs vfs {};
+  if (::statvfs(probe.c_str(), &vfs) != 0) return -1;
+  return static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
 }
 
 std::string FormatMegabytes(double bytes) {

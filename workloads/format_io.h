@@ -80,6 +80,10 @@ std::string EvictFromPageCache(const std::vector<std::string>& paths);
 // FUSE and the like, where readahead and caching behave differently.
 std::string FileSystemType(const std::string& path, bool* network);
 
+// Free bytes for an unprivileged writer on the file system that will hold
+// `path` (its nearest existing ancestor); -1 when it cannot be told. The
+// free-space checks of gen-data and convert read it.
+int64_t FreeBytesFor(const std::string& path);
 // "1.5 MB" (decimal megabytes, as the rest of feedtune prints sizes).
 std::string FormatMegabytes(double bytes);
 

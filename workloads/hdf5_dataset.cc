@@ -486,14 +486,25 @@ void Hdf5Writer::Add(std::span<const std::byte> row) {
   if (static_cast<int64_t>(pending_.size()) >= chunk_samples_ * sample_bytes_) Flush();
 }
 
+void Hdf5Writer::SetLabels(std::vector<int64_t> labels) {
+  if (static_cast<int64_t>(labels.size()) != samples_) {
+    throw std::logic_error("Hdf5Writer::SetLabels: " + std::to_string(labels.size()) + " labels for " +
+                           std::to_string(samples_) + " rows");
+  }
+  labels_ = std::move(labels);
+}
+
 void Hdf5Writer::Finish() {
   if (rows_added_ != samples_) {
     throw std::logic_error("Hdf5Writer::Finish: " + std::to_string(rows_added_) + " of " + std::to_string(samples_) +
                            " rows written");
   }
   Flush();
-  std::vector<int64_t> labels(static_cast<size_t>(samples_));
-  for (int64_t i = 0; i < samples_; ++i) labels[static_cast<size_t>(i)] = Label(i);
+  std::vector<int64_t> labels = labels_;
+  if (labels.empty()) {
+    labels.resize(static_cast<size_t>(samples_));
+    for (int64_t i = 0; i < samples_; ++i) labels[static_cast<size_t>(i)] = Label(i);
+  }
   const QuietErrors quiet;
   if (H5Dwrite(handles_->labels.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data()) < 0 ||
       H5Fflush(handles_->file.get(), H5F_SCOPE_GLOBAL) < 0) {

@@ -121,6 +121,9 @@ class Hdf5Writer {
   ~Hdf5Writer();
 
   void Add(std::span<const std::byte> row);
+  // /labels as given (one per sample) instead of gen-data's i % 1000:
+  // `feedtune convert` carries the source's labels (layout/convert.h).
+  void SetLabels(std::vector<int64_t> labels);
   void Finish();
   int64_t bytes_written() const { return bytes_written_; }
 
@@ -136,6 +139,7 @@ class Hdf5Writer {
   const int64_t chunk_samples_;
   std::unique_ptr<Handles> handles_;
   std::vector<std::byte> pending_;  // rows not yet written, at most one chunk
+  std::vector<int64_t> labels_;     // SetLabels's; empty: Label(i)
   int64_t rows_written_ = 0;
   int64_t rows_added_ = 0;
   int64_t bytes_written_ = 0;

@@ -15,6 +15,9 @@ take the answer into the training job (loader_kwargs).
     loader = torch.utils.data.DataLoader(dataset, batch_size=64, **kw)
     x = x.to(device, non_blocking=kw.non_blocking)
 
+    from feedtune import data                       # what `feedtune convert` wrote, in one line
+    ds = data.open("/data/train-tar")               # map-style: sample i of the source, with its label
+
     from feedtune import watch                      # and back: does the setting hold?
     for batch in watch(loader, every=100, results="fleet.db", config="resnet50"):
         train_step(batch)                           # `feedtune check --db fleet.db` says
@@ -51,6 +54,15 @@ def _read_version():
     except OSError:
         match = None
     return match.group(1) if match else "unknown"
+
+
+def __getattr__(name):
+    """feedtune.data (what `feedtune convert` wrote, read in a job) imports
+    torch and numpy, so it is loaded on first use, not with the package."""
+    if name == "data":
+        import importlib
+        return importlib.import_module(".data", __name__)
+    raise AttributeError("module 'feedtune' has no attribute %r" % name)
 
 
 __version__ = _read_version()

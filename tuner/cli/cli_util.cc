@@ -140,12 +140,15 @@ std::optional<Session> OpenSession(const std::string& path, const std::vector<st
   return s;
 }
 
-int RunCapturing(const std::vector<std::string>& argv, std::string* out) {
+int RunCapturing(const std::vector<std::string>& argv, std::string* out, const std::string& stderr_path) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return -1;
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
+  if (!stderr_path.empty()) {
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  }
   std::vector<char*> c_argv;
   for (const std::string& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
   c_argv.push_back(nullptr);

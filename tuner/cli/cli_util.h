@@ -37,9 +37,10 @@ void AddConfigOptions(po::options_description& options, po::positional_options_d
 
 std::string NowIso8601();
 
-// Runs argv (PATH looked up), stderr passed through; returns the exit status
+// Runs argv (PATH looked up), stderr passed through (or into the file
+// `stderr_path`, created or truncated, when given); returns the exit status
 // (or -1 when it cannot start, errno set) and its stdout in `*out`.
-int RunCapturing(const std::vector<std::string>& argv, std::string* out);
+int RunCapturing(const std::vector<std::string>& argv, std::string* out, const std::string& stderr_path = "");
 
 // This machine's fingerprint, with `label` as display name (hostname when empty).
 results::Fingerprint MachineFingerprint(const std::string& label);

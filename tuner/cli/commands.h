@@ -30,6 +30,8 @@ int RunCheck(const Args& args);
 int RunObserve(const Args& args);
 int RunGenData(const Args& args, const std::atomic<bool>& stop);
 int RunInspect(const Args& args);
+int RunConvert(const Args& args, const std::atomic<bool>& stop);
+int RunLayout(const Args& args, const std::atomic<bool>& stop);
 int RunFleet(const Args& args);  // args[0]: slurm | k8s
 
 }  // namespace feedtune::cli

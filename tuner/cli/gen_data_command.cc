@@ -5,7 +5,6 @@
 // can be checked byte for byte (JPEG: image i is the picture of (seed, i),
 // workloads/jpeg_image.h).
 #include <fcntl.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -269,21 +268,6 @@ std::optional<std::pair<int, int>> ParseImageSize(const std::string& text) {
   return std::pair{w, h};
 }
 
-// Free bytes for an unprivileged writer on the file system that will hold
-// `out` (its nearest existing ancestor); -1 when it cannot be told.
-int64_t FreeBytesFor(const std::string& out) {
-  namespace fs = std::filesystem;
-  fs::path probe = fs::absolute(fs::path(out));
-  std::error_code ec;
-  while (!probe.empty() && !fs::exists(probe, ec)) {
-    if (probe == probe.parent_path()) break;
-    probe = probe.parent_path();
-  }
-  struct statvfs vfs {};
-  if (::statvfs(probe.c_str(), &vfs) != 0) return -1;
-  return static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
-}
-
 std::string Mb(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
@@ -410,7 +394,7 @@ double EstimateBytes(const GenDataRequest& r) {
 // space: better now than a full disk half way through.
 std::optional<std::string> CheckFreeSpace(const GenDataRequest& r) {
   const double estimate = EstimateBytes(r);
-  const int64_t free_bytes = FreeBytesFor(r.out);
+  const int64_t free_bytes = workloads::FreeBytesFor(r.out);
   if (!r.quiet) {
     std::fprintf(stderr, "gen-data: about %s to write (%s free there)\n", Mb(estimate).c_str(),
                  free_bytes >= 0 ? Mb(static_cast<double>(free_bytes)).c_str() : "unknown");

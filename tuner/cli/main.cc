@@ -53,6 +53,10 @@ Commands:
   calibrate         measure this box's torch DataLoader costs, which native sweeps then pay
   gen-data          write a dataset: shards, one file per sample, npy, hdf5 or lmdb
   inspect PATH      what a .npy, HDF5 or LMDB file is, its traps, and a read measurement
+  layout PATH       which on-disk layout of a dataset feeds fastest here, cold: a sample
+                    written in each, measured over the worker doubling, with payback
+  convert SRC DST   write a dataset in another layout (tar, hdf5, npy, lmdb), verified;
+                    resumable; feedtune.data.open(DST) reads it in a training job
   fleet slurm|k8s   job files that sweep every node of a cluster and merge the results
 
 Options:
@@ -108,6 +112,8 @@ int main(int argc, char** argv) {
   if (command == "observe") return RunObserve(args);
   if (command == "gen-data") return RunGenData(args, g_stop);
   if (command == "inspect") return RunInspect(args);
+  if (command == "convert") return RunConvert(args, g_stop);
+  if (command == "layout") return RunLayout(args, g_stop);
   if (command == "fleet") return RunFleet(args);
   std::fprintf(stderr, "feedtune: unknown command '%s'; run `feedtune --help` for the list\n", command.c_str());
   return kExitUsage;

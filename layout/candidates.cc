@@ -1,0 +1,223 @@
+#include "layout/candidates.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "layout/converted.h"
+#include "workloads/format_inspect.h"
+#include "workloads/format_io.h"
+#include "workloads/hdf5_dataset.h"
+#include "workloads/shard_format.h"
+
+namespace feedtune::layout {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A shuffled read's bytes of one sample, read or inflated, per byte of it:
+// HDF5's from inspect's chunk-cache model (at HDF5's default 1 MiB cache, as
+// the trials read); the other layouts read a sample's own bytes (1).
+double Hdf5Amplification(const std::string& file) {
+  for (const workloads::Hdf5DatasetInfo& info : workloads::Hdf5Dataset::ListDatasets(file)) {
+    if (info.name != "/images" || info.row_bytes <= 0) continue;
+    const auto cost = workloads::PredictHdf5ReadCost(info, workloads::kHdf5DefaultChunkCacheMb);
+    return std::max(1.0, static_cast<double>(cost.bytes_per_sample) / static_cast<double>(info.row_bytes));
+  }
+  return 1;
+}
+
+int64_t BytesOnDisk(const std::string& path) {
+  std::error_code ec;
+  int64_t total = 0;
+  if (fs::is_regular_file(path, ec)) return static_cast<int64_t>(fs::file_size(path, ec));
+  for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    // convert's own index and manifest are not the layout's bytes.
+    if (it->is_regular_file(ec) && name != kIndexName && name != kManifestName) {
+      total += static_cast<int64_t>(it->file_size(ec));
+    }
+  }
+  return total;
+}
+
+// The gzip level of an HDF5 dataset's filters, as Hdf5DatasetInfo words
+// them ("gzip(4)"), -1 for none. Another filter (szip, shuffle) is not one
+// convert writes: the as-is copy then lacks it, and its name says so.
+int GzipLevel(const std::vector<std::string>& filters) {
+  for (const std::string& f : filters) {
+    int level = 0;
+    if (std::sscanf(f.c_str(), "gzip(%d)", &level) == 1) return level;
+  }
+  return -1;
+}
+
+std::string Quoted(const std::string& path) {
+  std::string out = "\"";
+  for (char c : path) out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+  return out + "\"";
+}
+
+Candidate Converted(const std::string& name, const std::string& scratch, const std::string& slug,
+                    const ConvertOptions& options) {
+  Candidate c;
+  c.name = name;
+  c.data = (fs::path(scratch) / slug).string();
+  c.convert = options;
+  if (options.layout == "tar") {
+    c.workload_yaml = "  kind: tar\n  path: " + Quoted(c.data) + "\n";
+  } else if (options.layout == "hdf5") {
+    c.workload_yaml = "  kind: hdf5\n  path: " + Quoted(c.data + "/data.h5") + "\n  dataset: /images\n";
+  } else if (options.layout == "npy") {
+    c.workload_yaml = "  kind: npy\n  path: " + Quoted(c.data + "/data.npy") + "\n";
+  } else {
+    c.workload_yaml = "  kind: lmdb\n  path: " + Quoted(c.data + "/data.lmdb") + "\n";
+  }
+  return c;
+}
+
+}  // namespace
+
+std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::string& source_path,
+                                      const std::string& scratch) {
+  std::vector<Candidate> out;
+  const std::string kind = source.kind();
+  // The source as it is.
+  Candidate as_is;
+  as_is.as_is = true;
+  if (kind == "folder" || kind == "imagefolder") {
+    as_is.name = "as-is: a file per sample";
+    as_is.copy_files = true;
+    as_is.data = (fs::path(scratch) / "as-is").string();
+    as_is.workload_yaml = "  kind: files\n  layout: files\n  path: " + Quoted(as_is.data) + "\n";
+    out.push_back(as_is);
+  } else if (kind == "hdf5") {
+    ConvertOptions o;
+    o.layout = "hdf5";
+    for (const auto& info : workloads::Hdf5Dataset::ListDatasets(source_path)) {
+      if (info.rows() == source.size() && info.row_bytes == source.fixed_sample_bytes() && info.name != "/labels") {
+        o.chunk_samples = std::max<int64_t>(1, info.chunk_rows());
+        o.gzip_level = GzipLevel(info.filters);
+        break;
+      }
+    }
+    Candidate c = Converted("as-is: hdf5, chunk " + std::to_string(o.chunk_samples) +
+                                (o.gzip_level >= 0 ? ", gzip:" + std::to_string(o.gzip_level) : ""),
+                            scratch, "as-is", o);
+    c.as_is = true;
+    out.push_back(c);
+  } else if (kind == "npy" || kind == "lmdb" || kind == "tar") {
+    ConvertOptions o;
+    o.layout = kind;
+    if (kind == "tar") {
+      const auto shards = workloads::ResolveShardPaths(source_path, {".tar"});
+      o.shard_bytes = std::max<int64_t>(1, source.total_bytes() / static_cast<int64_t>(shards.size()));
+    }
+    Candidate c = Converted("as-is: " + kind, scratch, "as-is", o);
+    c.as_is = true;
+    out.push_back(c);
+  } else {  // tfrecord, feedtune shards: read where they are
+    as_is.name = "as-is: " + kind + " (in place)";
+    as_is.in_place = true;
+    as_is.data = source_path;
+    as_is.workload_yaml = kind == "tfrecord" ? "  kind: tfrecord\n  path: " + Quoted(source_path) + "\n"
+                                             : "  kind: files\n  layout: shards\n  path: " + Quoted(source_path) + "\n";
+    out.push_back(as_is);
+  }
+  // Tar shards: a sixteenth of the sample each, so 16 readers have one each,
+  // read map-style and streamed from one copy.
+  ConvertOptions tar;
+  tar.layout = "tar";
+  tar.shard_bytes = std::max<int64_t>(1, source.total_bytes() / 16);
+  Candidate random = Converted("tar, 16 shards, map-style", scratch, "tar", tar);
+  Candidate stream = random;
+  stream.name = "tar, 16 shards, streamed";
+  stream.workload_yaml += "  access: stream\n";
+  out.push_back(random);
+  out.push_back(stream);
+  if (kind != "lmdb") {
+    ConvertOptions lmdb;
+    lmdb.layout = "lmdb";
+    out.push_back(Converted("lmdb", scratch, "lmdb", lmdb));
+  }
+  if (source.fixed_sample_bytes() > 0) {
+    for (int64_t chunk : {int64_t{1}, int64_t{32}}) {
+      for (int gzip : {-1, 4}) {
+        ConvertOptions h;
+        h.layout = "hdf5";
+        h.chunk_samples = chunk;
+        h.gzip_level = gzip;
+        const std::string slug = "hdf5-chunk" + std::to_string(chunk) + (gzip >= 0 ? "-gzip4" : "");
+        out.push_back(Converted("hdf5, chunk " + std::to_string(chunk) + (gzip >= 0 ? ", gzip:4" : ""), scratch,
+                                slug, h));
+      }
+    }
+    if (kind != "npy") {
+      ConvertOptions n;
+      n.layout = "npy";
+      out.push_back(Converted("npy", scratch, "npy", n));
+    }
+  }
+  return out;
+}
+
+WrittenCandidate WriteCandidate(const Candidate& candidate, const SampleSource& sample, const std::atomic<bool>& stop) {
+  WrittenCandidate w;
+  std::error_code ec;
+  const auto start = std::chrono::steady_clock::now();
+  if (candidate.in_place) {
+    w.bytes_on_disk = static_cast<int64_t>(static_cast<double>(BytesOnDisk(candidate.data)));
+    w.write_seconds = 0;
+    return w;
+  }
+  const bool written = fs::exists(fs::path(candidate.data) / kManifestName, ec) ||
+                       (candidate.copy_files && fs::exists(candidate.data, ec));
+  if (!written && candidate.copy_files) {
+    // The sampled files as they are, under the same names below the source.
+    const fs::path root = fs::path(sample.root());
+    std::vector<std::byte> bytes;
+    for (int64_t i = 0; i < sample.size(); ++i) {
+      if (stop.load()) throw std::runtime_error("interrupted");
+      const fs::path from = sample.file_of(i);
+      const fs::path to = fs::path(candidate.data) / from.lexically_relative(root);
+      fs::create_directories(to.parent_path(), ec);
+      sample.Read(i, &bytes);
+      const workloads::UniqueFd fd(::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+      if (!fd.valid()) throw std::runtime_error(to.string() + ": cannot create: " + workloads::ErrnoText(errno));
+      size_t done = 0;
+      while (done < bytes.size()) {
+        const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw std::runtime_error(to.string() + ": write failed: " + workloads::ErrnoText(errno));
+        done += static_cast<size_t>(n);
+      }
+    }
+    // Synced, so that the cold windows can evict them (dirty pages stay).
+    const workloads::UniqueFd dir(::open(candidate.data.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir.valid()) ::syncfs(dir.get());
+    w.write_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  } else if (!written) {
+    double verify_started = -1;
+    const auto progress = [&](const ConvertProgress& p) {
+      if (verify_started < 0 && std::string(p.phase) == "verify") {
+        verify_started = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      }
+    };
+    const ConvertResult r = Convert(sample, sample.root(), candidate.data, candidate.convert, progress, stop);
+    if (r.interrupted) throw std::runtime_error("interrupted");
+    w.write_seconds = verify_started >= 0
+                          ? verify_started
+                          : std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  w.bytes_on_disk = BytesOnDisk(candidate.data);
+  if (candidate.convert.layout == "hdf5" && !candidate.copy_files) {
+    w.read_amplification = Hdf5Amplification(candidate.data + "/data.h5");
+  }
+  return w;
+}
+
+}  // namespace feedtune::layout

@@ -1,0 +1,676 @@
+#include "layout/convert.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <random>
+#include <span>
+
+#include <nlohmann/json.hpp>
+
+#include "layout/converted.h"
+#include "workloads/cpu_work.h"
+#include "workloads/crc32c.h"
+#include "workloads/format_io.h"
+#include "workloads/hdf5_dataset.h"
+#include "workloads/jpeg_image.h"
+#include "workloads/lmdb_dataset.h"
+#include "workloads/npy_dataset.h"
+#include "workloads/npy_format.h"
+#include "workloads/shard_format.h"
+#include "workloads/tar_dataset.h"
+#include "workloads/tar_format.h"
+
+namespace feedtune::layout {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const char* OneFileName(const std::string& layout) {
+  if (layout == "hdf5") return "data.h5";
+  if (layout == "npy") return "data.npy";
+  return "data.lmdb";
+}
+
+// The plan: the options and the source it was made for, and the order. What
+// --resume compares: a resumed convert must write the same files.
+json PlanOf(const SampleSource& source, const std::string& source_path, const ConvertOptions& o) {
+  std::error_code ec;
+  return json{{"format", "feedtune-convert-state"},
+              {"version", 1},
+              {"source", fs::weakly_canonical(source_path, ec).string()},
+              {"source_kind", source.kind()},
+              {"source_samples", source.size()},
+              {"layout", o.layout},
+              {"shard_bytes", o.layout == "tar" ? json(o.shard_bytes) : json(nullptr)},
+              {"chunk_samples", o.layout == "hdf5" ? json(o.chunk_samples) : json(nullptr)},
+              {"gzip_level", o.layout == "hdf5" ? json(o.gzip_level) : json(nullptr)},
+              {"shuffle_seed", o.shuffle_seed ? json(*o.shuffle_seed) : json(nullptr)},
+              {"skip_bad", o.skip_bad}};
+}
+
+// Source indices in DST's write order: as the source, or shuffled by a
+// Fisher-Yates pass over mt19937_64 (whose output the standard fixes, unlike
+// std::shuffle's), so a resume on another build plans the same shards.
+std::vector<int64_t> WriteOrder(int64_t samples, const std::optional<uint64_t>& seed) {
+  std::vector<int64_t> order(static_cast<size_t>(samples));
+  for (int64_t i = 0; i < samples; ++i) order[static_cast<size_t>(i)] = i;
+  if (seed) {
+    std::mt19937_64 rng(*seed);
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
+  }
+  return order;
+}
+
+int64_t SamplesPerShard(const SampleSource& source, int64_t shard_bytes) {
+  const double mean = std::max(1.0, static_cast<double>(source.total_bytes()) / static_cast<double>(source.size()));
+  return std::clamp<int64_t>(static_cast<int64_t>(static_cast<double>(shard_bytes) / (mean + 1024.0)), 1,
+                             source.size());
+}
+
+std::string KeyOf(int64_t source_index) {
+  char key[32];
+  std::snprintf(key, sizeof key, "%09lld", static_cast<long long>(source_index));
+  return key;
+}
+
+// Reads sample `index` and, for JPEG samples, decodes it small (DCT scaling
+// makes that cheap): what the job will do with it. Returns the error, or empty.
+std::string ReadChecked(const SampleSource& source, int64_t index, std::vector<std::byte>* bytes) {
+  try {
+    source.Read(index, bytes);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  if (source.payload_extension() == "jpg") {
+    workloads::JpegDecodeOptions options;
+    options.crop = workloads::CropMode::kCenter;
+    options.resize = 16;
+    std::vector<std::byte> pixels(16 * 16 * 3);
+    try {
+      workloads::DecodeCropResize(*bytes, index, options, pixels);
+    } catch (const std::exception& e) {
+      return source.Name(index) + ": does not decode as a JPEG: " + e.what();
+    }
+  }
+  return {};
+}
+
+void WriteFd(int fd, const std::string& path, std::span<const std::byte> data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::runtime_error(path + ": write failed: " + workloads::ErrnoText(errno));
+    done += static_cast<size_t>(n);
+  }
+}
+
+int64_t BytesUnder(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) return static_cast<int64_t>(fs::file_size(path, ec));
+  int64_t total = 0;
+  for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (it->is_regular_file(ec)) total += static_cast<int64_t>(it->file_size(ec));
+  }
+  return total;
+}
+
+// A small file of DST (the state, the manifest) as text.
+std::string ReadText(const std::string& path) {
+  const workloads::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) throw std::runtime_error(path + ": cannot open: " + workloads::ErrnoText(errno));
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::runtime_error(path + ": read failed: " + workloads::ErrnoText(errno));
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  return text;
+}
+
+workloads::SyntheticOptions VerifyReadCost() {
+  workloads::SyntheticOptions cost;
+  cost.cpu_us_per_sample = 0;
+  cost.jitter = 0;
+  cost.torch_costs = workloads::TorchCostsMode::kOff;
+  return cost;
+}
+
+// One convert's state: the plan, the files, what was skipped so far.
+class ConvertRun {
+ public:
+  ConvertRun(const SampleSource& source, const std::string& source_path, std::string dst, const ConvertOptions& o,
+             const std::function<void(const ConvertProgress&)>& progress, const std::atomic<bool>& stop)
+      : source_(source), dst_(std::move(dst)), o_(o), progress_(progress), stop_(stop),
+        plan_(PlanOf(source, source_path, o)), state_path_((fs::path(dst_) / kStateName).string()) {}
+
+  ConvertResult Run() {
+    Begin();
+    const bool done = o_.layout == "tar" ? WriteShards() : WriteOneFile();
+    if (!done) {
+      result_.interrupted = true;
+      return result_;
+    }
+    Verify();
+    return result_;
+  }
+
+ private:
+  // Creates DST and its state file, or (resume) reads the state back.
+  void Begin() {
+    std::error_code ec;
+    if (o_.resume) {
+      json state;
+      try {
+        state = json::parse(ReadText(state_path_));
+      } catch (const std::exception& e) {
+        throw ConvertUsageError("--resume: " + state_path_ + " does not read (" + e.what() +
+                                "); remove " + dst_ + " and convert again");
+      }
+      json saved = state;
+      saved.erase("skipped");
+      if (saved != plan_) {
+        throw ConvertUsageError("--resume: " + dst_ + " holds a convert started as " + saved.dump() +
+                                ", not as " + plan_.dump() +
+                                "; resume with the same source and options, or remove it to start over");
+      }
+      for (const json& s : state.value("skipped", json::array())) {
+        result_.skipped.push_back({s.at("source").get<int64_t>(), s.at("name"), s.at("error")});
+      }
+    } else {
+      fs::create_directories(dst_, ec);
+      if (ec) throw ConvertUsageError(dst_ + ": cannot create the folder: " + ec.message());
+      SaveState();
+    }
+    // A temporary file of an interrupted run is never whole: it is written again.
+    for (const auto& entry : fs::directory_iterator(dst_, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.starts_with(".") && name.ends_with(".partial")) fs::remove_all(entry.path(), ec);
+    }
+  }
+
+  void SaveState() {
+    json state = plan_;
+    json skipped = json::array();
+    for (const SkippedSample& s : result_.skipped) {
+      skipped.push_back({{"source", s.source}, {"name", s.name}, {"error", s.error}});
+    }
+    state["skipped"] = skipped;
+    WriteFileAtomically(state_path_, state.dump(1));
+  }
+
+  // A sample that fails: the convert stops naming it, or (skip_bad) goes on.
+  void Bad(int64_t index, const std::string& error) {
+    if (!o_.skip_bad) {
+      throw ConvertUsageError("sample " + std::to_string(index) + " (" + source_.Name(index) + "): " + error +
+                              "\n  --skip-bad leaves such samples out and lists them; DST keeps the files "
+                              "finished so far, and --resume goes on");
+    }
+    result_.skipped.push_back({index, source_.Name(index), error});
+  }
+
+  void Report(const char* phase, int64_t done, int64_t total, int64_t bytes) {
+    if (progress_) progress_(ConvertProgress{phase, done, total, bytes});
+  }
+
+  bool WriteShards() {
+    const std::vector<int64_t> order = WriteOrder(source_.size(), o_.shuffle_seed);
+    const int64_t per_shard = SamplesPerShard(source_, o_.shard_bytes);
+    const int64_t shards = (source_.size() + per_shard - 1) / per_shard;
+    shard_paths_.clear();
+    int64_t done = 0, bytes = 0;
+    std::vector<std::byte> sample, block;
+    for (int64_t k = 0; k < shards; ++k) {
+      const std::string path = workloads::GenDataShardPath(dst_, static_cast<int>(k), static_cast<int>(shards), ".tar");
+      shard_paths_.push_back(path);
+      const int64_t first = k * per_shard;
+      const int64_t last = std::min(source_.size(), first + per_shard);
+      std::error_code ec;
+      if (fs::exists(path, ec)) {  // written whole by an earlier run
+        ++result_.resumed_files;
+        done += last - first;
+        Report("write", done, source_.size(), bytes);
+        continue;
+      }
+      const std::string partial = PartialName(path);
+      workloads::UniqueFd fd(::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+      if (!fd.valid()) throw std::runtime_error(partial + ": cannot create: " + workloads::ErrnoText(errno));
+      const size_t skipped_before = result_.skipped.size();
+      for (int64_t n = first; n < last; ++n) {
+        if (stop_.load(std::memory_order_relaxed)) {
+          fd = workloads::UniqueFd();
+          ::unlink(partial.c_str());
+          result_.skipped.resize(skipped_before);
+          return false;
+        }
+        const int64_t index = order[static_cast<size_t>(n)];
+        const std::string error = ReadChecked(source_, index, &sample);
+        if (!error.empty()) {
+          try {
+            Bad(index, error);
+          } catch (...) {
+            fd = workloads::UniqueFd();
+            ::unlink(partial.c_str());
+            throw;
+          }
+        } else {
+          block.clear();
+          workloads::AppendTarMember(KeyOf(index) + "." + source_.payload_extension(), sample, &block);
+          if (source_.has_labels()) {
+            const std::string cls = std::to_string(source_.label(index));
+            workloads::AppendTarMember(KeyOf(index) + ".cls", std::as_bytes(std::span(cls)), &block);
+          }
+          WriteFd(fd.get(), partial, block);
+          bytes += static_cast<int64_t>(sample.size());
+        }
+        Report("write", ++done, source_.size(), bytes);
+      }
+      block.clear();
+      workloads::AppendTarEnd(&block);
+      WriteFd(fd.get(), partial, block);
+      if (::fsync(fd.get()) != 0) throw std::runtime_error(partial + ": fsync failed: " + workloads::ErrnoText(errno));
+      if (::close(fd.Release()) != 0) {
+        throw std::runtime_error(partial + ": close failed: " + workloads::ErrnoText(errno));
+      }
+      RenameDurably(partial, path);
+      if (result_.skipped.size() != skipped_before) SaveState();
+    }
+    return true;
+  }
+
+  // hdf5, npy, lmdb: one file, written whole under its temporary name.
+  bool WriteOneFile() {
+    const std::string path = (fs::path(dst_) / OneFileName(o_.layout)).string();
+    shard_paths_ = {path};
+    std::error_code ec;
+    std::vector<std::byte> sample;
+    if (fs::exists(path, ec)) {
+      ++result_.resumed_files;
+      return true;
+    }
+    if ((o_.layout == "hdf5" || o_.layout == "npy") && source_.fixed_sample_bytes() == 0) {
+      throw ConvertUsageError("the samples of the source differ in size, and --layout " + o_.layout +
+                              " stores rows of one size; use --layout tar or lmdb");
+    }
+    // The file's row count comes first: with skip_bad, the bad samples are
+    // found by a pass of their own before it is made.
+    if (o_.skip_bad) {
+      result_.skipped.clear();
+      int64_t bytes = 0;
+      for (int64_t i = 0; i < source_.size(); ++i) {
+        if (stop_.load(std::memory_order_relaxed)) return false;
+        const std::string error = ReadChecked(source_, i, &sample);
+        if (!error.empty()) Bad(i, error);
+        bytes += static_cast<int64_t>(sample.size());
+        Report("check", i + 1, source_.size(), bytes);
+      }
+      SaveState();
+    }
+    std::vector<bool> skip(static_cast<size_t>(source_.size()), false);
+    for (const SkippedSample& s : result_.skipped) skip[static_cast<size_t>(s.source)] = true;
+    const int64_t rows = source_.size() - static_cast<int64_t>(result_.skipped.size());
+    if (rows == 0) throw ConvertUsageError("every sample of the source was skipped as bad; nothing to write");
+    const std::string partial = PartialName(path);
+    fs::remove_all(partial, ec);
+    // Varied sizes (lmdb only): the mean stands for them where a writer sizes by one.
+    const int64_t max_bytes = source_.fixed_sample_bytes() > 0
+                                  ? source_.fixed_sample_bytes()
+                                  : std::max<int64_t>(1, source_.total_bytes() / source_.size());
+    std::unique_ptr<workloads::Hdf5Writer> hdf5;
+    std::unique_ptr<workloads::NpyWriter> npy;
+    std::unique_ptr<workloads::LmdbWriter> lmdb;
+    if (o_.layout == "hdf5") {
+      hdf5 = std::make_unique<workloads::Hdf5Writer>(partial, rows, max_bytes, std::min(o_.chunk_samples, rows),
+                                                     o_.gzip_level);
+    } else if (o_.layout == "npy") {
+      npy = std::make_unique<workloads::NpyWriter>(partial, rows, max_bytes);
+    } else {
+      // LmdbWriter sizes its map from the samples' bytes: the mean, with room
+      // to spare, stands for varied sizes.
+      lmdb = std::make_unique<workloads::LmdbWriter>(partial, rows, 2 * max_bytes + 4096);
+    }
+    std::vector<int64_t> labels;
+    int64_t bytes = 0;
+    for (int64_t i = 0; i < source_.size(); ++i) {
+      if (stop_.load(std::memory_order_relaxed)) {
+        hdf5.reset();
+        npy.reset();
+        lmdb.reset();
+        fs::remove_all(partial, ec);
+        return false;
+      }
+      if (skip[static_cast<size_t>(i)]) continue;
+      const std::string error = ReadChecked(source_, i, &sample);
+      if (!error.empty()) {
+        hdf5.reset();
+        npy.reset();
+        lmdb.reset();
+        fs::remove_all(partial, ec);
+        Bad(i, error);  // throws: skip_bad found every bad sample before
+      }
+      if (hdf5) hdf5->Add(sample);
+      if (npy) npy->Add(sample);
+      if (lmdb) lmdb->Add(sample);
+      labels.push_back(source_.label(i));
+      bytes += static_cast<int64_t>(sample.size());
+      Report("write", i + 1, source_.size(), bytes);
+    }
+    if (hdf5) {
+      hdf5->SetLabels(std::move(labels));
+      hdf5->Finish();
+    }
+    if (npy) npy->Finish();
+    if (lmdb) {
+      lmdb->Finish();
+      SyncDirectory(partial);
+    }
+    RenameDurably(partial, path);
+    return true;
+  }
+
+  // Reads sample j of DST back, as the index records it.
+  class DstReader {
+   public:
+    DstReader(const std::string& layout, const std::vector<std::string>& paths) : layout_(layout) {
+      workloads::FilesOptions files;
+      files.path = paths.front();
+      if (layout == "tar") {
+        for (const std::string& p : paths) {
+          fds_.emplace_back(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+          if (!fds_.back().valid()) throw std::runtime_error(p + ": cannot open: " + workloads::ErrnoText(errno));
+        }
+      } else if (layout == "hdf5") {
+        // Rows are read in order: a cache of one chunk inflates each chunk once.
+        workloads::FormatOptions format;
+        for (const auto& info : workloads::Hdf5Dataset::ListDatasets(files.path)) {
+          if (info.name == format.dataset) {
+            format.hdf5_chunk_cache_mb = std::max<int64_t>(1, info.chunk_bytes() / (int64_t{1} << 20) + 1);
+          }
+        }
+        dataset_ = std::make_unique<workloads::Hdf5Dataset>(files, format, VerifyReadCost(), workloads::CpuCalibration{});
+      } else if (layout == "npy") {
+        dataset_ = std::make_unique<workloads::NpyDataset>(files, VerifyReadCost(), workloads::CpuCalibration{});
+      } else {
+        dataset_ = std::make_unique<workloads::LmdbDataset>(files, workloads::FormatOptions{}, VerifyReadCost(),
+                                                            workloads::CpuCalibration{});
+      }
+      paths_ = paths;
+    }
+    void Read(const IndexRecord& r, std::vector<std::byte>* out) const {
+      if (dataset_) {
+        out->resize(static_cast<size_t>(dataset_->max_sample_bytes()));
+        out->resize(static_cast<size_t>(dataset_->Read(r.offset, *out)));
+        return;
+      }
+      out->resize(static_cast<size_t>(r.bytes));
+      int error = 0;
+      const size_t got = workloads::PreadFull(fds_[static_cast<size_t>(r.file)].get(), *out,
+                                              static_cast<uint64_t>(r.offset), &error);
+      if (got != out->size()) {
+        throw std::runtime_error(paths_[static_cast<size_t>(r.file)] + ": short read at byte " +
+                                 std::to_string(r.offset) + (error ? ": " + workloads::ErrnoText(error) : ""));
+      }
+    }
+
+   private:
+    std::string layout_;
+    std::vector<std::string> paths_;
+    std::vector<workloads::UniqueFd> fds_;
+    std::unique_ptr<loader::Dataset> dataset_;
+  };
+
+  // The records of the tar shards, from their headers: which source sample
+  // each holds (its key), where, and its label (.cls).
+  std::vector<IndexRecord> ScanShards() const {
+    std::map<int64_t, IndexRecord> found;
+    for (size_t k = 0; k < shard_paths_.size(); ++k) {
+      const std::string& path = shard_paths_[k];
+      const workloads::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      struct stat st {};
+      if (!fd.valid() || ::fstat(fd.get(), &st) != 0) {
+        throw std::runtime_error(path + ": cannot open: " + workloads::ErrnoText(errno));
+      }
+      for (const workloads::TarSample& s : workloads::GroupTarSamples(workloads::ScanTarFile(path, fd.get(), st.st_size))) {
+        IndexRecord r;
+        r.file = static_cast<int64_t>(k);
+        size_t used = 0;
+        try {
+          r.source = std::stoll(s.key, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != s.key.size() || r.source < 0 || r.source >= source_.size()) {
+          throw std::runtime_error("verification failed: " + path + " holds a sample '" + s.key +
+                                   "' that is no sample of the source; remove " + dst_ + " and convert again");
+        }
+        for (const workloads::TarMember& m : s.fields) {
+          std::string key, ext;
+          workloads::SplitTarKey(m.name, &key, &ext);
+          if (ext == "cls") {
+            std::string text(m.size, '\0');
+            int error = 0;
+            workloads::PreadFull(fd.get(), std::as_writable_bytes(std::span(text)), m.data_offset, &error);
+            r.label = std::atoll(text.c_str());
+          } else {
+            r.offset = static_cast<int64_t>(m.data_offset);
+            r.bytes = static_cast<int64_t>(m.size);
+          }
+        }
+        if (!found.emplace(r.source, r).second) {
+          throw std::runtime_error("verification failed: sample " + std::to_string(r.source) + " (" +
+                                   source_.Name(r.source) + ") is in DST twice (again in " + path + ")");
+        }
+      }
+    }
+    std::vector<IndexRecord> records;
+    records.reserve(found.size());
+    for (auto& [index, r] : found) records.push_back(r);
+    return records;
+  }
+
+  void Verify() {
+    std::vector<bool> skip(static_cast<size_t>(source_.size()), false);
+    for (const SkippedSample& s : result_.skipped) skip[static_cast<size_t>(s.source)] = true;
+    std::vector<IndexRecord> records;
+    if (o_.layout == "tar") {
+      records = ScanShards();
+    } else {
+      int64_t row = 0;
+      for (int64_t i = 0; i < source_.size(); ++i) {
+        if (!skip[static_cast<size_t>(i)]) records.push_back({i, 0, row++, 0, -1, 0});
+      }
+    }
+    // The counts: every sample the source has, but the skipped, once.
+    const int64_t expected = source_.size() - static_cast<int64_t>(result_.skipped.size());
+    size_t at = 0;
+    for (int64_t i = 0; i < source_.size(); ++i) {
+      if (skip[static_cast<size_t>(i)]) continue;
+      if (at >= records.size() || records[at].source != i) {
+        throw std::runtime_error("verification failed: sample " + std::to_string(i) + " (" + source_.Name(i) +
+                                 ") is missing from " + dst_ + " (it holds " + std::to_string(records.size()) +
+                                 " samples; the source " + std::to_string(expected) + " to convert)");
+      }
+      ++at;
+    }
+    if (static_cast<int64_t>(records.size()) != expected) {
+      throw std::runtime_error("verification failed: " + dst_ + " holds " + std::to_string(records.size()) +
+                               " samples, the source " + std::to_string(expected));
+    }
+    const DstReader reader(o_.layout, shard_paths_);
+    std::vector<std::byte> ours, theirs;
+    int64_t bytes = 0;
+    for (size_t j = 0; j < records.size(); ++j) {
+      IndexRecord& r = records[j];
+      source_.Read(r.source, &theirs);
+      reader.Read(r, &ours);
+      const uint32_t want = workloads::Crc32c(theirs);
+      const uint32_t got = workloads::Crc32c(ours);
+      const std::string where = o_.layout == "tar" ? shard_paths_[static_cast<size_t>(r.file)] + " member " +
+                                                         KeyOf(r.source) + "." + source_.payload_extension()
+                                                   : shard_paths_.front() + " row " + std::to_string(r.offset);
+      if (got != want || ours.size() != theirs.size()) {
+        throw std::runtime_error("verification failed: sample " + std::to_string(r.source) + " (" +
+                                 source_.Name(r.source) + "): " + where + " holds " + std::to_string(ours.size()) +
+                                 " bytes with CRC32C " + workloads::Hex32(got) + ", the source " +
+                                 std::to_string(theirs.size()) + " bytes with " + workloads::Hex32(want) +
+                                 "; DST has no manifest: remove " + dst_ + " and convert again");
+      }
+      if (o_.layout == "tar" && r.label != source_.label(r.source)) {
+        throw std::runtime_error("verification failed: sample " + std::to_string(r.source) + " (" +
+                                 source_.Name(r.source) + "): label " + std::to_string(r.label) + " in " + where +
+                                 ", " + std::to_string(source_.label(r.source)) + " in the source");
+      }
+      r.label = source_.label(r.source);
+      r.bytes = static_cast<int64_t>(ours.size());
+      r.crc32c = got;
+      bytes += r.bytes;
+      Report("verify", static_cast<int64_t>(j) + 1, static_cast<int64_t>(records.size()), bytes);
+    }
+    Finish(records);
+  }
+
+  // The index, then the manifest (its presence says DST is whole), then the
+  // state goes.
+  void Finish(const std::vector<IndexRecord>& records) {
+    WriteIndex((fs::path(dst_) / kIndexName).string(), records);
+    json files = json::array();
+    for (const std::string& p : shard_paths_) files.push_back(fs::path(p).filename().string());
+    json skipped = json::array();
+    for (const SkippedSample& s : result_.skipped) {
+      skipped.push_back({{"source", s.source}, {"name", s.name}, {"error", s.error}});
+    }
+    result_.samples = static_cast<int64_t>(records.size());
+    result_.files = static_cast<int64_t>(shard_paths_.size());
+    int64_t bytes = 0;
+    for (const std::string& p : shard_paths_) bytes += BytesUnder(p);
+    result_.bytes_on_disk = bytes;
+    json manifest{{"format", kManifestFormat},
+                  {"version", kManifestVersion},
+                  {"layout", o_.layout},
+                  {"samples", result_.samples},
+                  {"labels", source_.has_labels()},
+                  {"payload", source_.payload_extension()},
+                  {"files", files},
+                  {"bytes_on_disk", bytes},
+                  {"order", o_.shuffle_seed ? json{{"shuffle_seed", *o_.shuffle_seed}} : json("source")},
+                  {"source", {{"path", plan_.at("source")}, {"kind", source_.kind()}, {"samples", source_.size()}}},
+                  {"skipped", skipped},
+                  {"index", {{"file", kIndexName}, {"header_bytes", 16}, {"record_bytes", 48},
+                             {"fields", {"source:i8", "file:i8", "offset:i8", "bytes:i8", "label:i8", "crc32c:u4",
+                                         "zero:u4"}}}}};
+    if (o_.layout == "hdf5") {
+      manifest["hdf5"] = {{"dataset", "/images"}, {"labels", "/labels"}, {"chunk_samples", o_.chunk_samples},
+                          {"compression", o_.gzip_level < 0 ? "none" : "gzip:" + std::to_string(o_.gzip_level)}};
+    }
+    if (o_.layout == "hdf5" || o_.layout == "npy") manifest["sample_bytes"] = source_.fixed_sample_bytes();
+    WriteFileAtomically((fs::path(dst_) / kManifestName).string(), manifest.dump(1) + "\n");
+    std::error_code ec;
+    fs::remove(state_path_, ec);
+    SyncDirectory(dst_);
+  }
+
+  const SampleSource& source_;
+  const std::string dst_;
+  const ConvertOptions o_;
+  const std::function<void(const ConvertProgress&)>& progress_;
+  const std::atomic<bool>& stop_;
+  const json plan_;
+  const std::string state_path_;
+  std::vector<std::string> shard_paths_;
+  ConvertResult result_;
+};
+
+}  // namespace
+
+const std::vector<std::string>& ConvertLayouts() {
+  static const std::vector<std::string> layouts = {"tar", "hdf5", "npy", "lmdb"};
+  return layouts;
+}
+
+double EstimateConvertBytes(const SampleSource& source, const ConvertOptions& options) {
+  const auto n = static_cast<double>(source.size());
+  double bytes = static_cast<double>(source.total_bytes()) + 48.0 * n + 4096.0;  // + the index and manifest
+  if (options.layout == "tar") bytes += n * (512.0 + 256.0 + (source.has_labels() ? 1024.0 : 0.0));
+  if (options.layout == "hdf5") bytes += n * 8.0 + 64.0 * 1024;  // labels, metadata
+  if (options.layout == "lmdb") bytes += n * (4096.0 / 2 + 64.0);  // overflow pages end half empty, on average
+  return bytes;
+}
+
+void CheckDestination(const SampleSource& source, const std::string& source_path, const std::string& dst,
+                      const ConvertOptions& options) {
+  std::error_code ec;
+  const fs::path src = fs::weakly_canonical(source_path, ec);
+  const fs::path out = fs::weakly_canonical(dst, ec);
+  const auto [s_end, o_it] = std::mismatch(src.begin(), src.end(), out.begin(), out.end());
+  if (s_end == src.end()) {
+    throw ConvertUsageError("DST " + dst + " is " + (o_it == out.end() ? "SRC itself" : "inside SRC " + source_path) +
+                            ": the converted files would change the source (which convert never writes); "
+                            "choose a DST outside it");
+  }
+  (void)source;
+  if (!fs::exists(out, ec)) {
+    if (options.resume) {
+      throw ConvertUsageError("--resume: " + dst + " does not exist, so there is no convert to go on with; "
+                              "leave out --resume to start one");
+    }
+    return;
+  }
+  if (!fs::is_directory(out, ec)) {
+    throw ConvertUsageError("DST " + dst + " exists and is not a folder; convert writes a new or empty folder");
+  }
+  if (fs::exists(out / kManifestName, ec)) {
+    std::string what;
+    try {
+      const json m = json::parse(ReadText((out / kManifestName).string()));
+      what = " (" + std::to_string(m.at("samples").get<int64_t>()) + " samples of " +
+             m.at("source").at("path").get<std::string>() + ", layout " + m.at("layout").get<std::string>() + ")";
+    } catch (const std::exception&) {
+    }
+    throw ConvertUsageError("DST " + dst + " already holds a converted dataset" + what +
+                            "; remove it or choose another DST");
+  }
+  const bool interrupted = fs::exists(out / kStateName, ec);
+  if (interrupted && !options.resume) {
+    throw ConvertUsageError("DST " + dst + " holds an interrupted convert (" + kStateName +
+                            "); add --resume to go on where it stopped, or remove it to start over");
+  }
+  if (!interrupted && options.resume) {
+    throw ConvertUsageError("--resume: " + dst + " holds no interrupted convert (no " + std::string(kStateName) +
+                            "); leave out --resume to convert into a new or empty folder");
+  }
+  if (!interrupted) {
+    for (const auto& entry : fs::directory_iterator(out, ec)) {
+      throw ConvertUsageError("DST " + dst + " holds other files (" + entry.path().filename().string() +
+                              "...); convert writes into a new or empty folder: choose another DST");
+    }
+  }
+}
+
+ConvertResult Convert(const SampleSource& source, const std::string& source_path, const std::string& dst,
+                      const ConvertOptions& options, const std::function<void(const ConvertProgress&)>& progress,
+                      const std::atomic<bool>& stop) {
+  if (std::find(ConvertLayouts().begin(), ConvertLayouts().end(), options.layout) == ConvertLayouts().end()) {
+    throw ConvertUsageError("--layout: expected tar | hdf5 | npy | lmdb, got '" + options.layout + "'");
+  }
+  if (options.shuffle_seed && options.layout != "tar") {
+    throw ConvertUsageError("--shuffle is for --layout tar (streaming readers read shards front to back); " +
+                            options.layout + " is read by index, in any order");
+  }
+  CheckDestination(source, source_path, dst, options);
+  ConvertRun run(source, source_path, dst, options, progress, stop);
+  return run.Run();
+}
+
+}  // namespace feedtune::layout

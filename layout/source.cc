@@ -1,0 +1,499 @@
+#include "layout/source.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <span>
+#include <stdexcept>
+#include <utility>
+
+#include "workloads/cpu_work.h"
+#include "workloads/files_dataset.h"
+#include "workloads/format_inspect.h"
+#include "workloads/format_io.h"
+#include "workloads/hdf5_dataset.h"
+#include "workloads/jpeg_image.h"
+#include "workloads/lmdb_dataset.h"
+#include "workloads/npy_dataset.h"
+#include "workloads/shard_format.h"
+#include "workloads/tar_dataset.h"
+#include "workloads/tfrecord_dataset.h"
+
+namespace feedtune::layout {
+namespace {
+
+namespace fs = std::filesystem;
+using workloads::DatasetCorrupt;
+using workloads::DatasetNotFound;
+
+// The sources read bytes as stored: no CPU cost, no jitter, no torch costs.
+workloads::SyntheticOptions NoSourceCost() {
+  workloads::SyntheticOptions cost;
+  cost.cpu_us_per_sample = 0;
+  cost.jitter = 0;
+  cost.torch_costs = workloads::TorchCostsMode::kOff;
+  return cost;
+}
+
+std::string Lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+// "jpg" for the JPEG spellings, else the extension itself, lower case.
+std::string NormalExtension(const std::string& ext) {
+  const std::string lower = Lower(ext);
+  if (lower == "jpg" || lower == "jpeg" || lower == "jpe") return "jpg";
+  return lower;
+}
+
+// The extension every name shares (after the last dot of the file name), or
+// "bin" when they differ or some have none: a reader is told what the bytes
+// are only when that is true of all of them.
+std::string SharedExtension(const std::vector<std::string>& names) {
+  std::string shared;
+  for (const std::string& name : names) {
+    const std::string file = fs::path(name).filename().string();
+    const size_t dot = file.rfind('.');
+    if (dot == std::string::npos || dot + 1 == file.size()) return "bin";
+    const std::string ext = NormalExtension(file.substr(dot + 1));
+    if (ext.size() > 8 || !std::all_of(ext.begin(), ext.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); })) {
+      return "bin";
+    }
+    if (shared.empty()) shared = ext;
+    if (ext != shared) return "bin";
+  }
+  return shared.empty() ? "bin" : shared;
+}
+
+// A source over one of the loader's datasets of workloads/: sample i is its Read(i).
+class DatasetSource : public SampleSource {
+ public:
+  DatasetSource(std::unique_ptr<loader::Dataset> dataset, std::string name_prefix, std::string kind, std::string root)
+      : dataset_(std::move(dataset)), prefix_(std::move(name_prefix)) {
+    kind_ = std::move(kind);
+    root_ = std::move(root);
+  }
+  int64_t size() const override { return dataset_->size(); }
+  void Read(int64_t index, std::vector<std::byte>* bytes) const override {
+    bytes->resize(static_cast<size_t>(dataset_->max_sample_bytes()));
+    int64_t got = 0;
+    try {
+      got = dataset_->Read(index, *bytes);
+    } catch (const std::exception& e) {
+      throw DatasetCorrupt(Name(index) + ": " + e.what());
+    }
+    bytes->resize(static_cast<size_t>(got));
+  }
+  std::string Name(int64_t index) const override { return prefix_ + std::to_string(index); }
+  int64_t total_bytes() const override { return total_; }
+  int64_t fixed_sample_bytes() const override { return fixed_; }
+  void SetLabels(std::vector<int64_t> labels) { labels_ = std::move(labels); }
+  void SetSizes(int64_t total, int64_t fixed) {
+    total_ = total;
+    fixed_ = fixed;
+  }
+  void SetExtension(std::string ext) { extension_ = std::move(ext); }
+
+ protected:
+  std::unique_ptr<loader::Dataset> dataset_;
+  const std::string prefix_;
+  int64_t total_ = 0;
+  int64_t fixed_ = 0;
+};
+
+// A folder of files: sample i is the i-th file in path order, named by its path.
+class FolderSource final : public DatasetSource {
+ public:
+  FolderSource(std::unique_ptr<workloads::FilesDataset> files, const std::string& root)
+      : DatasetSource(nullptr, "", "folder", root), files_(files.get()) {
+    dataset_ = std::move(files);
+    int64_t fixed = files_->file_bytes(0);
+    for (int64_t i = 0; i < files_->size(); ++i) {
+      if (files_->file_bytes(i) != fixed) fixed = 0;
+    }
+    SetSizes(files_->total_bytes(), fixed);
+    SetExtension(SharedExtension(files_->files()));
+  }
+  void Read(int64_t index, std::vector<std::byte>* bytes) const override {
+    bytes->resize(static_cast<size_t>(dataset_->max_sample_bytes()));
+    // FilesDataset's errors name the file and the sample already.
+    bytes->resize(static_cast<size_t>(dataset_->Read(index, *bytes)));
+  }
+  std::string Name(int64_t index) const override { return files_->files()[static_cast<size_t>(index)]; }
+  std::string file_of(int64_t index) const override { return Name(index); }
+
+  // ImageFolder: the class of each file is the folder under the root that
+  // holds it, the folders numbered in name order.
+  void LabelByFolder() {
+    const fs::path root = fs::path(root_);
+    std::vector<std::string> classes(static_cast<size_t>(size()));
+    std::set<std::string> names;
+    for (int64_t i = 0; i < size(); ++i) {
+      const fs::path rel = fs::path(files_->files()[static_cast<size_t>(i)]).lexically_relative(root);
+      if (std::distance(rel.begin(), rel.end()) < 2) {
+        throw std::invalid_argument("--labels folder: " + files_->files()[static_cast<size_t>(i)] +
+                                    " is not inside a class folder of " + root_ +
+                                    " (ImageFolder: PATH/CLASS/FILE); move it into one, or use --labels none");
+      }
+      classes[static_cast<size_t>(i)] = rel.begin()->string();
+      names.insert(*rel.begin());
+    }
+    std::map<std::string, int64_t> number;
+    for (const std::string& name : names) number.emplace(name, static_cast<int64_t>(number.size()));
+    std::vector<int64_t> labels;
+    labels.reserve(classes.size());
+    for (const std::string& c : classes) labels.push_back(number.at(c));
+    SetLabels(std::move(labels));
+    kind_ = "imagefolder";
+  }
+
+ private:
+  const workloads::FilesDataset* files_;
+};
+
+// Tar shards read with the strict scanner of workloads/tar_format.h: sample i
+// is the one payload member of the i-th sample through the shards, its label
+// its .cls member.
+class TarSource final : public SampleSource {
+ public:
+  TarSource(const std::string& path, const SourceOptions& options) {
+    kind_ = "tar";
+    root_ = path;
+    bool all_labelled = true;
+    std::vector<std::string> payload_names;
+    for (const std::string& file : workloads::ResolveShardPaths(path, {".tar"})) {
+      workloads::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!fd.valid()) throw DatasetNotFound(file + ": cannot open: " + workloads::ErrnoText(errno));
+      struct stat st {};
+      if (::fstat(fd.get(), &st) != 0) throw DatasetNotFound(file + ": cannot stat: " + workloads::ErrnoText(errno));
+      const auto members = workloads::ScanTarFile(file, fd.get(), st.st_size);
+      CheckTarEnd(file, fd.get(), st.st_size, members);
+      const auto samples = workloads::GroupTarSamples(members);
+      if (samples.empty()) throw DatasetCorrupt(file + ": no sample in the shard (no member named KEY.EXT)");
+      const auto shard = static_cast<uint32_t>(fds_.size());
+      for (const workloads::TarSample& s : samples) {
+        Entry entry{shard, {}, {}};
+        std::vector<std::string> fields;
+        for (const workloads::TarMember& m : s.fields) {
+          std::string key, ext;
+          workloads::SplitTarKey(m.name, &key, &ext);
+          fields.push_back(ext);
+          if (Lower(ext) == "cls") {
+            entry.cls = m;
+          } else if (entry.payload.name.empty()) {
+            entry.payload = m;
+          } else {
+            throw std::invalid_argument(file + ": sample '" + s.key + "' has the members " + Join(fields) +
+                                        "...: convert carries one payload member per sample (and its .cls label); "
+                                        "split the fields into datasets of their own");
+          }
+        }
+        if (entry.payload.name.empty()) {
+          throw DatasetCorrupt(file + ": sample '" + s.key + "' has no payload member, only " + Join(fields));
+        }
+        if (entry.cls.name.empty()) all_labelled = false;
+        payload_names.push_back(entry.payload.name);
+        total_ += static_cast<int64_t>(entry.payload.size);
+        entries_.push_back(std::move(entry));
+      }
+      paths_.push_back(file);
+      fds_.push_back(std::move(fd));
+    }
+    fixed_ = static_cast<int64_t>(entries_.front().payload.size);
+    for (const Entry& e : entries_) {
+      if (static_cast<int64_t>(e.payload.size) != fixed_) fixed_ = 0;
+    }
+    extension_ = SharedExtension(payload_names);
+    const bool want = options.labels == "auto" ? all_labelled : options.labels == "cls";
+    if (options.labels == "cls" && !all_labelled) {
+      throw std::invalid_argument("--labels cls: not every sample of " + path + " has a .cls member");
+    }
+    if (want) ReadLabels();
+  }
+  int64_t size() const override { return static_cast<int64_t>(entries_.size()); }
+  void Read(int64_t index, std::vector<std::byte>* bytes) const override {
+    const Entry& e = entries_[static_cast<size_t>(index)];
+    bytes->resize(e.payload.size);
+    ReadMember(e, e.payload, *bytes);
+  }
+  std::string Name(int64_t index) const override {
+    const Entry& e = entries_[static_cast<size_t>(index)];
+    return paths_[e.shard] + " member " + e.payload.name;
+  }
+  int64_t total_bytes() const override { return total_; }
+  int64_t fixed_sample_bytes() const override { return fixed_; }
+
+ private:
+  struct Entry {
+    uint32_t shard = 0;
+    workloads::TarMember payload;
+    workloads::TarMember cls;
+  };
+  // The scanner takes the end of the file on a block boundary for the end
+  // of the archive, as readers do; a shard cut there has lost its last
+  // samples without a trace but one: the two zero blocks every tar writer
+  // ends an archive with are missing. A convert must not lose samples.
+  static void CheckTarEnd(const std::string& file, int fd, int64_t file_bytes,
+                          const std::vector<workloads::TarMember>& members) {
+    uint64_t end = 0;
+    std::string last = "(none)";
+    for (const workloads::TarMember& m : members) {
+      const uint64_t member_end = (m.data_offset + m.size + workloads::kTarBlock - 1) / workloads::kTarBlock *
+                                  workloads::kTarBlock;
+      if (member_end >= end) {
+        end = member_end;
+        last = m.name;
+      }
+    }
+    std::vector<std::byte> tail(2 * workloads::kTarBlock);
+    int error = 0;
+    const size_t got = static_cast<uint64_t>(file_bytes) >= end + tail.size()
+                           ? workloads::PreadFull(fd, tail, end, &error)
+                           : 0;
+    const bool zero = got == tail.size() && std::all_of(tail.begin(), tail.end(), [](std::byte b) { return b == std::byte{0}; });
+    if (!zero) {
+      throw DatasetCorrupt(file + ": truncated: no end-of-archive blocks after its last member " + last +
+                           " (which ends at byte " + std::to_string(end) + " of " + std::to_string(file_bytes) +
+                           "): the shard was cut short and its last samples are lost; copy it again");
+    }
+  }
+  static std::string Join(const std::vector<std::string>& items) {
+    std::string out;
+    for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+    return out;
+  }
+  void ReadMember(const Entry& e, const workloads::TarMember& m, std::span<std::byte> out) const {
+    int error = 0;
+    const size_t got = workloads::PreadFull(fds_[e.shard].get(), out, m.data_offset, &error);
+    if (error != 0) throw DatasetCorrupt(paths_[e.shard] + " member " + m.name + ": read failed: " + workloads::ErrnoText(error));
+    if (got < out.size()) {
+      throw DatasetCorrupt(paths_[e.shard] + " member " + m.name + ": truncated at byte " +
+                           std::to_string(m.data_offset + got) + " (the shard changed since it was opened)");
+    }
+  }
+  void ReadLabels() {
+    labels_.reserve(entries_.size());
+    for (const Entry& e : entries_) {
+      std::string text(e.cls.size, '\0');
+      ReadMember(e, e.cls, std::as_writable_bytes(std::span(text)));
+      while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+      size_t used = 0;
+      int64_t label = -1;
+      try {
+        label = std::stoll(text, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (text.empty() || used != text.size() || label < 0) {
+        throw DatasetCorrupt(paths_[e.shard] + " member " + e.cls.name + ": expected a class number (a decimal "
+                             "integer >= 0), got '" + text.substr(0, 40) + "'; use --labels none to leave labels out");
+      }
+      labels_.push_back(label);
+    }
+  }
+
+  std::vector<std::string> paths_;
+  std::vector<workloads::UniqueFd> fds_;
+  std::vector<Entry> entries_;
+  int64_t total_ = 0;
+  int64_t fixed_ = 0;
+};
+
+// HDF5 labels: every row of the dataset `name`, an integer per sample.
+std::vector<int64_t> ReadHdf5Labels(const std::string& path, const std::string& name, int64_t samples) {
+  workloads::FilesOptions files;
+  files.path = path;
+  workloads::FormatOptions format;
+  format.dataset = name;
+  const workloads::Hdf5Dataset labels(files, format, NoSourceCost(), workloads::CpuCalibration{});
+  const workloads::Hdf5DatasetInfo& info = labels.images();
+  const bool integer = info.dtype.starts_with("int") || info.dtype.starts_with("uint");
+  if (!integer || info.row_bytes != info.item_bytes || info.item_bytes > 8) {
+    throw std::invalid_argument("--labels " + name + ": " + path + " " + name + " is " + info.dtype + " of shape " +
+                                info.ShapeText() + "; labels are one integer per sample");
+  }
+  if (info.rows() < samples) {
+    throw DatasetCorrupt(path + ": " + name + " has " + std::to_string(info.rows()) + " rows for " +
+                         std::to_string(samples) + " samples");
+  }
+  const bool is_signed = info.dtype.starts_with("int");
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(samples));
+  std::vector<std::byte> row(8);
+  for (int64_t i = 0; i < samples; ++i) {
+    labels.Read(i, row);
+    uint64_t raw = 0;
+    std::memcpy(&raw, row.data(), static_cast<size_t>(info.item_bytes));  // little-endian hosts only, as HDF5's native
+    const int bits = static_cast<int>(info.item_bytes * 8);
+    int64_t value = static_cast<int64_t>(raw);
+    if (is_signed && bits < 64 && (raw >> (bits - 1)) & 1) value = static_cast<int64_t>(raw | (~uint64_t{0} << bits));
+    out.push_back(value);
+  }
+  return out;
+}
+
+// A chunk cache that holds one chunk of `name`: convert reads rows in order,
+// and with HDF5's default 1 MiB a compressed chunk larger than that (the
+// chunk trap) would be inflated again for every row of it.
+int64_t Hdf5CacheMbForOneChunk(const std::string& path, const std::string& name) {
+  for (const auto& info : workloads::Hdf5Dataset::ListDatasets(path)) {
+    if (info.name == name) {
+      return std::max<int64_t>(workloads::kHdf5DefaultChunkCacheMb, info.chunk_bytes() / (int64_t{1} << 20) + 1);
+    }
+  }
+  return workloads::kHdf5DefaultChunkCacheMb;
+}
+
+bool Hdf5HasDataset(const std::string& path, const std::string& name) {
+  for (const auto& info : workloads::Hdf5Dataset::ListDatasets(path)) {
+    if (info.name == name) return true;
+  }
+  return false;
+}
+
+void RefuseLabels(const SourceOptions& options, const std::string& path, const char* kind) {
+  if (options.labels != "auto" && options.labels != "none") {
+    throw std::invalid_argument("--labels " + options.labels + ": " + path + " is " + kind +
+                                ", which has no labels feedtune reads; use --labels none (or leave it out)");
+  }
+}
+
+// Some samples of another source, renumbered.
+class SubsetSource final : public SampleSource {
+ public:
+  SubsetSource(const SampleSource& source, std::vector<int64_t> indices)
+      : source_(source), indices_(std::move(indices)) {
+    kind_ = source.kind();
+    root_ = source.root();
+    extension_ = source.payload_extension();
+    if (source.has_labels()) {
+      for (int64_t i : indices_) labels_.push_back(source.label(i));
+    }
+    const double mean = static_cast<double>(source.total_bytes()) / static_cast<double>(source.size());
+    total_ = source.fixed_sample_bytes() > 0 ? source.fixed_sample_bytes() * size()
+                                             : static_cast<int64_t>(mean * static_cast<double>(size()));
+  }
+  int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
+  void Read(int64_t index, std::vector<std::byte>* bytes) const override { source_.Read(At(index), bytes); }
+  std::string Name(int64_t index) const override { return source_.Name(At(index)); }
+  int64_t total_bytes() const override { return total_; }
+  int64_t fixed_sample_bytes() const override { return source_.fixed_sample_bytes(); }
+  std::string file_of(int64_t index) const override { return source_.file_of(At(index)); }
+
+ private:
+  int64_t At(int64_t index) const { return indices_[static_cast<size_t>(index)]; }
+  const SampleSource& source_;
+  const std::vector<int64_t> indices_;
+  int64_t total_ = 0;
+};
+
+}  // namespace
+
+std::vector<int64_t> SpreadIndices(int64_t n, int64_t k) {
+  k = std::clamp<int64_t>(k, 0, n);
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) {
+    out.push_back(i * n / k);  // i, n <= 10^8 samples (gen-data's bound): no overflow
+  }
+  return out;
+}
+
+std::unique_ptr<SampleSource> SubsetOf(const SampleSource& source, std::vector<int64_t> indices) {
+  return std::make_unique<SubsetSource>(source, std::move(indices));
+}
+
+std::unique_ptr<SampleSource> OpenSource(const std::string& path, const SourceOptions& options) {
+  const auto cost = NoSourceCost();
+  const workloads::CpuCalibration calibration{};
+  workloads::FilesOptions files;
+  files.path = path;
+  const bool folder_labels = options.labels == "folder";
+  const bool hdf5_labels = options.labels.starts_with("/");
+  const bool known = options.labels == "auto" || options.labels == "none" || folder_labels || hdf5_labels ||
+                     options.labels == "cls";
+  if (!known) {
+    throw std::invalid_argument("--labels: expected auto, none, folder, cls or /NAME (an HDF5 dataset), got '" +
+                                options.labels + "'");
+  }
+  std::error_code ec;
+  if (fs::is_directory(path, ec) && fs::exists(fs::path(path) / workloads::kIndexFileName, ec)) {
+    RefuseLabels(options, path, "a folder of feedtune shards");
+    files.layout = workloads::FilesLayout::kShards;
+    auto dataset = std::make_unique<workloads::FilesDataset>(files, cost, calibration);
+    const int64_t total = dataset->total_bytes();
+    auto source = std::make_unique<DatasetSource>(std::move(dataset), path + " record ", "shards", path);
+    source->SetSizes(total, 0);
+    return source;
+  }
+  switch (workloads::DetectFormat(path)) {
+    case workloads::DetectedFormat::kJpegDir: {
+      if (hdf5_labels || options.labels == "cls") RefuseLabels(options, path, "a folder of files");
+      files.layout = workloads::FilesLayout::kFiles;
+      auto source = std::make_unique<FolderSource>(std::make_unique<workloads::FilesDataset>(files, cost, calibration),
+                                                   path);
+      if (folder_labels) source->LabelByFolder();
+      return source;
+    }
+    case workloads::DetectedFormat::kNpy: {
+      RefuseLabels(options, path, "a .npy file");
+      auto dataset = std::make_unique<workloads::NpyDataset>(files, cost, calibration);
+      const int64_t row = dataset->header().sample_bytes;
+      const int64_t rows = dataset->size();
+      auto source = std::make_unique<DatasetSource>(std::move(dataset), path + " row ", "npy", path);
+      source->SetSizes(row * rows, row);
+      return source;
+    }
+    case workloads::DetectedFormat::kHdf5: {
+      if (folder_labels || options.labels == "cls") RefuseLabels(options, path, "an HDF5 file");
+      workloads::FormatOptions format;
+      format.dataset = options.dataset;
+      format.hdf5_chunk_cache_mb = Hdf5CacheMbForOneChunk(path, options.dataset);
+      auto dataset = std::make_unique<workloads::Hdf5Dataset>(files, format, cost, calibration);
+      const int64_t row = dataset->images().row_bytes;
+      const int64_t rows = dataset->size();
+      auto source =
+          std::make_unique<DatasetSource>(std::move(dataset), path + " " + options.dataset + " row ", "hdf5", path);
+      source->SetSizes(row * rows, row);
+      std::string labels = hdf5_labels ? options.labels : "";
+      if (options.labels == "auto" && options.dataset != "/labels" && Hdf5HasDataset(path, "/labels")) {
+        labels = "/labels";
+      }
+      if (!labels.empty()) source->SetLabels(ReadHdf5Labels(path, labels, rows));
+      return source;
+    }
+    case workloads::DetectedFormat::kLmdb: {
+      RefuseLabels(options, path, "an LMDB environment");
+      auto dataset = std::make_unique<workloads::LmdbDataset>(files, workloads::FormatOptions{}, cost, calibration);
+      const workloads::LmdbInfo info = dataset->info();
+      auto source = std::make_unique<DatasetSource>(std::move(dataset), path + " value ", "lmdb", path);
+      source->SetSizes(info.total_value_bytes,
+                       info.min_value_bytes == info.max_value_bytes ? info.max_value_bytes : 0);
+      return source;
+    }
+    case workloads::DetectedFormat::kTfRecord: {
+      RefuseLabels(options, path, "TFRecord shards");
+      workloads::FormatOptions format;
+      format.feature = options.feature;
+      auto dataset = std::make_unique<workloads::TfRecordDataset>(files, format, cost, calibration);
+      int64_t total = 0;
+      for (const auto& shard : dataset->shards()) total += shard.file_bytes;
+      auto source = std::make_unique<DatasetSource>(std::move(dataset), path + " record ", "tfrecord", path);
+      source->SetSizes(total, 0);
+      return source;
+    }
+    case workloads::DetectedFormat::kTar:
+      if (folder_labels || hdf5_labels) RefuseLabels(options, path, "tar shards");
+      return std::make_unique<TarSource>(path, options);
+  }
+  throw DatasetNotFound(path + ": not a dataset feedtune reads");
+}
+
+}  // namespace feedtune::layout

@@ -1,0 +1,245 @@
+"""feedtune.data: a training job reads what `feedtune convert` wrote, in one
+line (docs/layout.md#reading-it-in-a-job).
+
+    from feedtune import data
+    ds = data.open("/data/train-tar")                  # map-style: ds[i] is (bytes, label), sample i of the source
+    ds = data.open("/data/train-tar", decode=True)     # (C, H, W) uint8 image tensors (JPEG samples; Pillow)
+    ds = data.open("/data/train-tar", transform=f)     # f(sample) applied to each sample
+    loader = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True, num_workers=8)
+
+    it = data.open("/data/train-tar", iterable=True)   # tar shards: an IterableDataset whose shards are
+    loader = torch.utils.data.DataLoader(it, batch_size=64, num_workers=8)   # split by rank, then by worker
+
+Every layout convert writes is read here (tar shards, HDF5, npy, LMDB), with
+what Debian packages for Python: torch, numpy, h5py (HDF5), python3-lmdb
+(LMDB), and Pillow for decode=True. Sample i of the dataset is sample i of
+the source convert read (the index, DST/index.ftmap, maps the numbering;
+samples convert skipped as bad are left out, and ds.source_index(i) says
+which source sample i is). A sample is its bytes as stored, or with
+decode=True the image; with the label (an int) where the source had labels:
+(sample, label); else the sample alone.
+
+Files are opened lazily in each process (after a DataLoader forks its
+workers): h5py and LMDB handles must not cross a fork.
+"""
+
+import builtins  # open() is this module's own name, as in the one-line API
+import json
+import os
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
+
+MANIFEST = "feedtune-dataset.json"
+STATE = "convert-state.json"
+FORMAT = "feedtune-converted"
+VERSION = 1
+INDEX_DTYPE = np.dtype([("source", "<i8"), ("file", "<i8"), ("offset", "<i8"), ("bytes", "<i8"), ("label", "<i8"),
+                        ("crc32c", "<u4"), ("zero", "<u4")])
+INDEX_MAGIC = b"FTMAP\0\0\1"
+
+
+class DataError(Exception):
+    """DST is not a finished, readable convert; the message says why and what to do."""
+
+
+def open(path, decode=False, transform=None, iterable=False, rank=None, world_size=None):  # noqa: A001 (the one-line API)
+    """The dataset at `path` (a folder `feedtune convert` wrote).
+
+    decode: JPEG samples decoded to (C, H, W) uint8 tensors (needs python3-pil).
+    transform: applied to each sample (after decode), as torchvision's transform=.
+    iterable: tar shards only: a torch IterableDataset; each rank reads its
+      share of the shards (rank, world_size: torch.distributed's when it is
+      initialised, else 0 and 1), and each DataLoader worker its share of those.
+    """
+    manifest = _read_manifest(path)
+    index = _read_index(path, manifest)
+    if decode and manifest.get("payload") != "jpg":
+        raise DataError("%s: decode=True decodes JPEG samples, and this dataset's samples are '%s' (as stored); "
+                        "leave out decode" % (path, manifest.get("payload")))
+    if iterable:
+        if manifest["layout"] != "tar":
+            raise DataError("%s: iterable=True streams tar shards, and this dataset is %s (read by index): leave out "
+                            "iterable, or convert with --layout tar" % (path, manifest["layout"]))
+        return ShardStream(path, manifest, index, decode, transform, rank, world_size)
+    return ConvertedDataset(path, manifest, index, decode, transform)
+
+
+def _read_manifest(path):
+    name = os.path.join(path, MANIFEST)
+    if not os.path.isdir(path):
+        raise DataError("%s: no such folder (feedtune.data.open reads a folder `feedtune convert` wrote)" % path)
+    if not os.path.exists(name):
+        if os.path.exists(os.path.join(path, STATE)):
+            raise DataError("%s: an interrupted convert (it has %s and no %s): run the same `feedtune convert` "
+                            "command with --resume to finish it" % (path, STATE, MANIFEST))
+        raise DataError("%s: no %s, so not a dataset `feedtune convert` wrote (or not a finished one)"
+                        % (path, MANIFEST))
+    try:
+        with builtins.open(name) as f:
+            manifest = json.load(f)
+    except (OSError, ValueError) as e:
+        raise DataError("%s: cannot read (%s); convert again" % (name, e))
+    if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
+        raise DataError("%s: format %r version %r; this feedtune reads %s version %d" %
+                        (name, manifest.get("format"), manifest.get("version"), FORMAT, VERSION))
+    return manifest
+
+
+def _read_index(path, manifest):
+    name = os.path.join(path, manifest["index"]["file"])
+    with builtins.open(name, "rb") as f:
+        header = f.read(16)
+    if len(header) != 16 or header[:8] != INDEX_MAGIC:
+        raise DataError("%s: not a feedtune index (no FTMAP header)" % name)
+    count = int(np.frombuffer(header[8:], dtype="<u8")[0])
+    index = np.fromfile(name, dtype=INDEX_DTYPE, offset=16)
+    if len(index) != count or count != manifest["samples"]:
+        raise DataError("%s: %d records, the header says %d and the manifest %d samples; convert again"
+                        % (name, len(index), count, manifest["samples"]))
+    return index
+
+
+class _Reader:
+    """Reads sample j's stored bytes, opening the files lazily in each process."""
+
+    def __init__(self, path, manifest, index):
+        self.path = path
+        self.layout = manifest["layout"]
+        self.files = [os.path.join(path, f) for f in manifest["files"]]
+        self.index = index
+        self._pid = None
+        self._handles = None
+
+    def _open(self):
+        if self._pid == os.getpid():
+            return self._handles
+        if self.layout == "tar":
+            handles = [os.open(f, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)) for f in self.files]
+        elif self.layout == "hdf5":
+            import h5py
+            handles = h5py.File(self.files[0], "r")["images"]
+        elif self.layout == "npy":
+            handles = np.load(self.files[0], mmap_mode="r")
+        elif self.layout == "lmdb":
+            import lmdb
+            handles = lmdb.open(self.files[0], readonly=True, lock=False, readahead=False, subdir=True)
+        else:
+            raise DataError("%s: layout %r is not one this feedtune reads" % (self.path, self.layout))
+        # A handle inherited through fork belongs to the parent: dropped, not closed.
+        self._pid, self._handles = os.getpid(), handles
+        return handles
+
+    def read(self, j):
+        r = self.index[j]
+        handles = self._open()
+        if self.layout == "tar":
+            data = os.pread(handles[int(r["file"])], int(r["bytes"]), int(r["offset"]))
+        elif self.layout in ("hdf5", "npy"):
+            data = np.asarray(handles[int(r["offset"])]).tobytes()
+        else:
+            with handles.begin(buffers=False) as txn:
+                data = txn.get(b"%09d" % int(r["offset"]))
+        if data is None or len(data) != int(r["bytes"]):
+            raise DataError("%s: sample %d (source sample %d) read %s bytes, the index says %d: the files changed "
+                            "since convert verified them" % (self.path, j, int(r["source"]),
+                                                             "no" if data is None else len(data), int(r["bytes"])))
+        return data
+
+    def __del__(self):
+        if self._pid == os.getpid() and self.layout == "tar":
+            for fd in self._handles:
+                os.close(fd)
+
+    def __getstate__(self):  # handles do not travel to spawned workers; each opens its own
+        state = dict(self.__dict__)
+        state["_pid"], state["_handles"] = None, None
+        return state
+
+
+def _decode_jpeg(data):
+    try:
+        from PIL import Image
+    except ImportError:
+        raise DataError("decode=True decodes JPEG with Pillow, which is not installed: apt-get install python3-pil "
+                        "(or leave out decode and decode in your transform)")
+    import io
+    with Image.open(io.BytesIO(data)) as image:
+        array = np.asarray(image.convert("RGB"))
+    return torch.from_numpy(array.copy()).permute(2, 0, 1)
+
+
+class ConvertedDataset(Dataset):
+    """Map-style: sample i of the source (as numbered by the index), with its label."""
+
+    def __init__(self, path, manifest, index, decode=False, transform=None):
+        self.path = path
+        self.manifest = manifest
+        self.labels = bool(manifest.get("labels"))
+        self.decode = decode
+        self.transform = transform
+        self._reader = _Reader(path, manifest, index)
+
+    def __len__(self):
+        return len(self._reader.index)
+
+    def source_index(self, i):
+        """Which sample of the source sample i is (they differ only past a sample convert skipped)."""
+        return int(self._reader.index[i]["source"])
+
+    def _item(self, j):
+        sample = self._reader.read(j)
+        if self.decode:
+            sample = _decode_jpeg(sample)
+        if self.transform is not None:
+            sample = self.transform(sample)
+        if self.labels:
+            return sample, int(self._reader.index[j]["label"])
+        return sample
+
+    def __getitem__(self, i):
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("sample %d of %d" % (i, n))
+        return self._item(i)
+
+
+class ShardStream(IterableDataset):
+    """Tar shards streamed: rank r of W reads shards r, r+W, r+2W, ...; worker
+    k of K of that rank reads the k-th, (k+K)-th, ... of those, each shard
+    front to back (one pread per sample, offsets rising). Samples come as
+    the map-style dataset gives them."""
+
+    def __init__(self, path, manifest, index, decode=False, transform=None, rank=None, world_size=None):
+        if (rank is None) != (world_size is None):
+            raise ValueError("give rank and world_size together, or neither (then torch.distributed's)")
+        if rank is None and torch.distributed.is_available() and torch.distributed.is_initialized():
+            rank, world_size = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        self.rank, self.world_size = (0, 1) if rank is None else (int(rank), int(world_size))
+        if not 0 <= self.rank < self.world_size:
+            raise ValueError("rank %d is not in [0, world_size %d)" % (self.rank, self.world_size))
+        self._map = ConvertedDataset(path, manifest, index, decode, transform)
+        shards = len(manifest["files"])
+        self.shards = list(range(self.rank, shards, self.world_size))
+        # Each shard's samples in file order (the order a streaming reader reads).
+        order = np.lexsort((index["offset"], index["file"]))
+        self._by_shard = {}
+        for j in order:
+            self._by_shard.setdefault(int(index[j]["file"]), []).append(int(j))
+
+    def __len__(self):
+        """The samples of this rank's shards (of all its workers together)."""
+        return sum(len(self._by_shard.get(s, ())) for s in self.shards)
+
+    def worker_shards(self):
+        info = get_worker_info()
+        workers, worker = (1, 0) if info is None else (info.num_workers, info.id)
+        return self.shards[worker::workers]
+
+    def __iter__(self):
+        for shard in self.worker_shards():
+            for j in self._by_shard.get(shard, ()):
+                yield self._map._item(j)

@@ -1,0 +1,244 @@
+// `feedtune convert SRC DST --layout L`: the whole dataset at SRC, written in
+// layout L at DST and verified sample by sample (layout/convert.h,
+// docs/layout.md). This file is the command line around it: the options, the
+// free-space check, the progress line and the summary.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "layout/convert.h"
+#include "layout/source.h"
+#include "tuner/cli/cli_util.h"
+#include "workloads/format_io.h"
+#include "workloads/shard_format.h"
+
+namespace feedtune::cli {
+namespace {
+
+constexpr const char* kConvertUsage = R"(Usage: feedtune convert SRC DST --layout tar|hdf5|npy|lmdb [options]
+
+Writes the whole dataset at SRC in another on-disk layout at DST, then reads
+every sample back and checks it against SRC (CRC32C, labels, counts). Sample i
+of DST is sample i of SRC, with its label where SRC has one; DST's index
+maps the numbering. feedtune.data.open(DST) reads the result in a training job
+(docs/layout.md). SRC is opened read-only and never changed.
+
+SRC is any dataset feedtune reads, its format told by its content: a folder
+of files (JPEGs or others; with --labels folder, an ImageFolder tree whose
+class is the folder under SRC), a folder of feedtune shards, a .npy file, an
+HDF5 file (--dataset, and labels from /labels or --labels /NAME), an LMDB
+environment, TFRecord shards (--feature), or WebDataset tar shards (labels
+from their .cls members).
+
+Layouts:
+  tar    WebDataset shards DST/data-SSSSS-of-NNNNN.tar of about --shard-bytes,
+         sample i as the members %09d.EXT and %09d.cls; --shuffle SEED deals the
+         samples across the shards at random, for streaming readers
+  hdf5   DST/data.h5: /images (N, B) uint8 chunked --chunk-samples rows at a
+         time, --compression none|gzip:N, and /labels; samples of one size
+  npy    DST/data.npy: (N, B) uint8; samples of one size
+  lmdb   DST/data.lmdb: value i under the key %09d of i
+
+Safe to stop: each file is written under a temporary name, synced and
+renamed, so an interrupted convert (Ctrl-C, kill -9, a full disk) leaves only
+whole files under final names; run the same command with --resume to go on.
+Free space is checked from an estimate before anything is written. A sample
+that does not read (or, for JPEGs, does not decode) fails the convert, naming
+it; --skip-bad leaves it out and lists it (in the summary and the manifest).
+
+Output: progress on stderr (rate and time left); on stdout one line, or with
+--format json one JSON object: {"dst", "layout", "samples", "bytes_on_disk",
+"files", "resumed_files", "skipped": [{"source", "name", "error"}], ...}.
+Exit codes: 0 done and verified, 1 a failure (a write, the verification),
+2 bad input (SRC, DST, options, a bad sample), 130 interrupted (resume it).
+
+Examples:
+  feedtune convert data/jpeg data/jpeg-tar --layout tar --shard-bytes 100000000
+  feedtune convert data/train data/train-tar --layout tar --labels folder --shuffle 7
+  feedtune convert data/bad-chunks.h5 data/good.h5 --layout hdf5 --chunk-samples 1
+  feedtune convert data/jpeg data/jpeg-tar --layout tar --resume)";
+
+class ConvertProgressLine {
+ public:
+  explicit ConvertProgressLine(bool quiet) : quiet_(quiet), tty_(isatty(STDERR_FILENO) == 1) {}
+
+  void Update(const layout::ConvertProgress& p) {
+    if (quiet_ || p.total <= 0) return;
+    const auto now = Clock::now();
+    if (phase_ != p.phase) {  // rates are per phase
+      if (tty_ && !phase_.empty()) std::fputc('\n', stderr);
+      phase_ = p.phase;
+      start_ = now;
+      start_done_ = p.done > 0 ? p.done - 1 : 0;
+      last_decile_ = -1;
+    }
+    const int decile = static_cast<int>(p.done * 10 / p.total);
+    const bool end = p.done == p.total;
+    if (tty_ ? (now - last_ < std::chrono::milliseconds(200) && !end) : (decile == last_decile_ && !end)) return;
+    if (!tty_ && end && decile == last_decile_) return;
+    last_ = now;
+    last_decile_ = decile;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const double rate = elapsed > 0 ? static_cast<double>(p.done - start_done_) / elapsed : 0;
+    const double left = rate > 0 ? static_cast<double>(p.total - p.done) / rate : 0;
+    std::fprintf(stderr, "%sconvert: %s %lld/%lld samples (%3.0f%%), %.1f MB read, %.0f samples/s, %.0f s left%s",
+                 tty_ ? "\r" : "", p.phase, static_cast<long long>(p.done), static_cast<long long>(p.total),
+                 100.0 * static_cast<double>(p.done) / static_cast<double>(p.total), static_cast<double>(p.bytes) / 1e6,
+                 rate, left, tty_ ? "" : "\n");
+    std::fflush(stderr);
+  }
+  void Finish() {
+    if (!quiet_ && tty_ && !phase_.empty()) std::fputc('\n', stderr);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  const bool quiet_;
+  const bool tty_;
+  std::string phase_;
+  Clock::time_point start_{}, last_{};
+  int64_t start_done_ = 0;
+  int last_decile_ = -1;
+};
+
+// "none" -> -1, "gzip:N" -> N; nullopt when malformed.
+std::optional<int> ParseCompression(const std::string& text) {
+  if (text == "none") return -1;
+  if (text.size() == 6 && text.starts_with("gzip:") && text[5] >= '1' && text[5] <= '9') return text[5] - '0';
+  return std::nullopt;
+}
+
+}  // namespace
+
+int RunConvert(const Args& args, const std::atomic<bool>& stop) {
+  po::options_description options("Options");
+  std::string src, dst, compression, format_name;
+  layout::ConvertOptions convert;
+  layout::SourceOptions source_options;
+  uint64_t seed = 0;
+  options.add_options()("help,h", "this help")("src", po::value(&src)->required(), "the dataset to convert")(
+      "dst", po::value(&dst)->required(), "a new or empty folder for the result")(
+      "layout", po::value(&convert.layout)->required(), "tar | hdf5 | npy | lmdb")(
+      "shard-bytes", po::value(&convert.shard_bytes)->default_value(int64_t{256} << 20),
+      "tar: about this many bytes per shard")("shuffle", po::value(&seed),
+                                              "tar: deal the samples across the shards at random, by this seed")(
+      "chunk-samples", po::value(&convert.chunk_samples)->default_value(1), "hdf5: samples per chunk")(
+      "compression", po::value(&compression)->default_value("none"), "hdf5: none | gzip:N (N in 1-9)")(
+      "labels", po::value(&source_options.labels)->default_value("auto"),
+      "auto | none | folder (ImageFolder) | cls (tar) | /NAME (an HDF5 dataset)")(
+      "dataset", po::value(&source_options.dataset)->default_value("/images"), "HDF5 SRC: the samples' dataset")(
+      "feature", po::value(&source_options.feature)->default_value(""),
+      "TFRecord SRC: a bytes feature of each Example (default: the whole record)")(
+      "resume", "go on with an interrupted convert into DST")(
+      "skip-bad", "leave out samples that do not read or decode, and list them")(
+      "format", po::value(&format_name)->default_value("table"), "the summary on stdout: table | json")(
+      "quiet,q", "no progress");
+  po::positional_options_description positional;
+  positional.add("src", 1).add("dst", 1);
+  int code = kExitOk;
+  const auto vm = Parse(args, options, positional, kConvertUsage, &code);
+  if (!vm) return code;
+  const auto usage_error = [](const std::string& what) {
+    std::cerr << "feedtune convert: " << what << "\n";
+    return kExitUsage;
+  };
+  if (format_name != "table" && format_name != "json") {
+    return usage_error("--format: expected table or json, got '" + format_name + "'");
+  }
+  const auto gzip = ParseCompression(compression);
+  if (!gzip) return usage_error("--compression: expected none or gzip:N with N in 1-9, got '" + compression + "'");
+  convert.gzip_level = *gzip;
+  if (convert.layout != "hdf5" && (!vm->at("chunk-samples").defaulted() || !vm->at("compression").defaulted())) {
+    return usage_error("--chunk-samples and --compression are for --layout hdf5");
+  }
+  if (convert.layout != "tar" && !vm->at("shard-bytes").defaulted()) {
+    return usage_error("--shard-bytes is for --layout tar");
+  }
+  if (convert.shard_bytes < 1) return usage_error("--shard-bytes: expected an integer >= 1");
+  if (convert.chunk_samples < 1) return usage_error("--chunk-samples: expected an integer >= 1");
+  if (vm->count("shuffle") > 0) convert.shuffle_seed = seed;
+  convert.resume = vm->count("resume") > 0;
+  convert.skip_bad = vm->count("skip-bad") > 0;
+  const bool quiet = vm->count("quiet") > 0;
+
+  std::unique_ptr<layout::SampleSource> source;
+  try {
+    source = layout::OpenSource(src, source_options);
+    if (std::find(layout::ConvertLayouts().begin(), layout::ConvertLayouts().end(), convert.layout) ==
+        layout::ConvertLayouts().end()) {
+      return usage_error("--layout: expected tar | hdf5 | npy | lmdb, got '" + convert.layout + "'");
+    }
+    layout::CheckDestination(*source, src, dst, convert);
+  } catch (const std::exception& e) {  // DatasetNotFound, DatasetCorrupt, invalid_argument, ConvertUsageError
+    return usage_error(e.what());
+  }
+  // The free space, from an estimate, before anything is written.
+  const double estimate = layout::EstimateConvertBytes(*source, convert);
+  const int64_t free_bytes = workloads::FreeBytesFor(dst);
+  if (!quiet) {
+    std::fprintf(stderr, "convert: %s (%s, %lld samples%s) -> %s, layout %s: about %s to write (%s free there)\n",
+                 src.c_str(), source->kind().c_str(), static_cast<long long>(source->size()),
+                 source->has_labels() ? ", labelled" : "", dst.c_str(), convert.layout.c_str(),
+                 workloads::FormatMegabytes(estimate).c_str(),
+                 free_bytes >= 0 ? workloads::FormatMegabytes(static_cast<double>(free_bytes)).c_str() : "unknown");
+  }
+  if (free_bytes >= 0 && estimate > static_cast<double>(free_bytes) * 0.95) {
+    return usage_error("DST " + dst + ": about " + workloads::FormatMegabytes(estimate) + " to write, but only " +
+                       workloads::FormatMegabytes(static_cast<double>(free_bytes)) +
+                       " free on that file system; free some space or choose another place");
+  }
+
+  ConvertProgressLine line(quiet);
+  layout::ConvertResult result;
+  try {
+    result = layout::Convert(*source, src, dst, convert, [&line](const layout::ConvertProgress& p) { line.Update(p); },
+                             stop);
+  } catch (const layout::ConvertUsageError& e) {
+    line.Finish();
+    return usage_error(e.what());
+  } catch (const std::exception& e) {
+    line.Finish();
+    std::cerr << "feedtune convert: " << e.what() << "\n";
+    return kExitFailure;
+  }
+  line.Finish();
+  for (const layout::SkippedSample& s : result.skipped) {
+    std::cerr << "convert: skipped sample " << s.source << ": " << s.error << "\n";
+  }
+  if (result.interrupted) {
+    std::cerr << "feedtune convert: interrupted; " << dst
+              << " keeps the files finished so far: run the same command with --resume to go on\n";
+    return kExitInterrupted;
+  }
+  if (format_name == "json") {
+    nlohmann::json skipped = nlohmann::json::array();
+    for (const auto& s : result.skipped) skipped.push_back({{"source", s.source}, {"name", s.name}, {"error", s.error}});
+    std::cout << nlohmann::json{{"dst", dst},
+                                {"layout", convert.layout},
+                                {"source", src},
+                                {"source_samples", source->size()},
+                                {"samples", result.samples},
+                                {"labels", source->has_labels()},
+                                {"files", result.files},
+                                {"resumed_files", result.resumed_files},
+                                {"bytes_on_disk", result.bytes_on_disk},
+                                {"verified", true},
+                                {"skipped", skipped}}
+                     .dump()
+              << "\n";
+  } else {
+    std::printf("converted %lld samples%s of %s to %s (layout %s, %lld file%s, %s%s), verified%s\n",
+                static_cast<long long>(result.samples), source->has_labels() ? " with labels" : "", src.c_str(),
+                dst.c_str(), convert.layout.c_str(), static_cast<long long>(result.files), result.files == 1 ? "" : "s",
+                workloads::FormatMegabytes(static_cast<double>(result.bytes_on_disk)).c_str(),
+                result.resumed_files > 0 ? (", " + std::to_string(result.resumed_files) + " from before").c_str() : "",
+                result.skipped.empty() ? "" : ("; " + std::to_string(result.skipped.size()) + " bad samples skipped").c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace feedtune::cli

@@ -1,0 +1,519 @@
+// `feedtune layout PATH`: which on-disk layout of this dataset feeds fastest
+// on this box, cold (docs/layout.md#feedtune-layout-path). A sample of the dataset
+// is written in each candidate layout (layout/candidates.h) to a scratch
+// folder; each is measured by `feedtune trial` runs of this binary, the same
+// trials a sweep runs (cache: cold evicts and mincore-checks before each
+// window), over the worker doubling and then warm at its best; the answer
+// (layout/advice.h) is printed as a table or JSON.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <span>
+
+#include <nlohmann/json.hpp>
+
+#include "layout/advice.h"
+#include "layout/candidates.h"
+#include "layout/source.h"
+#include "results/fingerprint.h"
+#include "results/store.h"
+#include "tuner/cli/cli_util.h"
+#include "tuner/cli/version.h"
+#include "workloads/crc32c.h"
+#include "workloads/format_io.h"
+
+namespace feedtune::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kLayoutUsage = R"(Usage: feedtune layout PATH [options]
+
+Which on-disk layout of the dataset at PATH feeds the loader fastest on this
+box, read cold. PATH is any dataset `feedtune convert` reads (a folder of
+files or JPEGs, an ImageFolder tree, .npy, HDF5, LMDB, TFRecord, tar shards).
+
+A sample of it (spread over the whole dataset; --sample-mb, by default an
+eighth of this box's memory up to 1 GB, so a warm read fits the page cache and
+a cold one is evicted) is written to --scratch in each candidate layout: the
+source as it is; tar shards read map-style and streamed; LMDB; and, for
+samples of one size, HDF5 with a chunk of 1 and of 32 samples, each plain and
+gzip:4, and npy. Each candidate is measured by `feedtune trial` runs, cold
+(evicted from the page cache before each window, mincore-checked) at
+num_workers 0, 1, 2, 4, ... while a doubling gains more than 5% beyond the
+noise (and within the sweep's memory budgets), then warm at its best setting,
+each with --repeats windows and a 95% interval. --cpu-us-per-sample stands for
+the job's decode and transforms, paid in every layout alike.
+
+The answer, per candidate: samples/s cold and warm at its best workers, bytes
+on disk and read amplification, the convert time, epoch time and payback in
+epochs for the whole dataset (extrapolated from the sample). The named layout
+is the fastest cold, or the one with the fewest bytes among those within its
+noise; where every candidate is within the noise, the layout does not matter
+here and the source as it is, is named. Then `feedtune convert` writes it.
+
+Output: progress on stderr; the table (or --format json: {"dataset",
+"sample", "machine", "candidates": [...], "named", "why", "layout_matters"})
+on stdout. The scratch folder is removed at the end unless --keep. The
+answer is stored in the results file (--db) as a run with this host's
+fingerprint: a trial per measurement (phases "layout-cold: NAME" and
+"layout-warm: NAME"), the named layout's best cold trial as the run's best,
+the source's as its baseline, the answer's JSON as its config.
+
+Examples:
+  feedtune layout data/jpeg
+  feedtune layout data/bad-chunks.h5 --cpu-us-per-sample 200 --format json
+  feedtune layout data/train --scratch /mnt/fast/tmp --sample-mb 256 --keep)";
+
+struct LayoutRequest {
+  std::string path, scratch, db = kDefaultDb, format = "table";
+  layout::SourceOptions source;
+  int64_t sample_mb = 0;  // 0: from the box's memory
+  int64_t cpu_us = 0;
+  int64_t batch_size = 32;
+  int max_workers = 0;  // 0: 2 x usable CPUs, at least 4
+  int repeats = 3;
+  double measure_seconds = 1.0;
+  bool keep = false, quiet = false;
+};
+
+std::string SelfExe() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("feedtune") : self.string();
+}
+
+std::string Slug(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c))) out += c;
+    else if (!out.empty() && out.back() != '-') out += '-';
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out;
+}
+
+// One `feedtune trial` of a candidate: its rate, or why it did not run.
+struct TrialOutcome {
+  results::TrialRecord record;  // as the trial's JSON gives it, for the results file
+  bool ok = false;
+  bool over_budget = false;
+  layout::Rate rate;
+  std::string error;
+  std::string cache_note;  // the eviction's words ("...; 0% stayed resident")
+};
+
+// The figures of a trial's --json line that the results file keeps.
+results::TrialRecord RecordOf(const nlohmann::json& j, int workers) {
+  results::TrialRecord t;
+  const auto number = [&j](const char* key) { return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0; };
+  t.knobs.num_workers = workers;
+  t.knobs.batch_size = j.at("config").value("batch_size", 32);
+  t.status = j.at("status") == "ok" ? results::TrialStatus::kOk : results::TrialStatus::kFailed;
+  if (j.contains("error") && j["error"].is_string()) t.error = j["error"].get<std::string>();
+  t.samples_per_s = number("samples_per_s");
+  if (j.contains("ci") && j["ci"].is_array() && j["ci"].size() == 2) {
+    t.ci_low = j["ci"][0].get<double>();
+    t.ci_high = j["ci"][1].get<double>();
+  }
+  t.mb_per_s = number("mb_per_s");
+  t.gpu_idle_frac = number("gpu_idle_frac");
+  t.copy_s = number("copy_s");
+  t.wait_p50_us = number("wait_p50_us");
+  t.wait_p99_us = number("wait_p99_us");
+  t.worker_startup_s = number("worker_startup_s");
+  t.cpu_util = number("cpu_util");
+  t.peak_rss_bytes = static_cast<int64_t>(number("peak_rss_bytes"));
+  t.repeats = static_cast<int>(number("repeats"));
+  t.cv = number("cv");
+  return t;
+}
+
+TrialOutcome RunTrialOf(const LayoutRequest& r, const std::string& config, int workers, bool cold,
+                        const std::string& err_path, double measure_seconds) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.3f", measure_seconds);
+  const std::vector<std::string> argv = {SelfExe(), "trial", config, "--json",
+                                         "--set", "loader.num_workers=" + std::to_string(workers),
+                                         "--set", std::string("workload.cache=") + (cold ? "cold" : "warm"),
+                                         "--set", std::string("sweep.measure_seconds=") + seconds,
+                                         "--db", r.db};
+  std::string out;
+  const int code = RunCapturing(argv, &out, err_path);
+  TrialOutcome t;
+  std::string err;
+  {
+    std::ifstream in(err_path);
+    err.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  for (size_t at = 0; at < err.size();) {
+    const size_t end = std::min(err.find('\n', at), err.size());
+    const std::string line = err.substr(at, end - at);
+    if (line.find("stayed resident") != std::string::npos) t.cache_note = line.substr(line.find("cache cold"));
+    at = end + 1;
+  }
+  try {
+    const auto j = nlohmann::json::parse(out);
+    t.record = RecordOf(j, workers);
+    if (j.at("status") == "ok") {
+      t.ok = true;
+      t.rate = {j.at("samples_per_s").get<double>(), j.at("ci")[0].get<double>(), j.at("ci")[1].get<double>(),
+                workers};
+      return t;
+    }
+    t.error = j.value("error", nlohmann::json("failed")).is_string() ? j.at("error").get<std::string>() : "failed";
+  } catch (const std::exception&) {
+    t.over_budget = code == kExitUsage && err.find("budget") != std::string::npos;
+    const size_t cut = err.rfind("feedtune");
+    t.error = "exit " + std::to_string(code) + (cut != std::string::npos ? ": " + err.substr(cut) : "");
+    while (!t.error.empty() && t.error.back() == '\n') t.error.pop_back();
+  }
+  return t;
+}
+
+// The shortest cold window: below it, a window's start and its first
+// batches weigh on the figure.
+constexpr double kShortestWindow = 0.1;
+
+// A gain beyond the noise: 5% over the best so far, and its interval above that median.
+bool Gains(const layout::Rate& next, const layout::Rate& best) {
+  return next.median > best.median * 1.05 && next.ci_low > best.median;
+}
+
+std::string Seconds(double s) {
+  char buf[32];
+  if (s < 120) std::snprintf(buf, sizeof buf, "%.1f s", s);
+  else if (s < 7200) std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
+  else std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
+  return buf;
+}
+
+int64_t SampleBudgetBytes(const LayoutRequest& r) {
+  if (r.sample_mb > 0) return r.sample_mb * 1'000'000;
+  const int64_t memory = results::ReadFingerprint().mem_total_bytes;
+  return std::clamp<int64_t>(memory / 8, 16'000'000, 1'000'000'000);
+}
+
+// The answer as `--format json` prints it and the results file keeps it.
+nlohmann::json AnswerJson(const LayoutRequest& r, const layout::SampleSource& source, int64_t count,
+                          int64_t sample_bytes, const std::vector<layout::CandidateResult>& results,
+                          const layout::Advice& advice, const results::Fingerprint& machine,
+                          const std::vector<std::string>& cache_notes) {
+  nlohmann::json rows = nlohmann::json::array();
+  const auto rate = [](const layout::Rate& x) {
+    return nlohmann::json{{"samples_per_s", x.median}, {"ci", {x.ci_low, x.ci_high}}, {"num_workers", x.workers}};
+  };
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& res = results[i];
+    const auto& a = advice.rows[i];
+    rows.push_back({{"name", res.name},
+                    {"as_is", res.as_is},
+                    {"measured", res.measured},
+                    {"error", res.measured ? nlohmann::json(nullptr) : nlohmann::json(res.error)},
+                    {"cold", res.measured ? rate(res.cold) : nlohmann::json(nullptr)},
+                    {"warm", res.measured && res.warm.median > 0 ? rate(res.warm) : nlohmann::json(nullptr)},
+                    {"bytes_on_disk", a.bytes_on_disk},
+                    {"sample_bytes_on_disk", res.sample_bytes_on_disk},
+                    {"read_amplification", res.read_amplification},
+                    {"convert_seconds", a.convert_seconds},
+                    {"epoch_seconds_cold", a.epoch_seconds_cold},
+                    {"payback_epochs", a.payback_epochs ? nlohmann::json(*a.payback_epochs) : nlohmann::json(nullptr)},
+                    {"within_noise_of_fastest", a.within_noise_of_fastest}});
+  }
+  return nlohmann::json{
+      {"dataset", {{"path", r.path}, {"kind", source.kind()}, {"samples", source.size()}, {"bytes", source.total_bytes()}}},
+      {"sample", {{"samples", count}, {"bytes", sample_bytes}}},
+      {"machine", {{"hostname", machine.hostname}, {"usable_cpus", machine.usable_cpus},
+                   {"mem_total_bytes", machine.mem_total_bytes}}},
+      {"cpu_us_per_sample", r.cpu_us},
+      {"candidates", rows},
+      {"named", advice.named >= 0 ? nlohmann::json(results[static_cast<size_t>(advice.named)].name)
+                                  : nlohmann::json(nullptr)},
+      {"layout_matters", advice.layout_matters},
+      {"why", advice.why},
+      {"cache_notes", cache_notes}};
+}
+
+}  // namespace
+
+int RunLayout(const Args& args, const std::atomic<bool>& stop) {
+  po::options_description options("Options");
+  LayoutRequest r;
+  options.add_options()("help,h", "this help")("path", po::value(&r.path)->required(), "the dataset")(
+      "scratch", po::value(&r.scratch), "where the candidates are written (default: PATH.layout-scratch beside it)")(
+      "sample-mb", po::value(&r.sample_mb)->default_value(0),
+      "the sample's size in MB (0: an eighth of this box's memory, at most 1000)")(
+      "cpu-us-per-sample", po::value(&r.cpu_us)->default_value(0),
+      "the job's decode and transforms per sample, paid in every layout")(
+      "batch-size", po::value(&r.batch_size)->default_value(32), "the loader's batch size")(
+      "max-workers", po::value(&r.max_workers)->default_value(0), "the doubling's end (0: 2 x usable CPUs, >= 4)")(
+      "repeats", po::value(&r.repeats)->default_value(3), "measurement windows per trial")(
+      "measure-seconds", po::value(&r.measure_seconds)->default_value(1.0), "seconds per window")(
+      "labels", po::value(&r.source.labels)->default_value("auto"), "as for convert")(
+      "dataset", po::value(&r.source.dataset)->default_value("/images"), "HDF5: the samples' dataset")(
+      "feature", po::value(&r.source.feature)->default_value(""), "TFRecord: a bytes feature")(
+      "db", po::value(&r.db),
+      "results file: the answer is stored there as a run, and the trials pay this host's torch costs it holds")(
+      "format", po::value(&r.format)->default_value("table"), "table | json")(
+      "keep", "keep the scratch folder")("quiet,q", "no progress");
+  po::positional_options_description positional;
+  positional.add("path", 1);
+  int code = kExitOk;
+  const auto vm = Parse(args, options, positional, kLayoutUsage, &code);
+  if (!vm) return code;
+  const auto usage_error = [](const std::string& what) {
+    std::cerr << "feedtune layout: " << what << "\n";
+    return kExitUsage;
+  };
+  r.keep = vm->count("keep") > 0;
+  r.quiet = vm->count("quiet") > 0;
+  if (r.format != "table" && r.format != "json") return usage_error("--format: expected table or json, got '" + r.format + "'");
+  if (r.repeats < 1 || r.repeats > 50) return usage_error("--repeats: expected an integer in [1, 50]");
+  if (!(r.measure_seconds > 0 && r.measure_seconds <= 60)) return usage_error("--measure-seconds: expected (0, 60]");
+  if (r.batch_size < 1) return usage_error("--batch-size: expected an integer >= 1");
+  if (r.cpu_us < 0) return usage_error("--cpu-us-per-sample: expected an integer >= 0");
+  const int usable = std::max(1, results::ReadFingerprint().usable_cpus);
+  if (r.max_workers == 0) r.max_workers = std::max(4, 2 * usable);
+  if (r.max_workers < 0 || r.max_workers > 256) return usage_error("--max-workers: expected an integer in [0, 256]");
+
+  std::unique_ptr<layout::SampleSource> source;
+  try {
+    source = layout::OpenSource(r.path, r.source);
+  } catch (const std::exception& e) {
+    return usage_error(e.what());
+  }
+  if (r.scratch.empty()) {
+    fs::path p = fs::absolute(r.path);
+    while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "data/jpeg/"
+    r.scratch = (p.parent_path() / (p.filename().string() + ".layout-scratch")).string();
+  }
+  std::error_code ec;
+  if (fs::exists(r.scratch, ec) && !fs::is_empty(r.scratch, ec)) {
+    return usage_error("--scratch " + r.scratch + " exists and is not empty; choose another, or remove it");
+  }
+  // The sample: spread over the dataset, sized from the box's memory.
+  const double mean = static_cast<double>(source->total_bytes()) / static_cast<double>(source->size());
+  const int64_t budget = SampleBudgetBytes(r);
+  const int64_t count = std::clamp<int64_t>(static_cast<int64_t>(static_cast<double>(budget) / std::max(1.0, mean)),
+                                            std::min<int64_t>(source->size(), 64), source->size());
+  const auto sample = layout::SubsetOf(*source, layout::SpreadIndices(source->size(), count));
+  const auto candidates = layout::PlanCandidates(*source, r.path, r.scratch);
+  const double need = static_cast<double>(sample->total_bytes()) * 1.5 * static_cast<double>(candidates.size());
+  const int64_t free_bytes = workloads::FreeBytesFor(r.scratch);
+  if (free_bytes >= 0 && need > static_cast<double>(free_bytes) * 0.9) {
+    return usage_error("--scratch " + r.scratch + ": the candidates take about " + workloads::FormatMegabytes(need) +
+                       ", but only " + workloads::FormatMegabytes(static_cast<double>(free_bytes)) +
+                       " is free there; choose another place or a smaller --sample-mb");
+  }
+  fs::create_directories(r.scratch, ec);
+  if (ec) return usage_error("--scratch " + r.scratch + ": cannot create: " + ec.message());
+  if (!r.quiet) {
+    std::fprintf(stderr,
+                 "layout: %s (%s, %lld samples, %s): a sample of %lld samples (%s) in %zu candidate layouts in %s\n",
+                 r.path.c_str(), source->kind().c_str(), static_cast<long long>(source->size()),
+                 workloads::FormatMegabytes(static_cast<double>(source->total_bytes())).c_str(),
+                 static_cast<long long>(count), workloads::FormatMegabytes(static_cast<double>(sample->total_bytes())).c_str(),
+                 candidates.size(), r.scratch.c_str());
+  }
+
+  const std::string started_at = NowIso8601();
+  std::vector<layout::CandidateResult> results;
+  std::vector<std::string> cache_notes;
+  // Every trial, for the results file: its phase says the candidate and the cache.
+  std::vector<std::pair<size_t, results::TrialRecord>> trials;  // (index into results, record)
+  std::map<std::string, layout::WrittenCandidate> written;  // by folder: two candidates share the tar copy
+  const std::string err_path = (fs::path(r.scratch) / "trial.err").string();
+  int status = kExitOk;
+  for (size_t k = 0; k < candidates.size() && status == kExitOk; ++k) {
+    const layout::Candidate& c = candidates[k];
+    layout::CandidateResult res;
+    res.name = c.name;
+    res.as_is = c.as_is;
+    std::string note;
+    try {
+      if (!written.count(c.data)) written[c.data] = layout::WriteCandidate(c, *sample, stop);
+      const layout::WrittenCandidate& w = written[c.data];
+      res.sample_bytes_on_disk = w.bytes_on_disk;
+      res.write_seconds = w.write_seconds;
+      res.read_amplification = w.read_amplification;
+    } catch (const std::exception& e) {
+      if (stop.load()) {
+        status = kExitInterrupted;
+        break;
+      }
+      res.measured = false;
+      res.error = std::string("write: ") + e.what();
+      results.push_back(res);
+      continue;
+    }
+    const std::string config = (fs::path(r.scratch) / (Slug(c.name) + ".yaml")).string();
+    {
+      std::ofstream out(config);
+      out << "name: layout-" << Slug(c.name) << "\nworkload:\n"
+          << c.workload_yaml << "  cpu_us_per_sample: " << r.cpu_us << "\n  jitter: 0\nloader:\n  batch_size: "
+          << r.batch_size << "\ndevice:\n  backend: host-sim\n  step_us: 0\nsweep:\n  repeats: " << r.repeats
+          << "\n  warmup_batches: 2\n  measure_seconds: " << r.measure_seconds << "\n";
+    }
+    // Cold, over the doubling; then warm at the best.
+    layout::Rate best;
+    std::string last_error;
+    for (int workers = 0; workers <= r.max_workers; workers = workers == 0 ? 1 : workers * 2) {
+      if (stop.load()) {
+        status = kExitInterrupted;
+        break;
+      }
+      TrialOutcome t = RunTrialOf(r, config, workers, true, err_path, r.measure_seconds);
+      // A cold window is cold only for its first pass over the sample: a
+      // window that reads it more than once is run again, shorter.
+      double passes = t.ok ? t.rate.median * r.measure_seconds / static_cast<double>(count) : 0;
+      if (passes > 1) {
+        const double shorter = std::max(kShortestWindow, 0.8 * static_cast<double>(count) / t.rate.median);
+        t = RunTrialOf(r, config, workers, true, err_path, shorter);
+        passes = t.ok ? t.rate.median * shorter / static_cast<double>(count) : 0;
+      }
+      if (passes > 1.05) {
+        note = "a cold window read the sample " + std::to_string(passes).substr(0, 4) + " times even at " +
+               std::to_string(kShortestWindow).substr(0, 4) + " s, so its later passes were warm (the cold figure " +
+               "is an upper bound)" +
+               (count < source->size() ? "; give a larger --sample-mb" : ": the whole dataset is read that fast here");
+      }
+      if (!t.cache_note.empty() && note.find("cold window") == std::string::npos) note = t.cache_note;
+      if (!r.quiet) {
+        std::fprintf(stderr, "layout: [%zu/%zu] %s, cold, %d workers: %s\n", k + 1, candidates.size(), c.name.c_str(),
+                     workers, t.ok ? (std::to_string(static_cast<int64_t>(t.rate.median)) + " samples/s").c_str()
+                                   : t.error.c_str());
+      }
+      {
+        results::TrialRecord rec = t.record;
+        rec.phase = "layout-cold: " + c.name;
+        rec.knobs.num_workers = workers;
+        if (!t.ok && !rec.error) rec.error = t.error;
+        if (!t.ok) rec.status = t.over_budget ? results::TrialStatus::kSkipped : results::TrialStatus::kFailed;
+        trials.emplace_back(results.size(), rec);
+      }
+      if (!t.ok) {
+        last_error = t.error;
+        break;  // over a budget, or failed: the doubling ends here
+      }
+      if (best.median > 0 && !Gains(t.rate, best)) break;
+      best = t.rate;
+    }
+    if (status != kExitOk) break;
+    if (best.median <= 0) {
+      res.measured = false;
+      res.error = last_error;
+      results.push_back(res);
+      continue;
+    }
+    res.cold = best;
+    const TrialOutcome warm = RunTrialOf(r, config, best.workers, false, err_path, r.measure_seconds);
+    if (warm.ok) {
+      res.warm = warm.rate;
+      results::TrialRecord rec = warm.record;
+      rec.phase = "layout-warm: " + c.name;
+      trials.emplace_back(results.size(), rec);
+    }
+    if (!r.quiet) {
+      std::fprintf(stderr, "layout: [%zu/%zu] %s, warm, %d workers: %s\n", k + 1, candidates.size(), c.name.c_str(),
+                   best.workers,
+                   warm.ok ? (std::to_string(static_cast<int64_t>(warm.rate.median)) + " samples/s").c_str()
+                           : warm.error.c_str());
+    }
+    if (!note.empty()) cache_notes.push_back(c.name + ": " + note);
+    results.push_back(res);
+  }
+  if (!r.keep) fs::remove_all(r.scratch, ec);
+  if (status == kExitInterrupted) {
+    std::cerr << "feedtune layout: interrupted" << (r.keep ? "; the candidates written so far are in " + r.scratch : "")
+              << "\n";
+    return kExitInterrupted;
+  }
+
+  const layout::Advice advice = layout::Advise(results, source->size(), count);
+  const results::Fingerprint machine = results::ReadFingerprint();
+  const nlohmann::json answer =
+      AnswerJson(r, *source, count, sample->total_bytes(), results, advice, machine, cache_notes);
+  // The run in the results file, with this host's fingerprint: one trial per
+  // measurement, the named layout's cold trial as its best, the source's as
+  // its baseline, and the whole answer as its config.
+  try {
+    fs::create_directories(fs::absolute(r.db).parent_path(), ec);
+    results::Store store = results::Store::Open(r.db);
+    results::RunRecord run;
+    run.machine_id = store.UpsertMachine(machine);
+    run.workload_name = "layout " + fs::path(r.path).filename().string();
+    const std::string identity = "layout|" + source->kind() + "|" + std::to_string(source->size()) + "|" +
+                                 std::to_string(source->total_bytes()) + "|" + std::to_string(r.cpu_us);
+    run.workload_hash = workloads::Hex32(workloads::Crc32c(std::as_bytes(std::span(identity))));
+    run.config_yaml = answer.dump(1);
+    run.backend = "host-sim";
+    run.version = BuildString();
+    run.started_at = started_at;
+    run.id = store.BeginRun(run);
+    std::map<size_t, int64_t> cold_trial;  // the best cold trial of each candidate
+    for (const auto& [index, rec] : trials) {
+      const int64_t id = store.AddTrial(run.id, rec);
+      if (rec.phase.starts_with("layout-cold") && rec.knobs.num_workers == results[index].cold.workers &&
+          rec.status == results::TrialStatus::kOk) {
+        cold_trial[index] = id;
+      }
+    }
+    if (advice.named >= 0 && cold_trial.count(static_cast<size_t>(advice.named))) {
+      run.best_trial_id = cold_trial[static_cast<size_t>(advice.named)];
+    }
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (results[i].as_is && cold_trial.count(i)) {
+        run.baseline_trial_id = cold_trial[i];
+        if (advice.named >= 0 && results[i].cold.median > 0) {
+          run.speedup = results[static_cast<size_t>(advice.named)].cold.median / results[i].cold.median;
+        }
+      }
+    }
+    run.ended_at = NowIso8601();
+    run.status = advice.named >= 0 ? results::RunStatus::kDone : results::RunStatus::kFailed;
+    store.FinishRun(run);
+    if (!r.quiet) std::cerr << "layout: stored as run " << run.id << " in " << r.db << "\n";
+  } catch (const results::StoreError& e) {
+    std::cerr << "feedtune layout: " << e.what() << "\n";
+    status = kExitFailure;
+  }
+  if (r.format == "json") {
+    std::cout << answer.dump() << "\n";
+  } else {
+    std::printf("%-30s %7s %24s %10s %10s %6s %9s %9s %8s\n", "layout", "workers", "cold samples/s (95% CI)",
+                "warm", "on disk", "ampl.", "convert", "epoch", "payback");
+    for (size_t i = 0; i < results.size(); ++i) {
+      const auto& res = results[i];
+      const auto& a = advice.rows[i];
+      if (!res.measured) {
+        std::printf("%-30s not measured: %s\n", res.name.c_str(), res.error.c_str());
+        continue;
+      }
+      char cold[64], payback[32];
+      std::snprintf(cold, sizeof cold, "%.0f (%.0f-%.0f)", res.cold.median, res.cold.ci_low, res.cold.ci_high);
+      if (res.as_is) std::snprintf(payback, sizeof payback, "source");
+      else if (a.payback_epochs) std::snprintf(payback, sizeof payback, "%.1f", *a.payback_epochs);
+      else std::snprintf(payback, sizeof payback, "never");
+      std::printf("%s%-29s %7d %24s %10.0f %10s %5.1fx %9s %9s %8s\n", static_cast<int>(i) == advice.named ? "*" : " ",
+                  res.name.c_str(), res.cold.workers, cold, res.warm.median,
+                  workloads::FormatMegabytes(static_cast<double>(a.bytes_on_disk)).c_str(), res.read_amplification,
+                  res.as_is ? "-" : Seconds(a.convert_seconds).c_str(), Seconds(a.epoch_seconds_cold).c_str(), payback);
+    }
+    std::printf("\nnamed: %s\n", advice.why.c_str());
+    std::printf("(%lld of %lld samples measured on %s, %d usable CPUs; on disk, convert, epoch and payback are for the "
+                "whole dataset, extrapolated)\n",
+                static_cast<long long>(count), static_cast<long long>(source->size()), machine.hostname.c_str(), usable);
+    for (const std::string& n : cache_notes) {
+      if (n.find(" 0% stayed resident") == std::string::npos) std::printf("note: %s\n", n.c_str());  // else cold as said
+    }
+  }
+  if (status != kExitOk) return status;
+  return advice.named >= 0 ? kExitOk : kExitFailure;
+}
+
+}  // namespace feedtune::cli
