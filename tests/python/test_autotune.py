@@ -637,6 +637,16 @@ class AutotuneWindows(unittest.TestCase):
         reports = [persistent.add(batch, 0.05, 0.02, 4)] + [persistent.add(batch, 0.01, 0.02, 4) for _ in range(5)]
         self.assertAlmostEqual(reports[-1]["samples_per_s"], 24 / 0.22)
 
+    def test_an_epochs_batches_end_a_time_window(self):
+        from feedtune.autotune import _Trial
+        request = {"warmup_batches": 0, "repeats": 1, "window_epochs": 0, "measure_seconds": 10.0, "num_workers": 2}
+        trial = _Trial(request, batches_per_epoch=8)
+        batch = (torch.zeros(4, 3), torch.zeros(4))
+        trial.epoch_first = False
+        reports = [trial.add(batch, 0.001, 0.0, 4) for _ in range(8)]
+        self.assertEqual(reports[:7], [None] * 7)  # far short of 10 s: the epoch's 8 batches end it
+        self.assertAlmostEqual(reports[-1]["samples_per_s"], 32 / 0.008)
+
     def test_without_workers_one_batch_past_the_seconds_is_a_window(self):
         from feedtune.autotune import _Trial
         request = {"warmup_batches": 1, "repeats": 2, "window_epochs": 0, "measure_seconds": 0.5, "num_workers": 0}
