@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "layout/converted.h"
+#include "layout/source.h"
 #include "workloads/cpu_work.h"
 #include "workloads/crc32c.h"
 #include "workloads/format_io.h"
@@ -140,13 +141,6 @@ std::string ReadText(const std::string& path) {
   return text;
 }
 
-workloads::SyntheticOptions VerifyReadCost() {
-  workloads::SyntheticOptions cost;
-  cost.cpu_us_per_sample = 0;
-  cost.jitter = 0;
-  cost.torch_costs = workloads::TorchCostsMode::kOff;
-  return cost;
-}
 
 // One convert's state: the plan, the files, what was skipped so far.
 class ConvertRun {
@@ -399,11 +393,11 @@ class ConvertRun {
             format.hdf5_chunk_cache_mb = std::max<int64_t>(1, info.chunk_bytes() / (int64_t{1} << 20) + 1);
           }
         }
-        dataset_ = std::make_unique<workloads::Hdf5Dataset>(files, format, VerifyReadCost(), workloads::CpuCalibration{});
+        dataset_ = std::make_unique<workloads::Hdf5Dataset>(files, format, NoSourceCost(), workloads::CpuCalibration{});
       } else if (layout == "npy") {
-        dataset_ = std::make_unique<workloads::NpyDataset>(files, VerifyReadCost(), workloads::CpuCalibration{});
+        dataset_ = std::make_unique<workloads::NpyDataset>(files, NoSourceCost(), workloads::CpuCalibration{});
       } else {
-        dataset_ = std::make_unique<workloads::LmdbDataset>(files, workloads::FormatOptions{}, VerifyReadCost(),
+        dataset_ = std::make_unique<workloads::LmdbDataset>(files, workloads::FormatOptions{}, NoSourceCost(),
                                                             workloads::CpuCalibration{});
       }
       paths_ = paths;

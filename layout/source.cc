@@ -32,15 +32,6 @@ namespace fs = std::filesystem;
 using workloads::DatasetCorrupt;
 using workloads::DatasetNotFound;
 
-// The sources read bytes as stored: no CPU cost, no jitter, no torch costs.
-workloads::SyntheticOptions NoSourceCost() {
-  workloads::SyntheticOptions cost;
-  cost.cpu_us_per_sample = 0;
-  cost.jitter = 0;
-  cost.torch_costs = workloads::TorchCostsMode::kOff;
-  return cost;
-}
-
 std::string Lower(std::string text) {
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return text;
@@ -494,6 +485,14 @@ std::unique_ptr<SampleSource> OpenSource(const std::string& path, const SourceOp
       return std::make_unique<TarSource>(path, options);
   }
   throw DatasetNotFound(path + ": not a dataset feedtune reads");
+}
+
+workloads::SyntheticOptions NoSourceCost() {
+  workloads::SyntheticOptions cost;
+  cost.cpu_us_per_sample = 0;
+  cost.jitter = 0;
+  cost.torch_costs = workloads::TorchCostsMode::kOff;
+  return cost;
 }
 
 }  // namespace feedtune::layout

@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "workloads/options.h"
+
 namespace feedtune::layout {
 
 struct SourceOptions {
@@ -91,5 +93,9 @@ std::vector<int64_t> SpreadIndices(int64_t n, int64_t k);
 // shard, a damaged index), each naming the file; std::invalid_argument for
 // options that do not fit the source (--labels folder on an HDF5 file).
 std::unique_ptr<SampleSource> OpenSource(const std::string& path, const SourceOptions& options);
+
+// What the readers charge per sample here: nothing. Sources and converted
+// copies are read for their bytes as stored: no CPU cost, jitter or torch costs.
+workloads::SyntheticOptions NoSourceCost();
 
 }  // namespace feedtune::layout
