@@ -34,6 +34,7 @@ struct CandidateResult {
   double read_amplification = 1;
   bool measured = true;           // false: every trial failed (error says why)
   std::string error;
+  std::string convert_arguments;  // what writes it: "--layout tar --shard-bytes N" (empty for the source)
 };
 
 struct CandidateAdvice {

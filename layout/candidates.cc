@@ -83,7 +83,7 @@ Candidate Converted(const std::string& name, const std::string& scratch, const s
 }  // namespace
 
 std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::string& source_path,
-                                      const std::string& scratch) {
+                                      const std::string& scratch, bool decode_images) {
   std::vector<Candidate> out;
   const std::string kind = source.kind();
   // The source as it is.
@@ -128,8 +128,12 @@ std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::str
                                              : "  kind: files\n  layout: shards\n  path: " + Quoted(source_path) + "\n";
     out.push_back(as_is);
   }
-  // Tar shards: a sixteenth of the sample each, so 16 readers have one each,
-  // read map-style and streamed from one copy.
+  // Tar shards of two sizes: a sixteenth of the sample each, so 16 readers
+  // have one each, read map-style and streamed from one copy; and a
+  // sixty-fourth, streamed (more, smaller files: more readers kept busy, more
+  // opens and shorter sequential runs). Larger shards than a sixteenth are
+  // not measured: a sample's few shards would starve the streamed readers,
+  // which the whole dataset's many shards of that size would not.
   ConvertOptions tar;
   tar.layout = "tar";
   tar.shard_bytes = std::max<int64_t>(1, source.total_bytes() / 16);
@@ -139,12 +143,27 @@ std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::str
   stream.workload_yaml += "  access: stream\n";
   out.push_back(random);
   out.push_back(stream);
+  ConvertOptions small_shards = tar;
+  small_shards.shard_bytes = std::max<int64_t>(1, source.total_bytes() / 64);
+  Candidate small = Converted("tar, 64 shards, streamed", scratch, "tar-64", small_shards);
+  small.workload_yaml += "  access: stream\n";
+  out.push_back(small);
+  if (decode_images) {
+    // Raw pixels: decoded once by convert, cropped and resized by the reader
+    // (workloads/jpeg_image.h): the bytes on disk against the decode CPU.
+    ConvertOptions pixels = tar;
+    pixels.pixels = true;
+    Candidate raw = Converted("tar, raw pixels, 16 shards, streamed", scratch, "tar-pixels", pixels);
+    raw.workload_yaml += "  access: stream\n";
+    out.push_back(raw);
+  }
   if (kind != "lmdb") {
     ConvertOptions lmdb;
     lmdb.layout = "lmdb";
     out.push_back(Converted("lmdb", scratch, "lmdb", lmdb));
   }
-  if (source.fixed_sample_bytes() > 0) {
+  // HDF5 and npy hold rows of one size, and their readers do not decode.
+  if (source.fixed_sample_bytes() > 0 && !decode_images) {
     for (int64_t chunk : {int64_t{1}, int64_t{32}}) {
       for (int gzip : {-1, 4}) {
         ConvertOptions h;
@@ -162,6 +181,21 @@ std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::str
       out.push_back(Converted("npy", scratch, "npy", n));
     }
   }
+  if (decode_images) {
+    for (Candidate& c : out) c.workload_yaml += "  decode: jpeg\n  crop: random\n  resize: 224\n";
+  }
+  return out;
+}
+
+std::string ConvertArguments(const Candidate& candidate) {
+  const ConvertOptions& o = candidate.convert;
+  std::string out = "--layout " + o.layout;
+  if (o.layout == "tar") out += " --shard-bytes " + std::to_string(o.shard_bytes);
+  if (o.layout == "hdf5") {
+    out += " --chunk-samples " + std::to_string(o.chunk_samples);
+    if (o.gzip_level >= 0) out += " --compression gzip:" + std::to_string(o.gzip_level);
+  }
+  if (o.pixels) out += " --pixels";
   return out;
 }
 

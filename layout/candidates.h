@@ -9,11 +9,18 @@
 //              TFRecord and feedtune shards are measured in place (convert
 //              writes neither)
 //   tar        shards of a sixteenth of the sample, read map-style (random
-//              access) and streamed (each worker its shards front to back)
+//              access) and streamed (each worker its shards front to back);
+//              shards of a sixty-fourth, streamed
+//   pixels     JPEG samples decoded once into raw pixels (convert --pixels),
+//              in tar shards of a sixteenth, streamed (decode_images only)
 //   lmdb
 //   hdf5       a chunk of one sample and of 32, each uncompressed and gzip:4
-//              (samples of one size only)
-//   npy        (samples of one size only)
+//              (samples of one size only, and not decode_images)
+//   npy        (samples of one size only, and not decode_images)
+//
+// decode_images: the samples are JPEGs the job decodes, crops and resizes:
+// every candidate is read with decode: jpeg (random crop, 224 x 224), so
+// the decode CPU is in each figure, and raw pixels are a candidate.
 //
 // Each candidate's written files are read by the workload kinds of
 // workloads/ (kind tar, hdf5, lmdb, npy, files, tfrecord), so it is measured
@@ -43,9 +50,14 @@ struct Candidate {
 };
 
 // The candidates for `source` (opened from `source_path`), written under
-// `scratch` from a sample of `sample_samples` samples of it.
+// `scratch`.
 std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::string& source_path,
-                                      const std::string& scratch);
+                                      const std::string& scratch, bool decode_images);
+
+// The options of `feedtune convert` that write `candidate` for the whole
+// dataset ("--layout tar --shard-bytes 18400000"): tar shards of the same
+// size as the sample's, so the whole dataset has more of them, not larger.
+std::string ConvertArguments(const Candidate& candidate);
 
 struct WrittenCandidate {
   double write_seconds = 0;    // the write alone (Convert's write phase, or the copy)

@@ -54,6 +54,7 @@ json PlanOf(const SampleSource& source, const std::string& source_path, const Co
               {"chunk_samples", o.layout == "hdf5" ? json(o.chunk_samples) : json(nullptr)},
               {"gzip_level", o.layout == "hdf5" ? json(o.gzip_level) : json(nullptr)},
               {"shuffle_seed", o.shuffle_seed ? json(*o.shuffle_seed) : json(nullptr)},
+              {"pixels", o.pixels},
               {"skip_bad", o.skip_bad}};
 }
 
@@ -662,8 +663,17 @@ ConvertResult Convert(const SampleSource& source, const std::string& source_path
     throw ConvertUsageError("--shuffle is for --layout tar (streaming readers read shards front to back); " +
                             options.layout + " is read by index, in any order");
   }
-  CheckDestination(source, source_path, dst, options);
-  ConvertRun run(source, source_path, dst, options, progress, stop);
+  std::unique_ptr<SampleSource> pixels;
+  if (options.pixels) {
+    try {
+      pixels = DecodedPixelsOf(source);
+    } catch (const std::invalid_argument& e) {
+      throw ConvertUsageError(e.what());
+    }
+  }
+  const SampleSource& samples = pixels ? *pixels : source;
+  CheckDestination(samples, source_path, dst, options);
+  ConvertRun run(samples, source_path, dst, options, progress, stop);
   return run.Run();
 }
 

@@ -38,6 +38,7 @@ struct ConvertOptions {
   int64_t chunk_samples = 1;                // hdf5
   int gzip_level = -1;                      // hdf5: -1 none, else 1-9
   std::optional<uint64_t> shuffle_seed;     // tar: samples shuffled across the shards
+  bool pixels = false;                      // JPEG samples stored decoded, as raw pixels (DecodedPixelsOf)
   bool resume = false;
   bool skip_bad = false;
 };

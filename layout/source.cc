@@ -385,6 +385,60 @@ class SubsetSource final : public SampleSource {
   int64_t total_ = 0;
 };
 
+// JPEG samples decoded once into raw pixels (PPM): `convert --pixels`.
+class DecodedPixelsSource final : public SampleSource {
+ public:
+  explicit DecodedPixelsSource(const SampleSource& source) : source_(source) {
+    kind_ = source.kind();
+    root_ = source.root();
+    extension_ = "ppm";
+    if (source.has_labels()) {
+      for (int64_t i = 0; i < source.size(); ++i) labels_.push_back(source.label(i));
+    }
+    total_ = EstimateTotal();
+  }
+  int64_t size() const override { return source_.size(); }
+  void Read(int64_t index, std::vector<std::byte>* bytes) const override {
+    std::vector<std::byte> jpeg;
+    source_.Read(index, &jpeg);
+    try {
+      *bytes = workloads::DecodeToPpm(jpeg);
+    } catch (const workloads::JpegError& e) {
+      throw std::runtime_error(source_.Name(index) + ": does not decode as a JPEG: " + e.what());
+    }
+  }
+  std::string Name(int64_t index) const override { return source_.Name(index); }
+  int64_t total_bytes() const override { return total_; }
+  // Images may differ in size: the pixels are for the layouts that hold any size.
+  int64_t fixed_sample_bytes() const override { return 0; }
+  std::string file_of(int64_t index) const override { return source_.file_of(index); }
+
+ private:
+  // The pixels of the whole source from the headers of up to 64 samples
+  // spread over it (reading every image's header would read every file):
+  // an estimate, for the free-space check and the progress line.
+  int64_t EstimateTotal() const {
+    const std::vector<int64_t> probe = SpreadIndices(source_.size(), 64);
+    double pixel_bytes = 0;
+    int64_t probed = 0;
+    std::vector<std::byte> jpeg;
+    for (int64_t i : probe) {
+      try {
+        source_.Read(i, &jpeg);
+        const workloads::JpegHeader h = workloads::ReadJpegHeader(jpeg);
+        pixel_bytes += 3.0 * h.width * h.height + 16;
+        ++probed;
+      } catch (const std::exception&) {
+        // a bad sample is named when it is converted
+      }
+    }
+    if (probed == 0) return source_.total_bytes();
+    return static_cast<int64_t>(pixel_bytes / static_cast<double>(probed) * static_cast<double>(source_.size()));
+  }
+  const SampleSource& source_;
+  int64_t total_ = 0;
+};
+
 }  // namespace
 
 std::vector<int64_t> SpreadIndices(int64_t n, int64_t k) {
@@ -399,6 +453,14 @@ std::vector<int64_t> SpreadIndices(int64_t n, int64_t k) {
 
 std::unique_ptr<SampleSource> SubsetOf(const SampleSource& source, std::vector<int64_t> indices) {
   return std::make_unique<SubsetSource>(source, std::move(indices));
+}
+
+std::unique_ptr<SampleSource> DecodedPixelsOf(const SampleSource& source) {
+  if (source.payload_extension() != "jpg") {
+    throw std::invalid_argument("--pixels decodes JPEG samples; the samples of " + source.root() + " are '" +
+                                source.payload_extension() + "', not JPEGs");
+  }
+  return std::make_unique<DecodedPixelsSource>(source);
 }
 
 std::unique_ptr<SampleSource> OpenSource(const std::string& path, const SourceOptions& options) {

@@ -83,6 +83,14 @@ class SampleSource {
 // payload's extension and the kind come along.
 std::unique_ptr<SampleSource> SubsetOf(const SampleSource& source, std::vector<int64_t> indices);
 
+// The JPEG samples of `source` (which must outlive it) decoded once into raw
+// pixels, each sample a binary PPM ("P6\nW H\n255\n" + W x H x 3 RGB
+// bytes; payload "ppm"), which the readers' decode: jpeg crops and resizes
+// without a decode (workloads/jpeg_image.h): `convert --pixels`. Its Read
+// decodes; a sample that does not decode throws naming it. Throws
+// std::invalid_argument when the samples are not JPEGs.
+std::unique_ptr<SampleSource> DecodedPixelsOf(const SampleSource& source);
+
 // K indices spread evenly over [0, n): sample floor(k n / K) for k < K, so a
 // subset covers the whole dataset (all its shards, files and classes).
 std::vector<int64_t> SpreadIndices(int64_t n, int64_t k);

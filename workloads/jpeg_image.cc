@@ -3,7 +3,9 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstring>
 #include <numbers>
 
 namespace feedtune::workloads {
@@ -170,18 +172,12 @@ void ResizeBilinearRgb(const uint8_t* src, int src_width, int src_height, size_t
   }
 }
 
-JpegDecodeInfo DecodeCropResize(std::span<const std::byte> jpeg, int64_t index, const JpegDecodeOptions& options,
-                                std::span<std::byte> out) {
-  const size_t sample_bytes = static_cast<size_t>(options.resize) * static_cast<size_t>(options.resize) * 3;
-  if (options.resize < 1 || out.size() < sample_bytes) {
-    throw std::length_error("a " + std::to_string(options.resize) + " x " + std::to_string(options.resize) +
-                            " RGB sample needs " + std::to_string(sample_bytes) + " bytes, the slot has " +
-                            std::to_string(out.size()));
-  }
+namespace {
+
+// The header of a JPEG, checked: a real size, under the pixel limit.
+JpegHeader CheckedHeader(const TurboJpegHandle& tj, std::span<const std::byte> jpeg, int64_t max_pixels) {
   if (jpeg.empty()) throw JpegError("not a JPEG: the file is empty");
-  const TurboJpegHandle tj(TurboJpegHandle::Kind::kDecompress);
-  JpegDecodeInfo info;
-  JpegHeader& h = info.header;
+  JpegHeader h;
   if (tjDecompressHeader3(tj.get(), Bytes(jpeg), static_cast<unsigned long>(jpeg.size()), &h.width, &h.height,
                           &h.subsampling, &h.colorspace) != 0) {
     throw JpegError("not a JPEG, or its header is damaged: " + tj.LastError());
@@ -190,26 +186,129 @@ JpegDecodeInfo DecodeCropResize(std::span<const std::byte> jpeg, int64_t index, 
     throw JpegError("a JPEG of " + std::to_string(h.width) + " x " + std::to_string(h.height) + " pixels");
   }
   const int64_t pixels = static_cast<int64_t>(h.width) * h.height;
-  if (pixels > options.max_pixels) {
+  if (pixels > max_pixels) {
     throw JpegError("a JPEG of " + std::to_string(h.width) + " x " + std::to_string(h.height) + " pixels, over the " +
-                    std::to_string(options.max_pixels) + "-pixel limit (a decompression bomb, or a damaged header)");
+                    std::to_string(max_pixels) + "-pixel limit (a decompression bomb, or a damaged header)");
   }
-  info.crop = CropWindowFor(options.crop, h.width, h.height, options.seed, options.epoch, index);
-  info.scale = ChooseScale(info.crop.width, info.crop.height, options.resize);
-  const tjscalingfactor factor{info.scale.num, info.scale.denom};
-  info.decoded_width = TJSCALED(h.width, factor);
-  info.decoded_height = TJSCALED(h.height, factor);
-  std::vector<uint8_t> rgb(static_cast<size_t>(info.decoded_width) * static_cast<size_t>(info.decoded_height) * 3);
-  // TJFLAG_LIMITSCANS: a progressive JPEG of thousands of scans (a known
-  // denial of service) is refused instead of decoded for minutes.
-  if (tjDecompress2(tj.get(), Bytes(jpeg), static_cast<unsigned long>(jpeg.size()), rgb.data(), info.decoded_width,
-                    0, info.decoded_height, TJPF_RGB, TJFLAG_LIMITSCANS) != 0) {
+  return h;
+}
+
+// Decodes the whole image at `scale` into `rgb` (width x height x 3 of the
+// scaled size). TJFLAG_LIMITSCANS: a progressive JPEG of thousands of scans
+// (a known denial of service) is refused instead of decoded for minutes.
+void DecompressRgb(const TurboJpegHandle& tj, std::span<const std::byte> jpeg, const JpegHeader& h, int width,
+                   int height, uint8_t* rgb) {
+  if (tjDecompress2(tj.get(), Bytes(jpeg), static_cast<unsigned long>(jpeg.size()), rgb, width, 0, height, TJPF_RGB,
+                    TJFLAG_LIMITSCANS) != 0) {
     const std::string reason = tj.LastError();
     if (!tj.LastWasWarning() || IsTruncation(reason)) {
       throw JpegError("cannot decode (" + std::to_string(h.width) + " x " + std::to_string(h.height) +
                       "): " + reason);
     }
   }
+}
+
+void CheckSampleSpace(int resize, size_t out_size) {
+  const size_t sample_bytes = static_cast<size_t>(resize) * static_cast<size_t>(resize) * 3;
+  if (resize < 1 || out_size < sample_bytes) {
+    throw std::length_error("a " + std::to_string(resize) + " x " + std::to_string(resize) +
+                            " RGB sample needs " + std::to_string(sample_bytes) + " bytes, the slot has " +
+                            std::to_string(out_size));
+  }
+}
+
+// Skips PPM whitespace and # comments from `pos`.
+void SkipPpmSpace(std::span<const std::byte> data, size_t* pos) {
+  while (*pos < data.size()) {
+    const char c = static_cast<char>(data[*pos]);
+    if (c == '#') {
+      while (*pos < data.size() && static_cast<char>(data[*pos]) != '\n') ++*pos;
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      ++*pos;
+    } else {
+      return;
+    }
+  }
+}
+
+int ReadPpmNumber(std::span<const std::byte> data, size_t* pos) {
+  SkipPpmSpace(data, pos);
+  int64_t value = 0;
+  const size_t start = *pos;
+  while (*pos < data.size() && std::isdigit(static_cast<unsigned char>(data[*pos])) && *pos - start < 9) {
+    value = value * 10 + (static_cast<char>(data[*pos]) - '0');
+    ++*pos;
+  }
+  if (*pos == start) throw JpegError("a raw-pixel (PPM) sample with a damaged header");
+  return static_cast<int>(value);
+}
+
+}  // namespace
+
+bool IsPpm(std::span<const std::byte> data) {
+  return data.size() >= 3 && static_cast<char>(data[0]) == 'P' && static_cast<char>(data[1]) == '6' &&
+         std::isspace(static_cast<unsigned char>(data[2]));
+}
+
+PpmImage ParsePpm(std::span<const std::byte> data) {
+  if (!IsPpm(data)) throw JpegError("not a raw-pixel (PPM P6) sample");
+  size_t pos = 2;
+  PpmImage image;
+  image.width = ReadPpmNumber(data, &pos);
+  image.height = ReadPpmNumber(data, &pos);
+  const int maxval = ReadPpmNumber(data, &pos);
+  if (maxval != 255 || pos >= data.size()) {
+    throw JpegError("a raw-pixel (PPM) sample of maxval " + std::to_string(maxval) + ": only 8-bit RGB (255) is read");
+  }
+  ++pos;  // the one whitespace byte before the pixels
+  const size_t need = static_cast<size_t>(image.width) * static_cast<size_t>(image.height) * 3;
+  if (image.width <= 0 || image.height <= 0 || data.size() - pos != need) {
+    throw JpegError("a raw-pixel (PPM) sample of " + std::to_string(image.width) + " x " +
+                    std::to_string(image.height) + " holds " + std::to_string(data.size() - pos) +
+                    " bytes of pixels, not " + std::to_string(need) + " (truncated or damaged)");
+  }
+  image.rgb = reinterpret_cast<const uint8_t*>(data.data()) + pos;
+  return image;
+}
+
+std::vector<std::byte> DecodeToPpm(std::span<const std::byte> jpeg, int64_t max_pixels) {
+  const TurboJpegHandle tj(TurboJpegHandle::Kind::kDecompress);
+  const JpegHeader h = CheckedHeader(tj, jpeg, max_pixels);
+  const std::string header = "P6\n" + std::to_string(h.width) + " " + std::to_string(h.height) + "\n255\n";
+  std::vector<std::byte> out(header.size() + static_cast<size_t>(h.width) * static_cast<size_t>(h.height) * 3);
+  std::memcpy(out.data(), header.data(), header.size());
+  DecompressRgb(tj, jpeg, h, h.width, h.height, reinterpret_cast<uint8_t*>(out.data() + header.size()));
+  return out;
+}
+
+JpegDecodeInfo DecodeCropResize(std::span<const std::byte> jpeg, int64_t index, const JpegDecodeOptions& options,
+                                std::span<std::byte> out) {
+  CheckSampleSpace(options.resize, out.size());
+  JpegDecodeInfo info;
+  JpegHeader& h = info.header;
+  if (IsPpm(jpeg)) {
+    // Raw pixels (`convert --pixels`): the same crop and resize, no decode.
+    const PpmImage image = ParsePpm(jpeg);
+    h.width = image.width;
+    h.height = image.height;
+    info.crop = CropWindowFor(options.crop, h.width, h.height, options.seed, options.epoch, index);
+    info.decoded_width = h.width;
+    info.decoded_height = h.height;
+    const CropBox box{static_cast<double>(info.crop.x), static_cast<double>(info.crop.y),
+                      static_cast<double>(info.crop.width), static_cast<double>(info.crop.height)};
+    ResizeBilinearRgb(image.rgb, h.width, h.height, static_cast<size_t>(h.width) * 3, box, options.resize,
+                      reinterpret_cast<uint8_t*>(out.data()));
+    return info;
+  }
+  const TurboJpegHandle tj(TurboJpegHandle::Kind::kDecompress);
+  h = CheckedHeader(tj, jpeg, options.max_pixels);
+  info.crop = CropWindowFor(options.crop, h.width, h.height, options.seed, options.epoch, index);
+  info.scale = ChooseScale(info.crop.width, info.crop.height, options.resize);
+  const tjscalingfactor factor{info.scale.num, info.scale.denom};
+  info.decoded_width = TJSCALED(h.width, factor);
+  info.decoded_height = TJSCALED(h.height, factor);
+  std::vector<uint8_t> rgb(static_cast<size_t>(info.decoded_width) * static_cast<size_t>(info.decoded_height) * 3);
+  DecompressRgb(tj, jpeg, h, info.decoded_width, info.decoded_height, rgb.data());
   const double sx = static_cast<double>(info.decoded_width) / h.width;
   const double sy = static_cast<double>(info.decoded_height) / h.height;
   const CropBox box{info.crop.x * sx, info.crop.y * sy, info.crop.width * sx, info.crop.height * sy};
@@ -218,13 +317,23 @@ JpegDecodeInfo DecodeCropResize(std::span<const std::byte> jpeg, int64_t index, 
   return info;
 }
 
-bool HasJpegExtension(std::string_view path) {
+namespace {
+// The extension of the last part of `path`, lower case; empty when none.
+std::string LowerExtension(std::string_view path) {
   const size_t dot = path.rfind('.');
-  if (dot == std::string_view::npos || path.find('/', dot) != std::string_view::npos) return false;
+  if (dot == std::string_view::npos || path.find('/', dot) != std::string_view::npos) return {};
   std::string ext(path.substr(dot + 1));
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext;
+}
+}  // namespace
+
+bool HasJpegExtension(std::string_view path) {
+  const std::string ext = LowerExtension(path);
   return ext == "jpg" || ext == "jpeg" || ext == "jpe";
 }
+
+bool HasPpmExtension(std::string_view path) { return LowerExtension(path) == "ppm"; }
 
 void SynthesizeImage(uint64_t seed, int64_t index, int width, int height, std::span<uint8_t> rgb) {
   const size_t need = static_cast<size_t>(width) * static_cast<size_t>(height) * 3;

@@ -135,15 +135,35 @@ struct JpegDecodeInfo {
   int decoded_height = 0;
 };
 
-// Decodes the JPEG in `jpeg` (sample `index`), crops and resizes it into
+// Decodes the JPEG in `jpeg` (sample `index`; or takes the raw pixels of a
+// PPM, below), crops and resizes it into
 // `out`, which must hold resize x resize x 3 bytes. Throws JpegError with the
 // reason (corrupt, truncated, too large, a colour space TurboJPEG cannot
 // convert to RGB); the caller names the file.
 JpegDecodeInfo DecodeCropResize(std::span<const std::byte> jpeg, int64_t index, const JpegDecodeOptions& options,
                                 std::span<std::byte> out);
 
+// Raw pixels: an image decoded once, stored as binary PPM ("P6\nW H\n255\n"
+// and W x H x 3 RGB bytes), as `feedtune convert --pixels` writes JPEG
+// samples. DecodeCropResize takes such a sample as it takes a JPEG, with the
+// same crop and resize and no decode: bytes on disk traded for decode CPU.
+struct PpmImage {
+  int width = 0;
+  int height = 0;
+  const uint8_t* rgb = nullptr;  // into the parsed bytes
+};
+bool IsPpm(std::span<const std::byte> data);
+// Throws JpegError for a damaged header, a maxval other than 255, or pixels
+// that do not fill width x height x 3 exactly.
+PpmImage ParsePpm(std::span<const std::byte> data);
+// The whole JPEG decoded at full size, as a PPM. Throws JpegError as DecodeCropResize.
+std::vector<std::byte> DecodeToPpm(std::span<const std::byte> jpeg,
+                                   int64_t max_pixels = JpegDecodeOptions{}.max_pixels);
+
 // Whether a file name ends in .jpg, .jpeg or .jpe (any case, as ImageNet's .JPEG).
 bool HasJpegExtension(std::string_view path);
+// Whether it ends in .ppm (any case): raw pixels, as `convert --pixels` writes them.
+bool HasPpmExtension(std::string_view path);
 
 // gen-data's natural-image-like content for (seed, index): a smooth two-colour
 // gradient with a low-frequency shading, a few blurred-edge ellipses and

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "workloads/format_io.h"
+#include "workloads/jpeg_image.h"
 #include "workloads/shard_format.h"
 
 namespace feedtune::workloads {
@@ -110,6 +111,7 @@ std::string LmdbDataset::GenDataKey(int64_t index) {
 LmdbDataset::LmdbDataset(const FilesOptions& files, const FormatOptions& format, const SyntheticOptions& cost,
                          const CpuCalibration& calibration)
     : files_(files), format_(format), cost_(cost, calibration) {
+  if (files_.decode == FilesDecode::kJpeg) jpeg_ = std::make_unique<const JpegSamples>(files_, cost.seed);
   const std::string& path = files_.path;
   info_.path = path;
   // Opened to check and index, closed at the end of this block, before any fork.
@@ -221,12 +223,20 @@ int64_t LmdbDataset::Read(int64_t index, std::span<std::byte> out) const {
     rc = mdb_get(txn.txn, env->dbi, &key, &value);
     if (rc == MDB_NOTFOUND) fail("not found (the environment changed since it was opened)");
     if (rc != 0) fail("read failed: " + LmdbText(rc));
-    if (value.mv_size > out.size()) {
+    if (jpeg_) {
+      try {
+        bytes = static_cast<size_t>(
+            jpeg_->Decode({static_cast<const std::byte*>(value.mv_data), value.mv_size}, index, out));
+      } catch (const JpegError& e) {
+        fail(std::string("decode: jpeg: ") + e.what());
+      }
+    } else if (value.mv_size > out.size()) {
       fail("a value of " + std::to_string(value.mv_size) + " bytes, larger than the " + std::to_string(out.size()) +
            " bytes seen at open (the environment changed since)");
+    } else {
+      std::memcpy(out.data(), value.mv_data, value.mv_size);
+      bytes = value.mv_size;
     }
-    std::memcpy(out.data(), value.mv_data, value.mv_size);
-    bytes = value.mv_size;
   }
   cost_.AfterRead(index, out.first(bytes));
   return static_cast<int64_t>(bytes);
@@ -250,7 +260,8 @@ std::string LmdbDataset::Describe() const {
          FormatMegabytes(static_cast<double>(info_.file_bytes)) + " on " + info_.fs_type + ", keys " +
          (info_.gen_data_keys ? "by gen-data's formula" : "indexed by a cursor walk") +
          ", opened in each worker after fork (MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS" +
-         (format_.lmdb_readahead ? ", readahead on" : " | MDB_NORDAHEAD") + "), cache " + CacheModeName(files_.cache);
+         (format_.lmdb_readahead ? ", readahead on" : " | MDB_NORDAHEAD") + "), cache " + CacheModeName(files_.cache) +
+         (jpeg_ ? ", each value" + jpeg_->Describe() : std::string());
 }
 
 // ---------------------------------------------------------------------------

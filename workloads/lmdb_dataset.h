@@ -2,6 +2,10 @@
 // with liblmdb as a torch Dataset over python3-lmdb reads them: sample i is
 // the value of key i.
 //
+// decode: jpeg: each value is an image (a JPEG, or raw pixels as PPM),
+// decoded, cropped and resized as a tar sample's JPEG member
+// (workloads/jpeg_samples.h), straight from the map.
+//
 // Keys: an environment written by `feedtune gen-data --layout lmdb` holds
 // "%09d" keys and a "__feedtune__" entry that says how many, so sample i is
 // found by its key with no walk; any other environment (yours) is indexed
@@ -36,6 +40,7 @@
 #include <vector>
 
 #include "loader/dataset.h"
+#include "workloads/jpeg_samples.h"
 #include "workloads/options.h"
 #include "workloads/sample_cost.h"
 
@@ -70,7 +75,10 @@ class LmdbDataset final : public loader::Dataset {
   LmdbDataset& operator=(const LmdbDataset&) = delete;
 
   int64_t size() const override { return info_.entries; }
-  int64_t max_sample_bytes() const override { return info_.max_value_bytes; }
+  int64_t max_sample_bytes() const override { return jpeg_ ? jpeg_->sample_bytes() : info_.max_value_bytes; }
+  void SetEpoch(int64_t epoch) const override {
+    if (jpeg_) jpeg_->SetEpoch(epoch);
+  }
   void InitWorker(int /*worker_id*/) const override { cost_.InitWorker(); }
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
   std::string BeforeRepeat() const override;
@@ -91,6 +99,9 @@ class LmdbDataset final : public loader::Dataset {
   const FilesOptions files_;
   const FormatOptions format_;
   const SampleCost cost_;
+  // decode: jpeg: each value a JPEG (or raw pixels, PPM), decoded, cropped
+  // and resized as a tar sample's .jpg member is.
+  std::unique_ptr<const JpegSamples> jpeg_;
   // Constant after construction.
   LmdbInfo info_;
   std::vector<std::string> keys_;  // a walked environment's keys, in sample order; empty for gen-data's

@@ -54,7 +54,7 @@ TarDataset::TarDataset(const FilesOptions& files, const FormatOptions& format, c
     for (const TarSample& s : samples) {
       Sample sample{static_cast<uint32_t>(fds_.size()), -1, {}};
       for (const auto& f : s.fields) {
-        if (jpeg_ && sample.jpeg_field < 0 && HasJpegExtension(f.name)) {
+        if (jpeg_ && sample.jpeg_field < 0 && (HasJpegExtension(f.name) || HasPpmExtension(f.name))) {
           sample.jpeg_field = static_cast<int32_t>(sample.fields.size());
         }
         sample.fields.push_back({f.data_offset, f.size});
@@ -64,7 +64,7 @@ TarDataset::TarDataset(const FilesOptions& files, const FormatOptions& format, c
         for (size_t m = 0; m < s.fields.size() && m < 8; ++m) names += (m == 0 ? "" : ", ") + s.fields[m].name;
         if (s.fields.size() > 8) names += ", ... (" + std::to_string(s.fields.size()) + " in all)";
         throw DatasetNotFound(path + ": sample '" + s.key + "' has no JPEG member (decode: jpeg reads the one named " +
-                              "KEY.jpg or KEY.jpeg, any case); its members: " + names +
+                              "KEY.jpg or KEY.jpeg, any case, or raw pixels as KEY.ppm); its members: " + names +
                               "; write the images as KEY.jpg members (`feedtune gen-data --layout tar --jpeg` "
                               "does), or drop decode: jpeg");
       }

@@ -8,7 +8,8 @@
 //            a member index built once at open (header reads only);
 //            stream: an IterableDataset whose shards are the files
 //   decode   jpeg: the sample is its JPEG member (the first named .jpg,
-//            .jpeg or .jpe, any case) decoded, cropped and resized
+//            .jpeg or .jpe, any case, or raw pixels named .ppm, as
+//            `convert --pixels` writes them) decoded, cropped and resized
 //            (workloads/jpeg_samples.h), in Read, which both accesses go
 //            through; the other members are not read. A sample without one
 //            fails the open, naming the file, the key and its members; a

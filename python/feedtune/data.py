@@ -47,7 +47,8 @@ class DataError(Exception):
 def open(path, decode=False, transform=None, iterable=False, rank=None, world_size=None):  # noqa: A001 (the one-line API)
     """The dataset at `path` (a folder `feedtune convert` wrote).
 
-    decode: JPEG samples decoded to (C, H, W) uint8 tensors (needs python3-pil).
+    decode: JPEG samples decoded to (C, H, W) uint8 tensors (needs python3-pil);
+        raw pixels (convert --pixels) as the same tensors, with no decode.
     transform: applied to each sample (after decode), as torchvision's transform=.
     iterable: tar shards only: a torch IterableDataset; each rank reads its
       share of the shards (rank, world_size: torch.distributed's when it is
@@ -55,9 +56,9 @@ def open(path, decode=False, transform=None, iterable=False, rank=None, world_si
     """
     manifest = _read_manifest(path)
     index = _read_index(path, manifest)
-    if decode and manifest.get("payload") != "jpg":
-        raise DataError("%s: decode=True decodes JPEG samples, and this dataset's samples are '%s' (as stored); "
-                        "leave out decode" % (path, manifest.get("payload")))
+    if decode and manifest.get("payload") not in ("jpg", "ppm"):
+        raise DataError("%s: decode=True decodes JPEG samples (or raw pixels, convert --pixels), and this dataset's "
+                        "samples are '%s' (as stored); leave out decode" % (path, manifest.get("payload")))
     if iterable:
         if manifest["layout"] != "tar":
             raise DataError("%s: iterable=True streams tar shards, and this dataset is %s (read by index): leave out "
@@ -158,7 +159,32 @@ class _Reader:
         return state
 
 
-def _decode_jpeg(data):
+def _ppm_pixels(data):
+    """Raw pixels as convert --pixels stores them (binary PPM, 8-bit RGB):
+    a (C, H, W) uint8 tensor, with no decode and no Pillow."""
+    fields, pos = [], 2
+    while len(fields) < 3:
+        while data[pos:pos + 1].isspace():
+            pos += 1
+        if data[pos:pos + 1] == b"#":
+            pos = data.index(b"\n", pos)
+            continue
+        end = pos
+        while data[end:end + 1].isdigit():
+            end += 1
+        fields.append(int(data[pos:end]))
+        pos = end
+    width, height, maxval = fields
+    if maxval != 255 or len(data) - pos - 1 != width * height * 3:
+        raise DataError("a raw-pixel sample of %d x %d (maxval %d) holds %d bytes of pixels: damaged"
+                        % (width, height, maxval, len(data) - pos - 1))
+    array = np.frombuffer(data, dtype=np.uint8, offset=pos + 1).reshape(height, width, 3)
+    return torch.from_numpy(array.copy()).permute(2, 0, 1)
+
+
+def _decode_image(data):
+    if data[:2] == b"P6":
+        return _ppm_pixels(data)
     try:
         from PIL import Image
     except ImportError:
@@ -191,7 +217,7 @@ class ConvertedDataset(Dataset):
     def _item(self, j):
         sample = self._reader.read(j)
         if self.decode:
-            sample = _decode_jpeg(sample)
+            sample = _decode_image(sample)
         if self.transform is not None:
             sample = self.transform(sample)
         if self.labels:

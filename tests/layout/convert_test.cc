@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <span>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -26,6 +27,7 @@
 #include "tests/common/cli_scratch.h"
 #include "workloads/format_io.h"
 #include "workloads/hdf5_dataset.h"
+#include "workloads/jpeg_samples.h"
 #include "workloads/synthetic_dataset.h"
 #include "workloads/tar_dataset.h"
 #include "workloads/tar_format.h"
@@ -111,6 +113,49 @@ TEST_F(ConvertCli, JpegFolderToTarHoldsEverySampleInOrderAndLeavesTheSourceAsItW
   EXPECT_FALSE(fs::exists(dir_ / "dst" / kStateName));
   for (const auto& f : manifest.at("files")) ExpectWholeTar(dir_ / "dst" / f.get<std::string>());
   EXPECT_EQ(Snapshot(P("jpeg")), before);
+}
+
+// --pixels: each JPEG stored decoded, as a PPM of its full size, verified
+// against the source decoded; a reader's decode: jpeg crops and resizes the
+// pixels without a decode, to the bytes it makes of the JPEG itself.
+TEST_F(ConvertCli, PixelsStoreEachJpegDecodedAndReadersCropThemAsJpegs) {
+  ASSERT_EQ(Run("gen-data --out " + P("jpeg") + " --layout jpeg --samples 12 --image-size 64x48 -q").code, 0);
+  auto r = Run("convert " + P("jpeg") + " " + P("dst") + " --layout tar --pixels --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("samples"), 12);
+  const auto manifest = nlohmann::json::parse(ReadFile(dir_ / "dst" / kManifestName));
+  EXPECT_EQ(manifest.at("payload"), "ppm");
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(P("jpeg"))) {
+    if (e.is_regular_file()) files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  const auto records = ReadIndex(P("dst/" + std::string(kIndexName)));
+  ASSERT_EQ(records.size(), 12u);
+  workloads::FilesOptions center;
+  center.decode = workloads::FilesDecode::kJpeg;
+  center.crop = workloads::CropMode::kCenter;
+  center.resize = 32;
+  const workloads::JpegSamples decoder(center, 0);
+  for (size_t j = 0; j < records.size(); ++j) {
+    const std::string stored = DstTarSample(P("dst"), records[j]);
+    ASSERT_EQ(stored.substr(0, 13), "P6\n64 48\n255\n") << j;
+    ASSERT_EQ(stored.size(), 13u + 64 * 48 * 3) << j;
+    const std::string jpeg = ReadFile(files[j]);
+    std::string from_pixels(32 * 32 * 3, '\0'), from_jpeg(32 * 32 * 3, '\0');
+    decoder.Decode(std::as_bytes(std::span(stored)), static_cast<int64_t>(j), std::as_writable_bytes(std::span(from_pixels)));
+    decoder.Decode(std::as_bytes(std::span(jpeg)), static_cast<int64_t>(j), std::as_writable_bytes(std::span(from_jpeg)));
+    EXPECT_EQ(from_pixels, from_jpeg) << "sample " << j;  // a 42 px crop to 32: no DCT scaling, the same pixels
+  }
+  // The layouts of rows of one size, and samples that are not JPEGs, are refused.
+  r = Run("convert " + P("jpeg") + " " + P("dst2") + " --layout npy --pixels");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--pixels is for --layout tar or lmdb"));
+  ASSERT_EQ(Run("gen-data --out " + P("n.npy") + " --layout npy --samples 4 --sample-bytes 100 -q").code, 0);
+  r = Run("convert " + P("n.npy") + " " + P("dst3") + " --layout tar --pixels");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--pixels decodes JPEG samples; the samples of "));
+  EXPECT_FALSE(fs::exists(dir_ / "dst3"));
 }
 
 TEST_F(ConvertCli, ImageFolderClassesBecomeLabelsInTheIndexAndTheClsMembers) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -29,7 +30,7 @@ TEST_F(LayoutCli, MeasuresEveryCandidateAndNamesByTheRule) {
   const auto r = Run("layout " + P("data.npy") + " --scratch " + P("scratch") +
                      " --measure-seconds 0.1 --repeats 2 --max-workers 1 --format json --db " + P("r.db"));
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("layout: [1/8] as-is: npy, cold, 0 workers: "));
+  EXPECT_THAT(r.err, HasSubstr("layout: [1/9] as-is: npy, cold, 0 workers: "));
   EXPECT_FALSE(fs::exists(dir_ / "scratch"));
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("dataset").at("samples"), 150);
@@ -37,7 +38,7 @@ TEST_F(LayoutCli, MeasuresEveryCandidateAndNamesByTheRule) {
   std::vector<std::string> names;
   for (const auto& c : j.at("candidates")) names.push_back(c.at("name"));
   EXPECT_EQ(names, (std::vector<std::string>{"as-is: npy", "tar, 16 shards, map-style", "tar, 16 shards, streamed",
-                                              "lmdb", "hdf5, chunk 1", "hdf5, chunk 1, gzip:4", "hdf5, chunk 32",
+                                              "tar, 64 shards, streamed", "lmdb", "hdf5, chunk 1", "hdf5, chunk 1, gzip:4", "hdf5, chunk 32",
                                               "hdf5, chunk 32, gzip:4"}));
   double fastest = 0, fastest_low = 0;
   for (const auto& c : j.at("candidates")) {
@@ -56,8 +57,14 @@ TEST_F(LayoutCli, MeasuresEveryCandidateAndNamesByTheRule) {
     }
   }
   // The gzip chunk of 32 over the cache: a shuffled read inflates the whole chunk.
-  EXPECT_DOUBLE_EQ(j.at("candidates")[7].at("read_amplification").get<double>(), 32.0);
-  EXPECT_DOUBLE_EQ(j.at("candidates")[4].at("read_amplification").get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(j.at("candidates")[8].at("read_amplification").get<double>(), 32.0);
+  EXPECT_DOUBLE_EQ(j.at("candidates")[5].at("read_amplification").get<double>(), 1.0);
+  // What writes each: the shard size of the sample's shards, for the whole dataset.
+  EXPECT_TRUE(j.at("candidates")[0].at("convert_arguments").is_null());
+  EXPECT_EQ(j.at("candidates")[3].at("convert_arguments"),
+            "--layout tar --shard-bytes " + std::to_string(150 * 40000 / 64));
+  EXPECT_EQ(j.at("candidates")[8].at("convert_arguments"), "--layout hdf5 --chunk-samples 32 --compression gzip:4");
+  EXPECT_EQ(j.at("decode"), "none");
   // The rule: the named one is within the noise of the fastest, with the fewest bytes of those
   // (or, when all are within it, the source).
   int64_t fewest = INT64_MAX;
@@ -71,7 +78,7 @@ TEST_F(LayoutCli, MeasuresEveryCandidateAndNamesByTheRule) {
       fewest_name = c.at("name");
     }
   }
-  if (within == 8) {
+  if (within == 9) {
     EXPECT_EQ(j.at("named"), "as-is: npy");
     EXPECT_FALSE(j.at("layout_matters").get<bool>());
   } else {
@@ -90,8 +97,8 @@ TEST_F(LayoutCli, MeasuresEveryCandidateAndNamesByTheRule) {
     cold += phase.starts_with("layout-cold: ");
     warm += phase.starts_with("layout-warm: ");
   }
-  EXPECT_GE(cold, 8);
-  EXPECT_EQ(warm, 8);
+  EXPECT_GE(cold, 9);
+  EXPECT_EQ(warm, 9);
   for (const auto& c : j.at("candidates")) {
     if (c.at("name") == j.at("named")) {
       EXPECT_DOUBLE_EQ(run.at("best").at("samples_per_s").get<double>(), c.at("cold").at("samples_per_s").get<double>());
@@ -131,6 +138,50 @@ TEST_F(LayoutCli, TheTableNamesOneRowAndSaysWhy) {
   for (size_t at = r.out.find("\n*"); at != std::string::npos; at = r.out.find("\n*", at + 1)) ++starred;
   EXPECT_EQ(starred, 1);
   EXPECT_FALSE(fs::exists(dir_ / "jpeg.layout-scratch"));  // beside PATH by default, and removed
+}
+
+// JPEG samples are decoded in every trial, as the job decodes them, and raw
+// pixels (decoded once by convert --pixels) are a candidate: bytes on disk
+// against decode CPU. HDF5 and npy, whose readers do not decode, are not.
+TEST_F(LayoutCli, JpegSamplesAreDecodedAndRawPixelsAreACandidate) {
+  ASSERT_EQ(Run("gen-data --out " + P("jpeg") + " --layout jpeg --samples 40 --image-size 64x48 -q").code, 0);
+  auto r = Run("layout " + P("jpeg") + " --measure-seconds 0.1 --repeats 2 --max-workers 1 --format json -q --db " +
+               P("r.db") + " --scratch " + P("scratch") + " --keep");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("decode"), "jpeg");
+  std::vector<std::string> names;
+  for (const auto& c : j.at("candidates")) {
+    names.push_back(c.at("name"));
+    EXPECT_TRUE(c.at("measured").get<bool>()) << c.dump();
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"as-is: a file per sample", "tar, 16 shards, map-style",
+                                              "tar, 16 shards, streamed", "tar, 64 shards, streamed",
+                                              "tar, raw pixels, 16 shards, streamed", "lmdb"}));
+  const auto& pixels = j.at("candidates")[4];
+  EXPECT_EQ(pixels.at("convert_arguments").get<std::string>().substr(0, 13), "--layout tar ");
+  EXPECT_THAT(pixels.at("convert_arguments").get<std::string>(), testing::EndsWith(" --pixels"));
+  // 64 x 48 x 3 bytes of pixels and a PPM header per image, more than the JPEGs.
+  EXPECT_GT(pixels.at("sample_bytes_on_disk").get<int64_t>(), 40 * 64 * 48 * 3);
+  EXPECT_LT(j.at("candidates")[0].at("sample_bytes_on_disk").get<int64_t>(), 40 * 64 * 48 * 3);
+  // Every candidate's config decodes.
+  for (const auto& entry : fs::directory_iterator(dir_ / "scratch")) {
+    if (entry.path().extension() != ".yaml") continue;
+    std::ifstream in(entry.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_THAT(text, HasSubstr("decode: jpeg")) << entry.path();
+  }
+  // A job that decodes elsewhere (on the GPU): the stored bytes only, and no raw pixels.
+  r = Run("layout " + P("jpeg") + " --decode none --measure-seconds 0.1 --repeats 2 --max-workers 1 --format json -q "
+          "--db " + P("r.db"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("decode"), "none");
+  EXPECT_EQ(j.at("candidates").size(), 5u);
+  ASSERT_EQ(Run("gen-data --out " + P("n.npy") + " --layout npy --samples 10 --sample-bytes 100 -q").code, 0);
+  r = Run("layout " + P("n.npy") + " --decode jpeg");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--decode jpeg: the samples of " + P("n.npy") + " are 'bin', not JPEGs"));
 }
 
 TEST_F(LayoutCli, BadInputIsRefusedWithTheFix) {

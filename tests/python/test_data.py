@@ -75,6 +75,7 @@ class OpenConverted(unittest.TestCase):
                     f.write(rng.integers(0, 256, size=50 + k, dtype=np.uint8).tobytes())
         run("convert", p("jpeg"), p("jpeg-tar"), "--layout", "tar", "--shard-bytes", "60000", "--shuffle", "5", "-q")
         run("convert", p("jpeg"), p("jpeg-lmdb"), "--layout", "lmdb", "-q")
+        run("convert", p("jpeg"), p("jpeg-pixels"), "--layout", "lmdb", "--pixels", "-q")
         run("convert", p("folder"), p("folder-tar"), "--layout", "tar", "--labels", "folder", "--shard-bytes",
             "300", "-q")
         for layout in ("tar", "hdf5", "npy", "lmdb"):
@@ -146,6 +147,11 @@ class OpenConverted(unittest.TestCase):
             want = torch.from_numpy(np.asarray(Image.open(io.BytesIO(jpeg)).convert("RGB")).copy()).permute(2, 0, 1)
             self.assertEqual(image.shape, (3, 48, 64))
             self.assertTrue(torch.equal(image, want))
+        # Raw pixels (convert --pixels) read as the same tensors, with no decode.
+        pixels = loader_items(data.open(self.p("jpeg-pixels"), decode=True))
+        self.assertEqual(len(pixels), 40)
+        for image, want in zip(pixels, images):
+            self.assertTrue(torch.equal(image, want))
         flipped = data.open(self.p("jpeg-tar"), decode=True, transform=lambda t: t.flip(2))
         self.assertTrue(torch.equal(flipped[3], images[3].flip(2)))
 
@@ -177,8 +183,8 @@ class OpenConverted(unittest.TestCase):
             f.write("{}")
         with self.assertRaisesRegex(data.DataError, "an interrupted convert .*--resume to finish it"):
             data.open(self.p("stopped"))
-        with self.assertRaisesRegex(data.DataError, "decode=True decodes JPEG samples, and this dataset's samples "
-                                                    "are 'bin'"):
+        with self.assertRaisesRegex(data.DataError, r"decode=True decodes JPEG samples \(or raw pixels, convert "
+                                                    r"--pixels\), and this dataset's samples are 'bin'"):
             data.open(self.p("h5-npy"), decode=True)
         with self.assertRaisesRegex(data.DataError, "iterable=True streams tar shards, and this dataset is hdf5"):
             data.open(self.p("h5-hdf5"), iterable=True)

@@ -755,7 +755,7 @@ TEST(ConfigTest, FilesDecodeJpegKeys) {
             "x.yaml:5:11: workload.resize: applies only with workload.decode: jpeg (the sample is the file's bytes "
             "otherwise); add decode: jpeg, or remove it");
   EXPECT_EQ(ErrorOf("workload:\n  kind: npy\n  path: a.npy\n  crop: random\n"),
-            "x.yaml:4:9: workload.crop: unknown key for workload.kind npy (it is for files, tfrecord and tar)");
+            "x.yaml:4:9: workload.crop: unknown key for workload.kind npy (it is for files, lmdb, tfrecord and tar)");
 }
 
 // decode: jpeg for the sharded formats: a record (or its feature), a tar
@@ -788,7 +788,7 @@ TEST(ConfigTest, ShardedDecodeJpegKeys) {
             "x.yaml:4:9: workload.crop: applies only with workload.decode: jpeg (the sample is its members' bytes "
             "otherwise); add decode: jpeg, or remove it");
   EXPECT_EQ(ErrorOf("workload:\n  kind: hdf5\n  path: a.h5\n  decode: jpeg\n"),
-            "x.yaml:4:11: workload.decode: unknown key for workload.kind hdf5 (it is for files, tfrecord and tar)");
+            "x.yaml:4:11: workload.decode: unknown key for workload.kind hdf5 (it is for files, lmdb, tfrecord and tar)");
 }
 
 // workload.path as a list of shards (tfrecord and tar): parsed in order,

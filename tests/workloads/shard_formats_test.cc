@@ -440,7 +440,7 @@ TEST_F(ShardJpeg, TarSampleWithoutJpegNamesKeyAndMembers) {
   WriteTars(2, 1);  // KEY.bin and KEY.cls
   EXPECT_EQ(OpenError<TarDataset>(),
             First(".tar") + ": sample '000000000' has no JPEG member (decode: jpeg reads the one named KEY.jpg or "
-                            "KEY.jpeg, any case); its members: 000000000.bin, 000000000.cls; write the images as "
+                            "KEY.jpeg, any case, or raw pixels as KEY.ppm); its members: 000000000.bin, 000000000.cls; write the images as "
                             "KEY.jpg members (`feedtune gen-data --layout tar --jpeg` does), or drop decode: jpeg");
 }
 

@@ -43,6 +43,12 @@ Layouts:
   npy    DST/data.npy: (N, B) uint8; samples of one size
   lmdb   DST/data.lmdb: value i under the key %09d of i
 
+--pixels (JPEG samples, tar or lmdb): each image is stored decoded, as raw
+pixels (binary PPM, %09d.ppm in tar): more bytes on disk, no decode in the
+job. The readers crop and resize them as they do JPEGs (decode: jpeg in a
+config; feedtune.data.open(DST, decode=True)); `feedtune layout` measures
+whether the trade pays on this box.
+
 Safe to stop: each file is written under a temporary name, synced and
 renamed, so an interrupted convert (Ctrl-C, kill -9, a full disk) leaves only
 whole files under final names; run the same command with --resume to go on.
@@ -60,6 +66,7 @@ Examples:
   feedtune convert data/jpeg data/jpeg-tar --layout tar --shard-bytes 100000000
   feedtune convert data/train data/train-tar --layout tar --labels folder --shuffle 7
   feedtune convert data/bad-chunks.h5 data/good.h5 --layout hdf5 --chunk-samples 1
+  feedtune convert data/jpeg data/jpeg-pixels --layout tar --pixels
   feedtune convert data/jpeg data/jpeg-tar --layout tar --resume)";
 
 class ConvertProgressLine {
@@ -135,6 +142,7 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
       "TFRecord SRC: a bytes feature of each Example (default: the whole record)")(
       "resume", "go on with an interrupted convert into DST")(
       "skip-bad", "leave out samples that do not read or decode, and list them")(
+      "pixels", "JPEG samples: store them decoded, as raw pixels (PPM), for tar or lmdb")(
       "format", po::value(&format_name)->default_value("table"), "the summary on stdout: table | json")(
       "quiet,q", "no progress");
   po::positional_options_description positional;
@@ -163,11 +171,17 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
   if (vm->count("shuffle") > 0) convert.shuffle_seed = seed;
   convert.resume = vm->count("resume") > 0;
   convert.skip_bad = vm->count("skip-bad") > 0;
+  convert.pixels = vm->count("pixels") > 0;
+  if (convert.pixels && convert.layout != "tar" && convert.layout != "lmdb") {
+    return usage_error("--pixels is for --layout tar or lmdb (decoded images differ in size; " + convert.layout +
+                       " holds rows of one size)");
+  }
   const bool quiet = vm->count("quiet") > 0;
 
-  std::unique_ptr<layout::SampleSource> source;
+  std::unique_ptr<layout::SampleSource> source, pixels;
   try {
     source = layout::OpenSource(src, source_options);
+    if (convert.pixels) pixels = layout::DecodedPixelsOf(*source);  // for the estimate; Convert decodes its own
     if (std::find(layout::ConvertLayouts().begin(), layout::ConvertLayouts().end(), convert.layout) ==
         layout::ConvertLayouts().end()) {
       return usage_error("--layout: expected tar | hdf5 | npy | lmdb, got '" + convert.layout + "'");
@@ -177,7 +191,7 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
     return usage_error(e.what());
   }
   // The free space, from an estimate, before anything is written.
-  const double estimate = layout::EstimateConvertBytes(*source, convert);
+  const double estimate = layout::EstimateConvertBytes(pixels ? *pixels : *source, convert);
   const int64_t free_bytes = workloads::FreeBytesFor(dst);
   if (!quiet) {
     std::fprintf(stderr, "convert: %s (%s, %lld samples%s) -> %s, layout %s: about %s to write (%s free there)\n",

@@ -41,21 +41,28 @@ files or JPEGs, an ImageFolder tree, .npy, HDF5, LMDB, TFRecord, tar shards).
 A sample of it (spread over the whole dataset; --sample-mb, by default an
 eighth of this box's memory up to 1 GB, so a warm read fits the page cache and
 a cold one is evicted) is written to --scratch in each candidate layout: the
-source as it is; tar shards read map-style and streamed; LMDB; and, for
-samples of one size, HDF5 with a chunk of 1 and of 32 samples, each plain and
-gzip:4, and npy. Each candidate is measured by `feedtune trial` runs, cold
-(evicted from the page cache before each window, mincore-checked) at
-num_workers 0, 1, 2, 4, ... while a doubling gains more than 5% beyond the
-noise (and within the sweep's memory budgets), then warm at its best setting,
-each with --repeats windows and a 95% interval. --cpu-us-per-sample stands for
-the job's decode and transforms, paid in every layout alike.
+source as it is; tar shards of a sixteenth of the sample read map-style and
+streamed, and of a sixty-fourth streamed; LMDB; and, for samples of one size,
+HDF5 with a chunk of 1 and of 32 samples, each plain and gzip:4, and npy. Each
+candidate is measured by `feedtune trial` runs, cold (evicted from the page
+cache before each window, mincore-checked) at num_workers 0, 1, 2, 4, ...
+while a doubling gains more than 5% beyond the noise (and within the sweep's
+memory budgets), then warm at its best setting, each with --repeats windows
+and a 95% interval.
+
+JPEG samples (--decode auto) are decoded, cropped and resized to 224x224 in
+every trial, as the job does, and one more candidate stores them decoded, as
+raw pixels (`convert --pixels`): bytes on disk against decode CPU.
+--cpu-us-per-sample stands for the job's other transforms, paid in every
+layout alike.
 
 The answer, per candidate: samples/s cold and warm at its best workers, bytes
 on disk and read amplification, the convert time, epoch time and payback in
 epochs for the whole dataset (extrapolated from the sample). The named layout
 is the fastest cold, or the one with the fewest bytes among those within its
 noise; where every candidate is within the noise, the layout does not matter
-here and the source as it is, is named. Then `feedtune convert` writes it.
+here and the source as it is, is named. The line under the table gives the
+`feedtune convert` command that writes it.
 
 Output: progress on stderr; the table (or --format json: {"dataset",
 "sample", "machine", "candidates": [...], "named", "why", "layout_matters"})
@@ -67,6 +74,7 @@ the source's as its baseline, the answer's JSON as its config.
 
 Examples:
   feedtune layout data/jpeg
+  feedtune layout data/jpeg --decode none          (the job decodes on the GPU)
   feedtune layout data/bad-chunks.h5 --cpu-us-per-sample 200 --format json
   feedtune layout data/train --scratch /mnt/fast/tmp --sample-mb 256 --keep)";
 
@@ -75,6 +83,8 @@ struct LayoutRequest {
   layout::SourceOptions source;
   int64_t sample_mb = 0;  // 0: from the box's memory
   int64_t cpu_us = 0;
+  std::string decode = "auto";  // auto | jpeg | none
+  bool decode_images = false;   // resolved: every candidate read with decode: jpeg
   int64_t batch_size = 32;
   int max_workers = 0;  // 0: 2 x usable CPUs, at least 4
   int repeats = 3;
@@ -223,6 +233,7 @@ nlohmann::json AnswerJson(const LayoutRequest& r, const layout::SampleSource& so
                     {"convert_seconds", a.convert_seconds},
                     {"epoch_seconds_cold", a.epoch_seconds_cold},
                     {"payback_epochs", a.payback_epochs ? nlohmann::json(*a.payback_epochs) : nlohmann::json(nullptr)},
+                    {"convert_arguments", res.as_is ? nlohmann::json(nullptr) : nlohmann::json(res.convert_arguments)},
                     {"within_noise_of_fastest", a.within_noise_of_fastest}});
   }
   return nlohmann::json{
@@ -231,12 +242,100 @@ nlohmann::json AnswerJson(const LayoutRequest& r, const layout::SampleSource& so
       {"machine", {{"hostname", machine.hostname}, {"usable_cpus", machine.usable_cpus},
                    {"mem_total_bytes", machine.mem_total_bytes}}},
       {"cpu_us_per_sample", r.cpu_us},
+      {"decode", r.decode_images ? "jpeg" : "none"},
       {"candidates", rows},
       {"named", advice.named >= 0 ? nlohmann::json(results[static_cast<size_t>(advice.named)].name)
                                   : nlohmann::json(nullptr)},
       {"layout_matters", advice.layout_matters},
       {"why", advice.why},
       {"cache_notes", cache_notes}};
+}
+
+// Stores the answer as a run with this host's fingerprint: one trial per
+// measurement, the named layout's best cold trial as its best, the source's
+// as its baseline, and the whole answer as its config. Returns the run's id;
+// throws results::StoreError.
+int64_t StoreAnswer(const LayoutRequest& r, const layout::SampleSource& source,
+                    const std::vector<layout::CandidateResult>& results,
+                    const std::vector<std::pair<size_t, results::TrialRecord>>& trials, const layout::Advice& advice,
+                    const nlohmann::json& answer, const results::Fingerprint& machine, const std::string& started_at) {
+  std::error_code ec;
+  fs::create_directories(fs::absolute(r.db).parent_path(), ec);
+  results::Store store = results::Store::Open(r.db);
+  results::RunRecord run;
+  run.machine_id = store.UpsertMachine(machine);
+  run.workload_name = "layout " + fs::path(r.path).filename().string();
+  const std::string identity = "layout|" + source.kind() + "|" + std::to_string(source.size()) + "|" +
+                               std::to_string(source.total_bytes()) + "|" + std::to_string(r.cpu_us) +
+                               (r.decode_images ? "|decode jpeg" : "");
+  run.workload_hash = workloads::Hex32(workloads::Crc32c(std::as_bytes(std::span(identity))));
+  run.config_yaml = answer.dump(1);
+  run.backend = "host-sim";
+  run.version = BuildString();
+  run.started_at = started_at;
+  run.id = store.BeginRun(run);
+  std::map<size_t, int64_t> cold_trial;  // the best cold trial of each candidate
+  for (const auto& [index, rec] : trials) {
+    const int64_t id = store.AddTrial(run.id, rec);
+    if (rec.phase.starts_with("layout-cold") && rec.knobs.num_workers == results[index].cold.workers &&
+        rec.status == results::TrialStatus::kOk) {
+      cold_trial[index] = id;
+    }
+  }
+  if (advice.named >= 0 && cold_trial.count(static_cast<size_t>(advice.named))) {
+    run.best_trial_id = cold_trial[static_cast<size_t>(advice.named)];
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].as_is && cold_trial.count(i)) {
+      run.baseline_trial_id = cold_trial[i];
+      if (advice.named >= 0 && results[i].cold.median > 0) {
+        run.speedup = results[static_cast<size_t>(advice.named)].cold.median / results[i].cold.median;
+      }
+    }
+  }
+  run.ended_at = NowIso8601();
+  run.status = advice.named >= 0 ? results::RunStatus::kDone : results::RunStatus::kFailed;
+  store.FinishRun(run);
+  return run.id;
+}
+
+// The answer as a table on stdout, with the line that says why, the
+// convert command that writes the named layout, and the cache notes.
+void PrintTable(const LayoutRequest& r, const layout::SampleSource& source, int64_t count,
+                const std::vector<layout::CandidateResult>& results, const layout::Advice& advice,
+                const results::Fingerprint& machine, const std::vector<std::string>& cache_notes) {
+  std::printf("%-36s %7s %24s %10s %10s %6s %9s %9s %8s\n", "layout", "workers", "cold samples/s (95% CI)", "warm",
+              "on disk", "ampl.", "convert", "epoch", "payback");
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& res = results[i];
+    const auto& a = advice.rows[i];
+    if (!res.measured) {
+      std::printf("%-36s not measured: %s\n", res.name.c_str(), res.error.c_str());
+      continue;
+    }
+    char cold[64], payback[32];
+    std::snprintf(cold, sizeof cold, "%.0f (%.0f-%.0f)", res.cold.median, res.cold.ci_low, res.cold.ci_high);
+    if (res.as_is) std::snprintf(payback, sizeof payback, "source");
+    else if (a.payback_epochs) std::snprintf(payback, sizeof payback, "%.1f", *a.payback_epochs);
+    else std::snprintf(payback, sizeof payback, "never");
+    std::printf("%s%-35s %7d %24s %10.0f %10s %5.1fx %9s %9s %8s\n", static_cast<int>(i) == advice.named ? "*" : " ",
+                res.name.c_str(), res.cold.workers, cold, res.warm.median,
+                workloads::FormatMegabytes(static_cast<double>(a.bytes_on_disk)).c_str(), res.read_amplification,
+                res.as_is ? "-" : Seconds(a.convert_seconds).c_str(), Seconds(a.epoch_seconds_cold).c_str(), payback);
+  }
+  std::printf("\nnamed: %s\n", advice.why.c_str());
+  if (advice.named >= 0 && !results[static_cast<size_t>(advice.named)].as_is) {
+    std::printf("write it: feedtune convert %s DST %s%s\n", r.path.c_str(),
+                results[static_cast<size_t>(advice.named)].convert_arguments.c_str(),
+                r.source.labels == "auto" ? "" : (" --labels " + r.source.labels).c_str());
+  }
+  std::printf("(%lld of %lld samples measured on %s, %d usable CPUs%s; on disk, convert, epoch and payback are for "
+              "the whole dataset, extrapolated)\n",
+              static_cast<long long>(count), static_cast<long long>(source.size()), machine.hostname.c_str(),
+              machine.usable_cpus, r.decode_images ? ", each JPEG decoded, cropped and resized to 224x224" : "");
+  for (const std::string& n : cache_notes) {
+    if (n.find(" 0% stayed resident") == std::string::npos) std::printf("note: %s\n", n.c_str());  // else cold as said
+  }
 }
 
 }  // namespace
@@ -249,7 +348,9 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
       "sample-mb", po::value(&r.sample_mb)->default_value(0),
       "the sample's size in MB (0: an eighth of this box's memory, at most 1000)")(
       "cpu-us-per-sample", po::value(&r.cpu_us)->default_value(0),
-      "the job's decode and transforms per sample, paid in every layout")(
+      "the job's transforms per sample (beyond --decode), paid in every layout")(
+      "decode", po::value(&r.decode)->default_value("auto"),
+      "auto | jpeg | none: whether the job decodes JPEG samples (auto: when they are JPEGs)")(
       "batch-size", po::value(&r.batch_size)->default_value(32), "the loader's batch size")(
       "max-workers", po::value(&r.max_workers)->default_value(0), "the doubling's end (0: 2 x usable CPUs, >= 4)")(
       "repeats", po::value(&r.repeats)->default_value(3), "measurement windows per trial")(
@@ -281,12 +382,21 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
   if (r.max_workers == 0) r.max_workers = std::max(4, 2 * usable);
   if (r.max_workers < 0 || r.max_workers > 256) return usage_error("--max-workers: expected an integer in [0, 256]");
 
+  if (r.decode != "auto" && r.decode != "jpeg" && r.decode != "none") {
+    return usage_error("--decode: expected auto, jpeg or none, got '" + r.decode + "'");
+  }
   std::unique_ptr<layout::SampleSource> source;
   try {
     source = layout::OpenSource(r.path, r.source);
   } catch (const std::exception& e) {
     return usage_error(e.what());
   }
+  const bool jpegs = source->payload_extension() == "jpg";
+  if (r.decode == "jpeg" && !jpegs) {
+    return usage_error("--decode jpeg: the samples of " + r.path + " are '" + source->payload_extension() +
+                       "', not JPEGs; give --decode none, or --cpu-us-per-sample for the job's own decode");
+  }
+  r.decode_images = jpegs && r.decode != "none";
   if (r.scratch.empty()) {
     fs::path p = fs::absolute(r.path);
     while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "data/jpeg/"
@@ -302,8 +412,9 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
   const int64_t count = std::clamp<int64_t>(static_cast<int64_t>(static_cast<double>(budget) / std::max(1.0, mean)),
                                             std::min<int64_t>(source->size(), 64), source->size());
   const auto sample = layout::SubsetOf(*source, layout::SpreadIndices(source->size(), count));
-  const auto candidates = layout::PlanCandidates(*source, r.path, r.scratch);
-  const double need = static_cast<double>(sample->total_bytes()) * 1.5 * static_cast<double>(candidates.size());
+  const auto candidates = layout::PlanCandidates(*source, r.path, r.scratch, r.decode_images);
+  double need = static_cast<double>(sample->total_bytes()) * 1.5 * static_cast<double>(candidates.size());
+  if (r.decode_images) need += 1.1 * static_cast<double>(layout::DecodedPixelsOf(*sample)->total_bytes());
   const int64_t free_bytes = workloads::FreeBytesFor(r.scratch);
   if (free_bytes >= 0 && need > static_cast<double>(free_bytes) * 0.9) {
     return usage_error("--scratch " + r.scratch + ": the candidates take about " + workloads::FormatMegabytes(need) +
@@ -334,6 +445,7 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
     layout::CandidateResult res;
     res.name = c.name;
     res.as_is = c.as_is;
+    if (!c.as_is) res.convert_arguments = layout::ConvertArguments(c);
     std::string note;
     try {
       if (!written.count(c.data)) written[c.data] = layout::WriteCandidate(c, *sample, stop);
@@ -442,42 +554,8 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
   // measurement, the named layout's cold trial as its best, the source's as
   // its baseline, and the whole answer as its config.
   try {
-    fs::create_directories(fs::absolute(r.db).parent_path(), ec);
-    results::Store store = results::Store::Open(r.db);
-    results::RunRecord run;
-    run.machine_id = store.UpsertMachine(machine);
-    run.workload_name = "layout " + fs::path(r.path).filename().string();
-    const std::string identity = "layout|" + source->kind() + "|" + std::to_string(source->size()) + "|" +
-                                 std::to_string(source->total_bytes()) + "|" + std::to_string(r.cpu_us);
-    run.workload_hash = workloads::Hex32(workloads::Crc32c(std::as_bytes(std::span(identity))));
-    run.config_yaml = answer.dump(1);
-    run.backend = "host-sim";
-    run.version = BuildString();
-    run.started_at = started_at;
-    run.id = store.BeginRun(run);
-    std::map<size_t, int64_t> cold_trial;  // the best cold trial of each candidate
-    for (const auto& [index, rec] : trials) {
-      const int64_t id = store.AddTrial(run.id, rec);
-      if (rec.phase.starts_with("layout-cold") && rec.knobs.num_workers == results[index].cold.workers &&
-          rec.status == results::TrialStatus::kOk) {
-        cold_trial[index] = id;
-      }
-    }
-    if (advice.named >= 0 && cold_trial.count(static_cast<size_t>(advice.named))) {
-      run.best_trial_id = cold_trial[static_cast<size_t>(advice.named)];
-    }
-    for (size_t i = 0; i < results.size(); ++i) {
-      if (results[i].as_is && cold_trial.count(i)) {
-        run.baseline_trial_id = cold_trial[i];
-        if (advice.named >= 0 && results[i].cold.median > 0) {
-          run.speedup = results[static_cast<size_t>(advice.named)].cold.median / results[i].cold.median;
-        }
-      }
-    }
-    run.ended_at = NowIso8601();
-    run.status = advice.named >= 0 ? results::RunStatus::kDone : results::RunStatus::kFailed;
-    store.FinishRun(run);
-    if (!r.quiet) std::cerr << "layout: stored as run " << run.id << " in " << r.db << "\n";
+    const int64_t run_id = StoreAnswer(r, *source, results, trials, advice, answer, machine, started_at);
+    if (!r.quiet) std::cerr << "layout: stored as run " << run_id << " in " << r.db << "\n";
   } catch (const results::StoreError& e) {
     std::cerr << "feedtune layout: " << e.what() << "\n";
     status = kExitFailure;
@@ -485,32 +563,7 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
   if (r.format == "json") {
     std::cout << answer.dump() << "\n";
   } else {
-    std::printf("%-30s %7s %24s %10s %10s %6s %9s %9s %8s\n", "layout", "workers", "cold samples/s (95% CI)",
-                "warm", "on disk", "ampl.", "convert", "epoch", "payback");
-    for (size_t i = 0; i < results.size(); ++i) {
-      const auto& res = results[i];
-      const auto& a = advice.rows[i];
-      if (!res.measured) {
-        std::printf("%-30s not measured: %s\n", res.name.c_str(), res.error.c_str());
-        continue;
-      }
-      char cold[64], payback[32];
-      std::snprintf(cold, sizeof cold, "%.0f (%.0f-%.0f)", res.cold.median, res.cold.ci_low, res.cold.ci_high);
-      if (res.as_is) std::snprintf(payback, sizeof payback, "source");
-      else if (a.payback_epochs) std::snprintf(payback, sizeof payback, "%.1f", *a.payback_epochs);
-      else std::snprintf(payback, sizeof payback, "never");
-      std::printf("%s%-29s %7d %24s %10.0f %10s %5.1fx %9s %9s %8s\n", static_cast<int>(i) == advice.named ? "*" : " ",
-                  res.name.c_str(), res.cold.workers, cold, res.warm.median,
-                  workloads::FormatMegabytes(static_cast<double>(a.bytes_on_disk)).c_str(), res.read_amplification,
-                  res.as_is ? "-" : Seconds(a.convert_seconds).c_str(), Seconds(a.epoch_seconds_cold).c_str(), payback);
-    }
-    std::printf("\nnamed: %s\n", advice.why.c_str());
-    std::printf("(%lld of %lld samples measured on %s, %d usable CPUs; on disk, convert, epoch and payback are for the "
-                "whole dataset, extrapolated)\n",
-                static_cast<long long>(count), static_cast<long long>(source->size()), machine.hostname.c_str(), usable);
-    for (const std::string& n : cache_notes) {
-      if (n.find(" 0% stayed resident") == std::string::npos) std::printf("note: %s\n", n.c_str());  // else cold as said
-    }
+    PrintTable(r, *source, count, results, advice, machine, cache_notes);
   }
   if (status != kExitOk) return status;
   return advice.named >= 0 ? kExitOk : kExitFailure;

@@ -223,8 +223,8 @@ constexpr Key kKeyTable[] = {
          static_cast<int>(workloads::CacheMode::kCold) + 1,
          &EnumName<workloads::CacheMode, &workloads::CacheModeName>),
      kOnDisk},
-    // files (layout files), tfrecord and tar: each sample a JPEG, decoded,
-    // cropped and resized (workloads/jpeg_samples.h). kIfSet: workloads
+    // files (layout files), tfrecord, tar and lmdb: each sample a JPEG (or
+    // raw pixels, PPM), decoded, cropped and resized (workloads/jpeg_samples.h). kIfSet: workloads
     // written before these keys keep their hashes.
     {"workload.decode", Hashed::kIfSet,
      Enum<kWorkload, kFiles, &Files::decode>(

@@ -43,7 +43,7 @@ constexpr KindMask kSharded = kTfRecordOnly | KindBit(WorkloadKind::kTar);  // s
 constexpr KindMask kOnDisk = kFilesOnly | kNpyOnly | kHdf5Only | kLmdbOnly | kSharded;
 constexpr KindMask kDatasets = kSyntheticOnly | kOnDisk;  // native datasets: the per-sample cost keys
 // The kinds whose samples can be JPEGs to decode (workload.decode: jpeg).
-constexpr KindMask kJpegDecoding = kFilesOnly | kSharded;
+constexpr KindMask kJpegDecoding = kFilesOnly | kSharded | kLmdbOnly;
 
 // "a", "a and b", "a, b and c": the kinds of `mask`.
 std::string KindNames(KindMask mask);

@@ -257,6 +257,7 @@ void Parser::CheckCrossKey(const SweepConfig& config) const {
   if ((kJpegDecoding & KindBit(kind)) != 0 && config.workload.files.decode == workloads::FilesDecode::kNone) {
     const char* stored = kind == WorkloadKind::kFiles      ? "the file's bytes"
                          : kind == WorkloadKind::kTfRecord ? "the record's bytes"
+                         : kind == WorkloadKind::kLmdb     ? "the value's bytes"
                                                            : "its members' bytes";
     for (const char* path : {"workload.crop", "workload.resize"}) {
       if (const auto it = given_.find(path); it != given_.end()) {
