@@ -5,7 +5,8 @@
 //
 // The rule: the named layout is the fastest cold; among the candidates whose
 // cold interval overlaps the fastest's (within its noise), the one with the
-// fewest bytes on disk. When every candidate is within the noise of the
+// fewest bytes on disk, where that is at least 5% fewer than the fastest's
+// (else the fastest). When every candidate is within the noise of the
 // fastest, the layout does not matter here (the per-sample CPU cost or the
 // loader is the limit) and the source as it is, is named.
 #pragma once

@@ -55,6 +55,18 @@ TEST(Advise, NamesTheFewestBytesWithinTheNoiseOfTheFastest) {
   EXPECT_THAT(advice.why, HasSubstr("the fewest bytes on disk of those (0.0 MB against 0.0 MB)"));
 }
 
+// A saving under 5% of the fastest's bytes (tar's headers against npy's rows)
+// does not name a slower layout within the noise: the fastest stays named.
+TEST(Advise, BytesWithinFivePercentOfTheFastestDoNotNameASlowerLayout) {
+  const auto advice = Advise({Row("as-is", 100, 95, 105, 1000, true), Row("tar streamed", 11000, 10500, 11600, 1000),
+                              Row("npy", 10500, 9800, 10600, 990), Row("hdf5", 9000, 8500, 9500, 900)},
+                             1000, 1000);
+  EXPECT_EQ(advice.named, 1);
+  EXPECT_TRUE(advice.rows[2].within_noise_of_fastest);
+  EXPECT_THAT(advice.why, HasSubstr("tar streamed: the fastest cold, 11000 samples/s"));
+  EXPECT_THAT(advice.why, HasSubstr("none of the 1 within its noise saves 5% of its bytes"));
+}
+
 TEST(Advise, SaysTheLayoutDoesNotMatterWhenEveryCandidateIsWithinTheNoise) {
   const auto advice = Advise({Row("tar", 1010, 900, 1100, 110), Row("as-is", 1000, 950, 1050, 100, true),
                               Row("lmdb", 990, 920, 1060, 120)},

@@ -330,6 +330,36 @@ TEST_F(ConvertCli, CtrlCStopsWithExit130AndResumeGoesOn) {
   ExpectFolderSamples(P("src"), P("dst"), 1500);
 }
 
+// A write that fails mid-convert, as on a full disk: here the file-size
+// limit (ulimit -f, SIGXFSZ ignored) makes write() fail with EFBIG where a
+// full disk gives ENOSPC, through the same path. The convert stops naming
+// the file, leaves nothing under a final name, and --resume, once there is
+// room, finishes verified.
+TEST_F(ConvertCli, AFailedWriteStopsNamingTheFileAndResumeFinishes) {
+  ASSERT_EQ(Run("gen-data --out " + P("src") + " --layout files --samples 60 --sample-bytes 40000 -q").code, 0);
+  const std::string args = "convert " + P("src") + " " + P("dst") + " --layout tar --shard-bytes 400000 -q";
+  // dash counts ulimit -f in 512-byte blocks, bash in 1024: 200 is 100-200 KB, under a 400 KB shard.
+  const std::string limited = "sh -c \"trap '' XFSZ; ulimit -f 200; exec " + std::string(FEEDTUNE_BINARY) + " " +
+                              args + " >" + P("full.out") + " 2>" + P("full.err") + "\"";
+  const int status = std::system(limited.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  const std::string err = ReadFile(dir_ / "full.err");
+  EXPECT_THAT(err, HasSubstr("feedtune convert: " + P("dst") + "/.data-00000-of-"));
+  EXPECT_THAT(err, HasSubstr(".tar.partial: write failed: File too large"));
+  for (const auto& e : fs::directory_iterator(dir_ / "dst")) {
+    const std::string name = e.path().filename().string();
+    EXPECT_TRUE(name.starts_with(".") || name == kStateName) << name << " under a final name";
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "dst" / kManifestName));
+  const auto resumed = Run(args + " --resume");
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  ExpectFolderSamples(P("src"), P("dst"), 60);
+  for (const auto& e : fs::directory_iterator(dir_ / "dst")) {
+    EXPECT_FALSE(e.path().filename().string().ends_with(".partial")) << e.path();
+  }
+}
+
 // A shard damaged between the kill and the resume: the verification finds
 // the sample, names it, and writes no manifest.
 TEST_F(ConvertCli, VerificationNamesTheSampleThatDiffersFromTheSource) {

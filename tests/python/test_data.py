@@ -2,8 +2,9 @@
 DataLoader with worker processes, against the source read directly: the same
 samples in the same numbering with the same labels, for every layout convert
 writes (tar, hdf5, npy, lmdb), from a JPEG folder, an ImageFolder tree, an
-HDF5 file with labels and tar shards; decoded images; the tar shards as an
-IterableDataset split by rank and then by worker; and the errors.
+HDF5 file with labels and tar shards; decoded images and raw pixels; the tar
+shards as an IterableDataset split by rank and then by worker; autotune over
+a DataLoader of it; and the errors.
 
     PYTHONPATH=python python3 -m unittest tests/python/test_data.py
 
@@ -154,6 +155,27 @@ class OpenConverted(unittest.TestCase):
             self.assertTrue(torch.equal(image, want))
         flipped = data.open(self.p("jpeg-tar"), decode=True, transform=lambda t: t.flip(2))
         self.assertTrue(torch.equal(flipped[3], images[3].flip(2)))
+
+    def test_autotune_tunes_a_loader_over_it(self):
+        """feedtune.autotune over a DataLoader of data.open(DST): tuned within
+        its budget, and every epoch, while tuning and after, yields every
+        sample of the source once with its label."""
+        from feedtune import autotune
+        rows, labels = self.h5_source()
+        want = sorted(zip(rows, labels))
+        loader = DataLoader(data.open(self.p("h5-lmdb")), batch_size=6, shuffle=True, collate_fn=as_list)
+        tuned = autotune(loader, results=self.p("job.db"), budget_s=2.0, feedtune_bin=BINARY, verbose=False)
+        try:
+            after = 0
+            for _ in range(40):
+                self.assertEqual(sorted(item for batch in tuned for item in batch), want)
+                if tuned.phase != "tuning":
+                    after += 1
+                    if after == 2:
+                        break
+            self.assertEqual(tuned.phase, "tuned", tuned.decision)
+        finally:
+            tuned.close()
 
     def test_iterable_splits_shards_by_rank_then_worker(self):
         rows, labels = self.h5_source()

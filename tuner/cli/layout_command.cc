@@ -145,13 +145,14 @@ results::TrialRecord RecordOf(const nlohmann::json& j, int workers) {
 }
 
 TrialOutcome RunTrialOf(const LayoutRequest& r, const std::string& config, int workers, bool cold,
-                        const std::string& err_path, double measure_seconds) {
+                        const std::string& err_path, double measure_seconds, int repeats) {
   char seconds[32];
   std::snprintf(seconds, sizeof seconds, "%.3f", measure_seconds);
   const std::vector<std::string> argv = {SelfExe(), "trial", config, "--json",
                                          "--set", "loader.num_workers=" + std::to_string(workers),
                                          "--set", std::string("workload.cache=") + (cold ? "cold" : "warm"),
                                          "--set", std::string("sweep.measure_seconds=") + seconds,
+                                         "--set", "sweep.repeats=" + std::to_string(repeats),
                                          "--db", r.db};
   std::string out;
   const int code = RunCapturing(argv, &out, err_path);
@@ -189,6 +190,28 @@ TrialOutcome RunTrialOf(const LayoutRequest& r, const std::string& config, int w
 // The shortest cold window: below it, a window's start and its first
 // batches weigh on the figure.
 constexpr double kShortestWindow = 0.1;
+// The most windows a shortened cold point takes (see ColdPoint).
+constexpr int kMostShortWindows = 15;
+
+// One cold point: `workers` over `count` samples. A cold window is cold only
+// for its first pass over the sample, so a window that reads it more than
+// once is run again, shortened to 0.8 of a pass, with more windows (up to
+// kMostShortWindows) so that the point still reads for about --repeats x
+// --measure-seconds: short windows are noisy, and the named layout is chosen
+// from these medians and intervals. *passes: how many times the shortened
+// window still read the sample (over 1: its later passes were warm).
+TrialOutcome ColdPoint(const LayoutRequest& r, const std::string& config, int workers, int64_t count,
+                       const std::string& err_path, double* passes) {
+  TrialOutcome t = RunTrialOf(r, config, workers, true, err_path, r.measure_seconds, r.repeats);
+  *passes = t.ok ? t.rate.median * r.measure_seconds / static_cast<double>(count) : 0;
+  if (*passes <= 1) return t;
+  const double shorter = std::max(kShortestWindow, 0.8 * static_cast<double>(count) / t.rate.median);
+  const int repeats = std::clamp(static_cast<int>(std::lround(r.repeats * r.measure_seconds / shorter)), r.repeats,
+                                 std::max(r.repeats, kMostShortWindows));
+  t = RunTrialOf(r, config, workers, true, err_path, shorter, repeats);
+  *passes = t.ok ? t.rate.median * shorter / static_cast<double>(count) : 0;
+  return t;
+}
 
 // A gain beyond the noise: 5% over the best so far, and its interval above that median.
 bool Gains(const layout::Rate& next, const layout::Rate& best) {
@@ -479,15 +502,8 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
         status = kExitInterrupted;
         break;
       }
-      TrialOutcome t = RunTrialOf(r, config, workers, true, err_path, r.measure_seconds);
-      // A cold window is cold only for its first pass over the sample: a
-      // window that reads it more than once is run again, shorter.
-      double passes = t.ok ? t.rate.median * r.measure_seconds / static_cast<double>(count) : 0;
-      if (passes > 1) {
-        const double shorter = std::max(kShortestWindow, 0.8 * static_cast<double>(count) / t.rate.median);
-        t = RunTrialOf(r, config, workers, true, err_path, shorter);
-        passes = t.ok ? t.rate.median * shorter / static_cast<double>(count) : 0;
-      }
+      double passes = 0;
+      const TrialOutcome t = ColdPoint(r, config, workers, count, err_path, &passes);
       if (passes > 1.05) {
         note = "a cold window read the sample " + std::to_string(passes).substr(0, 4) + " times even at " +
                std::to_string(kShortestWindow).substr(0, 4) + " s, so its later passes were warm (the cold figure " +
@@ -512,7 +528,14 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
         last_error = t.error;
         break;  // over a budget, or failed: the doubling ends here
       }
-      if (best.median > 0 && !Gains(t.rate, best)) break;
+      // 0 -> 1 worker moves the one reader into a process; the doubling from
+      // 1 adds readers. So the doubling ends only at a step from 1 or more
+      // that does not gain (a cold LMDB gains nothing at 1 and 3x at 4).
+      if (best.median > 0 && !Gains(t.rate, best)) {
+        if (workers >= 2) break;
+        if (t.rate.median > best.median) best = t.rate;
+        continue;
+      }
       best = t.rate;
     }
     if (status != kExitOk) break;
@@ -523,7 +546,7 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
       continue;
     }
     res.cold = best;
-    const TrialOutcome warm = RunTrialOf(r, config, best.workers, false, err_path, r.measure_seconds);
+    const TrialOutcome warm = RunTrialOf(r, config, best.workers, false, err_path, r.measure_seconds, r.repeats);
     if (warm.ok) {
       res.warm = warm.rate;
       results::TrialRecord rec = warm.record;
