@@ -100,8 +100,9 @@ Advice Advise(const std::vector<CandidateResult>& results, int64_t dataset_sampl
     const auto& payback = advice.rows[static_cast<size_t>(named)].payback_epochs;
     char buf[160];
     if (payback) {
-      std::snprintf(buf, sizeof buf, "; converting the whole dataset takes about %.0f s and pays back after %.1f epochs",
-                    advice.rows[static_cast<size_t>(named)].convert_seconds, *payback);
+      const double convert_s = advice.rows[static_cast<size_t>(named)].convert_seconds;
+      std::snprintf(buf, sizeof buf, "; converting the whole dataset takes about %.*f s and pays back after %.1f epochs",
+                    convert_s < 10 ? 1 : 0, convert_s, *payback);
     } else {
       std::snprintf(buf, sizeof buf, "; it is not faster than the source, so converting never pays back in time");
     }
