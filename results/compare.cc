@@ -16,11 +16,30 @@
 #include "results/units.h"
 
 namespace feedtune::results {
+
+namespace internal {
+
+// Minutes are enough to tell runs apart.
+std::string ShortDate(const std::string& iso) {
+  if (iso.size() < 16) return iso.empty() ? "-" : iso;
+  std::string text = iso.substr(0, 16);
+  text[10] = ' ';
+  return text;
+}
+
+std::string CountText(int n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+}  // namespace internal
+
 namespace {
 
 using Json = nlohmann::ordered_json;
+using internal::CountText;
 using internal::EscapeHtml;
 using internal::ExactNumber;
+using internal::ShortDate;
 
 
 
@@ -69,14 +88,6 @@ std::string CompactKnobs(const loader::Knobs& k) {
   return "nw=" + std::to_string(k.num_workers) + " pin=" + (k.pin_memory ? "1" : "0") +
          " nb=" + (k.non_blocking ? "1" : "0") + " pf=" + std::to_string(k.prefetch_factor) +
          " pers=" + (k.persistent_workers ? "1" : "0") + " bs=" + std::to_string(k.batch_size);
-}
-
-// "2024-05-01T10:05:00Z" -> "2024-05-01 10:05": minutes are enough to tell runs apart.
-std::string ShortDate(const std::string& iso) {
-  if (iso.size() < 16) return iso.empty() ? "-" : iso;
-  std::string text = iso.substr(0, 16);
-  text[10] = ' ';
-  return text;
 }
 
 struct Candidate {
@@ -281,10 +292,6 @@ int HostCount(const std::vector<const ClassSpread*>& classes) {
   return hosts;
 }
 
-std::string CountText(int n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
 // When the hosts of a workload were measured by different feedtune builds,
 // which build measured which hosts: a difference between them may be the
 // build's, not the machines'. Empty when they all agree.
@@ -323,6 +330,13 @@ Json OptionalVersion(const std::string& version) { return version.empty() ? Json
 std::string KneeText(const CompareRow& row) {
   if (!row.knee_workers) return "-";
   return std::to_string(*row.knee_workers) + (row.ranks > 1 ? " per rank" : "");
+}
+
+// The rows of one workload's classes, in compare's order.
+std::vector<const CompareRow*> RowsOf(const std::vector<const ClassSpread*>& classes) {
+  std::vector<const CompareRow*> rows;
+  for (const ClassSpread* spread : classes) rows.insert(rows.end(), spread->rows.begin(), spread->rows.end());
+  return rows;
 }
 
 }  // namespace
@@ -467,8 +481,7 @@ std::string Cell(const std::string& text, bool number = false) {
 
 // One bar per host, best over its baseline.
 std::string HostBars(const std::vector<const ClassSpread*>& classes) {
-  std::vector<const CompareRow*> group;
-  for (const ClassSpread* spread : classes) group.insert(group.end(), spread->rows.begin(), spread->rows.end());
+  const std::vector<const CompareRow*> group = RowsOf(classes);
   double top = 0;
   for (const CompareRow* row : group) {
     if (std::isfinite(row->best_samples_per_s)) top = std::max(top, row->best_samples_per_s);

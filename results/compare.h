@@ -95,4 +95,12 @@ std::string RenderCompareTable(const std::vector<CompareRow>& rows);
 std::string RenderCompareJson(const std::vector<CompareRow>& rows);  // ends with a newline
 std::string RenderCompareHtml(const std::vector<CompareRow>& rows);
 
+// Shared by the renderers of this folder.
+namespace internal {
+// "2024-05-01T10:05:00Z" -> "2024-05-01 10:05".
+std::string ShortDate(const std::string& iso);
+// "1 host", "3 hosts".
+std::string CountText(int n, const char* one, const char* many);
+}  // namespace internal
+
 }  // namespace feedtune::results

@@ -227,6 +227,13 @@ std::string RenderRows(const std::vector<TableColumn>& columns,
   return text;
 }
 
+std::string MachineText(const Fingerprint& m) {
+  std::string text = (m.label.empty() ? m.hostname : m.label) + ", " + m.cpu_model + ", " +
+                     std::to_string(m.usable_cpus) + " of " + std::to_string(m.logical_cpus) + " CPUs usable";
+  if (m.gpu_count > 0) text += ", " + std::to_string(m.gpu_count) + "x " + m.gpu_name;
+  return text;
+}
+
 std::string EscapeHtml(std::string_view text) {
   std::string out;
   out.reserve(text.size());
@@ -412,14 +419,7 @@ std::string RunHeaderText(const RunView& view) {
   text += "backend:  " + run.backend + "\n";
   // Which build measured it: the version, commit, compiler and CUDA toolkit.
   if (!run.version.empty()) text += "build:    feedtune " + run.version + "\n";
-  if (view.machine) {
-    const Fingerprint& m = *view.machine;
-    text += "machine:  " + (m.label.empty() ? m.hostname : m.label) + ", " + m.cpu_model + ", " +
-            std::to_string(m.usable_cpus) + " of " + std::to_string(m.logical_cpus) +
-            " CPUs usable";
-    if (m.gpu_count > 0) text += ", " + std::to_string(m.gpu_count) + "x " + m.gpu_name;
-    text += "\n";
-  }
+  if (view.machine) text += "machine:  " + internal::MachineText(*view.machine) + "\n";
   text += "started:  " + run.started_at;
   if (!run.ended_at.empty()) text += ", ended " + run.ended_at;
   text += "\n";
