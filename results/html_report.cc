@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "results/background.h"
+#include "results/layout_report.h"
 #include "results/report.h"
 #include "results/node_report.h"
 #include "results/timeline_html.h"
@@ -56,6 +57,7 @@ table.trials th.n { white-space: normal; max-width: 64px; }
 th { background: #f6f8fa; font-weight: 600; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr.best td { background: #e9f7ef; }
+tr.named td, td.named { background: #e9f7ef; font-weight: 600; }
 tr.knee td { background: #fff8e1; }
 tr.failed td { color: #b42318; }
 tr.outlier td { background: #fdecea; }
@@ -498,6 +500,8 @@ std::string ConfigText(const loader::Knobs& k) {
 }  // namespace
 
 std::string RenderHtml(const RunView& view) {
+  // A `feedtune layout` run: its answer's chart and table (results/layout_report.h).
+  if (const auto answer = LayoutAnswer(view.run)) return RenderLayoutHtml(view, *answer);
   const RunRecord& run = view.run;
   const TrialRecord* baseline = BaselineTrial(view);
   const TrialRecord* best = BestTrial(view);

@@ -9,6 +9,7 @@
 
 #include "results/background.h"
 #include "results/json_form.h"
+#include "results/layout_report.h"
 #include "results/memory_growth.h"
 #include "results/observed.h"
 #include "results/store.h"
@@ -395,6 +396,8 @@ std::string RenderJson(const RunView& view) {
                  {"torch_costs", run.facts.torch_costs ? Json(TorchCostsJson(*run.facts.torch_costs)) : Json(nullptr)},
                  // How the run ended, where that is worth saying (schema v19): null otherwise.
                  {"end_note", OptionalString(run.end_note)}};
+  // A `feedtune layout` run: its answer as stored (docs/layout.md), beside the keys every run has.
+  if (const auto answer = LayoutAnswer(run)) out["layout"] = *answer;
   // A node run (sweep.ranks > 1): the formulas beside what they measured.
   if (const auto formulas = NodeFormulas(view.trials, view.machine ? view.machine->usable_cpus : 0, best);
       !formulas.empty()) {
@@ -597,6 +600,8 @@ std::string SummaryText(const RunView& view, const TrialRecord* baseline, const 
 }  // namespace
 
 std::string RenderTable(const RunView& view) {
+  // A `feedtune layout` run: its answer's table (results/layout_report.h), not a sweep's trials.
+  if (const auto answer = LayoutAnswer(view.run)) return RenderLayoutTable(view, *answer);
   std::string text = RunHeaderText(view);
   if (view.trials.empty()) return text + "no trials recorded\n";
   const TrialRecord* baseline = BaselineTrial(view);
