@@ -11,6 +11,7 @@
 
 #include "results/background.h"
 #include "results/json_form.h"
+#include "results/layout_report.h"
 #include "results/report.h"
 #include "results/store.h"
 #include "results/units.h"
@@ -191,6 +192,7 @@ std::vector<CompareRow> CollectCompareRows(const std::vector<const Store*>& stor
     }
     row.speedup = RunSpeedup(view);
     row.busy = IsBusy(chosen.run);
+    row.layout = LayoutAnswer(chosen.run);
     row.background_cpu = chosen.run.facts.background ? BusyFigure(*chosen.run.facts.background) : NAN;
     rows.push_back(std::move(row));
   }
@@ -339,6 +341,19 @@ std::vector<const CompareRow*> RowsOf(const std::vector<const ClassSpread*>& cla
   return rows;
 }
 
+// A `feedtune layout` workload is shown as its layouts side by side, instead
+// of the generic row per host: a layout run's "best config" is the worker
+// count of a layout the row does not name, it has no knee and no GPU idle,
+// and its best and speedup are the starred cell and the source's row of the
+// side-by-side table; what else the generic row says (class, CPUs, run,
+// date) is in the host lines under it.
+bool IsLayoutWorkload(const std::vector<const ClassSpread*>& classes) {
+  for (const CompareRow* row : RowsOf(classes)) {
+    if (row->layout) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string RenderCompareTable(const std::vector<CompareRow>& rows) {
@@ -358,6 +373,10 @@ std::string RenderCompareTable(const std::vector<CompareRow>& rows) {
     text += "workload " + first.workload_name + " (hash " + first.workload_hash + "): " +
             CountText(HostCount(classes), "host", "hosts") + " in " +
             CountText(static_cast<int>(classes.size()), "class", "classes") + "\n";
+    if (IsLayoutWorkload(classes)) {
+      text += "\n" + LayoutSideBySideText(RowsOf(classes)) + BuildsText(classes) + BusyRowsText(classes);
+      continue;
+    }
     for (const ClassSpread* spread : classes) {
       // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on "\n" + std::string.
       text += '\n';
@@ -459,10 +478,16 @@ std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
                              {"median_ci_low", FigureJson(spread.median_ci_low)},
                              {"outliers", outliers}});
     }
-    workloads.push_back(Json{{"name", group.front()->workload_name},
-                             {"hash", group.front()->workload_hash},
-                             {"machines", machines},
-                             {"classes", classes}});
+    Json workload{{"name", group.front()->workload_name},
+                  {"hash", group.front()->workload_hash},
+                  {"machines", machines},
+                  {"classes", classes}};
+    // A `feedtune layout` workload: its layouts side by side as well; the
+    // generic keys stay, so a script reads every workload alike.
+    if (std::any_of(group.begin(), group.end(), [](const CompareRow* row) { return row->layout.has_value(); })) {
+      workload["layout"] = LayoutSideBySideJson(group);
+    }
+    workloads.push_back(std::move(workload));
   }
   return Json{{"workloads", workloads}}.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
@@ -604,6 +629,10 @@ std::string RenderCompareHtml(const std::vector<CompareRow>& rows) {
     body += "<h2>" + EscapeHtml(first.workload_name) + " <small>(hash " + EscapeHtml(first.workload_hash) +
             "): " + CountText(hosts, "host", "hosts") + " in " +
             CountText(static_cast<int>(classes.size()), "class", "classes") + "</small></h2>\n";
+    if (IsLayoutWorkload(classes)) {  // as in the table
+      body += LayoutSideBySideHtml(RowsOf(classes));
+      continue;
+    }
 
     // Outliers first: the hosts to look at, furthest below their class first.
     std::vector<const CompareRow*> outliers;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 
 #include "results/units.h"
@@ -442,6 +443,141 @@ std::string RenderLayoutHtml(const RunView& view, const Json& answer) {
   body += "<footer>feedtune " + EscapeHtml(run.version) + " &#183; run uid " + EscapeHtml(run.uid) + "</footer>\n";
   return internal::HtmlPage("feedtune: " + run.workload_name + " on " + host + " (run " + std::to_string(run.id) + ")",
                             body);
+}
+
+namespace {
+
+// --- compare: the layouts of several hosts side by side.
+
+// Every candidate of the hosts' answers, each once, in the order the first
+// host that has it lists it (a newer build may measure more candidates).
+std::vector<std::string> CandidateNames(const std::vector<const CompareRow*>& rows) {
+  std::vector<std::string> names;
+  for (const CompareRow* row : rows) {
+    if (!row->layout) continue;
+    for (const Json& c : Candidates(*row->layout)) {
+      const std::string name = Text(c, "name");
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  return names;
+}
+
+// One host's figure for one candidate.
+struct HostCell {
+  const Json* candidate = nullptr;  // nullptr: the host's answer has no such candidate (or none at all)
+  Rate cold;
+  bool named = false;
+  bool measured = false;
+};
+
+HostCell CellOf(const CompareRow& row, const std::string& name) {
+  HostCell cell;
+  if (!row.layout || (cell.candidate = CandidateNamed(*row.layout, name)) == nullptr) return cell;
+  cell.cold = RateOf(*cell.candidate, "cold");
+  cell.named = IsNamed(*row.layout, *cell.candidate);
+  cell.measured = Measured(*cell.candidate);
+  return cell;
+}
+
+// "*18530 at 4": cold samples/s at the host's best workers, starred where it named the layout.
+std::string CellText(const HostCell& cell) {
+  if (cell.candidate == nullptr) return "-";
+  if (!cell.measured) return "not measured";
+  std::string text = cell.named ? "*" : "";  // appended: see LayoutRows
+  text += Fixed(cell.cold.median, 0) + " at " + WorkersText(cell.cold.workers);
+  return text;
+}
+
+// What the host named, and why.
+std::string HostWhy(const CompareRow& row) {
+  return row.host.name + ": " + (row.layout ? WhyText(*row.layout) : "no layout answer stored");
+}
+
+// The host's machine, and the run its column is from.
+std::string HostRun(const CompareRow& row) {
+  return internal::MachineText(row.machine) + " (class " + row.machine_hash + "); run " +
+         std::to_string(row.run_id) + " in " + std::filesystem::path(row.db_path).filename().string() + ", " +
+         internal::ShortDate(row.date);
+}
+
+constexpr const char* kSideBySideLegend =
+    "cold samples/s of each layout at the num_workers it was best at, per host; * the layout the host named";
+
+}  // namespace
+
+std::string LayoutSideBySideText(const std::vector<const CompareRow*>& rows) {
+  std::vector<TableColumn> columns = {{"layout", false}};
+  for (const CompareRow* row : rows) columns.push_back({row->host.name, true});
+  std::vector<std::vector<std::string>> cells;
+  for (const std::string& name : CandidateNames(rows)) {
+    std::vector<std::string> line = {name};
+    for (const CompareRow* row : rows) line.push_back(CellText(CellOf(*row, name)));
+    cells.push_back(std::move(line));
+  }
+  std::string text = std::string(kSideBySideLegend) + ":\n\n" + internal::RenderRows(columns, cells) + "\n";
+  for (const CompareRow* row : rows) text += HostWhy(*row) + "\n  " + HostRun(*row) + "\n";
+  return text;
+}
+
+Json LayoutSideBySideJson(const std::vector<const CompareRow*>& rows) {
+  Json hosts = Json::array();
+  for (const CompareRow* row : rows) {
+    const auto answer_field = [&](const char* key) { return row->layout ? Field(*row->layout, key) : Json(); };
+    hosts.push_back(Json{{"host", row->host.name},
+                         {"machine_hash", row->machine_hash},
+                         {"run", Json{{"db", row->db_path}, {"id", row->run_id}, {"uid", row->run_uid}}},
+                         {"named", answer_field("named")},
+                         {"layout_matters", answer_field("layout_matters")},
+                         {"why", answer_field("why")}});
+  }
+  Json candidates = Json::array();
+  for (const std::string& name : CandidateNames(rows)) {
+    Json cold = Json::array();
+    for (const CompareRow* row : rows) {
+      const HostCell cell = CellOf(*row, name);
+      cold.push_back(cell.measured ? Field(*cell.candidate, "cold") : Json());
+    }
+    candidates.push_back(Json{{"name", name}, {"cold", cold}});
+  }
+  return Json{{"hosts", hosts}, {"candidates", candidates}};
+}
+
+std::string LayoutSideBySideHtml(const std::vector<const CompareRow*>& rows) {
+  std::string html = "<p class=\"meta\">" + EscapeHtml(kSideBySideLegend) +
+                     ".</p>\n<div class=\"scroll\">\n<table class=\"compare layouts\">\n<thead><tr><th "
+                     "rowspan=\"2\">layout</th>";
+  for (const CompareRow* row : rows) {
+    html += "<th colspan=\"2\"" + Attr("data-host", row->host.name) + ">" + EscapeHtml(row->host.name) + "</th>";
+  }
+  html += "</tr>\n<tr>";
+  for (size_t i = 0; i < rows.size(); ++i) html += "<th class=\"n\">workers</th><th class=\"n\">cold samples/s</th>";
+  html += "</tr></thead>\n<tbody>\n";
+  for (const std::string& name : CandidateNames(rows)) {
+    html += "<tr" + Attr("data-layout", name) + "><td>" + EscapeHtml(name) + "</td>";
+    for (const CompareRow* row : rows) {
+      const HostCell cell = CellOf(*row, name);
+      if (!cell.measured) {
+        html += "<td class=\"n\">-</td><td class=\"n\">" + EscapeHtml(CellText(cell)) + "</td>";
+        continue;
+      }
+      html += "<td class=\"n\">" + WorkersText(cell.cold.workers) + "</td><td" +
+              Attr("class", cell.named ? "n named" : "n") + Attr("data-host", row->host.name) +
+              Attr("data-samples-per-s", ExactNumber(cell.cold.median)) +
+              Attr("title", "95% CI " + RateText(cell.cold)) + ">" + Fixed(cell.cold.median, 0) + "</td>";
+    }
+    html += "</tr>\n";
+  }
+  html += "<tr><th>named</th>";
+  for (const CompareRow* row : rows) {
+    const std::string named = row->layout ? Text(*row->layout, "named") : "";
+    html += "<td colspan=\"2\">" + EscapeHtml(named.empty() ? "-" : named) + "</td>";
+  }
+  html += "</tr>\n</tbody>\n</table>\n</div>\n<ul class=\"hosts\">\n";
+  for (const CompareRow* row : rows) {
+    html += "<li><strong>" + EscapeHtml(HostWhy(*row)) + "</strong><br/>" + EscapeHtml(HostRun(*row)) + "</li>\n";
+  }
+  return html + "</ul>\n";
 }
 
 }  // namespace feedtune::results

@@ -1,7 +1,7 @@
-// A `feedtune layout` run in `report` (results/layout_report.h),
+// A `feedtune layout` run in `report` and `compare` (results/layout_report.h),
 // from a scripted answer stored as `feedtune layout` stores it: the exact
 // rows, the star, the why line, a field the answer lacks shown as "-", the
-// JSON report's "layout" object, the HTML chart.
+// JSON report's "layout" object, the HTML chart, and two hosts side by side.
 #include "results/layout_report.h"
 
 #include <gmock/gmock.h>
@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "results/compare.h"
 #include "results/report.h"
 #include "results/store.h"
 #include "results_test_util.h"
@@ -128,6 +129,67 @@ TEST_F(LayoutReportTest, HtmlDrawsABarPerCandidateTheNamedOneGreen) {
   EXPECT_THAT(html, HasSubstr("<h2>Machine</h2>"));
   EXPECT_THAT(html, Not(HasSubstr("<script")));
   EXPECT_THAT(html, Not(HasSubstr("http://www.w3.org/2000/svg\" viewBox=\"0 0 540")));  // not the sweep's chart
+}
+
+// A host's row as `compare` collects it, with the answer its run stored.
+CompareRow HostRow(const std::string& label, int cpus, const std::string& db, int64_t run_id, const std::string& date,
+                   const json& answer) {
+  CompareRow row;
+  row.host.name = label;
+  row.machine = testing::Machine("box-" + label, label, cpus);
+  row.machine_hash = "hash-" + label;
+  row.db_path = db;
+  row.run_id = run_id;
+  row.date = date;
+  row.layout = answer;
+  return row;
+}
+
+// Two hosts in compare's order (the faster first).
+std::vector<CompareRow> TwoHosts() {
+  json a = testing::ScriptedLayoutAnswer("box-a", 1.0, "as-is: npy", "the layout does not matter here");
+  a["candidates"].erase(4);  // an older build: no npy candidate
+  return {HostRow("lab-b", 16, "/tmp/b.db", 7, "2024-05-02T10:05:00Z",
+                  testing::ScriptedLayoutAnswer("box-b", 2.0, "tar, 16 shards, streamed", kWhy)),
+          HostRow("lab-a", 2, "/tmp/a.db", 1, "2024-05-01T10:05:00Z", a)};
+}
+
+TEST(LayoutSideBySideTest, OneRowPerCandidateOneColumnPerHost) {
+  const std::vector<CompareRow> rows = TwoHosts();
+  const std::string text = LayoutSideBySideText({&rows[0], &rows[1]});
+  EXPECT_EQ(text,
+            "cold samples/s of each layout at the num_workers it was best at, per host; * the layout the host "
+            "named:\n\n"
+            "layout                           lab-b         lab-a\n"
+            "----------------------------------------------------\n"
+            "as-is: npy                  30300 at 4   *15150 at 4\n"
+            "tar, 16 shards, streamed   *37060 at 1    18530 at 1\n"
+            "lmdb                         1508 at 0      754 at 0\n"
+            "hdf5, chunk 32, gzip:4    not measured  not measured\n"
+            "npy                         32000 at 2             -\n"
+            "\n"
+            "lab-b: " + kWhy + "\n"
+            "  lab-b, Test CPU 16c, 16 of 32 CPUs usable (class hash-lab-b); run 7 in b.db, 2024-05-02 10:05\n"
+            "lab-a: the layout does not matter here\n"
+            "  lab-a, Test CPU 2c, 2 of 4 CPUs usable (class hash-lab-a); run 1 in a.db, 2024-05-01 10:05\n");
+
+  const json j = LayoutSideBySideJson({&rows[0], &rows[1]});
+  ASSERT_EQ(j.at("hosts").size(), 2u);
+  EXPECT_EQ(j.at("hosts")[1].at("named"), "as-is: npy");
+  EXPECT_EQ(j.at("hosts")[0].at("run").at("id"), 7);
+  ASSERT_EQ(j.at("candidates").size(), 5u);
+  EXPECT_EQ(j.at("candidates")[1].at("name"), "tar, 16 shards, streamed");
+  EXPECT_EQ(j.at("candidates")[1].at("cold")[0].at("samples_per_s"), 37060);
+  EXPECT_EQ(j.at("candidates")[1].at("cold")[1].at("num_workers"), 1);
+  EXPECT_TRUE(j.at("candidates")[3].at("cold")[0].is_null());  // not measured
+  EXPECT_TRUE(j.at("candidates")[4].at("cold")[1].is_null());  // lab-a has no npy
+
+  const std::string html = LayoutSideBySideHtml({&rows[0], &rows[1]});
+  EXPECT_THAT(html, HasSubstr("<th colspan=\"2\" data-host=\"lab-b\">lab-b</th>"));
+  EXPECT_THAT(html, HasSubstr("<td class=\"n named\" data-host=\"lab-a\" data-samples-per-s=\"15150\""));
+  EXPECT_THAT(html, HasSubstr("<td class=\"n named\" data-host=\"lab-b\" data-samples-per-s=\"37060\""));
+  EXPECT_THAT(html, HasSubstr("<tr><th>named</th><td colspan=\"2\">tar, 16 shards, streamed</td><td colspan=\"2\">"
+                              "as-is: npy</td></tr>"));
 }
 
 }  // namespace
