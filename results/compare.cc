@@ -11,16 +11,36 @@
 
 #include "results/background.h"
 #include "results/json_form.h"
+#include "results/layout_report.h"
 #include "results/report.h"
 #include "results/store.h"
 #include "results/units.h"
 
 namespace feedtune::results {
+
+namespace internal {
+
+// Minutes are enough to tell runs apart.
+std::string ShortDate(const std::string& iso) {
+  if (iso.size() < 16) return iso.empty() ? "-" : iso;
+  std::string text = iso.substr(0, 16);
+  text[10] = ' ';
+  return text;
+}
+
+std::string CountText(int n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+}  // namespace internal
+
 namespace {
 
 using Json = nlohmann::ordered_json;
+using internal::CountText;
 using internal::EscapeHtml;
 using internal::ExactNumber;
+using internal::ShortDate;
 
 
 
@@ -69,14 +89,6 @@ std::string CompactKnobs(const loader::Knobs& k) {
   return "nw=" + std::to_string(k.num_workers) + " pin=" + (k.pin_memory ? "1" : "0") +
          " nb=" + (k.non_blocking ? "1" : "0") + " pf=" + std::to_string(k.prefetch_factor) +
          " pers=" + (k.persistent_workers ? "1" : "0") + " bs=" + std::to_string(k.batch_size);
-}
-
-// "2024-05-01T10:05:00Z" -> "2024-05-01 10:05": minutes are enough to tell runs apart.
-std::string ShortDate(const std::string& iso) {
-  if (iso.size() < 16) return iso.empty() ? "-" : iso;
-  std::string text = iso.substr(0, 16);
-  text[10] = ' ';
-  return text;
 }
 
 struct Candidate {
@@ -180,6 +192,7 @@ std::vector<CompareRow> CollectCompareRows(const std::vector<const Store*>& stor
     }
     row.speedup = RunSpeedup(view);
     row.busy = IsBusy(chosen.run);
+    row.layout = LayoutAnswer(chosen.run);
     row.background_cpu = chosen.run.facts.background ? BusyFigure(*chosen.run.facts.background) : NAN;
     rows.push_back(std::move(row));
   }
@@ -281,10 +294,6 @@ int HostCount(const std::vector<const ClassSpread*>& classes) {
   return hosts;
 }
 
-std::string CountText(int n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
 // When the hosts of a workload were measured by different feedtune builds,
 // which build measured which hosts: a difference between them may be the
 // build's, not the machines'. Empty when they all agree.
@@ -325,6 +334,26 @@ std::string KneeText(const CompareRow& row) {
   return std::to_string(*row.knee_workers) + (row.ranks > 1 ? " per rank" : "");
 }
 
+// The rows of one workload's classes, in compare's order.
+std::vector<const CompareRow*> RowsOf(const std::vector<const ClassSpread*>& classes) {
+  std::vector<const CompareRow*> rows;
+  for (const ClassSpread* spread : classes) rows.insert(rows.end(), spread->rows.begin(), spread->rows.end());
+  return rows;
+}
+
+// A `feedtune layout` workload is shown as its layouts side by side, instead
+// of the generic row per host: a layout run's "best config" is the worker
+// count of a layout the row does not name, it has no knee and no GPU idle,
+// and its best and speedup are the starred cell and the source's row of the
+// side-by-side table; what else the generic row says (class, CPUs, run,
+// date) is in the host lines under it.
+bool IsLayoutWorkload(const std::vector<const ClassSpread*>& classes) {
+  for (const CompareRow* row : RowsOf(classes)) {
+    if (row->layout) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string RenderCompareTable(const std::vector<CompareRow>& rows) {
@@ -344,6 +373,10 @@ std::string RenderCompareTable(const std::vector<CompareRow>& rows) {
     text += "workload " + first.workload_name + " (hash " + first.workload_hash + "): " +
             CountText(HostCount(classes), "host", "hosts") + " in " +
             CountText(static_cast<int>(classes.size()), "class", "classes") + "\n";
+    if (IsLayoutWorkload(classes)) {
+      text += "\n" + LayoutSideBySideText(RowsOf(classes)) + BuildsText(classes) + BusyRowsText(classes);
+      continue;
+    }
     for (const ClassSpread* spread : classes) {
       // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on "\n" + std::string.
       text += '\n';
@@ -445,10 +478,16 @@ std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
                              {"median_ci_low", FigureJson(spread.median_ci_low)},
                              {"outliers", outliers}});
     }
-    workloads.push_back(Json{{"name", group.front()->workload_name},
-                             {"hash", group.front()->workload_hash},
-                             {"machines", machines},
-                             {"classes", classes}});
+    Json workload{{"name", group.front()->workload_name},
+                  {"hash", group.front()->workload_hash},
+                  {"machines", machines},
+                  {"classes", classes}};
+    // A `feedtune layout` workload: its layouts side by side as well; the
+    // generic keys stay, so a script reads every workload alike.
+    if (std::any_of(group.begin(), group.end(), [](const CompareRow* row) { return row->layout.has_value(); })) {
+      workload["layout"] = LayoutSideBySideJson(group);
+    }
+    workloads.push_back(std::move(workload));
   }
   return Json{{"workloads", workloads}}.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
@@ -467,8 +506,7 @@ std::string Cell(const std::string& text, bool number = false) {
 
 // One bar per host, best over its baseline.
 std::string HostBars(const std::vector<const ClassSpread*>& classes) {
-  std::vector<const CompareRow*> group;
-  for (const ClassSpread* spread : classes) group.insert(group.end(), spread->rows.begin(), spread->rows.end());
+  const std::vector<const CompareRow*> group = RowsOf(classes);
   double top = 0;
   for (const CompareRow* row : group) {
     if (std::isfinite(row->best_samples_per_s)) top = std::max(top, row->best_samples_per_s);
@@ -591,6 +629,10 @@ std::string RenderCompareHtml(const std::vector<CompareRow>& rows) {
     body += "<h2>" + EscapeHtml(first.workload_name) + " <small>(hash " + EscapeHtml(first.workload_hash) +
             "): " + CountText(hosts, "host", "hosts") + " in " +
             CountText(static_cast<int>(classes.size()), "class", "classes") + "</small></h2>\n";
+    if (IsLayoutWorkload(classes)) {  // as in the table
+      body += LayoutSideBySideHtml(RowsOf(classes));
+      continue;
+    }
 
     // Outliers first: the hosts to look at, furthest below their class first.
     std::vector<const CompareRow*> outliers;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,6 +53,8 @@ struct CompareRow {
   // in a run before schema v18; NaN when not measured).
   bool busy = false;
   double background_cpu = 0;
+  // A `feedtune layout` run's stored answer (results/layout_report.h); nullopt for a sweep.
+  std::optional<nlohmann::ordered_json> layout;
 };
 
 // One hardware class of one workload: the spread of its hosts' best samples/s.
@@ -94,5 +97,13 @@ std::vector<CompareRow> CollectCompareRows(const std::vector<const Store*>& stor
 std::string RenderCompareTable(const std::vector<CompareRow>& rows);
 std::string RenderCompareJson(const std::vector<CompareRow>& rows);  // ends with a newline
 std::string RenderCompareHtml(const std::vector<CompareRow>& rows);
+
+// Shared with the layouts side by side (results/layout_report.h).
+namespace internal {
+// "2024-05-01T10:05:00Z" -> "2024-05-01 10:05".
+std::string ShortDate(const std::string& iso);
+// "1 host", "3 hosts".
+std::string CountText(int n, const char* one, const char* many);
+}  // namespace internal
 
 }  // namespace feedtune::results

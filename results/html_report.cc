@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "results/background.h"
+#include "results/layout_report.h"
 #include "results/report.h"
 #include "results/node_report.h"
 #include "results/timeline_html.h"
@@ -56,6 +57,7 @@ table.trials th.n { white-space: normal; max-width: 64px; }
 th { background: #f6f8fa; font-weight: 600; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr.best td { background: #e9f7ef; }
+tr.named td, td.named { background: #e9f7ef; font-weight: 600; }
 tr.knee td { background: #fff8e1; }
 tr.failed td { color: #b42318; }
 tr.outlier td { background: #fdecea; }
@@ -89,13 +91,6 @@ footer { margin-top: 32px; color: #59636e; font-size: 12px; }
   page += "</body>\n</html>\n";
   return page;
 }
-
-}  // namespace internal
-
-namespace {
-
-using internal::EscapeHtml;
-using internal::ExactNumber;
 
 std::string Attr(std::string_view name, std::string_view value) {
   // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on "literal" + string here.
@@ -133,6 +128,76 @@ std::string TickLabel(double value, double step) {
   }
   return Fixed(value, step >= 0.1 ? 1 : 2);
 }
+
+std::string Card(std::string_view key, std::string_view value, std::string_view sub) {
+  return "<div class=\"card\"><div class=\"k\">" + EscapeHtml(key) + "</div><div class=\"v\">" +
+         EscapeHtml(value) + "</div><div class=\"s\">" + EscapeHtml(sub) + "</div></div>\n";
+}
+
+// The machine table's own spellings.
+namespace {
+
+std::string Bytes(int64_t bytes) {
+  if (bytes <= 0) return "-";
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  return Fixed(value, unit == 0 ? 0 : 1) + " " + units[unit];
+}
+
+std::string Row(std::string_view key, std::string_view value) {
+  return "<tr><th>" + EscapeHtml(key) + "</th><td>" + EscapeHtml(value) + "</td></tr>\n";
+}
+
+}  // namespace
+
+std::string MachineSection(const Fingerprint& m) {
+  std::string html = "<table class=\"kv\">\n";
+  html += Row("label", m.label.empty() ? m.hostname : m.label);
+  html += Row("hostname", m.hostname);
+  html += Row("hash", m.Hash());
+  html += Row("CPU", m.cpu_model);
+  html += Row("CPUs (usable / logical)",
+              std::to_string(m.usable_cpus) + " / " + std::to_string(m.logical_cpus));
+  html += Row("cgroup CPU limit", m.cgroup_cpu_limit > 0 ? Fixed(m.cgroup_cpu_limit, 2) + " CPUs" : "none");
+  html += Row("NUMA nodes", std::to_string(m.numa_nodes));
+  html += Row("memory", Bytes(m.mem_total_bytes));
+  html += Row("cgroup memory limit",
+              m.cgroup_mem_limit_bytes > 0 ? Bytes(m.cgroup_mem_limit_bytes) : "none");
+  html += Row("/dev/shm", Bytes(m.shm_bytes));
+  html += Row("open-file limit", std::to_string(m.nofile_limit));
+  html += Row("kernel", m.kernel);
+  if (m.gpus.empty()) {
+    html += Row("GPU", m.gpu_count > 0 ? std::to_string(m.gpu_count) + "x " + m.gpu_name + ", " +
+                                             Bytes(m.gpu_mem_bytes) + ", driver " + m.gpu_driver +
+                                             (m.pcie_link.empty() ? "" : ", " + m.pcie_link)
+                                       : "none");
+  }
+  for (size_t i = 0; i < m.gpus.size(); ++i) {
+    const GpuInfo& g = m.gpus[i];
+    html += Row("GPU " + std::to_string(i), g.name + ", " + Bytes(g.mem_bytes) + ", driver " +
+                                                g.driver + ", runtime " + g.runtime + ", PCI " +
+                                                g.pci_bus_id + (g.link.empty() ? "" : ", " + g.link));
+  }
+  return html + "</table>\n";
+}
+
+}  // namespace internal
+
+namespace {
+
+using internal::Attr;
+using internal::Card;
+using internal::EscapeHtml;
+using internal::ExactNumber;
+using internal::MachineSection;
+using internal::NiceStep;
+using internal::Px;
+using internal::TickLabel;
 
 struct ChartPoint {
   const TrialRecord* trial;
@@ -364,58 +429,6 @@ Curve WorkersCurve(const RunView& view, bool idle) {
 
 
 
-std::string Card(std::string_view key, std::string_view value, std::string_view sub) {
-  return "<div class=\"card\"><div class=\"k\">" + EscapeHtml(key) + "</div><div class=\"v\">" +
-         EscapeHtml(value) + "</div><div class=\"s\">" + EscapeHtml(sub) + "</div></div>\n";
-}
-
-std::string Bytes(int64_t bytes) {
-  if (bytes <= 0) return "-";
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  return Fixed(value, unit == 0 ? 0 : 1) + " " + units[unit];
-}
-
-std::string Row(std::string_view key, std::string_view value) {
-  return "<tr><th>" + EscapeHtml(key) + "</th><td>" + EscapeHtml(value) + "</td></tr>\n";
-}
-
-std::string MachineSection(const Fingerprint& m) {
-  std::string html = "<table class=\"kv\">\n";
-  html += Row("label", m.label.empty() ? m.hostname : m.label);
-  html += Row("hostname", m.hostname);
-  html += Row("hash", m.Hash());
-  html += Row("CPU", m.cpu_model);
-  html += Row("CPUs (usable / logical)",
-              std::to_string(m.usable_cpus) + " / " + std::to_string(m.logical_cpus));
-  html += Row("cgroup CPU limit", m.cgroup_cpu_limit > 0 ? Fixed(m.cgroup_cpu_limit, 2) + " CPUs" : "none");
-  html += Row("NUMA nodes", std::to_string(m.numa_nodes));
-  html += Row("memory", Bytes(m.mem_total_bytes));
-  html += Row("cgroup memory limit",
-              m.cgroup_mem_limit_bytes > 0 ? Bytes(m.cgroup_mem_limit_bytes) : "none");
-  html += Row("/dev/shm", Bytes(m.shm_bytes));
-  html += Row("open-file limit", std::to_string(m.nofile_limit));
-  html += Row("kernel", m.kernel);
-  if (m.gpus.empty()) {
-    html += Row("GPU", m.gpu_count > 0 ? std::to_string(m.gpu_count) + "x " + m.gpu_name + ", " +
-                                             Bytes(m.gpu_mem_bytes) + ", driver " + m.gpu_driver +
-                                             (m.pcie_link.empty() ? "" : ", " + m.pcie_link)
-                                       : "none");
-  }
-  for (size_t i = 0; i < m.gpus.size(); ++i) {
-    const GpuInfo& g = m.gpus[i];
-    html += Row("GPU " + std::to_string(i), g.name + ", " + Bytes(g.mem_bytes) + ", driver " +
-                                                g.driver + ", runtime " + g.runtime + ", PCI " +
-                                                g.pci_bus_id + (g.link.empty() ? "" : ", " + g.link));
-  }
-  return html + "</table>\n";
-}
-
 std::string TrialTable(const RunView& view, const TrialRecord* baseline, const TrialRecord* best) {
   const RunRecord& run = view.run;
   std::string html = "<table class=\"trials\">\n<thead><tr>";
@@ -487,6 +500,8 @@ std::string ConfigText(const loader::Knobs& k) {
 }  // namespace
 
 std::string RenderHtml(const RunView& view) {
+  // A `feedtune layout` run: its answer's chart and table (results/layout_report.h).
+  if (const auto answer = LayoutAnswer(view.run)) return RenderLayoutHtml(view, *answer);
   const RunRecord& run = view.run;
   const TrialRecord* baseline = BaselineTrial(view);
   const TrialRecord* best = BestTrial(view);

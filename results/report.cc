@@ -9,6 +9,7 @@
 
 #include "results/background.h"
 #include "results/json_form.h"
+#include "results/layout_report.h"
 #include "results/memory_growth.h"
 #include "results/observed.h"
 #include "results/store.h"
@@ -227,6 +228,13 @@ std::string RenderRows(const std::vector<TableColumn>& columns,
   return text;
 }
 
+std::string MachineText(const Fingerprint& m) {
+  std::string text = (m.label.empty() ? m.hostname : m.label) + ", " + m.cpu_model + ", " +
+                     std::to_string(m.usable_cpus) + " of " + std::to_string(m.logical_cpus) + " CPUs usable";
+  if (m.gpu_count > 0) text += ", " + std::to_string(m.gpu_count) + "x " + m.gpu_name;
+  return text;
+}
+
 std::string EscapeHtml(std::string_view text) {
   std::string out;
   out.reserve(text.size());
@@ -388,6 +396,8 @@ std::string RenderJson(const RunView& view) {
                  {"torch_costs", run.facts.torch_costs ? Json(TorchCostsJson(*run.facts.torch_costs)) : Json(nullptr)},
                  // How the run ended, where that is worth saying (schema v19): null otherwise.
                  {"end_note", OptionalString(run.end_note)}};
+  // A `feedtune layout` run: its answer as stored (docs/layout.md), beside the keys every run has.
+  if (const auto answer = LayoutAnswer(run)) out["layout"] = *answer;
   // A node run (sweep.ranks > 1): the formulas beside what they measured.
   if (const auto formulas = NodeFormulas(view.trials, view.machine ? view.machine->usable_cpus : 0, best);
       !formulas.empty()) {
@@ -412,14 +422,7 @@ std::string RunHeaderText(const RunView& view) {
   text += "backend:  " + run.backend + "\n";
   // Which build measured it: the version, commit, compiler and CUDA toolkit.
   if (!run.version.empty()) text += "build:    feedtune " + run.version + "\n";
-  if (view.machine) {
-    const Fingerprint& m = *view.machine;
-    text += "machine:  " + (m.label.empty() ? m.hostname : m.label) + ", " + m.cpu_model + ", " +
-            std::to_string(m.usable_cpus) + " of " + std::to_string(m.logical_cpus) +
-            " CPUs usable";
-    if (m.gpu_count > 0) text += ", " + std::to_string(m.gpu_count) + "x " + m.gpu_name;
-    text += "\n";
-  }
+  if (view.machine) text += "machine:  " + internal::MachineText(*view.machine) + "\n";
   text += "started:  " + run.started_at;
   if (!run.ended_at.empty()) text += ", ended " + run.ended_at;
   text += "\n";
@@ -597,6 +600,8 @@ std::string SummaryText(const RunView& view, const TrialRecord* baseline, const 
 }  // namespace
 
 std::string RenderTable(const RunView& view) {
+  // A `feedtune layout` run: its answer's table (results/layout_report.h), not a sweep's trials.
+  if (const auto answer = LayoutAnswer(view.run)) return RenderLayoutTable(view, *answer);
   std::string text = RunHeaderText(view);
   if (view.trials.empty()) return text + "no trials recorded\n";
   const TrialRecord* baseline = BaselineTrial(view);

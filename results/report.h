@@ -84,6 +84,20 @@ std::string EscapeHtml(std::string_view text);
 std::string ExactNumber(double value);
 // A complete page around `body`, with the shared inline stylesheet.
 std::string HtmlPage(std::string_view title, std::string_view body);
+// ` name="value"`, the value escaped.
+std::string Attr(std::string_view name, std::string_view value);
+// An SVG coordinate: one decimal.
+std::string Px(double value);
+// A "nice" step (1, 2 or 5 times a power of ten) that cuts [0, top] into about `count` parts.
+double NiceStep(double top, int count);
+// An axis tick's label at that step (thousands grouped by a thin space).
+std::string TickLabel(double value, double step);
+// A summary card: a key, its value and a line under it.
+std::string Card(std::string_view key, std::string_view value, std::string_view sub);
+// The machine's fingerprint as a key-value table.
+std::string MachineSection(const Fingerprint& machine);
+// "label, CPU model, 2 of 4 CPUs usable[, 1x GPU]": the machine as the reports' header lines name it.
+std::string MachineText(const Fingerprint& machine);
 }  // namespace internal
 
 }  // namespace feedtune::results

@@ -33,6 +33,13 @@ std::string DecimalBytes(double bytes) {
   return ThreeFigures(bytes) + " bytes";
 }
 
+std::string Duration(double seconds) {
+  if (!std::isfinite(seconds)) return "-";
+  if (seconds < 120) return Fixed(seconds, 1) + " s";
+  if (seconds < 7200) return Fixed(seconds / 60, 1) + " min";
+  return Fixed(seconds / 3600, 1) + " h";
+}
+
 std::string Format(const char* format, ...) {
   va_list args;
   va_start(args, format);

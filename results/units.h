@@ -16,6 +16,8 @@ std::string ThreeFigures(double value);
 std::string ShortNumber(double value);
 // A byte count in decimal units: "512 bytes", "4.10 KB", "150 MB".
 std::string DecimalBytes(double bytes);
+// A duration in the unit that reads best: "12.3 s", "4.5 min", "2.1 h"; "-" when not finite.
+std::string Duration(double seconds);
 // printf into a string, of any length.
 std::string Format(const char* format, ...) __attribute__((format(printf, 1, 2)));
 // "GPU idle 25.5%", or "GPU idle not measured".

@@ -138,6 +138,17 @@ TEST_F(LayoutCli, TheTableNamesOneRowAndSaysWhy) {
   for (size_t at = r.out.find("\n*"); at != std::string::npos; at = r.out.find("\n*", at + 1)) ++starred;
   EXPECT_EQ(starred, 1);
   EXPECT_FALSE(fs::exists(dir_ / "jpeg.layout-scratch"));  // beside PATH by default, and removed
+  // Stored: `report` shows the run as the same answer, from the results file.
+  const auto report = Run("report --db " + P("r.db"));
+  ASSERT_EQ(report.code, 0) << report.err;
+  EXPECT_THAT(report.out, HasSubstr("cold samples/s (95% CI)"));
+  const size_t named = r.out.find("\nnamed: ");
+  ASSERT_NE(named, std::string::npos);
+  EXPECT_THAT(report.out, HasSubstr(r.out.substr(named, r.out.find('\n', named + 1) - named + 1)));  // the why line
+  EXPECT_THAT(report.out, HasSubstr("cold samples/s by num_workers"));
+  int stored_starred = 0;
+  for (size_t at = report.out.find("\n*"); at != std::string::npos; at = report.out.find("\n*", at + 1)) ++stored_starred;
+  EXPECT_EQ(stored_starred, 1);
 }
 
 // JPEG samples are decoded in every trial, as the job decodes them, and raw

@@ -159,6 +159,75 @@ TEST_F(ResultsCliTest, CompareAndMergeTwoLabelledMachines) {
   EXPECT_EQ(from_fleet, from_two);
 }
 
+// A `feedtune layout` run on each of two boxes: `report` of one as the
+// layout table, JSON and page; `compare` of both as their layouts side by side.
+TEST_F(ResultsCliTest, LayoutRunsInReportAndCompare) {
+  const std::string a = dir_ / "a.db";
+  const std::string b = dir_ / "b.db";
+  const std::string why = "tar, 16 shards, streamed: the fastest cold";
+  {
+    Store store = Store::Open(a);
+    testing::WriteLayoutRun(store, testing::Machine("host-a", "lab-a", 4),
+                            testing::ScriptedLayoutAnswer("host-a", 1.0, "tar, 16 shards, streamed", why));
+  }
+  {
+    Store store = Store::Open(b);
+    testing::WriteLayoutRun(store, testing::Machine("host-b", "lab-b", 16),
+                            testing::ScriptedLayoutAnswer("host-b", 2.0, "npy", "npy: the fastest cold"),
+                            "2024-05-02T10:00:00Z");
+  }
+  const auto table = Feedtune("report --db " + a + " --run 1");
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("\n*tar, 16 shards, streamed        1      18530 (17543-18744)  27709   297 MB   1.0x"),
+            std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("\nnamed: " + why + "\n"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("\nhost:     lab-a, Test CPU 4c, 4 of 8 CPUs usable\n"), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find("status / decision"), std::string::npos) << table.out;  // not a sweep's trials table
+
+  const auto as_json = Feedtune("report --db " + a + " --run 1 --format json");
+  ASSERT_EQ(as_json.code, 0) << as_json.err;
+  const json report = json::parse(as_json.out);
+  EXPECT_EQ(report.at("layout").at("named"), "tar, 16 shards, streamed");
+  EXPECT_EQ(report.at("layout").at("candidates").size(), 5u);
+  EXPECT_EQ(report.at("best").at("samples_per_s"), 18530);
+
+  const std::string page = dir_ / "a.html";
+  const auto html = Feedtune("report --db " + a + " --run 1 --format html --out " + page);
+  ASSERT_EQ(html.code, 0) << html.err;
+  const std::string text = ReadFile(page);
+  EXPECT_NE(text.find("<svg class=\"chart layouts\""), std::string::npos);
+  EXPECT_NE(text.find("data-name=\"tar, 16 shards, streamed\" data-named=\"true\""), std::string::npos);
+
+  const auto compare = Feedtune("compare --db " + a + " --db " + b);
+  ASSERT_EQ(compare.code, 0) << compare.err;
+  EXPECT_NE(compare.out.find("workload layout train.npy (hash hash-of-layout): 2 hosts in 2 classes\n"),
+            std::string::npos)
+      << compare.out;
+  EXPECT_NE(compare.out.find("layout                           lab-b         lab-a\n"), std::string::npos)
+      << compare.out;
+  EXPECT_NE(compare.out.find("\ntar, 16 shards, streamed    37060 at 1   *18530 at 1\n"), std::string::npos)
+      << compare.out;
+  EXPECT_NE(compare.out.find("\nnpy                        *32000 at 2    16000 at 2\n"), std::string::npos)
+      << compare.out;
+  EXPECT_NE(compare.out.find("\nlab-b: npy: the fastest cold\n"), std::string::npos) << compare.out;
+  EXPECT_EQ(compare.out.find("best config"), std::string::npos) << compare.out;  // instead of the generic rows
+
+  const auto compare_json = Feedtune("compare --db " + a + " --db " + b + " --format json");
+  ASSERT_EQ(compare_json.code, 0) << compare_json.err;
+  const json workload = json::parse(compare_json.out).at("workloads").at(0);
+  EXPECT_EQ(workload.at("machines").size(), 2u);  // the generic keys stay
+  EXPECT_EQ(workload.at("layout").at("hosts")[0].at("named"), "npy");
+  EXPECT_EQ(workload.at("layout").at("hosts")[1].at("named"), "tar, 16 shards, streamed");
+  EXPECT_EQ(workload.at("layout").at("candidates")[4].at("cold")[0].at("samples_per_s"), 32000);
+
+  const auto compare_html = Feedtune("compare --db " + a + " --db " + b + " --format html");
+  ASSERT_EQ(compare_html.code, 0) << compare_html.err;
+  EXPECT_NE(compare_html.out.find("<table class=\"compare layouts\">"), std::string::npos);
+  EXPECT_NE(compare_html.out.find("<td class=\"n named\" data-host=\"lab-b\" data-samples-per-s=\"32000\""),
+            std::string::npos);
+}
+
 TEST_F(ResultsCliTest, MergeRefusesBadInputsAndLeavesThemAlone) {
   const std::string foreign = dir_ / "notes.txt";
   WriteFile(foreign, "not a database\n");

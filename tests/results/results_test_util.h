@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
@@ -212,6 +213,108 @@ inline RunRecord WriteHostRun(Store& store, const Fingerprint& machine, const Ho
   run.ended_at = started_at.substr(0, 14) + "05:00Z";
   run.knee_workers = knee;
   run.knee_samples_per_s = best * 0.95;
+  store.FinishRun(run);
+  return *store.LoadRun(run.id);
+}
+
+// An answer as `feedtune layout --format json` prints it and stores it as the
+// run's config (tuner/cli/layout_command.cc AnswerJson), scripted: five
+// candidates, their rates times `scale`. "hdf5, chunk 32, gzip:4" was not
+// measured; "lmdb" lacks read_amplification, and "npy" its warm figure,
+// convert_seconds and payback_epochs (a build that did not write them): the
+// reports show "-" there.
+inline nlohmann::json ScriptedLayoutAnswer(const std::string& hostname, double scale, const std::string& named,
+                                           const std::string& why) {
+  using nlohmann::json;
+  const auto rate = [scale](double median, double low, double high, int workers) {
+    return json{{"samples_per_s", median * scale}, {"ci", {low * scale, high * scale}}, {"num_workers", workers}};
+  };
+  json candidates = json::array();
+  candidates.push_back({{"name", "as-is: npy"}, {"as_is", true}, {"measured", true}, {"error", nullptr},
+                        {"cold", rate(15150, 14732, 15976, 4)}, {"warm", rate(44515, 44100, 45020, 4)},
+                        {"bytes_on_disk", 294600000}, {"sample_bytes_on_disk", 29460000},
+                        {"read_amplification", 1.0}, {"convert_seconds", 0.0}, {"epoch_seconds_cold", 0.19},
+                        {"payback_epochs", nullptr}, {"within_noise_of_fastest", false}});
+  candidates.push_back({{"name", "tar, 16 shards, streamed"}, {"as_is", false}, {"measured", true},
+                        {"error", nullptr}, {"cold", rate(18530, 17543, 18744, 1)},
+                        {"warm", rate(27709, 27500, 27900, 1)}, {"bytes_on_disk", 296900000},
+                        {"sample_bytes_on_disk", 29690000}, {"read_amplification", 1.0},
+                        {"convert_seconds", 2.1}, {"epoch_seconds_cold", 0.16}, {"payback_epochs", 58.6},
+                        {"within_noise_of_fastest", true}});
+  candidates.push_back({{"name", "lmdb"}, {"as_is", false}, {"measured", true}, {"error", nullptr},
+                        {"cold", rate(754, 695, 806, 0)}, {"warm", rate(51374, 51000, 51600, 0)},
+                        {"bytes_on_disk", 300600000}, {"sample_bytes_on_disk", 30060000},
+                        {"convert_seconds", 2.8}, {"epoch_seconds_cold", 4.0}, {"payback_epochs", nullptr},
+                        {"within_noise_of_fastest", false}});
+  candidates.push_back({{"name", "hdf5, chunk 32, gzip:4"}, {"as_is", false}, {"measured", false},
+                        {"error", "exit 1: feedtune trial: out of memory"}, {"cold", nullptr}, {"warm", nullptr},
+                        {"bytes_on_disk", 0}, {"sample_bytes_on_disk", 0}, {"read_amplification", 32.0},
+                        {"convert_seconds", 0.0}, {"epoch_seconds_cold", 0.0}, {"payback_epochs", nullptr},
+                        {"within_noise_of_fastest", false}});
+  candidates.push_back({{"name", "npy"}, {"as_is", false}, {"measured", true}, {"error", nullptr},
+                        {"cold", rate(16000, 15800, 16200, 2)}, {"bytes_on_disk", 294700000},
+                        {"sample_bytes_on_disk", 29470000}, {"read_amplification", 1.0},
+                        {"epoch_seconds_cold", 0.18}, {"within_noise_of_fastest", false}});
+  return json{{"dataset", {{"path", "/data/train.npy"}, {"kind", "npy"}, {"samples", 10000}, {"bytes", 294600000}}},
+              {"sample", {{"samples", 1000}, {"bytes", 29460000}}},
+              {"machine", {{"hostname", hostname}, {"usable_cpus", 2}, {"mem_total_bytes", int64_t{8} << 30}}},
+              {"cpu_us_per_sample", 0},
+              {"candidates", candidates},
+              {"named", named},
+              {"layout_matters", named != "as-is: npy"},
+              {"why", why},
+              {"cache_notes", {"as-is: npy: cache cold: 29.5 MB in 1 file evicted; 0% stayed resident",
+                               "lmdb: cache cold: 30.1 MB in 2 files evicted; 12% stayed resident"}}};
+}
+
+// Stores `answer` as `feedtune layout` does: workload "layout train.npy", a
+// cold trial per worker count of the doubling up to each candidate's best
+// (a failed one at 0 workers where it was not measured) and a warm one at
+// it; the named candidate's best cold trial as the run's best, the source's
+// as its baseline. Returns the run as stored.
+inline RunRecord WriteLayoutRun(Store& store, const Fingerprint& machine, const nlohmann::json& answer,
+                                const std::string& started_at = "2024-05-01T10:00:00Z") {
+  RunRecord run;
+  run.machine_id = store.UpsertMachine(machine);
+  run.workload_name = "layout train.npy";
+  run.workload_hash = "hash-of-layout";
+  run.config_yaml = answer.dump(1);
+  run.backend = "host-sim";
+  run.version = "0.1.0";
+  run.started_at = started_at;
+  run.id = store.BeginRun(run);
+  loader::Knobs knobs{.batch_size = 32};
+  for (const auto& c : answer.at("candidates")) {
+    const std::string name = c.at("name");
+    if (!c.at("measured").get<bool>()) {
+      knobs.num_workers = 0;
+      TrialRecord failed = Trial("layout-cold: " + name, knobs, NAN, NAN, "");
+      failed.status = TrialStatus::kFailed;
+      failed.error = c.at("error").get<std::string>();
+      failed.repeat_rows.clear();
+      store.AddTrial(run.id, failed);
+      continue;
+    }
+    const auto& cold = c.at("cold");
+    const int best = cold.at("num_workers");
+    const double median = cold.at("samples_per_s");
+    for (int workers = 0; workers <= best; workers = workers == 0 ? 1 : workers * 2) {
+      knobs.num_workers = workers;
+      TrialRecord t = Trial("layout-cold: " + name, knobs, median * (workers + 1) / (best + 1), NAN, "");
+      if (workers == best) {
+        t.ci_low = cold.at("ci")[0];
+        t.ci_high = cold.at("ci")[1];
+      }
+      const int64_t id = store.AddTrial(run.id, t);
+      if (workers == best && name == answer.at("named")) run.best_trial_id = id;
+      if (workers == best && c.at("as_is").get<bool>()) run.baseline_trial_id = id;
+    }
+    if (c.contains("warm") && c.at("warm").is_object()) {
+      store.AddTrial(run.id, Trial("layout-warm: " + name, knobs, c.at("warm").at("samples_per_s"), NAN, ""));
+    }
+  }
+  run.status = RunStatus::kDone;
+  run.ended_at = started_at.substr(0, 14) + "05:00Z";
   store.FinishRun(run);
   return *store.LoadRun(run.id);
 }

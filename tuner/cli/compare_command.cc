@@ -26,6 +26,9 @@ machine, from its latest run that found a best setting: knee, best config,
 best samples/s, speedup over the baseline, GPU idle at the best, backend and
 date. Give --db once per results file (machines gathered with `feedtune merge`
 or copied from each box); a run found in several files counts once.
+A `feedtune layout` workload shows the layouts of each host side by side
+instead: a row per candidate, a column per host (cold samples/s at its
+workers, * where the host named it), then what each host named and why.
 
 Examples:
   feedtune compare

@@ -76,8 +76,10 @@ constexpr const char* kReportUsage = R"(Usage: feedtune report [--db FILE] [--ru
 
 Shows a stored run: every trial with its phase, knobs, samples/s with its 95%
 interval, GPU idle, data wait and the phase's decision; then the knee, the best
-config and the speedup. The JSON form is a stable interface for scripts; the
-HTML form is one self-contained page with charts (opens offline).
+config and the speedup. A `feedtune layout` run shows its answer instead:
+a row per candidate layout, the named one starred, and why. The JSON form is
+a stable interface for scripts; the HTML form is one self-contained page with
+charts (opens offline).
 
 Examples:
   feedtune report
