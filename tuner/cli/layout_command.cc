@@ -22,6 +22,7 @@
 #include "layout/source.h"
 #include "results/fingerprint.h"
 #include "results/store.h"
+#include "results/units.h"
 #include "tuner/cli/cli_util.h"
 #include "tuner/cli/version.h"
 #include "workloads/crc32c.h"
@@ -223,14 +224,6 @@ bool Gains(const layout::Rate& next, const layout::Rate& best) {
   return next.median > best.median * 1.05 && (next.ci_low > best.median || next.median > best.ci_high);
 }
 
-std::string Seconds(double s) {
-  char buf[32];
-  if (s < 120) std::snprintf(buf, sizeof buf, "%.1f s", s);
-  else if (s < 7200) std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
-  else std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
-  return buf;
-}
-
 int64_t SampleBudgetBytes(const LayoutRequest& r) {
   if (r.sample_mb > 0) return r.sample_mb * 1'000'000;
   const int64_t memory = results::ReadFingerprint().mem_total_bytes;
@@ -349,7 +342,7 @@ void PrintTable(const LayoutRequest& r, const layout::SampleSource& source, int6
     std::printf("%s%-35s %7d %24s %10.0f %10s %5.1fx %9s %9s %8s\n", static_cast<int>(i) == advice.named ? "*" : " ",
                 res.name.c_str(), res.cold.workers, cold, res.warm.median,
                 workloads::FormatMegabytes(static_cast<double>(a.bytes_on_disk)).c_str(), res.read_amplification,
-                res.as_is ? "-" : Seconds(a.convert_seconds).c_str(), Seconds(a.epoch_seconds_cold).c_str(), payback);
+                res.as_is ? "-" : results::Duration(a.convert_seconds).c_str(), results::Duration(a.epoch_seconds_cold).c_str(), payback);
   }
   std::printf("\nnamed: %s\n", advice.why.c_str());
   if (advice.named >= 0 && !results[static_cast<size_t>(advice.named)].as_is) {
