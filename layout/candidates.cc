@@ -222,13 +222,7 @@ WrittenCandidate WriteCandidate(const Candidate& candidate, const SampleSource& 
       sample.Read(i, &bytes);
       const workloads::UniqueFd fd(::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
       if (!fd.valid()) throw std::runtime_error(to.string() + ": cannot create: " + workloads::ErrnoText(errno));
-      size_t done = 0;
-      while (done < bytes.size()) {
-        const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) throw std::runtime_error(to.string() + ": write failed: " + workloads::ErrnoText(errno));
-        done += static_cast<size_t>(n);
-      }
+      workloads::WriteFull(fd.get(), to.string(), bytes);
     }
     // Synced, so that the cold windows can evict them (dirty pages stay).
     const workloads::UniqueFd dir(::open(candidate.data.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

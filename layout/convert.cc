@@ -105,16 +105,6 @@ std::string ReadChecked(const SampleSource& source, int64_t index, std::vector<s
   return {};
 }
 
-void WriteFd(int fd, const std::string& path, std::span<const std::byte> data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw std::runtime_error(path + ": write failed: " + workloads::ErrnoText(errno));
-    done += static_cast<size_t>(n);
-  }
-}
-
 int64_t BytesUnder(const std::string& path) {
   std::error_code ec;
   if (fs::is_regular_file(path, ec)) return static_cast<int64_t>(fs::file_size(path, ec));
@@ -267,14 +257,14 @@ class ConvertRun {
             const std::string cls = std::to_string(source_.label(index));
             workloads::AppendTarMember(KeyOf(index) + ".cls", std::as_bytes(std::span(cls)), &block);
           }
-          WriteFd(fd.get(), partial, block);
+          workloads::WriteFull(fd.get(), partial, block);
           bytes += static_cast<int64_t>(sample.size());
         }
         Report("write", ++done, source_.size(), bytes);
       }
       block.clear();
       workloads::AppendTarEnd(&block);
-      WriteFd(fd.get(), partial, block);
+      workloads::WriteFull(fd.get(), partial, block);
       if (::fsync(fd.get()) != 0) throw std::runtime_error(partial + ": fsync failed: " + workloads::ErrnoText(errno));
       if (::close(fd.Release()) != 0) {
         throw std::runtime_error(partial + ": close failed: " + workloads::ErrnoText(errno));

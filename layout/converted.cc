@@ -23,17 +23,6 @@ constexpr char kIndexMagic[8] = {'F', 'T', 'M', 'A', 'P', '\0', '\0', '\1'};
 constexpr size_t kIndexHeaderBytes = 16;
 constexpr size_t kIndexRecordBytes = 48;
 
-void WriteAll(int fd, const std::string& path, const void* data, size_t size) {
-  const auto* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw std::runtime_error(path + ": write failed: " + workloads::ErrnoText(errno));
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-}
-
 }  // namespace
 
 std::string PartialName(const std::string& path) {
@@ -63,7 +52,7 @@ void WriteFileAtomically(const std::string& path, std::string_view text) {
   {
     const workloads::UniqueFd fd(::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (!fd.valid()) throw std::runtime_error(partial + ": cannot create: " + workloads::ErrnoText(errno));
-    WriteAll(fd.get(), partial, text.data(), text.size());
+    workloads::WriteFull(fd.get(), partial, std::as_bytes(std::span(text)));
     if (::fsync(fd.get()) != 0) throw std::runtime_error(partial + ": fsync failed: " + workloads::ErrnoText(errno));
   }
   RenameDurably(partial, path);

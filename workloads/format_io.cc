@@ -71,6 +71,16 @@ size_t PreadFull(int fd, std::span<std::byte> out, uint64_t offset, int* error) 
   return done;
 }
 
+void WriteFull(int fd, const std::string& path, std::span<const std::byte> data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::runtime_error(path + ": write failed: " + ErrnoText(errno));
+    done += static_cast<size_t>(n);
+  }
+}
+
 int64_t ResidentBytes(int fd, int64_t size) {
   if (size <= 0) return 0;
   const long page = sysconf(_SC_PAGESIZE);

@@ -68,6 +68,10 @@ std::string ErrnoText(int error);
 // the bytes read (fewer only at end of file); sets *error to errno on failure.
 size_t PreadFull(int fd, std::span<std::byte> out, uint64_t offset, int* error);
 
+// Writes all of `data` at `fd`'s offset, retrying short writes and EINTR.
+// Throws std::runtime_error "PATH: write failed: REASON" (ENOSPC, EFBIG, ...).
+void WriteFull(int fd, const std::string& path, std::span<const std::byte> data);
+
 // Bytes of `fd`'s first `size` bytes that are in the page cache (mincore).
 int64_t ResidentBytes(int fd, int64_t size);
 

@@ -230,13 +230,7 @@ class JpegSink final : public SampleSink {
     }
     workloads::UniqueFd file(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (!file.valid()) throw std::runtime_error(path.string() + ": cannot create: " + workloads::ErrnoText(errno));
-    size_t done = 0;
-    while (done < jpeg.size()) {
-      const ssize_t n = ::write(file.get(), jpeg.data() + done, jpeg.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw std::runtime_error(path.string() + ": write failed: " + workloads::ErrnoText(errno));
-      done += static_cast<size_t>(n);
-    }
+    workloads::WriteFull(file.get(), path.string(), jpeg);
     if (::close(file.Release()) != 0) {
       throw std::runtime_error(path.string() + ": close failed: " + workloads::ErrnoText(errno));
     }

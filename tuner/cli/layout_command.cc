@@ -224,6 +224,72 @@ bool Gains(const layout::Rate& next, const layout::Rate& best) {
   return next.median > best.median * 1.05 && (next.ci_low > best.median || next.median > best.ci_high);
 }
 
+// The config `feedtune trial` reads candidate `c` with, written beside the
+// candidates: the loader alone (host-sim, no step), the job's CPU cost.
+std::string WriteTrialConfig(const LayoutRequest& r, const layout::Candidate& c) {
+  const std::string config = (fs::path(r.scratch) / (Slug(c.name) + ".yaml")).string();
+  std::ofstream out(config);
+  out << "name: layout-" << Slug(c.name) << "\nworkload:\n"
+      << c.workload_yaml << "  cpu_us_per_sample: " << r.cpu_us << "\n  jitter: 0\nloader:\n  batch_size: "
+      << r.batch_size << "\ndevice:\n  backend: host-sim\n  step_us: 0\nsweep:\n  repeats: " << r.repeats
+      << "\n  warmup_batches: 2\n  measure_seconds: " << r.measure_seconds << "\n";
+  return config;
+}
+
+// One candidate's cold doubling: num_workers 0, 1, 2, 4, ... (see the help).
+struct ColdDoubling {
+  layout::Rate best;                          // median 0: nothing measured (error says why)
+  std::string error;
+  std::string note;                           // the cache's words, or why the figure is an upper bound
+  std::vector<results::TrialRecord> records;  // every trial, for the results file
+  bool interrupted = false;
+};
+
+ColdDoubling MeasureCold(const LayoutRequest& r, const std::string& config, const std::string& label, int64_t count,
+                         bool sample_is_part, const std::string& err_path, const std::atomic<bool>& stop) {
+  ColdDoubling out;
+  for (int workers = 0; workers <= r.max_workers; workers = workers == 0 ? 1 : workers * 2) {
+    if (stop.load()) {
+      out.interrupted = true;
+      return out;
+    }
+    double passes = 0;
+    const TrialOutcome t = ColdPoint(r, config, workers, count, err_path, &passes);
+    if (passes > 1.05) {
+      out.note = "a cold window read the sample " + std::to_string(passes).substr(0, 4) + " times even at " +
+                 std::to_string(kShortestWindow).substr(0, 4) + " s, so its later passes were warm (the cold figure " +
+                 "is an upper bound)" +
+                 (sample_is_part ? "; give a larger --sample-mb" : ": the whole dataset is read that fast here");
+    }
+    if (!t.cache_note.empty() && out.note.find("cold window") == std::string::npos) out.note = t.cache_note;
+    if (!r.quiet) {
+      std::fprintf(stderr, "layout: %s, cold, %d workers: %s\n", label.c_str(), workers,
+                   t.ok ? (std::to_string(static_cast<int64_t>(t.rate.median)) + " samples/s").c_str()
+                        : t.error.c_str());
+    }
+    results::TrialRecord rec = t.record;
+    rec.knobs.num_workers = workers;
+    if (!t.ok && !rec.error) rec.error = t.error;
+    if (!t.ok) rec.status = t.over_budget ? results::TrialStatus::kSkipped : results::TrialStatus::kFailed;
+    out.records.push_back(std::move(rec));
+    if (!t.ok) {
+      out.error = t.error;
+      return out;  // over a budget, or failed: the doubling ends here
+    }
+    // 0 -> 1 worker moves the one reader into a process; the doubling from
+    // 1 adds readers. So the doubling ends only at a step from 1 or more
+    // that does not gain (a cold LMDB gains nothing at 1 and 3x at 4).
+    if (out.best.median > 0 && !Gains(t.rate, out.best)) {
+      if (workers >= 2) break;
+      if (t.rate.median > out.best.median) out.best = t.rate;
+      continue;
+    }
+    out.best = t.rate;
+  }
+  return out;
+}
+
+
 int64_t SampleBudgetBytes(const LayoutRequest& r) {
   if (r.sample_mb > 0) return r.sample_mb * 1'000'000;
   const int64_t memory = results::ReadFingerprint().mem_total_bytes;
@@ -467,7 +533,6 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
     res.name = c.name;
     res.as_is = c.as_is;
     if (!c.as_is) res.convert_arguments = layout::ConvertArguments(c);
-    std::string note;
     try {
       if (!written.count(c.data)) written[c.data] = layout::WriteCandidate(c, *sample, stop);
       const layout::WrittenCandidate& w = written[c.data];
@@ -484,62 +549,22 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
       results.push_back(res);
       continue;
     }
-    const std::string config = (fs::path(r.scratch) / (Slug(c.name) + ".yaml")).string();
-    {
-      std::ofstream out(config);
-      out << "name: layout-" << Slug(c.name) << "\nworkload:\n"
-          << c.workload_yaml << "  cpu_us_per_sample: " << r.cpu_us << "\n  jitter: 0\nloader:\n  batch_size: "
-          << r.batch_size << "\ndevice:\n  backend: host-sim\n  step_us: 0\nsweep:\n  repeats: " << r.repeats
-          << "\n  warmup_batches: 2\n  measure_seconds: " << r.measure_seconds << "\n";
+    const std::string config = WriteTrialConfig(r, c);
+    const std::string label = "[" + std::to_string(k + 1) + "/" + std::to_string(candidates.size()) + "] " + c.name;
+    ColdDoubling cold = MeasureCold(r, config, label, count, count < source->size(), err_path, stop);
+    for (results::TrialRecord& rec : cold.records) {
+      rec.phase = "layout-cold: " + c.name;
+      trials.emplace_back(results.size(), std::move(rec));
     }
-    // Cold, over the doubling; then warm at the best.
-    layout::Rate best;
-    std::string last_error;
-    for (int workers = 0; workers <= r.max_workers; workers = workers == 0 ? 1 : workers * 2) {
-      if (stop.load()) {
-        status = kExitInterrupted;
-        break;
-      }
-      double passes = 0;
-      const TrialOutcome t = ColdPoint(r, config, workers, count, err_path, &passes);
-      if (passes > 1.05) {
-        note = "a cold window read the sample " + std::to_string(passes).substr(0, 4) + " times even at " +
-               std::to_string(kShortestWindow).substr(0, 4) + " s, so its later passes were warm (the cold figure " +
-               "is an upper bound)" +
-               (count < source->size() ? "; give a larger --sample-mb" : ": the whole dataset is read that fast here");
-      }
-      if (!t.cache_note.empty() && note.find("cold window") == std::string::npos) note = t.cache_note;
-      if (!r.quiet) {
-        std::fprintf(stderr, "layout: [%zu/%zu] %s, cold, %d workers: %s\n", k + 1, candidates.size(), c.name.c_str(),
-                     workers, t.ok ? (std::to_string(static_cast<int64_t>(t.rate.median)) + " samples/s").c_str()
-                                   : t.error.c_str());
-      }
-      {
-        results::TrialRecord rec = t.record;
-        rec.phase = "layout-cold: " + c.name;
-        rec.knobs.num_workers = workers;
-        if (!t.ok && !rec.error) rec.error = t.error;
-        if (!t.ok) rec.status = t.over_budget ? results::TrialStatus::kSkipped : results::TrialStatus::kFailed;
-        trials.emplace_back(results.size(), rec);
-      }
-      if (!t.ok) {
-        last_error = t.error;
-        break;  // over a budget, or failed: the doubling ends here
-      }
-      // 0 -> 1 worker moves the one reader into a process; the doubling from
-      // 1 adds readers. So the doubling ends only at a step from 1 or more
-      // that does not gain (a cold LMDB gains nothing at 1 and 3x at 4).
-      if (best.median > 0 && !Gains(t.rate, best)) {
-        if (workers >= 2) break;
-        if (t.rate.median > best.median) best = t.rate;
-        continue;
-      }
-      best = t.rate;
+    if (cold.interrupted) {
+      status = kExitInterrupted;
+      break;
     }
-    if (status != kExitOk) break;
+    const layout::Rate& best = cold.best;
+    const std::string& note = cold.note;
     if (best.median <= 0) {
       res.measured = false;
-      res.error = last_error;
+      res.error = cold.error;
       results.push_back(res);
       continue;
     }
@@ -552,8 +577,7 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
       trials.emplace_back(results.size(), rec);
     }
     if (!r.quiet) {
-      std::fprintf(stderr, "layout: [%zu/%zu] %s, warm, %d workers: %s\n", k + 1, candidates.size(), c.name.c_str(),
-                   best.workers,
+      std::fprintf(stderr, "layout: %s, warm, %d workers: %s\n", label.c_str(), best.workers,
                    warm.ok ? (std::to_string(static_cast<int64_t>(warm.rate.median)) + " samples/s").c_str()
                            : warm.error.c_str());
     }
