@@ -123,6 +123,7 @@ TEST_F(ConvertCli, PixelsStoreEachJpegDecodedAndReadersCropThemAsJpegs) {
   auto r = Run("convert " + P("jpeg") + " " + P("dst") + " --layout tar --pixels --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out).at("samples"), 12);
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("pixels"), true);
   const auto manifest = nlohmann::json::parse(ReadFile(dir_ / "dst" / kManifestName));
   EXPECT_EQ(manifest.at("payload"), "ppm");
   std::vector<std::string> files;

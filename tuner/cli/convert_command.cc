@@ -119,6 +119,37 @@ std::optional<int> ParseCompression(const std::string& text) {
   return std::nullopt;
 }
 
+// The one line (or JSON object) on stdout that says what DST now holds.
+void PrintSummary(const std::string& format_name, const std::string& src, const std::string& dst,
+                  const layout::ConvertOptions& convert, const layout::SampleSource& source,
+                  const layout::ConvertResult& result) {
+  if (format_name == "json") {
+    nlohmann::json skipped = nlohmann::json::array();
+    for (const auto& s : result.skipped) skipped.push_back({{"source", s.source}, {"name", s.name}, {"error", s.error}});
+    std::cout << nlohmann::json{{"dst", dst},
+                                {"layout", convert.layout},
+                                {"source", src},
+                                {"source_samples", source.size()},
+                                {"samples", result.samples},
+                                {"labels", source.has_labels()},
+                                {"files", result.files},
+                                {"resumed_files", result.resumed_files},
+                                {"bytes_on_disk", result.bytes_on_disk},
+                                {"pixels", convert.pixels},
+                                {"verified", true},
+                                {"skipped", skipped}}
+                     .dump()
+              << "\n";
+  } else {
+    std::printf("converted %lld samples%s of %s to %s (layout %s, %lld file%s, %s%s), verified%s\n",
+                static_cast<long long>(result.samples), source.has_labels() ? " with labels" : "", src.c_str(),
+                dst.c_str(), convert.layout.c_str(), static_cast<long long>(result.files), result.files == 1 ? "" : "s",
+                workloads::FormatMegabytes(static_cast<double>(result.bytes_on_disk)).c_str(),
+                result.resumed_files > 0 ? (", " + std::to_string(result.resumed_files) + " from before").c_str() : "",
+                result.skipped.empty() ? "" : ("; " + std::to_string(result.skipped.size()) + " bad samples skipped").c_str());
+  }
+}
+
 }  // namespace
 
 int RunConvert(const Args& args, const std::atomic<bool>& stop) {
@@ -228,30 +259,7 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
               << " keeps the files finished so far: run the same command with --resume to go on\n";
     return kExitInterrupted;
   }
-  if (format_name == "json") {
-    nlohmann::json skipped = nlohmann::json::array();
-    for (const auto& s : result.skipped) skipped.push_back({{"source", s.source}, {"name", s.name}, {"error", s.error}});
-    std::cout << nlohmann::json{{"dst", dst},
-                                {"layout", convert.layout},
-                                {"source", src},
-                                {"source_samples", source->size()},
-                                {"samples", result.samples},
-                                {"labels", source->has_labels()},
-                                {"files", result.files},
-                                {"resumed_files", result.resumed_files},
-                                {"bytes_on_disk", result.bytes_on_disk},
-                                {"verified", true},
-                                {"skipped", skipped}}
-                     .dump()
-              << "\n";
-  } else {
-    std::printf("converted %lld samples%s of %s to %s (layout %s, %lld file%s, %s%s), verified%s\n",
-                static_cast<long long>(result.samples), source->has_labels() ? " with labels" : "", src.c_str(),
-                dst.c_str(), convert.layout.c_str(), static_cast<long long>(result.files), result.files == 1 ? "" : "s",
-                workloads::FormatMegabytes(static_cast<double>(result.bytes_on_disk)).c_str(),
-                result.resumed_files > 0 ? (", " + std::to_string(result.resumed_files) + " from before").c_str() : "",
-                result.skipped.empty() ? "" : ("; " + std::to_string(result.skipped.size()) + " bad samples skipped").c_str());
-  }
+  PrintSummary(format_name, src, dst, convert, *source, result);
   return kExitOk;
 }
 
