@@ -32,7 +32,9 @@ Bucket names cannot start with "_", so these paths never reach a store.
 
 Bounded: one thread per connection, at most MAX_CONNECTIONS at once (accept
 waits beyond); request heads up to 64 KiB; bodies move in 64 KiB pieces,
-never buffered whole; every socket read has a timeout.
+never buffered whole; every socket read has a timeout. A refused request's
+body (without Expect: 100-continue) is read and dropped before the answer, up
+to 256 MiB, so that a client which sends it all first still reads the answer.
 """
 
 import argparse
@@ -59,7 +61,7 @@ MAX_CONNECTIONS = 1024
 IDLE_TIMEOUT_S = 75.0       # a keep-alive connection with no new request
 IO_TIMEOUT_S = 60.0         # within a request: a read that gets nothing
 UPSTREAM_TIMEOUT_S = 120.0  # the store's answer
-DRAIN_LIMIT = 16 * 1024 * 1024  # a refused request's body read and dropped to keep the connection
+DRAIN_LIMIT = 256 * 1024 * 1024  # a refused request's body is read and dropped up to this, then answered
 MAX_SKEW_S = 15 * 60        # S3's limit on x-amz-date against the clock
 PACE_SLICE_S = 0.02
 
