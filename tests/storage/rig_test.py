@@ -89,9 +89,12 @@ def error_of(call):
     raise AssertionError("the request succeeded")
 
 
-def signed_headers(info, method, path, secret=None, region=None):
-    """The headers botocore's signer adds to a request (the rig's keys unless told)."""
+def signed_headers(info, method, path, secret=None, region=None, unsigned_payload=False):
+    """The headers botocore's signer adds to a bodyless request, or with
+    x-amz-content-sha256: UNSIGNED-PAYLOAD (the rig's keys unless told)."""
     request = AWSRequest(method=method, url=info["endpoint_url"] + path)
+    if unsigned_payload:
+        request.context["client_config"] = Config(s3={"payload_signing_enabled": False})
     S3SigV4Auth(Credentials(info["access_key_id"], secret or info["secret_access_key"]), "s3",
                 region or info["region"]).add_auth(request)
     return dict(request.headers.items())
@@ -193,7 +196,7 @@ class RigS3(unittest.TestCase):
         self.assertIn(b"SignatureDoesNotMatch", answer.read())
         connection.close()
 
-    def test_keep_alive_across_requests_and_refusals(self):
+    def test_keep_alive_across_requests_refusals_and_a_chunked_upload(self):
         self.s3.put_object(Bucket=self.bucket, Key="kept.bin", Body=b"k" * 70000)
         connection = http.client.HTTPConnection("127.0.0.1", self.info["ports"]["s3"], timeout=10)
         sockets = set()
@@ -207,8 +210,18 @@ class RigS3(unittest.TestCase):
                 self.assertEqual((answer.status, len(body)), (200, 70000))
             else:
                 self.assertEqual(answer.status, 403)
-        self.assertEqual(len(sockets), 1, "each request reopened the connection")
+        pieces = [os.urandom(10000) for _ in range(5)]  # a chunked upload, on the same connection
+        headers = signed_headers(self.info, "PUT", f"/{self.bucket}/chunked.bin", unsigned_payload=True)
+        self.assertEqual(headers["X-Amz-Content-SHA256"], "UNSIGNED-PAYLOAD")
+        connection.request("PUT", f"/{self.bucket}/chunked.bin", body=iter(pieces), headers=headers,
+                           encode_chunked=True)
+        answer = connection.getresponse()
+        answer.read()
+        self.assertEqual(answer.status, 200)
+        sockets.add(id(connection.sock))
+        self.assertEqual(len(sockets), 1, "a request reopened the connection")
         connection.close()
+        self.assertEqual(self.s3.get_object(Bucket=self.bucket, Key="chunked.bin")["Body"].read(), b"".join(pieces))
 
     def test_slowdown_every_k_set_while_running(self):
         changed = rig("set", "--dir", self.info["dir"], "--slowdown-every", "2")
