@@ -20,6 +20,18 @@ std::string Cpu(double cpu) { return Fixed(cpu, 2) + " CPU"; }
 
 std::string Windows(int n) { return std::to_string(n) + (n == 1 ? " window" : " windows"); }
 
+// The CPU a window must have left idle for the neighbours to have got what
+// they wanted there. Below it the box was saturated and the scheduler shared
+// it out: beside a trial at 1.5 CPUs on 2, a neighbour that wants 1 CPU gets
+// 0.5. /proc/stat over a window of a second or more reads to a few
+// hundredths of a CPU.
+constexpr double kIdleCpuLeft = 0.1;
+
+bool LeftCpuIdle(const RepeatRecord& r, double usable_cpus) {
+  return usable_cpus > 0 && std::isfinite(r.tree_cpu) && std::isfinite(r.background_cpu) &&
+         r.tree_cpu + r.background_cpu < usable_cpus - kIdleCpuLeft;
+}
+
 }  // namespace
 
 BackgroundFacts SummarizeBackground(BackgroundFacts facts, const std::vector<TrialRecord>& trials,
@@ -28,16 +40,12 @@ BackgroundFacts SummarizeBackground(BackgroundFacts facts, const std::vector<Tri
   int remeasured = 0;
   for (const TrialRecord& t : trials) {
     if (t.status != TrialStatus::kOk) continue;
-    // Room the trial left: at 0 workers the loop is one thread; otherwise its
-    // busiest window's tree against what the box has, less the threshold.
-    const bool left_room = t.knobs.num_workers == 0 ||
-                           (usable_cpus > 0 && t.cpu_util > 0 && t.cpu_util < usable_cpus - facts.warn_cpu);
     for (const RepeatRecord& r : t.repeat_rows) {
       if (r.remeasured) {
         ++remeasured;
       } else if (std::isfinite(r.background_cpu)) {
         counted.push_back(r.background_cpu);
-        if (left_room) demand.push_back(r.background_cpu);
+        if (LeftCpuIdle(r, usable_cpus)) demand.push_back(r.background_cpu);
       }
     }
   }
@@ -86,9 +94,20 @@ std::string BusyText(const BackgroundFacts& facts) {
   }
   const std::string sample = std::isfinite(facts.start_cpu) ? "the sample before the baseline" : "";
   const std::string windows = facts.demand_windows > 0 ? Windows(facts.demand_windows) : "";
-  return "other processes wanted " + Cpu(facts.demand_cpu) + " where the trials left it free (median of " + sample +
+  return "other processes wanted " + Cpu(facts.demand_cpu) + " where the box had CPU idle (median of " + sample +
          (!sample.empty() && !windows.empty() ? " and " : "") + windows + ")" + above + "; over all " +
          Windows(facts.windows) + " they got " + Fixed(facts.median_cpu, 2);
+}
+
+std::string QuietText(const BackgroundFacts& facts) {
+  if (facts.busy || facts.windows == 0) return "";
+  std::string text = "other processes took " + Fixed(facts.median_cpu, 2) + " CPU (median of " +
+                     Windows(facts.windows) + ")";
+  if (!std::isfinite(facts.demand_cpu)) {
+    text += "; what they wanted was not measured: no window left CPU idle and no sample came before the baseline";
+  }
+  if (facts.remeasured > 0) text += "; " + std::to_string(facts.remeasured) + " disturbed windows re-measured";
+  return text;
 }
 
 std::string TrialBackgroundNote(const TrialRecord& trial, const BackgroundFacts& facts) {

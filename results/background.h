@@ -19,11 +19,12 @@ namespace feedtune::results {
 // figures filled from `trials`: the median of the background over the windows
 // in the ok trials' figures (re-measured windows left out), their count, the
 // windows re-measured; the neighbours' demand (BackgroundFacts::demand_cpu),
-// from the sample and the windows of trials at 0 workers or whose tree used
-// under `usable_cpus` - facts.warn_cpu (TrialRecord::cpu_util, the busiest
-// window's: every window of such a trial left that much free); and busy when
-// the demand is above facts.warn_cpu. A run whose windows measured nothing (a
-// command workload) is not busy.
+// from the sample and the windows where the box had CPU left idle (the
+// window's tree plus the others under `usable_cpus` less a tenth of a CPU:
+// only there did the others get what they wanted; in a saturated window they
+// got their share); and busy when the demand is above facts.warn_cpu. NaN
+// demand when neither was measured: not busy, and QuietText says why. A run
+// whose windows measured nothing (a command workload) is not busy.
 BackgroundFacts SummarizeBackground(BackgroundFacts facts, const std::vector<TrialRecord>& trials,
                                     double usable_cpus);
 
@@ -37,7 +38,7 @@ std::string TopConsumersText(const std::vector<ProcessCpu>& top);
 // naming the top consumers; empty otherwise.
 std::string StartWarning(const BackgroundFacts& facts);
 
-// "other processes wanted 1.01 CPU where the trials left it free (median of the
+// "other processes wanted 1.01 CPU where the box had CPU idle (median of the
 // sample before the baseline and 12 windows), above sweep.background.warn_cpu
 // 0.25; over all 57 windows they got 0.26": why a run is busy; empty when it
 // is not. A run before schema v18 says its median of windows, what it rested on.
@@ -45,6 +46,11 @@ std::string StartWarning(const BackgroundFacts& facts);
 // v18 the median of its windows (NaN when neither was measured).
 double BusyFigure(const BackgroundFacts& facts);
 std::string BusyText(const BackgroundFacts& facts);
+
+// A run that is not busy: "other processes took 0.12 CPU (median of 57
+// windows)", saying when their demand was not measured and the windows
+// re-measured; empty for a busy run or one without windows.
+std::string QuietText(const BackgroundFacts& facts);
 
 // What a trial's decision adds (starting "; "), empty when nothing is to say:
 // the windows re-measured and what disturbed them, or, in a trial whose

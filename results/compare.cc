@@ -319,7 +319,7 @@ std::string BusyRowsText(const std::vector<const ClassSpread*>& classes) {
     for (const CompareRow* row : spread->rows) {
       if (!row->busy) continue;
       text += "  " + row->host.name + " (run " + std::to_string(row->run_id) + "): other processes wanted " +
-              Fixed(row->background_cpu, 2) + " CPU where its trials left it free: its row describes the contention "
+              Fixed(row->background_cpu, 2) + " CPU where the box had CPU idle: its row describes the contention "
               "with them\n";
     }
   }

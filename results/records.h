@@ -119,6 +119,11 @@ struct RepeatRecord {
   double background_cpu = std::numeric_limits<double>::quiet_NaN();
   bool disturbed = false;
   bool remeasured = false;
+  // Schema v20: the CPUs the trial's own process tree used in the window;
+  // with background_cpu, whether the box had CPU left idle there (where the
+  // neighbours got what they wanted, results/background.h). NaN where not
+  // measured (command workloads, files before v20).
+  double tree_cpu = std::numeric_limits<double>::quiet_NaN();
 };
 
 // One rank of a node trial (sweep.ranks > 1; tuner/measure/node_measurer.h): its own loader's
@@ -212,6 +217,10 @@ struct TrialRecord {
   // others replaced (repeat rows with remeasured set).
   double background_cpu = std::numeric_limits<double>::quiet_NaN();
   int remeasured_windows = 0;
+  // Schema v20: seconds from the search's start to the trial's end, on the
+  // search's clock (a resumed run's clock goes on from its stored trials',
+  // tuner/search/replay.h); NaN before v20.
+  double elapsed_s = std::numeric_limits<double>::quiet_NaN();
   std::string decision;       // why the phase kept or dropped this setting
   std::vector<RepeatRecord> repeat_rows;
   // A node trial (sweep.ranks > 1): the ranks' figures; unset for one loader.

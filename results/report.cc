@@ -436,10 +436,7 @@ std::string RunHeaderText(const RunView& view) {
   if (const auto& bg = run.facts.background; bg && bg->busy) {
     text += "busy:     " + BusyText(*bg) + ": the knee and the best describe the contention with them\n";
   } else if (bg && bg->windows > 0) {
-    text += "others:   other processes took " + Fixed(bg->median_cpu, 2) + " CPU (median of " +
-            std::to_string(bg->windows) + " windows)" +
-            (bg->remeasured > 0 ? "; " + std::to_string(bg->remeasured) + " disturbed windows re-measured" : "") +
-            "\n";
+    text += "others:   " + QuietText(*bg) + "\n";
   }
   text += "\n";
   return text;

@@ -410,6 +410,20 @@ ALTER TABLE runs ADD COLUMN owner_pid INTEGER;
 ALTER TABLE runs ADD COLUMN owner_start_ticks INTEGER;
 ALTER TABLE runs ADD COLUMN end_note TEXT;
 )sql",
+    // 19 -> 20: torch costs' fixed wait to stop the workers, and the figures
+    // calibrate could not tell from zero ({"name": "why"}; rows before it did
+    // not measure the fixed part); each window's own CPU (the trial's process
+    // tree), so the busy mark reads the neighbours only where the box had
+    // CPU left idle (results/background.h); each trial's end on the search's
+    // clock, so a resumed run's time budget goes on from it (tuner/search/replay.h).
+    R"sql(
+ALTER TABLE torch_costs ADD COLUMN main_stop_fixed_s REAL NOT NULL DEFAULT 0;
+ALTER TABLE torch_costs ADD COLUMN not_measured_json TEXT NOT NULL DEFAULT '{}';
+UPDATE torch_costs SET not_measured_json =
+  json_object('main_stop_fixed_s', 'measured before feedtune measured it (calibrate again to measure it)');
+ALTER TABLE repeats ADD COLUMN tree_cpu REAL;
+ALTER TABLE trials ADD COLUMN elapsed_s REAL;
+)sql",
 };
 
 // `json` (an expression: runs.calibration_json, or one of these applied to

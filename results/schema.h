@@ -27,6 +27,7 @@ namespace feedtune::results {
 constexpr int kRunFactsVersion = 14;      // run_facts: budget, max_workers, seed, safe limit
 constexpr int kMoreRunFactsVersion = 15;  // run_facts: cpu, preflight, phases, timelines
 constexpr int kBackgroundVersion = 16;    // other processes' CPU: repeats, trials, run_facts
+constexpr int kWindowTreeVersion = 20;    // each window's own CPU: repeats.tree_cpu; trials.elapsed_s
 constexpr int kTorchCostsVersion = 17;    // torch_costs per host; run_facts: the costs a run paid
 constexpr int kDemandVersion = 18;        // run_facts: the neighbours' demand the busy mark rests on
 constexpr int kRunOwnerVersion = 19;      // runs: the process running a run, and how a run ended
@@ -290,6 +291,7 @@ inline constexpr Column<TrialRecord> kTrialColumns[] = {
     Field<&TrialRecord::worker_rss_in_consumer>("worker_rss_in_consumer", 13, "0"),
     Field<&TrialRecord::background_cpu>("background_cpu", kBackgroundVersion),
     Field<&TrialRecord::remeasured_windows>("remeasured_windows", kBackgroundVersion, "0"),
+    Field<&TrialRecord::elapsed_s>("elapsed_s", kWindowTreeVersion),
 };
 
 // The repeats' columns after `trial_id`.
@@ -305,6 +307,7 @@ inline constexpr Column<RepeatRecord> kRepeatColumns[] = {
     Field<&RepeatRecord::background_cpu>("background_cpu", kBackgroundVersion),
     Field<&RepeatRecord::disturbed>("disturbed", kBackgroundVersion, "0"),
     Field<&RepeatRecord::remeasured>("remeasured", kBackgroundVersion, "0"),
+    Field<&RepeatRecord::tree_cpu>("tree_cpu", kWindowTreeVersion),
 };
 
 // A node trial's figures (trial_nodes, from v9) after `trial_id`.

@@ -5,6 +5,11 @@
 #include "results/units.h"
 
 namespace feedtune::results {
+namespace {
+
+constexpr int kFirstTorchCostsVersion = 17;  // the schema version that added the torch_costs table
+
+}  // namespace
 
 double TorchCosts::SampleSeconds(bool in_worker, int64_t bytes, int batch_size) const {
   const double n = static_cast<double>(bytes);
@@ -14,17 +19,18 @@ double TorchCosts::SampleSeconds(bool in_worker, int64_t bytes, int batch_size) 
 
 const std::vector<TorchCostField>& TorchCostFields() {
   static const std::vector<TorchCostField> fields = {
-      {"worker_start_s", &TorchCosts::worker_start_s},
-      {"in_process_batch_s", &TorchCosts::in_process_batch_s},
-      {"in_process_sample_s", &TorchCosts::in_process_sample_s},
-      {"in_process_byte_s", &TorchCosts::in_process_byte_s},
-      {"worker_batch_s", &TorchCosts::worker_batch_s},
-      {"worker_sample_s", &TorchCosts::worker_sample_s},
-      {"worker_byte_s", &TorchCosts::worker_byte_s},
-      {"main_batch_s", &TorchCosts::main_batch_s},
-      {"main_byte_s", &TorchCosts::main_byte_s},
-      {"main_worker_start_s", &TorchCosts::main_worker_start_s},
-      {"main_worker_stop_s", &TorchCosts::main_worker_stop_s},
+      {"worker_start_s", &TorchCosts::worker_start_s, 17},
+      {"in_process_batch_s", &TorchCosts::in_process_batch_s, 17},
+      {"in_process_sample_s", &TorchCosts::in_process_sample_s, 17},
+      {"in_process_byte_s", &TorchCosts::in_process_byte_s, 17},
+      {"worker_batch_s", &TorchCosts::worker_batch_s, 17},
+      {"worker_sample_s", &TorchCosts::worker_sample_s, 17},
+      {"worker_byte_s", &TorchCosts::worker_byte_s, 17},
+      {"main_batch_s", &TorchCosts::main_batch_s, 17},
+      {"main_byte_s", &TorchCosts::main_byte_s, 17},
+      {"main_worker_start_s", &TorchCosts::main_worker_start_s, 17},
+      {"main_worker_stop_s", &TorchCosts::main_worker_stop_s, 17},
+      {"main_stop_fixed_s", &TorchCosts::main_stop_fixed_s, 20},
   };
   return fields;
 }
@@ -39,8 +45,15 @@ TorchCosts TorchCostsFromProbe(const nlohmann::json& costs) {
   out.python_version = text("python_version");
   out.torch_version = text("torch_version");
   out.start_method = text("start_method");
+  if (const auto it = costs.find("not_measured"); it != costs.end() && it->is_object()) {
+    for (const auto& [name, why] : it->items()) out.not_measured[name] = why.is_string() ? why.get<std::string>() : "";
+  }
   for (const TorchCostField& f : TorchCostFields()) {
     const auto it = costs.find(f.name);
+    if (it == costs.end() && f.since > kFirstTorchCostsVersion) {
+      out.not_measured[f.name] = kMeasuredBeforeIt;
+      continue;
+    }
     if (it == costs.end() || !it->is_number() || it->get<double>() < 0) {
       throw std::runtime_error(std::string("the torch probe's answer has no non-negative number \"") + f.name + "\"");
     }
@@ -55,6 +68,8 @@ nlohmann::ordered_json TorchCostsJson(const TorchCosts& costs) {
                               {"torch_version", costs.torch_version},
                               {"start_method", costs.start_method}};
   for (const TorchCostField& f : TorchCostFields()) j[f.name] = costs.*f.member;
+  j["not_measured"] = nlohmann::ordered_json::object();
+  for (const auto& [name, why] : costs.not_measured) j["not_measured"][name] = why;
   return j;
 }
 
@@ -77,6 +92,16 @@ bool IsNativeRun(const std::string& config_yaml, const std::string& backend) {
   return backend != "in-job" && config_yaml.find("\n  kind: command") == std::string::npos;
 }
 
+namespace {
+
+std::string NotMeasuredText(const TorchCosts& c) {
+  std::string text;
+  for (const auto& [name, why] : c.not_measured) text += (text.empty() ? "" : "; ") + name + " (" + why + ")";
+  return text.empty() ? "" : "; not measured, so charged 0: " + text;
+}
+
+}  // namespace
+
 std::string TorchCostsLine(const TorchCosts& c) {
   const auto us = [](double s) { return ThreeFigures(s * 1e6) + " us"; };
   return "torch " + c.torch_version + " (Python " + c.python_version + ", " + c.start_method + ")" +
@@ -84,9 +109,10 @@ std::string TorchCostsLine(const TorchCosts& c) {
          ThreeFigures(c.worker_start_s * 1e3) + " ms; a worker pays " + us(c.worker_batch_s) + " per batch, " +
          us(c.worker_sample_s) + " per sample, " + Format("%.2f", c.worker_byte_s * 1e9) +
          " ns per byte; the main process " + us(c.main_batch_s) + " per batch from a worker, " +
-         ThreeFigures(c.main_worker_start_s * 1e3) + " ms to start a worker and " +
-         ThreeFigures(c.main_worker_stop_s * 1e3) + " ms to stop one; without workers " +
-         us(c.in_process_batch_s) + " per batch, " + us(c.in_process_sample_s) + " per sample";
+         ThreeFigures(c.main_worker_start_s * 1e3) + " ms to start a worker and waits " +
+         ThreeFigures(c.main_stop_fixed_s * 1e3) + " ms + " + ThreeFigures(c.main_worker_stop_s * 1e3) +
+         " ms a worker to stop them; without workers " + us(c.in_process_batch_s) + " per batch, " +
+         us(c.in_process_sample_s) + " per sample" + NotMeasuredText(c);
 }
 
 }  // namespace feedtune::results

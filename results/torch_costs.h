@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,7 +25,7 @@ struct TorchCosts {
   std::string python_version;  // of the interpreter that measured them
   std::string torch_version;
   std::string start_method;    // the workers' (the interpreter's default)
-  double worker_start_s = 0;   // a worker's start, to its first batch less one batch's work
+  double worker_start_s = 0;   // a worker's own start: in the worker, from its fork to its first sample
   // num_workers 0: the main process's own loop and collate.
   double in_process_batch_s = 0;
   double in_process_sample_s = 0;
@@ -37,10 +38,16 @@ struct TorchCosts {
   double main_batch_s = 0;
   double main_byte_s = 0;
   // The main process's CPU per worker it starts (forks, one after another)
-  // and stops (joins) when a loader starts and ends its workers: every epoch
-  // without persistent_workers.
+  // when a loader starts its workers, and its wait when it stops them (a
+  // fixed part and one per worker: they exit together while it joins them
+  // in turn): every epoch without persistent_workers.
   double main_worker_start_s = 0;
   double main_worker_stop_s = 0;
+  double main_stop_fixed_s = 0;
+  // The figures that could not be told from zero (a fit at or below zero, a
+  // slope lost in the noise), by TorchCostFields name, with why: each is 0
+  // above and is charged as 0; the lines that show the costs say so.
+  std::map<std::string, std::string> not_measured;
 
   bool operator==(const TorchCosts&) const = default;
 
@@ -50,23 +57,31 @@ struct TorchCosts {
   double SampleSeconds(bool in_worker, int64_t bytes, int batch_size) const;
   // Seconds the main process spends on a batch of `bytes` a worker made.
   double MainBatchSeconds(int64_t bytes) const { return main_batch_s + main_byte_s * static_cast<double>(bytes); }
-  // Seconds the main process spends starting `workers` workers, and stopping them.
+  // The main process's CPU seconds starting `workers` workers, and the
+  // seconds it waits stopping them.
   double MainStartSeconds(int workers) const { return main_worker_start_s * workers; }
-  double MainStopSeconds(int workers) const { return main_worker_stop_s * workers; }
+  double MainStopWaitSeconds(int workers) const { return main_stop_fixed_s + main_worker_stop_s * workers; }
 };
 
 // The numeric fields, by name, in the order of the table's columns and of the
 // JSON: the one list the store, the JSON and the probe's reader follow.
+// Why a figure is not measured in costs stored before calibrate measured it.
+inline constexpr const char* kMeasuredBeforeIt = "measured before feedtune measured it (calibrate again to measure it)";
+
 struct TorchCostField {
   const char* name;
   double TorchCosts::*member;
+  int since;  // the results file's schema version whose torch_costs table has the column
 };
 const std::vector<TorchCostField>& TorchCostFields();
 
 // From the probe's {"torch_costs": {...}} object (the inner object). Throws
-// std::runtime_error naming the missing or non-numeric key.
+// std::runtime_error naming the missing or non-numeric key. A figure the
+// probe did not yet measure when the object was written (a run's costs
+// stored before it, TorchCostField::since) reads as not measured.
 TorchCosts TorchCostsFromProbe(const nlohmann::json& costs);
-// {"measured_at": ..., "python_version": ..., ..., "worker_start_s": ..., ...}
+// {"measured_at": ..., "python_version": ..., ..., "worker_start_s": ..., ...,
+// "not_measured": {"worker_byte_s": "why", ...}}
 nlohmann::ordered_json TorchCostsJson(const TorchCosts& costs);
 // TorchCostsJson's text back (a run's stored costs); empty for "", or for text
 // that is not such an object (a damaged value reads as none).
@@ -76,7 +91,10 @@ std::optional<TorchCosts> TorchCostsFromJson(const std::string& json);
 bool IsNativeRun(const std::string& config_yaml, const std::string& backend);
 
 // One line for reports and exports: "torch 1.13.1 (Python 3.11.2, fork), measured 2026-12-04T17:20:00Z:
-// a worker starts in 21 ms; per sample 9.1 us in a worker ...".
+// a worker starts in 21 ms; per sample 9.1 us in a worker ...", ending with
+// the figures not measured, each charged as 0: "; not measured, so charged
+// 0: worker_byte_s (the fit ... came out at -1e-12 s: within the noise of zero)".
+// Empty not_measured: no such part.
 std::string TorchCostsLine(const TorchCosts& costs);
 
 }  // namespace feedtune::results

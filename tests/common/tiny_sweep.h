@@ -17,6 +17,7 @@ struct TinySweep {
   int samples = 256;
   int sample_bytes = 4096;
   int io_us_per_sample = 300;
+  int cpu_us_per_sample = 0;
   int batch_size = 16;
   int max_workers = 4;
   std::string prefetch_factors = "[1, 4]";
@@ -29,7 +30,8 @@ struct TinySweep {
 inline std::string TinySweepYaml(const TinySweep& c) {
   return "name: " + c.name + "\nworkload:\n  kind: synthetic\n  samples: " + std::to_string(c.samples) +
          "\n  sample_bytes: " + std::to_string(c.sample_bytes) +
-         "\n  cpu_us_per_sample: 0\n  io_us_per_sample: " + std::to_string(c.io_us_per_sample) +
+         "\n  cpu_us_per_sample: " + std::to_string(c.cpu_us_per_sample) +
+         "\n  io_us_per_sample: " + std::to_string(c.io_us_per_sample) +
          "\n  jitter: 0\nloader:\n  batch_size: " + std::to_string(c.batch_size) +
          "\ndevice:\n  backend: host-sim\n  step_us: 2000\nsweep:\n  max_workers: " + std::to_string(c.max_workers) +
          "\n  prefetch_factors: " + c.prefetch_factors + "\n  repeats: " + std::to_string(c.repeats) +

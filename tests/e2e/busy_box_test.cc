@@ -61,7 +61,8 @@ TEST_F(BusyBox, AHogIsNamedTheRunMarkedAndTheQuietRunExported) {
   EXPECT_EQ(j["busy"], true);
   EXPECT_GT(j["background"]["median_cpu"].get<double>(), 0.25);
   EXPECT_GT(j["background"]["demand_cpu"].get<double>(), 0.25);
-  EXPECT_GE(j["background"]["demand_windows"].get<int>(), 1);
+  // demand_windows may be 0: on a box that other tests load too, no window
+  // need leave CPU idle, and the sample before the baseline carries the demand.
   EXPECT_GT(j["background"]["start_cpu"].get<double>(), 0.25);
   EXPECT_GE(j["background"]["windows"].get<int>(), 4);
   EXPECT_TRUE(j["trials"][0]["background_cpu"].is_number());
@@ -88,6 +89,41 @@ TEST_F(BusyBox, AHogIsNamedTheRunMarkedAndTheQuietRunExported) {
   const CliResult compare = Run("compare --db " + db);
   ASSERT_EQ(compare.code, 0) << compare.err;
   EXPECT_NE(compare.out.find("2 BUSY"), std::string::npos) << compare.out;
+}
+
+// Issue 56's busy box, through the sweep: a CPU-bound sweep beside a hog of
+// one CPU. The trials fill the box (1 to 2 CPUs of their own on 2), and where
+// they do the scheduler leaves the hog a share, not what it wants: read
+// there, the hog's demand came out 0.48 CPU. The mark rests on the windows
+// where the box had CPU idle, and on the sample before the baseline, where the
+// hog gets its whole CPU. Other tests may run beside this one (make test runs
+// them side by side): they only add to what the neighbours want, so the
+// bound is from below.
+TEST_F(BusyBox, BesideAOneCpuHogACpuBoundSweepReadsItsDemandNotItsShare) {
+  const std::string db = (dir_ / "r.db").string();
+  const std::string config = Write("cpu.yaml", TinySweepYaml({.name = "busy-cpu",
+                                                              .samples = 512,
+                                                              .io_us_per_sample = 0,
+                                                              .cpu_us_per_sample = 400,
+                                                              .max_workers = 4,
+                                                              .prefetch_factors = "[2]",
+                                                              .repeats = 3,
+                                                              .background = "{sample_seconds: 1.0}",
+                                                              .sweep_extra = "  diagnose: false\n"}));
+  CliResult r;
+  {
+    Hog hog("feedtune_hog");
+    ASSERT_GT(hog.pid(), 0);
+    r = Run("sweep " + config + " --db " + db);
+  }
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const CliResult report = Run("report --db " + db + " --format json");
+  ASSERT_EQ(report.code, 0) << report.err;
+  const nlohmann::json j = nlohmann::json::parse(report.out);
+  const nlohmann::json& bg = j["background"];
+  EXPECT_EQ(j["busy"], true) << bg.dump();
+  ASSERT_TRUE(bg["demand_cpu"].is_number()) << bg.dump();
+  EXPECT_GE(bg["demand_cpu"].get<double>(), 0.9) << "the hog wants a whole CPU\n" << bg.dump();
 }
 
 }  // namespace

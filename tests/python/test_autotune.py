@@ -428,7 +428,8 @@ class AutotuneStops(unittest.TestCase):
     with the trials measured so far, whether the job closed its loader, took
     Ctrl-C, was killed alone (the controller reads the socket's end), or was
     killed with its controller (the next open of the results file finds the
-    run's process gone)."""
+    run's process gone); and the next job of the same config on the file goes
+    on from it."""
 
     JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "autotune_job.py")
     LONG_BUDGET_S = 60.0  # outlasts each test: the job is stopped mid-tuning
@@ -587,6 +588,39 @@ class AutotuneStops(unittest.TestCase):
         self.assertEqual(second["status"], "done")
         self.assertIsNone(second["end_note"])
         self.assertNotIn("seed_check", [p["phase"] for p in second["calibration"]["phases"]])
+
+    def test_two_short_jobs_in_a_row_the_second_goes_on_from_the_first(self):
+        # Two jobs that each end while tuning (a short job and its budget of a
+        # minute): the first says so, the second goes on from the first's
+        # trials instead of starting over at the baseline, and repeats none.
+        def job(least_trials):
+            loader = autotune(tud.DataLoader(Indices(), batch_size=6, shuffle=True), results=self.db,
+                              config="short", budget_s=self.LONG_BUDGET_S, verbose=False)
+            for _ in range(MAX_EPOCHS):
+                for _batch in loader:
+                    pass
+                if self.trials() >= least_trials:
+                    break
+            self.assertEqual(loader.phase, "tuning")
+            loader.close()
+            return loader
+
+        first = job(2)
+        self.assertRegex(first.decision, r"^feedtune\.autotune: the job ended while tuning, [\d.]+ s into a budget of "
+                                         r"60 s: run 1 in .* keeps its \d+ trials unfinished, and the next job of this "
+                                         r"config on that file goes on from them$")
+        before = self.run_json(1)["trials"]
+        second = job(len(before) + 2)
+        self.assertIn("run 1", second.decision)
+        after = self.run_json(1)
+        self.assertEqual(after["status"], "interrupted")
+        self.assertEqual([t["id"] for t in after["trials"][:len(before)]], [t["id"] for t in before])
+        new = after["trials"][len(before):]
+        self.assertGreaterEqual(len(new), 2, "the second job measured trials of its own")
+        self.assertNotIn("baseline", [t["phase"] for t in new], "the second job started over")
+        def key(t):
+            return t["phase"], json.dumps(t["config"], sort_keys=True)
+        self.assertFalse({key(t) for t in new} & {key(t) for t in before}, "a trial of the first job measured again")
 
 
 class AutotuneWindows(unittest.TestCase):

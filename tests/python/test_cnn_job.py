@@ -62,10 +62,12 @@ class CnnJobTest(unittest.TestCase):
         for workers, w in windows.items():
             self.assertGreater(w["samples_per_s"], 0, w)
             # The step is the CNN's forward, backward and SGD: CPU time, where
-            # a sleep of the same length would take next to none. Generous:
-            # on a loaded box the step's wall time grows, its CPU time does not.
+            # a sleep would take next to none. Its CPU time, not a share of
+            # its wall time: on a loaded box the step waits for a CPU (239 ms
+            # of wall for 16 ms of CPU beside a package install), and its CPU
+            # time stays what the CNN costs, 16-80 ms on 2-CPU VMs.
             self.assertGreater(w["step_ms"], 1.0, w)
-            self.assertGreater(w["step_cpu_ms"], 0.2 * w["step_ms"], w)
+            self.assertGreater(w["step_cpu_ms"], 2.0, w)
             self.assertGreaterEqual(w["main_cpu_ms_per_batch"], w["step_cpu_ms"], w)
             self.assertEqual(w["batches_per_epoch"], 8, w)  # 256 images, batches of 32
         # Without workers the main process augments the images itself; with

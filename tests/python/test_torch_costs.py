@@ -1,7 +1,8 @@
 """This box's torch DataLoader costs (docs/measurement.md#torch-costs): the
-probe's fit, `feedtune calibrate` storing them per host, `feedtune machine`
-showing them, a native trial paying them, and a sweep's first use measuring
-them and the report saying so.
+probe's fit, `feedtune calibrate` storing them per host (run beside a CPU hog
+per CPU: each figure measured above zero or marked not measured, the worker
+start never 0), `feedtune machine` showing them, a native trial paying them,
+and a sweep's first use measuring them and the report saying so.
 """
 
 import json
@@ -56,7 +57,14 @@ class CalibrateTest(unittest.TestCase):
         cls.config = os.path.join(cls.tmp, "tiny.yaml")
         with open(cls.config, "w") as f:
             f.write(CONFIG)
-        cls.calibrated = run(["calibrate", "--db", cls.db, "--python", sys.executable, "--json"])
+        # A loaded box: one CPU hog per CPU for the whole calibration.
+        hogs = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(os.cpu_count() or 1)]
+        try:
+            cls.calibrated = run(["calibrate", "--db", cls.db, "--python", sys.executable, "--json"])
+        finally:
+            for hog in hogs:
+                hog.kill()
+                hog.wait()
 
     @classmethod
     def tearDownClass(cls):
@@ -67,12 +75,27 @@ class CalibrateTest(unittest.TestCase):
         self.assertEqual(costs["db"], self.db)
         import torch
         self.assertEqual(costs["torch_version"], torch.__version__.split("+")[0])
-        self.assertGreater(costs["worker_start_s"], 0)
         self.assertGreater(costs["in_process_sample_s"] + costs["in_process_batch_s"], 0)
         self.assertGreater(costs["worker_sample_s"] + costs["worker_batch_s"], 0)
         shown = json.loads(run(["machine", "--db", self.db, "--json", "--no-bandwidth"]).stdout)
-        for key in ("worker_start_s", "worker_sample_s", "main_batch_s", "torch_version", "measured_at"):
+        for key in ("worker_start_s", "worker_sample_s", "main_batch_s", "torch_version", "measured_at",
+                    "not_measured"):
             self.assertEqual(shown["torch_costs"][key], costs[key], key)
+
+    def test_on_a_loaded_box_each_figure_is_measured_or_marked_not_measured(self):
+        costs = json.loads(self.calibrated.stdout.strip().splitlines()[-1])
+        figures = [k for k, v in costs.items() if k.endswith("_s") and isinstance(v, float)]
+        self.assertIn("main_stop_fixed_s", figures)
+        for name in figures:
+            if name in costs["not_measured"]:
+                self.assertEqual(costs[name], 0.0, name)
+                self.assertTrue(costs["not_measured"][name], name)  # with the reason
+            else:
+                self.assertGreater(costs[name], 0.0, name)
+        # Measured in the worker, from its fork to its first sample: never
+        # free, never a difference of noisy medians clamped to 0.
+        self.assertNotIn("worker_start_s", costs["not_measured"])
+        self.assertGreater(costs["worker_start_s"], 1e-4)
 
     def test_a_native_trial_pays_them_unless_off(self):
         paid = json.loads(run(["trial", self.config, "--db", self.db, "--json"]).stdout)

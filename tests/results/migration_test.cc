@@ -14,6 +14,7 @@
 
 #include "results/report.h"
 #include "results/store.h"
+#include "results/torch_costs.h"
 
 namespace feedtune::results {
 namespace {
@@ -216,8 +217,16 @@ void RawExecSql(const std::string& path, const std::string& sql) {
 // memory unmeasured, then upgrades and takes a trial with the series' figures.
 // What schema v19 added (a run's owner and end note), dropped again to make
 // a v18 file out of a fresh one.
+// What schema v20 added: each window's own CPU, each trial's end on the
+// search's clock, the torch costs' fixed stop and not-measured figures.
+std::string DropSinceV20() {
+  return "ALTER TABLE repeats DROP COLUMN tree_cpu; ALTER TABLE trials DROP COLUMN elapsed_s; "
+         "ALTER TABLE torch_costs DROP COLUMN main_stop_fixed_s; "
+         "ALTER TABLE torch_costs DROP COLUMN not_measured_json;";
+}
+
 std::string DropSinceV19() {
-  std::string sql;
+  std::string sql = DropSinceV20();
   for (const char* column : {"owner_hostname", "owner_boot_id", "owner_pid_namespace", "owner_pid",
                              "owner_start_ticks", "end_note"}) {
     sql += std::string("ALTER TABLE runs DROP COLUMN ") + column + ";";
@@ -464,6 +473,49 @@ TEST_F(MigrationTest, AV18FileGainsRunOwnersAndLeavesItsRunningRunsAlone) {
   next.id = store.BeginRun(next);
   EXPECT_EQ(RawInt(copy_, "SELECT owner_pid FROM runs WHERE id = " + std::to_string(next.id)), getpid());
   EXPECT_GT(RawInt(copy_, "SELECT owner_start_ticks FROM runs WHERE id = " + std::to_string(next.id)), 0);
+}
+
+// Schema 19 -> 20: a v19 file with a calibration: read-only, its costs read
+// with the fixed stop not measured and its windows without their tree's CPU;
+// upgraded, the stored row says the fixed stop was measured before
+// calibrate measured it, and a trial stores its tree's CPU and its clock.
+TEST_F(MigrationTest, AV19FileGainsTheWindowsTreeAndTheCostsNotMeasured) {
+  {
+    Store store = Store::Open(copy_);
+    TorchCosts costs;
+    costs.measured_at = "2026-12-06T10:00:00Z";
+    costs.worker_start_s = 0.02;
+    costs.main_worker_stop_s = 0.015;
+    store.SetTorchCosts("box/abc", costs);
+  }
+  RawExecSql(copy_, DropSinceV20() + "PRAGMA user_version = 19;");
+  {
+    Store reader = Store::OpenReadOnly(copy_);
+    EXPECT_EQ(reader.schema_version(), 19);
+    const auto costs = reader.LoadTorchCosts("box/abc");
+    ASSERT_TRUE(costs.has_value());
+    EXPECT_DOUBLE_EQ(costs->main_worker_stop_s, 0.015);
+    EXPECT_EQ(costs->not_measured.count("main_stop_fixed_s"), 1u);
+    const auto trials = reader.LoadTrials(1);
+    ASSERT_FALSE(trials.empty());
+    EXPECT_TRUE(std::isnan(trials[0].elapsed_s));
+    ASSERT_FALSE(trials[0].repeat_rows.empty());
+    EXPECT_TRUE(std::isnan(trials[0].repeat_rows[0].tree_cpu));
+  }
+  Store store = Store::Open(copy_);
+  EXPECT_EQ(RawInt(copy_, "PRAGMA user_version"), Store::kSchemaVersion);
+  const auto costs = store.LoadTorchCosts("box/abc");
+  ASSERT_TRUE(costs.has_value());
+  EXPECT_EQ(costs->not_measured.at("main_stop_fixed_s"), kMeasuredBeforeIt);
+  TrialRecord trial = store.LoadTrials(1)[0];
+  trial.elapsed_s = 12.5;
+  trial.repeat_rows[0].tree_cpu = 1.25;
+  const int64_t id = store.AddTrial(1, trial);
+  for (const TrialRecord& t : store.LoadTrials(1)) {
+    if (t.id != id) continue;
+    EXPECT_DOUBLE_EQ(t.elapsed_s, 12.5);
+    EXPECT_DOUBLE_EQ(t.repeat_rows[0].tree_cpu, 1.25);
+  }
 }
 
 TEST_F(MigrationTest, ForeignApplicationIdIsRefusedAndUntouched) {

@@ -105,9 +105,10 @@ void Progress::Trial(const results::TrialRecord& t, const SearchProgress& progre
 }
 
 std::string StartEventJson(int64_t run_id, const std::string& workload, const std::string& backend,
-                           int max_workers, bool resumed) {
+                           int max_workers, bool resumed, int stored_trials) {
   return nlohmann::json{{"event", "start"},      {"run_id", run_id},           {"workload", workload},
-                        {"backend", backend},    {"max_workers", max_workers}, {"resumed", resumed}}
+                        {"backend", backend},    {"max_workers", max_workers}, {"resumed", resumed},
+                        {"stored_trials", stored_trials}}
       .dump();
 }
 

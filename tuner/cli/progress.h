@@ -67,7 +67,7 @@ std::string ClockText(double seconds);
 
 // The JSON events, each one line without the newline.
 std::string StartEventJson(int64_t run_id, const std::string& workload, const std::string& backend,
-                           int max_workers, bool resumed);
+                           int max_workers, bool resumed, int stored_trials);
 std::string TrialEventJson(const results::TrialRecord& trial, const SearchProgress& progress, double elapsed_s,
                            std::optional<double> left_s, bool replayed);
 // The done event as a value: the sweep adds the background and the verdict

@@ -145,6 +145,15 @@ default start method, and whether its Dataset pickles) stands for the
 preflight that cannot run, so the multiprocessing_context phase runs as in a
 sweep.
 
+--continue-unfinished goes on from this host's latest interrupted run of
+the same workload (name and workload hash) in --db, as --resume would, with
+the config stored with it; with none, a new run starts (and --seed-from
+applies). feedtune.autotune passes it, so a job that ends while tuning
+leaves the next job on the same file its trials: the next one goes on from
+them instead of starting over. A stored run that no longer replays (its
+trials are not what the search asks for) is marked failed and a new run
+starts.
+
 --trace DIR measures the baseline and the best setting once more at the end,
 with a timeline of each (Chrome trace JSON, docs/trace.md) in DIR/baseline.json
 and DIR/best.json, and keeps 200 ms of both for `feedtune report --format html`.
@@ -187,6 +196,7 @@ struct SweepArgs {
   // --serve-preflight: that process's own preflight (python_preflight.h), read once here.
   std::optional<tuner::PythonPreflight> serve_preflight;
   bool resuming = false;
+  bool continue_unfinished = false;  // --continue-unfinished: resume this host's latest interrupted run of CONFIG
   bool json = false;
   bool quiet = false;
   SweepTraceFiles trace_files;  // opened before anything runs: a wrong folder costs no trial
@@ -230,6 +240,8 @@ std::optional<SweepArgs> ParseSweepArgs(const Args& args, int* code) {
       "db", po::value(&a.db_path)->default_value(kDefaultDb), "results file (SQLite)")(
       "label", po::value(&a.label), "display name for this machine (default: hostname)")(
       "resume", po::value(&a.resume_id), "continue the interrupted run RUN from its stored trials")(
+      "continue-unfinished",
+      "go on from this host's latest interrupted run of CONFIG's workload in --db, if any (feedtune.autotune)")(
       "quiet,q", "no progress output, only the summary")(
       "json", "one JSON event per line on stdout (start, trial, done) instead of the summary")(
       "trace", po::value(&trace_dir),
@@ -247,6 +259,7 @@ std::optional<SweepArgs> ParseSweepArgs(const Args& args, int* code) {
   const auto vm = Parse(args, options, positional, kSweepUsage, code);
   if (!vm) return std::nullopt;
   a.resuming = vm->count("resume") > 0;
+  a.continue_unfinished = vm->count("continue-unfinished") > 0;
   a.json = vm->count("json") > 0;
   a.quiet = vm->count("quiet") > 0;
   if (!trace_dir.empty()) {
@@ -271,6 +284,9 @@ std::optional<SweepArgs> ParseSweepArgs(const Args& args, int* code) {
   }
   if (a.resuming && !a.seed_from.empty()) {
     throw SweepStop{kExitUsage, "--resume re-seeds from the seed stored with the run; drop --seed-from"};
+  }
+  if (a.resuming && a.continue_unfinished) {
+    throw SweepStop{kExitUsage, "--continue-unfinished finds the run to go on from; --resume names one: give either"};
   }
   if (a.resuming && !a.sets.empty()) {
     throw SweepStop{kExitUsage, "--resume goes on with the config stored with the run, so its trials stay comparable; "
@@ -303,21 +319,27 @@ void OpenStore(const SweepArgs& a, SweepSession& s, tuner::Progress& progress) {
   }
 }
 
-// A fresh sweep checks its config before the results file is touched, so a
-// mistake leaves no file behind; a resumed one takes the run's stored config,
-// its trials and its budget facts.
-void LoadConfigOrRun(const SweepArgs& a, SweepSession& s, tuner::Progress& progress) {
-  if (!a.resuming) {
-    try {
-      s.config = tuner::LoadConfig(ResolveDataPath(a.config_path));
-      for (const std::string& assignment : a.sets) tuner::ApplyOverride(s.config, assignment);
-    } catch (const tuner::ConfigError& e) {
-      throw SweepStop{kExitUsage, e.what()};
+// The run --continue-unfinished goes on from: this host's latest interrupted
+// run of `config`'s workload (name and hash) with trials, measured the same
+// way (in the job, or not); none when there is none.
+std::optional<results::RunRecord> UnfinishedRun(const SweepArgs& a, const results::Store& store,
+                                                const tuner::SweepConfig& config) {
+  const std::string host = results::HostOf(results::ReadFingerprint()).Key();
+  const std::string hash = tuner::WorkloadHash(config);
+  const bool in_job = a.serve_fd >= 0;
+  std::vector<results::RunRecord> runs = store.LoadRuns();
+  for (auto run = runs.rbegin(); run != runs.rend(); ++run) {
+    if (run->status != results::RunStatus::kInterrupted || run->host.Key() != host ||
+        run->workload_name != config.name || run->workload_hash != hash || (run->backend == "in-job") != in_job) {
+      continue;
     }
-    ResolveCommandPaths(s.config);
-    return;
+    if (!store.LoadTrials(run->id).empty()) return *run;
   }
-  OpenStore(a, s, progress);
+  return std::nullopt;
+}
+
+// --resume's run: its stored config, its trials and its budget facts.
+void ResumeRun(const SweepArgs& a, SweepSession& s) {
   const auto found = s.store->LoadRun(a.resume_id);
   if (!found) throw SweepStop{kExitUsage, "no run " + std::to_string(a.resume_id) + " in " + a.db_path};
   s.run = *found;
@@ -333,6 +355,37 @@ void LoadConfigOrRun(const SweepArgs& a, SweepSession& s, tuner::Progress& progr
   ResolveCommandPaths(s.config);
   s.stored = s.store->LoadTrials(s.run.id);
   s.facts = s.run.facts.budget;  // so a resume predicts as the first run did
+}
+
+// A fresh sweep checks its config before the results file is touched, so a
+// mistake leaves no file behind; a resumed one takes the run's stored config,
+// its trials and its budget facts. With --continue-unfinished a fresh sweep
+// becomes a resume when the file holds an unfinished run of its workload.
+void LoadConfigOrRun(SweepArgs& a, SweepSession& s, tuner::Progress& progress) {
+  if (!a.resuming) {
+    try {
+      s.config = tuner::LoadConfig(ResolveDataPath(a.config_path));
+      for (const std::string& assignment : a.sets) tuner::ApplyOverride(s.config, assignment);
+    } catch (const tuner::ConfigError& e) {
+      throw SweepStop{kExitUsage, e.what()};
+    }
+    ResolveCommandPaths(s.config);
+    if (!a.continue_unfinished || !std::filesystem::is_regular_file(a.db_path)) return;
+    OpenStore(a, s, progress);
+    const std::optional<results::RunRecord> unfinished = UnfinishedRun(a, *s.store, s.config);
+    if (!unfinished) return;
+    progress.Note("feedtune: going on from run " + std::to_string(unfinished->id) + " of " + a.db_path +
+                  ", which ended unfinished (" + (unfinished->end_note.empty() ? "interrupted" : unfinished->end_note) +
+                  "): its trials are replayed, not measured again, with the config stored with it");
+    a.resuming = true;
+    a.resume_id = unfinished->id;
+    a.seed_from.clear();
+    s.seed_store.reset();  // a resume re-seeds from the seed stored with the run
+    ResumeRun(a, s);
+    return;
+  }
+  OpenStore(a, s, progress);
+  ResumeRun(a, s);
 }
 
 // A Python command's preflight (tuner/measure/python_preflight.h), before any
@@ -556,7 +609,8 @@ void AnnounceRun(const SweepArgs& a, const SweepSession& s, tuner::Progress& pro
                 results::ShortNumber(config.sweep.budget.shm_fraction) + " x " + results::MiB(s.facts->shm_free_bytes) +
                 " free, open files " + std::to_string(s.facts->nofile_limit) + ", usable CPUs " +
                 results::ShortNumber(s.facts->usable_cpus));
-  output.Event(tuner::StartEventJson(s.run.id, config.name, s.device->backend_name(), s.max_workers, a.resuming));
+  output.Event(tuner::StartEventJson(s.run.id, config.name, s.device->backend_name(), s.max_workers, a.resuming,
+                                     static_cast<int>(s.stored.size())));
   if (s.seed) {
     output.Event(nlohmann::ordered_json{{"event", "seed"},
                                         {"text", tuner::SeedText(*s.seed)},
@@ -634,6 +688,9 @@ tuner::SearchOutcome Search(const SweepArgs& a, SweepSession& s, tuner::Budget& 
   setup.fitting_workers = [&budget, &s](const loader::Knobs& knobs) {
     return budget.SafeMaxWorkers(knobs, s.max_workers);
   };
+  // A resumed search's clock goes on from the first run's (ReplayMeasurer::ElapsedS),
+  // so a time budget weighs the trials as it did there.
+  setup.elapsed_s = [&replay, began = std::chrono::steady_clock::now()] { return replay.ElapsedS(began); };
   try {
     tuner::SearchOutcome outcome = tuner::RunSearch(s.config.sweep, setup, s.config.loader.knobs, replay, events);
     // A node sweep's formulas row gets a figure for every pick (report, export).
@@ -662,6 +719,16 @@ tuner::SearchOutcome Search(const SweepArgs& a, SweepSession& s, tuner::Budget& 
                                                             " --db " + a.db_path + "`")};
   } catch (const tuner::ReplayMismatch& e) {
     progress.Clear();
+    if (a.continue_unfinished) {
+      // Found, not named: a run that does not replay would be found again by
+      // every next job. Marked failed, it is not; the next one starts anew.
+      s.run.status = results::RunStatus::kFailed;
+      s.run.ended_at = NowIso8601();
+      s.run.end_note = std::string("going on from it failed: ") + e.what();
+      s.store->FinishRun(s.run);
+      throw SweepStop{kExitFailure, "cannot go on from run " + std::to_string(s.run.id) + ": " + e.what() +
+                                        "; it is marked failed, and the next sweep of this workload starts a new run"};
+    }
     throw SweepStop{kExitFailure, "cannot resume run " + std::to_string(s.run.id) + ": " + e.what()};
   }
 }
@@ -758,10 +825,7 @@ std::string BackgroundSummary(const results::RunRecord& run) {
            ": the knee and the best describe the contention with them. The run is marked busy: export, "
            "loader_kwargs and --seed-from take a quiet run of this host or class over it (docs/measurement.md)\n";
   }
-  std::string text = "background: other processes took " + results::Fixed(bg.median_cpu, 2) + " CPU (median of " +
-                     std::to_string(bg.windows) + " windows)";
-  if (bg.remeasured > 0) text += "; " + std::to_string(bg.remeasured) + " disturbed windows re-measured";
-  return text + "\n";
+  return "background: " + results::QuietText(bg) + "\n";
 }
 
 // The summary (text), or the done event (JSON lines) with the verdict in it,

@@ -425,10 +425,11 @@ results::TrialRecord AggregateRanks(const loader::Knobs& knobs, const std::vecto
     rep.wall_s = longest;
     rep.samples_per_s = longest > 0 ? samples / longest : 0;
     rep.mb_per_s = longest > 0 ? bytes / longest : 0;
-    std::vector<double> idles, p50s, p99s, backgrounds;
+    std::vector<double> idles, p50s, p99s, backgrounds, trees;
     for (const auto& r : ranks) {
       if (i >= r.repeat_rows.size()) continue;
       if (std::isfinite(r.repeat_rows[i].background_cpu)) backgrounds.push_back(r.repeat_rows[i].background_cpu);
+      if (std::isfinite(r.repeat_rows[i].tree_cpu)) trees.push_back(r.repeat_rows[i].tree_cpu);
       idles.push_back(r.repeat_rows[i].gpu_idle_frac);
       p50s.push_back(r.repeat_rows[i].wait_p50_us);
       p99s.push_back(r.repeat_rows[i].wait_p99_us);
@@ -438,6 +439,7 @@ results::TrialRecord AggregateRanks(const loader::Knobs& knobs, const std::vecto
     rep.wait_p99_us = p99s.empty() ? 0 : *std::max_element(p99s.begin(), p99s.end());
     // Every rank reads the same box against the same tree: their median.
     rep.background_cpu = MedianOrNaN(backgrounds);
+    rep.tree_cpu = MedianOrNaN(trees);
     node.repeat_rows.push_back(rep);
     rates.push_back(rep.samples_per_s);
     mbps.push_back(rep.mb_per_s);

@@ -66,7 +66,7 @@ std::string RecordLine(const results::TrialRecord& t, const results::RankRecord&
     reps.push_back({{"samples_per_s", Num(rep.samples_per_s)}, {"mb_per_s", Num(rep.mb_per_s)},
                     {"gpu_idle_frac", Num(rep.gpu_idle_frac)}, {"wait_p50_us", Num(rep.wait_p50_us)},
                     {"wait_p99_us", Num(rep.wait_p99_us)}, {"wall_s", Num(rep.wall_s)},
-                    {"background_cpu", Num(rep.background_cpu)}});
+                    {"background_cpu", Num(rep.background_cpu)}, {"tree_cpu", Num(rep.tree_cpu)}});
   }
   json line = {{"status", results::TrialStatusName(t.status)},
                 {"error", t.error ? json(*t.error) : json(nullptr)},
@@ -143,6 +143,7 @@ void ParseRecord(const std::string& line, results::TrialRecord* t, results::Rank
       rep.wait_p99_us = Num(rep_j, "wait_p99_us");
       rep.wall_s = Num(rep_j, "wall_s");
       rep.background_cpu = Num(rep_j, "background_cpu");
+      rep.tree_cpu = Num(rep_j, "tree_cpu");
       t->repeat_rows.push_back(rep);
     }
     r->pid = j.at("pid");

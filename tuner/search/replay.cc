@@ -1,5 +1,6 @@
 #include "tuner/search/replay.h"
 
+#include <cmath>
 #include <cstdio>
 
 namespace feedtune::tuner {
@@ -29,6 +30,10 @@ results::TrialRecord ReplayMeasurer::MeasurePlanned(const loader::Knobs& knobs, 
   }
   ++next_;
   last_replayed_ = true;
+  if (std::isfinite(t.elapsed_s)) {
+    replayed_elapsed_s_ = t.elapsed_s;
+    replayed_at_ = std::chrono::steady_clock::now();
+  }
   return t;
 }
 

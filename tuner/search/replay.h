@@ -9,9 +9,14 @@
 // mismatch means the config or the sequence changed since the run was stored,
 // and throws ReplayMismatch rather than mixing two sequences in one run.
 // Replayed records keep their store id (non-zero), new ones have id 0.
-// One thread uses it; `inner` must outlive it.
+// The search's clock goes on from the first run's (ElapsedS): a replayed
+// trial ends where it ended then (TrialRecord::elapsed_s), so a time budget
+// weighs the later trials as it would have, and the replay asks what was
+// asked. One thread uses it; `inner` must outlive it.
 #pragma once
 
+#include <chrono>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -35,6 +40,15 @@ class ReplayMeasurer final : public TrialMeasurer {
   results::TrialRecord MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) override;
   std::string last_warning() const override { return last_replayed_ ? std::string() : inner_.last_warning(); }
 
+  // Seconds of the search: since `began`, or after a replayed trial that
+  // recorded its clock, that trial's seconds plus the time since it was
+  // replayed.
+  double ElapsedS(std::chrono::steady_clock::time_point began) const {
+    const auto now = std::chrono::steady_clock::now();
+    if (!std::isfinite(replayed_elapsed_s_)) return std::chrono::duration<double>(now - began).count();
+    return replayed_elapsed_s_ + std::chrono::duration<double>(now - replayed_at_).count();
+  }
+
   size_t stored() const { return stored_.size(); }
   size_t replayed() const { return next_; }
   bool last_replayed() const { return last_replayed_; }
@@ -44,6 +58,8 @@ class ReplayMeasurer final : public TrialMeasurer {
   TrialMeasurer& inner_;
   size_t next_ = 0;
   bool last_replayed_ = false;
+  double replayed_elapsed_s_ = std::nan("");  // the last replayed trial's, when it recorded one
+  std::chrono::steady_clock::time_point replayed_at_;
 };
 
 }  // namespace feedtune::tuner

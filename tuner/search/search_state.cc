@@ -23,6 +23,7 @@ size_t SearchState::Measure(const char* phase, const loader::Knobs& knobs, Trial
   TrialRecord trial = measurer_.MeasurePlanned(knobs, plan);
   trial.phase = phase;
   trial.knobs = knobs;
+  trial.elapsed_s = ElapsedS();
   trials().push_back(std::move(trial));
   const size_t index = trials().size() - 1;
   // Whole-epoch windows hold their restarts already.

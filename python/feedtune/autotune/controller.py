@@ -143,8 +143,11 @@ class _Controller:
         # The job says its own preflight (its Python, torch and start method):
         # the sweep cannot start the job's argv to ask, and with it the
         # multiprocessing_context phase runs as in a sweep.
+        # An earlier job on this host that ended while tuning this config left
+        # its trials unfinished: the search goes on from them (replayed, not
+        # measured again) rather than starting over at the baseline.
         command = [binary, "sweep", config_path, "--db", results, "--json", "--serve-fd", str(theirs.fileno()),
-                   "--serve-preflight", json.dumps({"preflight": preflight})]
+                   "--serve-preflight", json.dumps({"preflight": preflight}), "--continue-unfinished"]
         if os.path.isfile(results):
             # An earlier tuning of this config on this host (or its class)
             # seeds the search: it starts at that answer and confirms it
@@ -174,13 +177,9 @@ class _Controller:
     def say(self, obj):
         self.sock.sendall((json.dumps(obj) + "\n").encode())
 
-    def finish(self, timeout_s=60.0):
-        """Waits for the controller to end; its done and seed events (or None) and its exit code."""
-        try:
-            code = self.process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            self.stop()
-            code = self.process.wait()
+    def events(self):
+        """Its JSON events so far, by kind (the last of each): start, seed, done, interrupted."""
+        self.out.flush()
         self.out.seek(0)
         found = {}
         for line in self.out:
@@ -188,9 +187,18 @@ class _Controller:
                 event = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(event, dict) and event.get("event") in ("done", "seed"):
+            if isinstance(event, dict) and "event" in event:
                 found[event["event"]] = event
-        return found.get("done"), found.get("seed"), code
+        return found
+
+    def finish(self, timeout_s=60.0):
+        """Waits for the controller to end; its events (events()) and its exit code."""
+        try:
+            code = self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            code = self.process.wait()
+        return self.events(), code
 
     def stderr_tail(self, lines=6):
         self.err.flush()

@@ -75,6 +75,7 @@ class AutotunedLoader(_Tuning, _Answer, _Delivery):
         self._final = None  # the DataLoader of "tuned" or "fallback", kept across epochs (persistent workers)
         self._probe = []  # (wait + step) of the first batches at the user's setting
         self._tuning_started = None
+        self._budget_used_s = None  # the tuning's budget, set when the controller starts
         self._ranks = None  # _Ranks under torch.distributed with 2 or more ranks
         self._window_batches = 0  # across ranks: a window's batches (0: measure_seconds)
         self._rank_failure = None  # across ranks: a trial that failed here, until the next collective
@@ -124,6 +125,11 @@ class AutotunedLoader(_Tuning, _Answer, _Delivery):
     def close(self):
         """Shuts every DataLoader and the controller down (also when the loader is collected)."""
         self._shutdown()
+
+    def _shutdown(self):
+        self._stop_loaders()
+        if self._controller:
+            self._end_controller()
 
     def __del__(self):
         try:

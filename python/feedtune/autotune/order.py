@@ -122,12 +122,10 @@ class _Delivery:
             self._shutdown_loader(self._trial.loader)
             self._trial.loader = None
 
-    def _shutdown(self):
+    def _stop_loaders(self):
+        """Every DataLoader's workers: the trial's and the steady one's."""
         self._stop_trial_loader()
         self._trial = None
         if self._final is not None:
             self._shutdown_loader(self._final)
             self._final = None
-        if self._controller:
-            self._controller.close()
-            self._controller = None

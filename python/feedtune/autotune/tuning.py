@@ -206,6 +206,7 @@ class _Tuning:
             per_batch = max(self._ranks.gather(per_batch))
         epoch_s = per_batch * batches_per_epoch
         budget = self._budget_s if self._budget_s else _default_budget(epoch_s)
+        self._budget_used_s = budget
         # Windows short enough for the whole sequence (about 20 trials of
         # three windows, a warm-up and the workers' start) in the budget; each
         # also holds _MIN_WINDOW_BATCHES batches (_Trial.add).

@@ -42,7 +42,8 @@ class _Answer:
 
     def _answer(self):
         """The controller's answer: {"knobs", "non_blocking", "decision"}, or {"fallback": why}."""
-        done, seed, code = self._controller.finish()
+        events, code = self._controller.finish()
+        done, seed, start = events.get("done"), events.get("seed"), events.get("start") or {}
         if done is None or not done.get("best"):
             why = "the search ended with exit %d and no best setting" % code
             tail = self._controller.stderr_tail()
@@ -50,6 +51,9 @@ class _Answer:
         spent = time.monotonic() - self._tuning_started
         knobs, non_blocking, verdict = _verdict(done, self._own)
         budget_note = ""
+        if start.get("resumed"):
+            budget_note += ("; went on from the %d trials of run %s, left unfinished by an earlier job"
+                            % (start.get("stored_trials", 0), start.get("run_id")))
         if seed is not None:
             stored = seed.get("seed", {})
             budget_note += "; the stored answer of run %s of %s" % (stored.get("run"),
@@ -70,6 +74,29 @@ class _Answer:
                        non_blocking, verdict, done.get("trials", 0), spent, ranks,
                        done.get("run_id"), self._results, budget_note))
         return {"knobs": knobs, "non_blocking": non_blocking, "decision": decision}
+
+    def _end_controller(self):
+        """The job ends (close(), or the loader collected): the controller
+        stops. Still tuning, its run is kept unfinished with its trials, and
+        the decision line says so: the next job on the same results file and
+        config goes on from them (controller.py's --continue-unfinished)."""
+        controller, self._controller = self._controller, None
+        if controller is _REMOTE or self.phase != "tuning" or controller is False:
+            if controller not in (_REMOTE, False):
+                controller.close()
+            return
+        controller.stop()
+        events = controller.events()
+        controller.close()
+        kept = events.get("interrupted") or {}
+        spent = time.monotonic() - self._tuning_started if self._tuning_started else 0.0
+        self.decision = ("feedtune.autotune: the job ended while tuning, %.1f s into a budget of %g s: run %s in %s "
+                         "keeps its %d trials unfinished, and the next job of this config on that file goes on from "
+                         "them"
+                         % (spent, self._budget_used_s or 0, kept.get("run_id"), self._results,
+                            kept.get("trials_kept", 0)))
+        if self._verbose:
+            sys.stderr.write(self.decision + "\n")
 
     def _fall_back(self, why):
         if self._controller:
