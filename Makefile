@@ -16,7 +16,7 @@ CMAKE_FLAGS ?=
 UNITY ?= ON
 CONFIGURE_FLAGS = -DCMAKE_UNITY_BUILD=$(UNITY) $(CMAKE_FLAGS)
 
-.PHONY: all deps build sweep test check deb build-asan test-asan build-tsan test-tsan fuzz-build fuzz bench grid-vs-sweep regret in-job-bench native-vs-torch probe-protocol formats-bench layout-bench fleet-scale seed-bench node-bench trace-bench busy-box-bench clean
+.PHONY: all deps build sweep test check deb build-asan test-asan build-tsan test-tsan fuzz-build fuzz bench grid-vs-sweep regret in-job-bench native-vs-torch probe-protocol formats-bench layout-bench remote-bench fleet-scale seed-bench node-bench trace-bench busy-box-bench clean
 
 all: build
 
@@ -122,6 +122,15 @@ probe-protocol: build
 formats-bench: build
 	@scripts/setup-deps --bench
 	bench/formats.py --feedtune $(BUILD)/tuner/cli/feedtune $(FORMATS_ARGS)
+
+# `feedtune sweep` on an s3:// dataset of the project's own store (scripts/s3-rig,
+# installed by setup-deps --s3) at 0, 20 and 80 ms to the first byte, against
+# an interleaved grid of num_workers x fetch_concurrency: the named setting's
+# share of the grid's best (goal: within 5%) and its worker processes against
+# the best's (docs/storage.md#bench-remote; about 20 minutes on 2 CPUs, alone).
+remote-bench: build
+	@scripts/setup-deps --s3
+	bench/remote --feedtune $(BUILD)/tuner/cli/feedtune $(REMOTE_ARGS)
 
 # `feedtune layout` against an exhaustive, interleaved cold measurement of
 # every candidate on three gen-data datasets (a JPEG folder, small files, the

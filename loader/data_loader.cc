@@ -1,3 +1,4 @@
+#include "loader/batch_read.h"
 #include "loader/data_loader.h"
 
 #include <unistd.h>
@@ -26,6 +27,7 @@ int CheckedWorkers(const LoaderOptions& options) {
   if (k.batch_size < 1) throw std::invalid_argument("batch_size must be >= 1");
   if (k.num_workers < 0) throw std::invalid_argument("num_workers must be >= 0");
   if (k.num_workers > 0 && k.prefetch_factor < 1) throw std::invalid_argument("prefetch_factor must be >= 1");
+  if (k.fetch_concurrency < 1) throw std::invalid_argument("fetch_concurrency must be >= 1");
   return k.num_workers;
 }
 
@@ -231,6 +233,7 @@ void DataLoader::DispatchUpTo(int64_t limit) {
     task.batch_index = next_to_dispatch_;
     task.slot = free_slots_.back();
     task.indices = plan_.FillBatch(next_to_dispatch_, slot_indices_[static_cast<size_t>(task.slot)]);
+    task.fetch_concurrency = options_.knobs.fetch_concurrency;
     free_slots_.pop_back();
     pool_->Submit(static_cast<int>(next_to_dispatch_ % num_workers_), task);
     ++next_to_dispatch_;
@@ -371,17 +374,11 @@ BatchView DataLoader::ReadInline(int64_t batch_index) {
   const auto slot = arena_.slot(0);
   const int64_t batch_start = trace_ ? TraceNowNs() : 0;
   int64_t payload = 0;
-  for (size_t i = 0; i < indices.size(); ++i) {
-    try {
-      const int64_t sample_start = trace_ ? TraceNowNs() : 0;
-      payload += dataset_->Read(indices[i], slot.subspan(i * static_cast<size_t>(stride), static_cast<size_t>(stride)));
-      if (trace_) {
-        trace_->Record(kMainTrack, TraceKind::kSample, sample_start, TraceNowNs(), indices[i], owner_pid_, owner_tid_);
-      }
-    } catch (const std::exception& e) {
-      throw LoaderError("batch " + std::to_string(batch_index) + " (sample " + std::to_string(indices[i]) +
-                        "): " + e.what());
-    }
+  try {
+    payload = ReadBatchSamples(*dataset_, indices, slot, stride, options_.knobs.fetch_concurrency, trace_, kMainTrack,
+                               owner_pid_, owner_tid_);
+  } catch (const std::exception& e) {
+    throw LoaderError("batch " + std::to_string(batch_index) + " " + e.what());
   }
   held_slot_ = -1;  // slot 0 is reused in place: nothing to release
   if (trace_) trace_->Record(kMainTrack, TraceKind::kBatch, batch_start, TraceNowNs(), batch_index, owner_pid_, owner_tid_);

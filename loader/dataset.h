@@ -57,6 +57,21 @@ class Dataset {
   // max_sample_bytes(); returns the number of bytes written. Throws on failure.
   virtual int64_t Read(int64_t index, std::span<std::byte> out) const = 0;
 
+  // Requests in flight per worker (loader.fetch_concurrency): a dataset whose
+  // read waits on a round trip (an object store) answers true and reads a
+  // batch's samples with up to `concurrency` requests at once in ReadMany, as
+  // a thread pool inside each torch worker would. Others read one sample after
+  // another through Read(): more in flight overlaps nothing on a local read,
+  // and the loader never calls their ReadMany.
+  virtual bool reads_concurrently() const { return false; }
+  // Samples `indices` into `slot`, sample i at i * stride (stride =
+  // max_sample_bytes()); each one's bytes into `bytes[i]`. Throws on the first
+  // failure, naming the sample. Only when reads_concurrently().
+  virtual void ReadMany(std::span<const int64_t> /*indices*/, std::span<std::byte> /*slot*/, int64_t /*stride*/,
+                        int /*concurrency*/, std::span<int64_t> /*bytes*/) const {
+    throw std::logic_error("ReadMany on a dataset that does not read concurrently");
+  }
+
   // Streaming (torch's IterableDataset over shards, as webdataset reads tar
   // shards): a dataset that returns num_shards() > 0 is read by the loader
   // through OpenShard, each worker its own shards in order (loader/stream.h),

@@ -48,6 +48,7 @@ std::string KnobsShort(const Knobs& k) {
                     " pers=" + (k.persistent_workers ? "1" : "0");
   if (k.cpu_binding != CpuBinding::kNone) out += std::string(" bind=") + CpuBindingName(k.cpu_binding);
   if (k.worker_threads > 0) out += " thr=" + std::to_string(k.worker_threads);
+  if (k.fetch_concurrency != 1) out += " fc=" + std::to_string(k.fetch_concurrency);
   if (k.multiprocessing_context != StartMethod::kDefault) {
     out += std::string(" mp=") + StartMethodName(k.multiprocessing_context);
   }

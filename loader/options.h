@@ -46,6 +46,12 @@ struct Knobs {
   int worker_threads = 0;
   // The workers' start method (command workloads; see StartMethod).
   StartMethod multiprocessing_context = StartMethod::kDefault;
+  // Requests in flight per worker (or in the consumer without workers): a
+  // batch's samples fetched together, up to this many at once, from a dataset
+  // that reads concurrently (Dataset::reads_concurrently: an object store).
+  // 1 = one sample after another, as torch's DataLoader reads them; others
+  // ignore it. Not torch's knob: feedtune.data.open takes it in the job.
+  int fetch_concurrency = 1;
 
   bool operator==(const Knobs&) const = default;
 };

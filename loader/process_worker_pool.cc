@@ -31,6 +31,7 @@
 #include <system_error>
 #include <vector>
 
+#include "loader/batch_read.h"
 #include "loader/data_loader.h"
 #include "loader/fork_server.h"
 #include "loader/trace.h"
@@ -127,18 +128,13 @@ void RunWorkerProcess(const Dataset& dataset, const SlotArena& arena, int worker
                 std::to_string(task.batch_index) + " of its stream: " + e.what();
       }
     }
-    for (size_t i = 0; i < indices.size() && error.empty(); ++i) {
+    if (!indices.empty() && error.empty()) {
       try {
-        const int64_t sample_start = trace ? TraceNowNs() : 0;
-        report.bytes += dataset.Read(indices[i], slot.subspan(i * static_cast<size_t>(stride),
-                                                              static_cast<size_t>(stride)));
-        if (trace) {
-          trace->Record(kFirstWorkerTrack + worker, TraceKind::kSample, sample_start, TraceNowNs(), indices[i], self,
-                        self);
-        }
+        report.bytes = ReadBatchSamples(dataset, indices, slot, stride, task.fetch_concurrency, trace,
+                                        kFirstWorkerTrack + worker, self, self);
       } catch (const std::exception& e) {
         error = "worker " + std::to_string(worker) + " (pid " + std::to_string(getpid()) + ") failed on batch " +
-                std::to_string(task.batch_index) + " (sample " + std::to_string(indices[i]) + "): " + e.what();
+                std::to_string(task.batch_index) + " " + e.what();
       }
     }
     const auto end = Clock::now();
@@ -260,7 +256,7 @@ class ProcessWorkerPool final : public WorkerPool {
   void Submit(int worker, const BatchTask& task) override {
     Worker& w = workers_[static_cast<size_t>(worker)];
     TaskHeader header{task.batch_index, task.slot, static_cast<int32_t>(task.indices.size()),
-                      task.streamed ? task.batch_size : 0, 0, task.share};
+                      task.streamed ? task.batch_size : 0, task.fetch_concurrency, task.share};
     // One buffer, one write: the worker wakes once per task.
     outbuf_.resize(sizeof header + task.indices.size_bytes());
     std::memcpy(outbuf_.data(), &header, sizeof header);

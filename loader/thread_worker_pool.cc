@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "loader/batch_read.h"
 #include "loader/data_loader.h"
 #include "loader/trace.h"
 #include "loader/worker_pool.h"
@@ -127,16 +128,13 @@ class ThreadWorkerPool final : public WorkerPool {
                          " of its stream: " + e.what();
         }
       }
-      for (size_t i = 0; i < task.indices.size() && result.error.empty(); ++i) {
+      if (!task.indices.empty() && result.error.empty()) {
         try {
-          const int64_t sample_start = trace ? TraceNowNs() : 0;
-          result.bytes += dataset_.Read(task.indices[i], slot.subspan(i * static_cast<size_t>(stride),
-                                                                      static_cast<size_t>(stride)));
-          if (trace) trace->Record(track, TraceKind::kSample, sample_start, TraceNowNs(), task.indices[i], pid, tid);
+          result.bytes = ReadBatchSamples(dataset_, task.indices, slot, stride, task.fetch_concurrency, trace, track,
+                                          pid, tid);
         } catch (const std::exception& e) {
           result.error = "worker " + std::to_string(worker) + " failed on batch " +
-                         std::to_string(task.batch_index) + " (sample " + std::to_string(task.indices[i]) +
-                         "): " + e.what();
+                         std::to_string(task.batch_index) + " " + e.what();
         }
       }
       const auto end = Clock::now();

@@ -35,7 +35,9 @@ struct BatchTask {
   bool streamed = false;
   int batch_size = 0;  // stream tasks only
   StreamShare share;   // stream tasks only
+  int fetch_concurrency = 1;  // Knobs::fetch_concurrency: requests in flight for the batch's samples
 };
+
 
 struct BatchDone {
   int64_t batch_index = 0;

@@ -25,7 +25,7 @@ struct TaskHeader {
   int32_t slot;
   int32_t count;
   int32_t stream_batch;  // > 0: a stream task of this batch size (then count is 0)
-  int32_t pad;
+  int32_t fetch_concurrency;  // BatchTask::fetch_concurrency
   StreamShare share;     // stream tasks only
 };
 

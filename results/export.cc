@@ -127,6 +127,18 @@ std::string ThreadsText(int threads) {
          "OMP_NUM_THREADS = " + n + "\n";
 }
 
+// Requests in flight per worker (fetch_concurrency, remote data), for the
+// torch format: torch's DataLoader has no such knob, so the line says what a
+// Dataset does to hold them.
+std::string FetchText(int concurrency) {
+  const std::string n = std::to_string(concurrency);
+  return "# Requests in flight per worker, as measured (fetch_concurrency): torch's DataLoader has no such\n"
+         "# knob. Fetch each batch's samples " + n + " at a time in the worker: a Dataset with __getitems__\n"
+         "# (torch >= 2.1) or a batch_sampler whose dataset reads the batch's keys through a thread pool:\n"
+         "#   concurrent.futures.ThreadPoolExecutor(FETCH_CONCURRENCY).map(get_object, keys)\n"
+         "FETCH_CONCURRENCY = " + n + "\n";
+}
+
 std::string Torch(const RunView& view, const TrialRecord& best) {
   const Settings s = SettingsOf(best);
   std::string py = "# feedtune export --format torch\n";
@@ -192,6 +204,7 @@ def _feedtune_check_torch_version():
 _feedtune_check_torch_version()
 )py";
   if (best.knobs.worker_threads > 0) py += "\n" + ThreadsText(best.knobs.worker_threads);
+  if (best.knobs.fetch_concurrency > 1) py += "\n" + FetchText(best.knobs.fetch_concurrency);
   if (best.node) {  // sweep.ranks > 1 (results/node_report.h)
     py += "\n" + NodeLaunchText(*best.node, best.knobs, "# ");
   }
@@ -199,15 +212,19 @@ _feedtune_check_torch_version()
 }
 
 nlohmann::ordered_json ConfigJson(const Settings& s) {
-  return {{"batch_size", s.knobs.batch_size},
-          {"num_workers", s.knobs.num_workers},
-          {"pin_memory", s.knobs.pin_memory},
-          {"non_blocking", s.knobs.non_blocking},
-          {"prefetch_factor", s.prefetch_applies ? nlohmann::ordered_json(s.knobs.prefetch_factor)
-                                                 : nlohmann::ordered_json(nullptr)},
-          {"persistent_workers", s.knobs.persistent_workers},
-          {"cpu_binding", loader::CpuBindingName(s.knobs.cpu_binding)},
-          {"worker_threads", s.knobs.worker_threads}};
+  nlohmann::ordered_json j = {
+      {"batch_size", s.knobs.batch_size},
+      {"num_workers", s.knobs.num_workers},
+      {"pin_memory", s.knobs.pin_memory},
+      {"non_blocking", s.knobs.non_blocking},
+      {"prefetch_factor",
+       s.prefetch_applies ? nlohmann::ordered_json(s.knobs.prefetch_factor) : nlohmann::ordered_json(nullptr)},
+      {"persistent_workers", s.knobs.persistent_workers},
+      {"cpu_binding", loader::CpuBindingName(s.knobs.cpu_binding)},
+      {"worker_threads", s.knobs.worker_threads}};
+  // Remote data only, as the report's best.config has it (results/json_form.h).
+  if (s.knobs.fetch_concurrency != 1) j["fetch_concurrency"] = s.knobs.fetch_concurrency;
+  return j;
 }
 
 // The six DataLoader keyword arguments of a setting as text, in the order
@@ -243,6 +260,9 @@ std::string Yaml(const RunView& view, const TrialRecord& best) {
   // threads per worker (OMP_NUM_THREADS; 0 = as the job's environment has it).
   yaml += std::string("cpu_binding: ") + loader::CpuBindingName(s.knobs.cpu_binding) + "\n";
   yaml += "worker_threads: " + std::to_string(s.knobs.worker_threads) + "\n";
+  if (s.knobs.fetch_concurrency > 1) {  // remote data: requests in flight per worker (the fetch_concurrency phase)
+    yaml += "fetch_concurrency: " + std::to_string(s.knobs.fetch_concurrency) + "\n";
+  }
   if (const std::string method = StartMethodToEmit(view, best); !method.empty()) {
     yaml += "multiprocessing_context: " + method + "  # " + StartMethodNote(view) + "\n";
   }
@@ -263,6 +283,9 @@ std::string Env(const RunView& view, const TrialRecord& best) {
   if (best.knobs.worker_threads > 0) {  // the worker_threads phase's answer (tuner/search/search.h)
     env += "OMP_NUM_THREADS=" + std::to_string(best.knobs.worker_threads) + "\n";
     env += "MKL_NUM_THREADS=" + std::to_string(best.knobs.worker_threads) + "\n";
+  }
+  if (best.knobs.fetch_concurrency > 1) {  // remote data: requests in flight per worker
+    env += "FEEDTUNE_FETCH_CONCURRENCY=" + std::to_string(best.knobs.fetch_concurrency) + "\n";
   }
   if (best.node) env += NodeLaunchEnv(*best.node, best.knobs);  // sweep.ranks > 1 (results/node_report.h)
   return env;

@@ -36,7 +36,8 @@ Json LoaderKnobsJson(const loader::Knobs& k) {
 // A trial's whole setting: the six, the knobs around the loader
 // (tuner/search/search.h; worker_threads 0 = the workload's own), and the
 // start method when the trial named one ("default", the interpreter's, is
-// every other trial's, which never had the key).
+// every other trial's, which never had the key), and fetch_concurrency when
+// above 1 (requests in flight per worker, for remote data; 1 everywhere else).
 template <typename Json = nlohmann::json>
 Json SettingJson(const loader::Knobs& k) {
   Json j = LoaderKnobsJson<Json>(k);
@@ -45,6 +46,7 @@ Json SettingJson(const loader::Knobs& k) {
   if (k.multiprocessing_context != loader::StartMethod::kDefault) {
     j["multiprocessing_context"] = loader::StartMethodName(k.multiprocessing_context);
   }
+  if (k.fetch_concurrency != 1) j["fetch_concurrency"] = k.fetch_concurrency;
   return j;
 }
 

@@ -193,7 +193,8 @@ std::string KnobsText(const loader::Knobs& k) {
          // Around the loader: said only when a sweep set them (tuner/search/search.h).
          (k.cpu_binding != loader::CpuBinding::kNone ? std::string(" cpu_binding=") + loader::CpuBindingName(k.cpu_binding)
                                                      : std::string()) +
-         (k.worker_threads > 0 ? " worker_threads=" + std::to_string(k.worker_threads) : std::string());
+         (k.worker_threads > 0 ? " worker_threads=" + std::to_string(k.worker_threads) : std::string()) +
+         (k.fetch_concurrency != 1 ? " fetch_concurrency=" + std::to_string(k.fetch_concurrency) : std::string());
 }
 
 std::string RenderRows(const std::vector<TableColumn>& columns,
@@ -426,6 +427,8 @@ std::string RunHeaderText(const RunView& view) {
   text += "started:  " + run.started_at;
   if (!run.ended_at.empty()) text += ", ended " + run.ended_at;
   text += "\n";
+  // What the sweep warned of before its first trial (a busy box, a FUSE mount).
+  for (const std::string& warning : run.facts.preflight) text += "warning:  " + warning + "\n";
   if (run.facts.torch_costs) {
     text += "torch:    the native trials paid this host's torch costs (workload.torch_costs auto): " +
             TorchCostsLine(*run.facts.torch_costs) + "\n";

@@ -415,7 +415,8 @@ ALTER TABLE runs ADD COLUMN end_note TEXT;
     // not measure the fixed part); each window's own CPU (the trial's process
     // tree), so the busy mark reads the neighbours only where the box had
     // CPU left idle (results/background.h); each trial's end on the search's
-    // clock, so a resumed run's time budget goes on from it (tuner/search/replay.h).
+    // clock, so a resumed run's time budget goes on from it (tuner/search/replay.h);
+    // requests in flight per worker, the knob remote data needs (loader/options.h).
     R"sql(
 ALTER TABLE torch_costs ADD COLUMN main_stop_fixed_s REAL NOT NULL DEFAULT 0;
 ALTER TABLE torch_costs ADD COLUMN not_measured_json TEXT NOT NULL DEFAULT '{}';
@@ -423,6 +424,7 @@ UPDATE torch_costs SET not_measured_json =
   json_object('main_stop_fixed_s', 'measured before feedtune measured it (calibrate again to measure it)');
 ALTER TABLE repeats ADD COLUMN tree_cpu REAL;
 ALTER TABLE trials ADD COLUMN elapsed_s REAL;
+ALTER TABLE trials ADD COLUMN fetch_concurrency INTEGER NOT NULL DEFAULT 1;
 )sql",
 };
 

@@ -292,6 +292,7 @@ inline constexpr Column<TrialRecord> kTrialColumns[] = {
     Field<&TrialRecord::background_cpu>("background_cpu", kBackgroundVersion),
     Field<&TrialRecord::remeasured_windows>("remeasured_windows", kBackgroundVersion, "0"),
     Field<&TrialRecord::elapsed_s>("elapsed_s", kWindowTreeVersion),
+    Field<&TrialRecord::knobs, &loader::Knobs::fetch_concurrency>("fetch_concurrency", kWindowTreeVersion, "1"),
 };
 
 // The repeats' columns after `trial_id`.

@@ -21,12 +21,6 @@ std::string Trim(std::string_view text) {
   return std::string(text.substr(begin, end - begin));
 }
 
-std::string Lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); });
-  return text;
-}
-
 // The value of `name` in `env`; empty values count as unset, as in the AWS CLI.
 std::optional<std::string> Get(const Environment& env, const std::string& name) {
   const auto it = env.find(name);
@@ -75,7 +69,7 @@ IniFile ReadIni(const std::string& path, std::string shown) {
     if (section == nullptr || std::isspace(static_cast<unsigned char>(line[0]))) continue;
     const size_t equals = trimmed.find_first_of("=:");
     if (equals == std::string::npos) continue;
-    (*section)[Lower(Trim(std::string_view(trimmed).substr(0, equals)))] =
+    (*section)[AsciiLower(Trim(std::string_view(trimmed).substr(0, equals)))] =
         Trim(std::string_view(trimmed).substr(equals + 1));
   }
   return file;
@@ -132,7 +126,7 @@ bool TakeKeys(std::optional<Sourced> id, std::optional<Sourced> secret, std::opt
 
 std::string CheckEndpoint(const Sourced& endpoint) {
   std::string url = endpoint.value;
-  const std::string lower = Lower(url);
+  const std::string lower = AsciiLower(url);
   if (lower.rfind("http://", 0) != 0 && lower.rfind("https://", 0) != 0) {
     throw std::invalid_argument("the endpoint '" + url + "' (" + endpoint.source +
                                 ") is not an http(s) URL; write it as http://HOST:PORT or https://HOST");
@@ -222,7 +216,7 @@ AwsConfig ResolveAwsConfig(const Environment& env) {
 
   // Endpoint.
   const auto ignore = Get(env, "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS");
-  if (!(ignore && Lower(*ignore) == "true")) {
+  if (!(ignore && AsciiLower(*ignore) == "true")) {
     std::optional<Sourced> endpoint = FromEnv(env, "AWS_ENDPOINT_URL_S3");
     if (!endpoint) endpoint = FromEnv(env, "AWS_ENDPOINT_URL");
     if (!endpoint) endpoint = FromSection(config_section, "endpoint_url", config_where);

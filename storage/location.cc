@@ -5,18 +5,18 @@
 #include <stdexcept>
 
 namespace feedtune::storage {
-namespace {
 
-char Lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
-
-std::string LowerCopy(std::string_view text) {
+std::string AsciiLower(std::string_view text) {
   std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), Lower);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); });
   return out;
 }
 
+namespace {
+
 bool StartsWithNoCase(std::string_view text, std::string_view prefix) {
-  return text.size() >= prefix.size() && LowerCopy(text.substr(0, prefix.size())) == prefix;
+  return text.size() >= prefix.size() && AsciiLower(text.substr(0, prefix.size())) == prefix;
 }
 
 // The length of a URL scheme at the start of `text` ("s3", "https"), 0 when there is none.
@@ -42,7 +42,7 @@ void CheckBucket(std::string_view text, std::string_view bucket) {
   for (char c : bucket) {
     if (std::isupper(static_cast<unsigned char>(c))) {
       Refuse(text, "bucket names are lower-case in S3 ('" + std::string(bucket) + "' has '" + std::string(1, c) +
-                       "'); write s3://" + LowerCopy(bucket) + "/... if that is the bucket");
+                       "'); write s3://" + AsciiLower(bucket) + "/... if that is the bucket");
     }
     if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '.' ||
           c == '-')) {
@@ -79,7 +79,7 @@ Location ParseS3(std::string_view text) {
 }
 
 Location ParseHttp(std::string_view text, size_t scheme_length) {
-  const std::string scheme = LowerCopy(text.substr(0, scheme_length));
+  const std::string scheme = AsciiLower(text.substr(0, scheme_length));
   std::string_view rest = text.substr(scheme_length);
   if (rest.substr(0, 3) != "://") Refuse(text, "write " + scheme + "://HOST[:PORT]/PATH");
   rest.remove_prefix(3);
@@ -133,7 +133,7 @@ Location ParseHttp(std::string_view text, size_t scheme_length) {
   }
   Location location;
   location.scheme = scheme == "https" ? Scheme::kHttps : Scheme::kHttp;
-  location.url = scheme + "://" + LowerCopy(authority) + std::string(path);
+  location.url = scheme + "://" + AsciiLower(authority) + std::string(path);
   return location;
 }
 
@@ -156,7 +156,7 @@ Location ParseLocation(std::string_view text) {
     return ParseS3(text);
   }
   const size_t length = SchemeLength(text);
-  const std::string scheme = LowerCopy(text.substr(0, length));
+  const std::string scheme = AsciiLower(text.substr(0, length));
   if (length > 0 && (scheme == "http" || scheme == "https")) return ParseHttp(text, length);
   if (length == 0 || text.substr(length, 3) != "://") {
     Refuse(text, "a remote location is s3://BUCKET/PREFIX or an http(s):// URL");

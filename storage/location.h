@@ -39,6 +39,9 @@ struct Location {
 // with advice, such as gs://), or with "s3:" (a malformed S3 location).
 bool IsRemote(std::string_view path);
 
+// `text` with ASCII letters in lower case (schemes, hosts, header names).
+std::string AsciiLower(std::string_view text);
+
 // Parses an s3:// or http(s):// location. Throws std::invalid_argument naming
 // the text, what is wrong with it and how to write it instead (a bucket
 // name S3 would refuse, a missing host, an unsupported scheme, ...).

@@ -43,12 +43,6 @@ void InitCurlOnce() {
   });
 }
 
-std::string Lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); });
-  return text;
-}
-
 std::string Seconds(double s) {
   std::ostringstream out;
   out.precision(s < 10 ? 2 : 1);
@@ -129,7 +123,7 @@ std::optional<std::string> XmlTag(std::string_view xml, std::string_view tag, si
 std::string HostPort(const std::string& url) {
   const size_t scheme_end = url.find("://");
   if (scheme_end == std::string::npos) return url;
-  const std::string scheme = Lower(url.substr(0, scheme_end));
+  const std::string scheme = AsciiLower(url.substr(0, scheme_end));
   std::string authority = url.substr(scheme_end + 3);
   authority = authority.substr(0, std::min(authority.find('/'), authority.find('?')));
   const size_t bracket = authority.rfind(']');
@@ -201,7 +195,7 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
   if (colon != std::string_view::npos) {
     std::string value(line.substr(colon + 1));
     value.erase(0, value.find_first_not_of(" \t"));
-    t->headers[Lower(std::string(line.substr(0, colon)))] = value;
+    t->headers[AsciiLower(std::string(line.substr(0, colon)))] = value;
   }
   return n;
 }

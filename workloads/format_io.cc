@@ -19,6 +19,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <system_error>
 
 namespace feedtune::workloads {
@@ -149,6 +151,51 @@ std::string FileSystemType(const std::string& path, bool* network) {
   char hex[32];
   std::snprintf(hex, sizeof hex, "unknown (0x%lx)", magic);
   return hex;
+}
+
+namespace {
+
+// The file system type /proc/self/mountinfo gives the mount holding `path`
+// ("fuse.mountpoint-s3", "nfs4"): the longest mount point that prefixes it.
+std::string MountType(const std::string& path) {
+  std::error_code ec;
+  const std::string absolute = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec).string();
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::string line, best_point, best_type;
+  while (std::getline(mounts, line)) {
+    // ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [TAGS...] - TYPE SOURCE SUPER
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point, field;
+    fields >> id >> parent >> dev >> root >> point;
+    while (fields >> field && field != "-") {
+    }
+    std::string type;
+    fields >> type;
+    const bool under = absolute == point || point == "/" ||
+                       (absolute.starts_with(point) && absolute.size() > point.size() && absolute[point.size()] == '/');
+    if (under && point.size() >= best_point.size()) {
+      best_point = point;
+      best_type = type;
+    }
+  }
+  return best_type;
+}
+
+}  // namespace
+
+std::string NetworkFileSystemNote(const std::string& path) {
+  if (path.empty() || path.find("://") != std::string::npos) return "";
+  bool network = false;
+  const std::string type = FileSystemType(path, &network);
+  if (!network) return "";
+  std::string name = type;
+  if (type == "fuse" || type == "nfs") {
+    if (const std::string mounted = MountType(path); !mounted.empty()) name = mounted;
+  }
+  return "workload.path " + path + " is on " + name +
+         ", a network or FUSE file system: remote data read as a local path. cache: cold evicts this box's page "
+         "cache only; the server's or the FUSE daemon's own cache is outside the sweep's control. Reading the store "
+         "directly (s3://...) lets the sweep tune requests in flight (loader.fetch_concurrency)";
 }
 
 int64_t FreeBytesFor(const std::string& path) {

@@ -84,6 +84,13 @@ std::string EvictFromPageCache(const std::vector<std::string>& paths);
 // FUSE and the like, where readahead and caching behave differently.
 std::string FileSystemType(const std::string& path, bool* network);
 
+// For a local `path` on a network or FUSE file system (NFS, Lustre, CIFS,
+// a bucket's FUSE mount such as Mountpoint for S3 or gcsfuse: FileSystemType's
+// network ones, FUSE named by its subtype from /proc/self/mountinfo), one
+// line that names it remote and says what cache: cold means there; empty for
+// a local disk, a remote URL or an empty path.
+std::string NetworkFileSystemNote(const std::string& path);
+
 // Free bytes for an unprivileged writer on the file system that will hold
 // `path` (its nearest existing ancestor); -1 when it cannot be told. The
 // free-space checks of gen-data and convert read it.

@@ -109,6 +109,59 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{WorkerMode::kProcess, 3, 8, true, false}),
     Name);
 
+// A dataset that reads concurrently (an object store's): each sample holds
+// its index and how many requests in flight read it, so a batch says which
+// path the loader took.
+class ConcurrentDataset final : public Dataset {
+ public:
+  int64_t size() const override { return 40; }
+  int64_t max_sample_bytes() const override { return 16; }
+  int64_t Read(int64_t index, std::span<std::byte> out) const override {
+    const int64_t fields[2] = {index, 1};
+    std::memcpy(out.data(), fields, sizeof fields);
+    return 16;
+  }
+  bool reads_concurrently() const override { return true; }
+  void ReadMany(std::span<const int64_t> indices, std::span<std::byte> slot, int64_t stride, int concurrency,
+                std::span<int64_t> bytes) const override {
+    for (size_t i = 0; i < indices.size(); ++i) {
+      const int64_t fields[2] = {indices[i], concurrency};
+      std::memcpy(slot.data() + i * static_cast<size_t>(stride), fields, sizeof fields);
+      bytes[i] = 16;
+    }
+  }
+};
+
+// loader.fetch_concurrency reaches a dataset that reads concurrently in every
+// worker mode (and without workers), with each batch's samples in order; at
+// 1, or for a batch of one, the samples are read one by one.
+TEST(DataLoader, FetchConcurrencyReachesADatasetThatReadsConcurrently) {
+  for (const WorkerMode mode : {WorkerMode::kProcess, WorkerMode::kThread}) {
+    for (const int workers : {0, 2}) {
+      for (const int fetch : {1, 4}) {
+        LoaderOptions options;
+        options.knobs.batch_size = 8;
+        options.knobs.num_workers = workers;
+        options.knobs.fetch_concurrency = fetch;
+        options.worker_mode = mode;
+        options.shuffle = false;
+        DataLoader loader(std::make_shared<ConcurrentDataset>(), options, HostSimPinned());
+        loader.StartEpoch(0);
+        int64_t expected = 0;
+        while (auto batch = loader.Next()) {
+          for (size_t i = 0; i < batch->sample_indices.size(); ++i) {
+            int64_t fields[2] = {-1, -1};
+            std::memcpy(fields, batch->data.data() + i * static_cast<size_t>(batch->stride), sizeof fields);
+            EXPECT_EQ(fields[0], expected++);
+            EXPECT_EQ(fields[1], fetch) << WorkerModeName(mode) << " with " << workers << " workers";
+          }
+        }
+        EXPECT_EQ(expected, 40);
+      }
+    }
+  }
+}
+
 // Ranks of a data-parallel job read torch's DistributedSampler shares: each
 // rank's loader hands out its share in order, every sample lands in some
 // rank, and only the padding (the order's head) is read twice.

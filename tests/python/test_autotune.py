@@ -590,12 +590,13 @@ class AutotuneStops(unittest.TestCase):
         self.assertNotIn("seed_check", [p["phase"] for p in second["calibration"]["phases"]])
 
     def test_two_short_jobs_in_a_row_the_second_goes_on_from_the_first(self):
-        # Two jobs that each end while tuning (a short job and its budget of a
-        # minute): the first says so, the second goes on from the first's
-        # trials instead of starting over at the baseline, and repeats none.
+        # Two jobs that each end while tuning (short jobs, a budget of ten
+        # minutes that no load on the box runs out): the first says so, the
+        # second goes on from the first's trials instead of starting over at
+        # the baseline, and repeats none.
         def job(least_trials):
             loader = autotune(tud.DataLoader(Indices(), batch_size=6, shuffle=True), results=self.db,
-                              config="short", budget_s=self.LONG_BUDGET_S, verbose=False)
+                              config="short", budget_s=600.0, verbose=False)
             for _ in range(MAX_EPOCHS):
                 for _batch in loader:
                     pass
@@ -607,7 +608,7 @@ class AutotuneStops(unittest.TestCase):
 
         first = job(2)
         self.assertRegex(first.decision, r"^feedtune\.autotune: the job ended while tuning, [\d.]+ s into a budget of "
-                                         r"60 s: run 1 in .* keeps its \d+ trials unfinished, and the next job of this "
+                                         r"600 s: run 1 in .* keeps its \d+ trials unfinished, and the next job of this "
                                          r"config on that file goes on from them$")
         before = self.run_json(1)["trials"]
         second = job(len(before) + 2)

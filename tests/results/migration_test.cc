@@ -221,6 +221,7 @@ void RawExecSql(const std::string& path, const std::string& sql) {
 // search's clock, the torch costs' fixed stop and not-measured figures.
 std::string DropSinceV20() {
   return "ALTER TABLE repeats DROP COLUMN tree_cpu; ALTER TABLE trials DROP COLUMN elapsed_s; "
+         "ALTER TABLE trials DROP COLUMN fetch_concurrency; "
          "ALTER TABLE torch_costs DROP COLUMN main_stop_fixed_s; "
          "ALTER TABLE torch_costs DROP COLUMN not_measured_json;";
 }

@@ -169,7 +169,7 @@ TEST(ConfigErrorTest, UnknownKeyWithoutCloseMatchListsAllowedKeys) {
       ErrorOf("loader:\n  frobnicate: 4\n"),
       "x.yaml:2:3: loader.frobnicate: unknown key; allowed keys: batch_size, shuffle, drop_last, "
       "worker_mode, num_workers, pin_memory, non_blocking, prefetch_factor, persistent_workers, "
-      "worker_threads, multiprocessing_context, timeout_s, seed");
+      "worker_threads, fetch_concurrency, multiprocessing_context, timeout_s, seed");
 }
 
 TEST(ConfigErrorTest, KeyInWrongSectionNamesItsPlace) {
@@ -679,6 +679,7 @@ TEST(ConfigTest, ToYamlOfDefaults) {
             "  prefetch_factor: 2\n"
             "  persistent_workers: false\n"
             "  worker_threads: 0\n"
+            "  fetch_concurrency: 1\n"
             "  timeout_s: 0.0\n"
             "  seed: 0\n"
             "device:\n"

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -2047,6 +2048,45 @@ TEST(SearchStartMethod, AResumedRunReachesTheSameDecisions) {
     ASSERT_EQ(resumed.seen, full.seen) << "cut " << cut;
     EXPECT_EQ(Best(resumed).knobs, Best(full).knobs) << "cut " << cut;
   }
+}
+
+// Remote data (SearchSetup::remote_reads): a round trip of 20 ms, so one
+// request in flight reads 50 samples/s, and a CPU that binds at 1000
+// samples/s per process, up to the box's 2 CPUs. Requests in flight per
+// worker reach the round trip's limit in one process (fetch_concurrency 32:
+// 1600 > 1000, no gain at 64); the workers then add the second CPU (knee at
+// 2 workers). Without the phase, the same curve needs 40 worker processes.
+double RemoteCurve(const loader::Knobs& k) {
+  return std::min(50.0 * k.fetch_concurrency * std::max(1, k.num_workers),
+                  1000.0 * std::min(k.num_workers + 1, 2));
+}
+
+TEST(Search, RemoteDataTunesRequestsInFlightBeforeTheWorkers) {
+  ScriptedMeasurer m([](const loader::Knobs& k, const TrialPlan&, int) { return RemoteCurve(k); });
+  SearchSetup setup;
+  setup.max_workers = 64;
+  setup.remote_reads = true;
+  const SearchRun r = RunOn(m, {}, setup);
+  std::vector<int> tried;
+  for (const TrialRecord& t : r.outcome.trials) {
+    if (t.phase == "fetch_concurrency") tried.push_back(t.knobs.fetch_concurrency);
+  }
+  EXPECT_EQ(tried, (std::vector<int>{2, 4, 8, 16, 32, 64})) << "doubling to the first that does not gain";
+  const PhaseDecision* phase = Phase(r, "fetch_concurrency");
+  ASSERT_NE(phase, nullptr);
+  EXPECT_TRUE(phase->kept);
+  EXPECT_NE(phase->why.find("kept 32 requests in flight per worker; the doubling stopped at 64 in flight, no gain "
+                            "over 32"),
+            std::string::npos)
+      << phase->why;
+  EXPECT_EQ(Best(r).knobs.fetch_concurrency, 32);
+  EXPECT_EQ(Best(r).knobs.num_workers, 2);
+
+  // A local dataset: no such phase, and fetch_concurrency stays 1.
+  ScriptedMeasurer local([](const loader::Knobs& k, const TrialPlan&, int) { return RemoteCurve(k); });
+  const SearchRun l = RunOn(local, {}, SearchSetup{});
+  EXPECT_EQ(Phase(l, "fetch_concurrency"), nullptr);
+  for (const TrialRecord& t : l.outcome.trials) EXPECT_EQ(t.knobs.fetch_concurrency, 1);
 }
 
 }  // namespace

@@ -2,9 +2,12 @@
 // describer in workloads/format_inspect.h: its layout in the format's own
 // terms, the traps found in it in words, and a short single-threaded read
 // measurement on this machine.
+#include <algorithm>
 #include <iostream>
 
 #include "results/fingerprint.h"
+#include "storage/object_client.h"
+#include "storage/probe.h"
 #include "tuner/cli/cli_util.h"
 #include "workloads/format_inspect.h"
 #include "workloads/shard_format.h"
@@ -27,7 +30,16 @@ to say what one costs here:
          decode with DCT scaling; the measurement reads, decodes, crops and
          resizes each, as workload.decode: jpeg does
 
+A remote PATH (s3://bucket/prefix, or an http(s):// URL of a server that
+answers Range requests) is the store as seen from this box (docs/storage.md):
+the time to the first byte (p50, p99), MB/s on one connection, and objects/s
+at 1, 2, 4, ... requests in flight until it stops rising: the curve a user
+would otherwise measure by hand, and where loader.fetch_concurrency's knee
+lies. Credentials, region and endpoint as the AWS tools take them
+(AWS_ACCESS_KEY_ID, AWS_REGION, AWS_ENDPOINT_URL, ~/.aws/credentials...).
+
 Examples:
+  feedtune inspect s3://my-bucket/train/ --format json
   feedtune inspect data/images.h5 --chunk-cache-mb 1
   feedtune inspect data/images.lmdb --format json
   feedtune inspect data/jpeg --crop center --resize 224)";
@@ -85,6 +97,23 @@ int RunInspect(const Args& args) {
   inspect.crop = crop == "center" ? workloads::CropMode::kCenter : workloads::CropMode::kRandom;
   inspect.resize = resize;
   inspect.usable_cpus = results::ReadFingerprint().usable_cpus;
+  if (storage::IsRemote(path)) {
+    try {
+      storage::ObjectClient client(storage::ParseLocation(path),
+                                   storage::ResolveAwsConfig(storage::ProcessEnvironment()));
+      storage::ProbeOptions probe;
+      if (measure_seconds > 0) probe.budget_s = std::max(probe.budget_s, measure_seconds);
+      const storage::ProbeResult result = storage::ProbeStore(client, probe);
+      std::cout << (format_name == "json" ? storage::ProbeJson(result).dump() + "\n" : storage::ProbeText(result));
+      return kExitOk;
+    } catch (const std::invalid_argument& e) {  // a URL or credentials that do not fit
+      std::cerr << "feedtune inspect: " << e.what() << "\n";
+      return kExitUsage;
+    } catch (const storage::StorageError& e) {
+      std::cerr << "feedtune inspect: " << e.what() << "\n";
+      return kExitFailure;
+    }
+  }
   try {
     const workloads::InspectReport report = workloads::Inspect(path, inspect);
     std::cout << (format_name == "json" ? report.ToJson() + "\n" : report.ToText());

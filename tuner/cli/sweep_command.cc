@@ -21,6 +21,7 @@
 #include "tuner/cli/torch_costs_probe.h"
 #include "tuner/cli/install_paths.h"
 #include "workloads/format_inspect.h"
+#include "workloads/format_io.h"
 #include "tuner/cli/trace_files.h"
 #include "tuner/cli/version.h"
 #include "tuner/measure/stage_runner.h"
@@ -501,6 +502,9 @@ void BuildSetup(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progre
   }
   s.max_workers = ResolveMaxWorkers(s.config, &s.max_workers_why);
   CapWorkersAtShards(s.workload, std::max(s.ranks, 1), &s.max_workers, &s.max_workers_why, &s.max_workers_cap_why);
+  if (const std::string note = workloads::NetworkFileSystemNote(s.config.workload.files.path); !note.empty()) {
+    s.preflight.push_back(note);  // stored with the run: the report says it
+  }
   if (s.workload.dataset && s.workload.dataset->num_shards() > 0) {
     const int ranks = std::max(s.ranks, 1);
     s.shards_warning = workloads::FewShardsWarning(s.workload.dataset->num_shards(), ranks,
@@ -652,6 +656,8 @@ tuner::SearchSetup MakeSearchSetup(const SweepSession& s) {
     setup.python_workload = true;
     setup.default_start_method = tuner::DefaultStartMethod(s.python->facts);
   }
+  // Remote data (an object store): the fetch_concurrency phase (search.h).
+  setup.remote_reads = s.workload.dataset && s.workload.dataset->reads_concurrently();
   return setup;
 }
 

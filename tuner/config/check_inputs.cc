@@ -19,6 +19,7 @@
 #include "tuner/config/config.h"
 #include "tuner/config/parser.h"
 #include "workloads/format_io.h"
+#include "workloads/remote_dataset.h"
 #include "workloads/jpeg_image.h"
 #include "workloads/shard_format.h"
 
@@ -26,6 +27,10 @@ namespace feedtune::tuner {
 namespace config_internal {
 
 void Parser::CheckInputs(const SweepConfig& config) const {
+  if (workloads::IsRemotePath(config.workload.files.path)) {
+    CheckRemoteInput(config);
+    return;
+  }
   if (workloads::IsFormatKind(config.workload.kind)) {
     CheckFormatInput(config);
     return;
@@ -85,6 +90,25 @@ bool Parser::HasJpegFile(const std::string& dir) {
     if (workloads::HasJpegExtension(name) && it->is_regular_file(ec)) return true;
   }
   return false;
+}
+
+// A remote path: a URL that parses, for what is read remotely (one object per
+// sample; the store itself is asked when the workload opens, so a config can be
+// checked without network or credentials).
+void Parser::CheckRemoteInput(const SweepConfig& config) const {
+  const workloads::FilesOptions& files = config.workload.files;
+  if (config.workload.kind != WorkloadKind::kFiles || files.layout != workloads::FilesLayout::kFiles) {
+    FailAtFirstGiven({"workload.path", "workload.kind"},
+                     "remote data (\"" + files.path + "\") is read as one object per sample: kind files, layout "
+                     "files; " + std::string(workloads::WorkloadKindName(config.workload.kind)) +
+                         (config.workload.kind == WorkloadKind::kFiles ? " with layout shards" : "") +
+                         " is read from local paths only (a FUSE mount of the bucket reads as one)");
+  }
+  try {
+    (void)workloads::RemoteLocationOf(files);
+  } catch (const std::invalid_argument& e) {
+    FailAtFirstGiven({"workload.path"}, e.what());
+  }
 }
 
 void Parser::CheckFormatInput(const SweepConfig& config) const {

@@ -318,6 +318,9 @@ constexpr Key kKeyTable[] = {
     // Intra-op threads per worker and rank (Knobs::worker_threads; 0 = the
     // workload's own): a sweep varies it, a trial can name it.
     {"loader.worker_threads", Hashed::kNo, Int<kLoader, kKnobs, &Knobs::worker_threads>(0, 1024)},
+    // Requests in flight per worker (Knobs::fetch_concurrency): for remote
+    // data (s3://, https://) a sweep tunes it with num_workers; 1 is torch's.
+    {"loader.fetch_concurrency", Hashed::kNo, Int<kLoader, kKnobs, &Knobs::fetch_concurrency>(1, 1024)},
     // The Python workers' start method (Knobs::multiprocessing_context): a
     // command's knob, passed to the probe per trial; default = the interpreter's.
     {"loader.multiprocessing_context", Hashed::kNo,

@@ -77,6 +77,7 @@ class Parser {
   // The inputs the config names must exist on this machine: a files
   // workload's directory, not empty, with an index for the shards layout.
   void CheckInputs(const SweepConfig& config) const;
+  void CheckRemoteInput(const SweepConfig& config) const;
 
   // Whether any file under `dir` (recursively, dot-files skipped, as
   // FilesDataset lists them) is named as a JPEG. Stops at the first.

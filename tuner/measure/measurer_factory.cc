@@ -8,6 +8,8 @@
 #include "tuner/measure/command_measurer.h"
 #include "tuner/measure/kill_cause.h"
 #include "tuner/measure/torch_cost_dataset.h"
+#include "storage/credentials.h"
+#include "workloads/remote_dataset.h"
 #include "workloads/cpu_work.h"
 #include "workloads/files_dataset.h"
 #include "workloads/format_inspect.h"
@@ -132,6 +134,19 @@ OpenedWorkload OpenWorkload(const SweepConfig& config, const results::TorchCosts
     }
     case workloads::WorkloadKind::kFiles: {
       const workloads::CpuCalibration calibration = workloads::Calibrate();
+      if (workloads::IsRemotePath(w.files.path)) {
+        std::shared_ptr<workloads::RemoteDataset> dataset;
+        try {
+          dataset = std::make_shared<workloads::RemoteDataset>(w.files, w.synthetic, calibration,
+                                                               storage::ProcessEnvironment());
+        } catch (const std::exception& e) {  // a store that refuses, an empty prefix, credentials that do not fit
+          throw WorkloadError(config.source + ": workload.path: " + e.what());
+        }
+        opened.cpu_calibration = CalibrationFacts(calibration);
+        opened.description = "files: " + dataset->Describe();
+        opened.dataset = std::move(dataset);
+        break;
+      }
       std::shared_ptr<workloads::FilesDataset> dataset;
       try {
         dataset = std::make_shared<workloads::FilesDataset>(w.files, w.synthetic, calibration);

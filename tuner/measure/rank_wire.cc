@@ -32,6 +32,7 @@ std::string RequestLine(const loader::Knobs& k, const TrialPlan& plan) {
               {"pin_memory", k.pin_memory},         {"non_blocking", k.non_blocking},
               {"prefetch_factor", k.prefetch_factor}, {"persistent_workers", k.persistent_workers},
               {"cpu_binding", static_cast<int>(k.cpu_binding)}, {"worker_threads", k.worker_threads},
+              {"fetch_concurrency", k.fetch_concurrency},
               {"phase", plan.phase},                {"repeats", plan.repeats},
               {"window_epochs", plan.window_epochs}}
       .dump();
@@ -52,6 +53,7 @@ void ParseRequest(const std::string& line, loader::Knobs* k, TrialPlan* plan) {
     }
     k->cpu_binding = static_cast<loader::CpuBinding>(binding);
     k->worker_threads = j.at("worker_threads");
+    k->fetch_concurrency = j.value("fetch_concurrency", 1);
     plan->phase = j.at("phase");
     plan->repeats = j.at("repeats");
     plan->window_epochs = j.at("window_epochs");

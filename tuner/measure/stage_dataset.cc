@@ -90,6 +90,17 @@ int64_t StageDataset::Read(int64_t index, std::span<std::byte> out) const {
   return inner_->Read(index, out);
 }
 
+void StageDataset::ReadMany(std::span<const int64_t> indices, std::span<std::byte> slot, int64_t stride,
+                            int concurrency, std::span<int64_t> bytes) const {
+  if (shared_->mode.load(std::memory_order_relaxed) != static_cast<int>(ReadMode::kTransport)) {
+    inner_->ReadMany(indices, slot, stride, concurrency, bytes);
+    return;
+  }
+  for (size_t i = 0; i < indices.size(); ++i) {
+    bytes[i] = Read(indices[i], slot.subspan(i * static_cast<size_t>(stride), static_cast<size_t>(stride)));
+  }
+}
+
 std::unique_ptr<loader::ShardReader> StageDataset::OpenShard(int64_t shard) const {
   if (shared_->mode.load(std::memory_order_relaxed) != static_cast<int>(ReadMode::kTransport)) {
     return inner_->OpenShard(shard);

@@ -62,6 +62,10 @@ class StageDataset final : public loader::Dataset {
   void SetEpoch(int64_t epoch) const override { inner_->SetEpoch(epoch); }  // per-epoch random crops
   std::string BeforeRepeat() const override;
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
+  bool reads_concurrently() const override { return inner_->reads_concurrently(); }
+  // kTransport: each sample's zeros, as Read writes them.
+  void ReadMany(std::span<const int64_t> indices, std::span<std::byte> slot, int64_t stride, int concurrency,
+                std::span<int64_t> bytes) const override;
   int64_t num_shards() const override { return inner_->num_shards(); }
   int64_t shard_samples(int64_t shard) const override { return inner_->shard_samples(shard); }
   // kTransport: the shard's count of zero samples, none of it read.

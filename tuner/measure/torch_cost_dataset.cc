@@ -95,6 +95,12 @@ int64_t TorchCostDataset::Read(int64_t index, std::span<std::byte> out) const {
   return bytes;
 }
 
+void TorchCostDataset::ReadMany(std::span<const int64_t> indices, std::span<std::byte> slot, int64_t stride,
+                                int concurrency, std::span<int64_t> bytes) const {
+  inner_->ReadMany(indices, slot, stride, concurrency, bytes);
+  for (const int64_t n : bytes) PaySample(n);
+}
+
 std::unique_ptr<loader::ShardReader> TorchCostDataset::OpenShard(int64_t shard) const {
   return std::make_unique<PayingShardReader>(inner_->OpenShard(shard), *this);
 }

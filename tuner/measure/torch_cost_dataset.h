@@ -37,6 +37,10 @@ class TorchCostDataset final : public loader::Dataset {
   std::string BeforeRepeat() const override { return inner_->BeforeRepeat(); }
   void SetEpoch(int64_t epoch) const override { inner_->SetEpoch(epoch); }
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
+  bool reads_concurrently() const override { return inner_->reads_concurrently(); }
+  // The inner dataset's concurrent read, then each sample paid for.
+  void ReadMany(std::span<const int64_t> indices, std::span<std::byte> slot, int64_t stride, int concurrency,
+                std::span<int64_t> bytes) const override;
   int64_t num_shards() const override { return inner_->num_shards(); }
   int64_t shard_samples(int64_t shard) const override { return inner_->shard_samples(shard); }
   std::unique_ptr<loader::ShardReader> OpenShard(int64_t shard) const override;

@@ -35,6 +35,9 @@ void SeedStart(SearchState& state);  // in place of the pin_memory phase
 std::string SeededDoubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches);
 void ConfirmSeed(SearchState& state);  // in place of the non_blocking phase
 
+// tuner/search/fetch.cc: requests in flight per worker, for remote data.
+void FetchPhase(SearchState& state);
+
 // tuner/search/prefetch.cc
 void PrefetchPhase(SearchState& state);
 

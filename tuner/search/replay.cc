@@ -8,9 +8,10 @@ namespace {
 
 std::string Describe(const std::string& phase, const loader::Knobs& k) {
   char buf[200];
-  std::snprintf(buf, sizeof buf, "%s with nw=%d pin=%d nb=%d pf=%d pers=%d bs=%d bind=%s threads=%d", phase.c_str(),
-                k.num_workers, k.pin_memory ? 1 : 0, k.non_blocking ? 1 : 0, k.prefetch_factor,
-                k.persistent_workers ? 1 : 0, k.batch_size, loader::CpuBindingName(k.cpu_binding), k.worker_threads);
+  std::snprintf(buf, sizeof buf, "%s with nw=%d pin=%d nb=%d pf=%d pers=%d bs=%d bind=%s threads=%d fc=%d",
+                phase.c_str(), k.num_workers, k.pin_memory ? 1 : 0, k.non_blocking ? 1 : 0, k.prefetch_factor,
+                k.persistent_workers ? 1 : 0, k.batch_size, loader::CpuBindingName(k.cpu_binding), k.worker_threads,
+                k.fetch_concurrency);
   return buf;
 }
 

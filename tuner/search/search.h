@@ -52,6 +52,9 @@ struct SearchSetup {
   // StartMethod::kDefault means there (the interpreter's; kDefault = unknown).
   bool python_workload = false;
   loader::StartMethod default_start_method = loader::StartMethod::kDefault;
+  // The dataset reads concurrently (loader::Dataset::reads_concurrently: an
+  // object store): the fetch_concurrency phase runs (tuner/search/fetch.cc).
+  bool remote_reads = false;
   // The seeded sequence (tuner/search/seeded_search.cc); nullopt = unseeded.
   std::optional<SearchSeed> seed;
   // With a seed, check it instead of searching around it (feedtune.autotune

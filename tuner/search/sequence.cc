@@ -5,6 +5,8 @@
 //
 //   baseline           num_workers 0, pin_memory off, non_blocking off
 //   pin_memory         turn pinning on (tuner/search/copy.cc)
+//   fetch_concurrency  remote data only: requests in flight per worker,
+//                      doubling while it gains (tuner/search/fetch.cc)
 //   num_workers        1, 2, 4, ... doubling to the knee, then bisecting
 //                      below it (tuner/search/workers.cc; under a time budget
 //                      from the baseline's estimate up and down,
@@ -64,6 +66,7 @@ void Sequence(SearchState& state) {
     PinMemoryPhase(state);
   }
   state.tally.at = SequenceAt::kWorkers;
+  FetchPhase(state);
   WorkersPhase(state);
   state.tally.at = SequenceAt::kNonBlocking;
   if (state.setup().seed) {

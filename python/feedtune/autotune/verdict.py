@@ -90,13 +90,21 @@ class _Answer:
         controller.close()
         kept = events.get("interrupted") or {}
         spent = time.monotonic() - self._tuning_started if self._tuning_started else 0.0
-        self.decision = ("feedtune.autotune: the job ended while tuning, %.1f s into a budget of %g s: run %s in %s "
-                         "keeps its %d trials unfinished, and the next job of this config on that file goes on from "
-                         "them"
-                         % (spent, self._budget_used_s or 0, kept.get("run_id"), self._results,
-                            kept.get("trials_kept", 0)))
+        if not kept and events.get("done"):
+            # The search ended as the job did, before the job took its answer.
+            self.decision = ("feedtune.autotune: the job ended as its tuning did (%.1f s): run %s in %s is %s, "
+                             "and the next job of this config on that file starts from its answer"
+                             % (spent, events["done"].get("run_id"), self._results, events["done"].get("status")))
+        else:
+            self.decision = self._unfinished_line(spent, kept)
         if self._verbose:
             sys.stderr.write(self.decision + "\n")
+
+    def _unfinished_line(self, spent, kept):
+        """The decision line of a job that ended while tuning."""
+        return ("feedtune.autotune: the job ended while tuning, %.1f s into a budget of %g s: run %s in %s "
+                "keeps its %d trials unfinished, and the next job of this config on that file goes on from them"
+                % (spent, self._budget_used_s or 0, kept.get("run_id"), self._results, kept.get("trials_kept", 0)))
 
     def _fall_back(self, why):
         if self._controller:

@@ -1,0 +1,86 @@
+// RemoteDataset: one object per sample in an object store (workload.kind:
+// files, layout: files, path: s3://bucket/prefix), read as a PyTorch Dataset
+// over boto3's get_object reads it, through storage/'s client (libcurl,
+// SigV4, retries; docs/storage.md).
+//
+//   open      the prefix is listed once, in the consumer: sample i is the
+//             i-th object in key order (objects of 0 bytes, a console's
+//             "folders", are not samples)
+//   Read      one GET of the whole object into the slot
+//   ReadMany  a batch's samples with up to loader.fetch_concurrency GETs in
+//             flight (reads_concurrently: a read waits a round trip, so
+//             requests in flight overlap the waits, as threads inside a
+//             torch worker would)
+//   cache     cold means what it can remotely: nothing is cached on this box
+//             (every read is a GET); the store's own cache is outside the
+//             sweep's control, and BeforeRepeat says so
+//
+// After the bytes are in, cpu_us_per_sample of CPU work is spent over them,
+// as FilesDataset does (workloads/sample_cost.h).
+//
+// Each process, and each thread in it (worker_mode: thread), reads through a
+// client of its own, made at its first read: connections never cross a fork.
+// The listing and the options are immutable after construction; Read and
+// ReadMany are safe from any thread or forked process.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "loader/dataset.h"
+#include "storage/credentials.h"
+#include "storage/location.h"
+#include "storage/object_client.h"
+#include "workloads/options.h"
+#include "workloads/sample_cost.h"
+
+namespace feedtune::workloads {
+
+class RemoteDataset final : public loader::Dataset {
+ public:
+  // Lists `files.path` (an s3:// location) with the AWS configuration of
+  // `env`. Throws DatasetNotFound for an empty prefix, storage::StorageError
+  // for a store that refuses (its message names the object and the cause),
+  // std::invalid_argument for a path or keys that do not fit.
+  RemoteDataset(const FilesOptions& files, const SyntheticOptions& cost, const CpuCalibration& calibration,
+                const storage::Environment& env);
+
+  int64_t size() const override { return static_cast<int64_t>(objects_.size()); }
+  int64_t max_sample_bytes() const override { return max_bytes_; }
+  void InitWorker(int worker_id) const override;
+  int64_t Read(int64_t index, std::span<std::byte> out) const override;
+  bool reads_concurrently() const override { return true; }
+  void ReadMany(std::span<const int64_t> indices, std::span<std::byte> slot, int64_t stride, int concurrency,
+                std::span<int64_t> bytes) const override;
+  std::string BeforeRepeat() const override;
+
+  const std::vector<storage::ObjectInfo>& objects() const { return objects_; }
+  int64_t total_bytes() const { return total_bytes_; }
+  const storage::Location& location() const { return location_; }
+  // "s3://bucket/train/: 3000 objects, 294.6 MB (98.2 KB each on average), credentials: ...".
+  std::string Describe() const;
+
+ private:
+  // This process's and thread's client, made at its first use.
+  storage::ObjectClient& Client() const;
+
+  const storage::Location location_;
+  const storage::AwsConfig config_;
+  const SampleCost cost_;
+  const bool cold_;
+  std::vector<storage::ObjectInfo> objects_;
+  int64_t max_bytes_ = 0;
+  int64_t total_bytes_ = 0;
+};
+
+// Whether `path` names remote data (s3://, http://, https://).
+bool IsRemotePath(const std::string& path);
+// The location RemoteDataset reads `files` from; throws std::invalid_argument
+// saying what does not fit (a URL that does not parse, an http(s) URL where a
+// listing is needed, layout shards, decode jpeg).
+storage::Location RemoteLocationOf(const FilesOptions& files);
+
+}  // namespace feedtune::workloads
