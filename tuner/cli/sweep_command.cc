@@ -26,6 +26,7 @@
 #include "tuner/search/verdict_rules.h"
 #include "tuner/measure/measurer_factory.h"
 #include "tuner/search/formula_trials.h"
+#include "tuner/measure/cpu_affinity.h"
 #include "tuner/measure/node_measurer.h"
 #include "tuner/measure/proc_stats.h"
 #include "tuner/measure/python_preflight.h"
