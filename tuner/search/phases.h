@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tuner/search/search_state.h"
+#include "tuner/search/worker_estimate.h"
 
 namespace feedtune::tuner::search_internal {
 
@@ -25,6 +26,19 @@ void WorkersPhase(SearchState& state);
 int NextDoubling(const SearchState& state, int workers, int64_t batches);
 // The knee rule's index on `curve`.
 size_t Knee(const SearchState& state, const std::vector<CurvePoint>& curve);
+
+// tuner/search/estimate_start.cc: under a time budget, the num_workers phase from the estimate.
+// The estimate from the baseline (the current trial when the phase starts:
+// pin_memory may have been kept on it), within the search's caps.
+WorkerEstimate StartEstimate(const SearchState& state, int64_t batches);
+// The baseline's wait per sample, seconds (tuner/search/worker_estimate.h's L); 0 when unknown.
+double EstimatedWaitS(const TrialRecord& baseline);
+// Halves down from the fewest workers on `curve` while the knee may lie
+// lower, adding the points to `curve`, down to the first count outside
+// knee_tolerance of a best with workers: the knee's lower neighbour, which
+// the knee rule and the refinement need. `wait_s`: EstimatedWaitS of the
+// baseline. Returns how it ended, for the phase's text.
+std::string HalveDown(SearchState& state, std::vector<CurvePoint>& curve, double wait_s);
 
 // tuner/search/paired_knee.cc: under a time budget, a knee at 0 workers checked in pairs.
 std::optional<size_t> PairedKnee(SearchState& state, const std::vector<CurvePoint>& curve, std::string* why);

@@ -24,15 +24,16 @@
 // What the time budget changes: the phase starts at the count the
 // baseline's figures predict (tuner/search/worker_estimate.h) when that is
 // above kLowestBracketedStart, doubles up from it by the same rule, then
-// halves down from it to the knee's lower neighbour (HalveDown: a count the
-// latency bound puts far below the best is settled in one window), and the
-// refinement's first point follows the line through that neighbour. Above
-// the usable CPU count the first doubling without a gain (or one fall) ends
-// the doubling: each doubling there starts twice the workers of the last,
-// and the phases after the knee need the time more. A phase the budget cuts short names its knee from the
-// curve measured so far, as it would have at its end, and says when the
-// curve was still rising there (StillRising). A knee at 0 workers is checked
-// in pairs (tuner/search/paired_knee.cc).
+// halves down from it to the knee's lower neighbour (HalveDown,
+// tuner/search/estimate_start.cc: a count the latency bound puts far below
+// the best is settled in one window), and the refinement's first point
+// follows the line through that neighbour. Above the usable CPU count the
+// first doubling without a gain (or one fall) ends the doubling: each
+// doubling there starts twice the workers of the last, and the phases after
+// the knee need the time more. A phase the budget cuts short names its knee
+// from the curve measured so far, as it would have at its end, and says when
+// the curve was still rising there (StillRising). A knee at 0 workers is
+// checked in pairs (tuner/search/paired_knee.cc).
 //
 // A seeded search doubles from the seed's knee instead (tuner/search/seeded_search.cc).
 #include <algorithm>
@@ -41,7 +42,6 @@
 #include "results/units.h"
 #include "tuner/measure/stats.h"
 #include "tuner/search/phases.h"
-#include "tuner/search/worker_estimate.h"
 
 namespace feedtune::tuner {
 
@@ -76,9 +76,6 @@ constexpr double kKneedleSensitivity = 1.0;
 // there (WorkersPhase); at or below it, the doubling from 1 reaches it in as
 // many trials.
 constexpr int kLowestBracketedStart = 2;
-// A count whose latency bound lies more than this factor below the best is
-// settled in one window when that window does too (HalveDown).
-constexpr double kSettledBelow = 1.5;
 // Without stepped rounds, two counts this close have no count between worth
 // measuring: the bisection would measure a neighbour of one of them.
 constexpr int kNarrowestBisectedGap = 2;
@@ -225,109 +222,6 @@ std::string Doubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t
     workers = next;
   }
   return stop;
-}
-
-// The fewest workers on `curve` (which holds the baseline at 0), and the index of its best median.
-std::pair<size_t, size_t> LowestAndBest(const SearchState& state, const std::vector<CurvePoint>& curve) {
-  size_t lowest = 0, best = 0;
-  for (size_t i = 0; i < curve.size(); ++i) {
-    if (curve[i].first > 0 && (lowest == 0 || curve[i].first < curve[lowest].first)) lowest = i;
-    if (state.trials()[curve[i].second].samples_per_s > state.trials()[curve[best].second].samples_per_s) best = i;
-  }
-  return {lowest, best};
-}
-
-// Below the estimate's start, halving from the fewest workers measured while
-// the knee may lie lower: that count is within knee_tolerance of the best on
-// the curve, or no count with workers has gained over the baseline (the
-// estimate overshot). It stops at the first count outside the tolerance of a
-// best with workers: the knee's lower neighbour, which the knee rule and the
-// refinement need. A count whose latency bound (its workers over the
-// baseline's wait per sample: no worker loads a sample faster than the main
-// process did alone) is more than kSettledBelow below the best is measured in
-// one window, and that window settles it when it reads more than
-// kSettledBelow below the best's interval too; else it is measured again in
-// full. Returns how it ended, for the phase's text.
-std::string HalveDown(SearchState& state, std::vector<CurvePoint>& curve, double wait_s) {
-  const size_t baseline = curve[0].second;
-  const auto trial = [&state](size_t i) -> const TrialRecord& { return state.trials()[i]; };
-  const double threshold = state.options().gain_threshold;
-  const double tolerance = state.options().knee_tolerance;
-  std::string ended = "did not halve below it";
-  while (true) {
-    const auto [lowest, best_point] = LowestAndBest(state, curve);
-    if (lowest == 0 || curve[lowest].first <= 1) break;
-    const size_t best = curve[best_point].second;
-    bool gained = false;
-    for (const auto& [w, i] : curve) gained = gained || (w > 0 && IsGain(trial(i), trial(baseline), threshold));
-    const bool within = trial(curve[lowest].second).samples_per_s >= trial(best).samples_per_s * (1 - tolerance);
-    if (gained && !within) break;
-    const int workers = curve[lowest].first / 2;
-    loader::Knobs knobs = state.knobs();
-    knobs.num_workers = workers;
-    const double bound = wait_s > 0 ? workers / wait_s : 0;
-    const double bar = trial(best).samples_per_s;
-    std::string settled;
-    if (bound > 0 && bound * kSettledBelow < bar) {
-      TrialPlan one;
-      one.repeats = 1;
-      const size_t index = state.Measure("num_workers", knobs, one);
-      if (trial(index).status == TrialStatus::kOk && trial(index).samples_per_s * kSettledBelow < bar) {
-        settled = Format("settled in one window: its latency bound (%d / %.2f ms = %.0f samples/s) and its window "
-                         "both lie more than x%.1f below the best's median, %.1f; ",
-                         workers, wait_s * 1e3, bound, kSettledBelow, bar);
-        curve.emplace_back(workers, index);
-      } else if (trial(index).status == TrialStatus::kOk) {
-        state.Decide(index, Format("one window read %.1f samples/s, not more than x%.1f below the best's median, "
-                                   "%.1f: measured again in full windows",
-                                   trial(index).samples_per_s, kSettledBelow, bar));
-      } else {
-        state.Decide(index, "");
-        return "stopped at " + WorkersText(workers) + ": the trial failed";
-      }
-    }
-    if (settled.empty()) {
-      const size_t index = state.Measure("num_workers", knobs);
-      if (trial(index).status != TrialStatus::kOk) {
-        state.Decide(index, "");
-        return "stopped at " + WorkersText(workers) + ": the trial failed";
-      }
-      curve.emplace_back(workers, index);
-    }
-    const size_t index = curve.back().second;
-    const double gain = Gain(trial(index), trial(best));
-    const std::string tolerance_text = " knee_tolerance (" + Percent(tolerance).substr(1) + ")";
-    if (IsGain(trial(index), trial(best), threshold)) {
-      state.Decide(index, settled + Percent(gain) + " over the best so far, below the estimate: halve again");
-    } else if (trial(index).samples_per_s >= trial(best).samples_per_s * (1 - tolerance)) {
-      state.Decide(index, settled + Percent(gain) + " against the best, within the" + tolerance_text +
-                              ": the knee may lie lower, halve again");
-    } else {
-      const bool any = gained || IsGain(trial(index), trial(baseline), threshold);
-      state.Decide(index, settled + Percent(gain) + " against the best, outside the" + tolerance_text +
-                              (any ? ": the knee lies above" : ": no count with workers has gained yet, halve again"));
-    }
-    ended = "halved down to " + WorkersText(workers);
-  }
-  return ended;
-}
-
-// The baseline's wait per sample, seconds (worker_estimate.h's L); 0 when unknown.
-double EstimatedWaitS(const TrialRecord& baseline) {
-  return baseline.samples_per_s > 0 && baseline.gpu_idle_frac > 0
-             ? std::min(1.0, baseline.gpu_idle_frac) / baseline.samples_per_s
-             : 0.0;
-}
-
-// The estimate from the baseline (the current trial when the phase starts:
-// pin_memory may have been kept on it), within the search's caps.
-WorkerEstimate Estimate(const SearchState& state, int64_t batches) {
-  EstimateLimits limits;
-  limits.usable_cpus = state.setup().usable_cpus;
-  limits.max_workers = state.setup().max_workers;
-  limits.batches = batches;
-  if (state.setup().fitting_workers) limits.fitting_workers = state.setup().fitting_workers(state.knobs());
-  return EstimateWorkers(state.current(), limits);
 }
 
 // When the budget ends the phase while the curve still rose at its top: the
@@ -478,7 +372,7 @@ void WorkersPhase(SearchState& state) {
   const int64_t batches = state.BatchesPerEpoch();
   std::string stop, start;
   bool budget_spent = false;
-  const WorkerEstimate estimate = state.under_time_budget() && !state.setup().seed ? Estimate(state, batches)
+  const WorkerEstimate estimate = state.under_time_budget() && !state.setup().seed ? StartEstimate(state, batches)
                                                                                   : WorkerEstimate{};
   try {
     if (state.setup().seed) {
