@@ -78,14 +78,14 @@ std::string HalveDown(SearchState& state, std::vector<CurvePoint>& curve, double
                                    "%.1f: measured again in full windows",
                                    trial(index).samples_per_s, kSettledBelow, bar));
       } else {
-        state.Decide(index, "");
+        state.DecideFailed(index);
         return "stopped at " + WorkersText(workers) + ": the trial failed";
       }
     }
     if (settled.empty()) {
       const size_t index = state.Measure("num_workers", knobs);
       if (trial(index).status != TrialStatus::kOk) {
-        state.Decide(index, "");
+        state.DecideFailed(index);
         return "stopped at " + WorkersText(workers) + ": the trial failed";
       }
       curve.emplace_back(workers, index);

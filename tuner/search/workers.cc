@@ -131,46 +131,35 @@ std::string Doubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t
   size_t best = state.current_index();
   std::string stop = "reached max_workers " + std::to_string(setup.max_workers) +
                      (setup.max_workers_cap_why.empty() ? "" : " (" + setup.max_workers_cap_why + ")");
-  int& misses = state.tally.misses;
-  misses = 0;
+  int misses = 0;             // doublings without a gain in a row (shown for the estimate: ShowDoubling)
   bool fall_pending = false;  // a fall beyond the noise that the next doubling must confirm
   for (int workers = std::min(start, setup.max_workers); workers > 0;) {
     loader::Knobs knobs = state.knobs();
     knobs.num_workers = workers;
+    state.ShowDoubling(workers, misses);
     const size_t index = state.Measure("num_workers", knobs);
     const TrialRecord& t = state.trials()[index];
     const std::string note = workers == start && !start_note.empty() ? start_note + ": " : "";
-    if (t.status == TrialStatus::kSkipped) {
-      state.Decide(index, "");
-      stop = "stopped at " + WorkersText(workers) + ": over a budget";
-      break;
-    }
     if (t.status != TrialStatus::kOk) {
-      state.Decide(index, "");
-      stop = "stopped at " + WorkersText(workers) + ": the trial failed";
+      state.DecideFailed(index);
+      stop = "stopped at " + WorkersText(workers) +
+             (t.status == TrialStatus::kSkipped ? ": over a budget" : ": the trial failed");
       break;
     }
     curve.emplace_back(workers, index);
     const int next = NextDoubling(state, workers, batches);
     const TrialRecord& best_t = state.trials()[best];
     const double gain = Gain(t, best_t);
-    // Below the usable CPU count, more workers can still use more cores: any
-    // rise of the median keeps the doubling going (a CPU-bound curve rises
-    // to the CPU count, often by less than the threshold per step near it).
-    const bool below_cpus = setup.usable_cpus > 0 && workers < setup.usable_cpus;
+    const bool below_cpus = BelowCpus(state, workers);
     const double rising = below_cpus ? 0.0 : threshold;
     // Below the best by more than the threshold, beyond the noise.
     const bool falls = IsGain(best_t, t, threshold);
-    // Under a time budget, above the CPU count, the first doubling without a
-    // gain ends it: each doubling there starts twice the workers of the
-    // last (a torch worker is a process, about 0.1 s of the main process's
-    // to start and stop on a 2-CPU box), and the budget is better spent on
-    // the phases after the knee than on confirming a miss.
-    const bool one_miss = state.under_time_budget() && !below_cpus;
+    const bool one_miss = MissesToStop(state, workers) == 1;
     if (IsGain(t, best_t, threshold)) {
       state.Decide(index, note + Percent(gain) + " over the best so far");
       best = index;
       misses = 0;
+      state.ShowDoubling(workers, misses);
       fall_pending = false;
     } else if (workers == 1) {
       // One worker moves the loading out of the main process without adding
@@ -195,6 +184,7 @@ std::string Doubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t
       // A single fall beyond the noise can be the machine's, not the
       // curve's: it counts as a miss, and the next doubling confirms it.
       ++misses;
+      state.ShowDoubling(workers, misses);
       fall_pending = true;
       state.Decide(index, note + Percent(gain) + " below the best, beyond the noise" +
                               (next > 0 ? "; the next doubling confirms it before stopping" : ""));
@@ -204,14 +194,18 @@ std::string Doubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t
       state.Decide(index, note + Percent(gain) + (below_cpus ? ": rising below the usable CPU count; keep doubling"
                                                       : ": rising, but within noise; keep doubling"));
       misses = 0;
+      state.ShowDoubling(workers, misses);
       fall_pending = false;
-    } else if (++misses >= (one_miss ? 1 : kMissesToStop)) {
-      const std::string without = one_miss ? "a doubling without a gain under the time budget"
-                                           : "two doublings without a gain";
-      state.Decide(index, note + Percent(gain) + ": " + without + ", stop doubling");
-      stop = "stopped at " + WorkersText(workers) + ": " + without;
-      break;
     } else {
+      ++misses;
+      state.ShowDoubling(workers, misses);
+      if (misses >= MissesToStop(state, workers)) {
+        const std::string without = one_miss ? "a doubling without a gain under the time budget"
+                                             : "two doublings without a gain";
+        state.Decide(index, note + Percent(gain) + ": " + without + ", stop doubling");
+        stop = "stopped at " + WorkersText(workers) + ": " + without;
+        break;
+      }
       state.Decide(index, note + Percent(gain) + ": no gain beyond noise");
       fall_pending = false;
     }
@@ -261,14 +255,16 @@ std::string StillRising(const SearchState& state, std::vector<CurvePoint> curve)
 // is the count just below it, which on the line falls outside the tolerance
 // and so ends the refinement in one trial; after that the points bisect (a
 // curve that bends below the line would walk down one count at a time).
-void Refine(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches, bool linear = false) {
+// `seeded_knee`: a seeded doubling's start (SeededDoubling).
+void Refine(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches, std::optional<int> seeded_knee,
+            bool linear = false) {
   int line_point = 0;  // the count the line gave; while it is the knee, the next point is just below it
   while (true) {
     std::sort(curve.begin(), curve.end());
     const size_t k = Knee(state, curve);
     if (k == 0) return;
     // Seeded: a knee at the seed's own was bisected on its machine already.
-    if (state.handed.seeded_knee == curve[k].first) return;
+    if (seeded_knee == curve[k].first) return;
     const auto [lo, lo_index] = curve[k - 1];
     const auto [hi, hi_index] = curve[k];
     if (Gain(state.trials()[hi_index], state.trials()[lo_index]) <= state.options().gain_threshold) return;
@@ -305,7 +301,7 @@ void Refine(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches,
     knobs.num_workers = mid;
     const size_t index = state.Measure("num_workers", knobs);
     if (state.trials()[index].status != TrialStatus::kOk) {
-      state.Decide(index, "");
+      state.DecideFailed(index);
       return;
     }
     state.Decide(index,
@@ -364,19 +360,39 @@ size_t Knee(const SearchState& state, const std::vector<CurvePoint>& curve) {
   return *KneeIndex(points, state.options().knee_tolerance);
 }
 
+bool BelowCpus(const SearchState& state, int workers) {
+  // Below the usable CPU count, more workers can still use more cores: any
+  // rise of the median keeps the doubling going (a CPU-bound curve rises
+  // to the CPU count, often by less than the threshold per step near it).
+  return state.setup().usable_cpus > 0 && workers < state.setup().usable_cpus;
+}
+
+int MissesToStop(const SearchState& state, int workers) {
+  // Under a time budget, above the CPU count, the first doubling without a
+  // gain ends it: each doubling there starts twice the workers of the
+  // last (a torch worker is a process, about 0.1 s of the main process's
+  // to start and stop on a 2-CPU box), and the budget is better spent on
+  // the phases after the knee than on confirming a miss.
+  return state.under_time_budget() && !BelowCpus(state, workers) ? 1 : kMissesToStop;
+}
+
 // When the time budget ends the doubling or the refinement, the knee is
 // taken from the curve measured so far, as the phase would have, and the
-// sequence ends there (KeepBestAtBudget).
-void WorkersPhase(SearchState& state) {
+// sequence ends after it (WorkersFound::budget_spent, KeepBestAtBudget).
+WorkersFound WorkersPhase(SearchState& state, const TrialPlan& seeded_plan) {
+  WorkersFound found;
   std::vector<CurvePoint> curve = {{0, state.current_index()}};
   const int64_t batches = state.BatchesPerEpoch();
   std::string stop, start;
+  std::optional<int> seeded_knee;
   bool budget_spent = false;
   const WorkerEstimate estimate = state.under_time_budget() && !state.setup().seed ? StartEstimate(state, batches)
                                                                                   : WorkerEstimate{};
   try {
     if (state.setup().seed) {
-      stop = SeededDoubling(state, curve, batches);
+      int knee = 0;
+      stop = SeededDoubling(state, curve, batches, seeded_plan, &knee);
+      seeded_knee = knee;
     } else if (estimate.workers > kLowestBracketedStart) {
       start = "started at the estimate of " + WorkersText(estimate.workers) + " (" + estimate.how + "); ";
       stop = Doubling(state, curve, batches, estimate.workers, "the estimate's start");
@@ -388,15 +404,16 @@ void WorkersPhase(SearchState& state) {
       }
       stop = Doubling(state, curve, batches);
     }
-    state.tally.refining = true;
-    Refine(state, curve, batches, /*linear=*/!start.empty() && estimate.workers > kLowestBracketedStart);
+    state.ShowRefining();
+    Refine(state, curve, batches, seeded_knee,
+           /*linear=*/!start.empty() && estimate.workers > kLowestBracketedStart);
   } catch (const TimeBudgetSpent&) {
     budget_spent = true;
     const int most = std::max_element(curve.begin(), curve.end())->first;
     stop = most > 0 ? "the time budget ended the phase after " + WorkersText(most)
                     : "the time budget ended the phase before any worker count was measured";
-    state.handed.still_rising = StillRising(state, curve);
-    if (!state.handed.still_rising.empty()) stop += "; " + state.handed.still_rising;
+    found.still_rising = StillRising(state, curve);
+    if (!found.still_rising.empty()) stop += "; " + found.still_rising;
   }
   if (estimate.workers > 0) {
     state.outcome().estimate_workers = estimate.workers;
@@ -404,13 +421,13 @@ void WorkersPhase(SearchState& state) {
   }
   stop = start + stop;
   std::sort(curve.begin(), curve.end());
-  state.handed.workers_curve = curve;
+  found.curve = curve;
   size_t knee = Knee(state, curve);
   std::string paired;
   bool by_pairs = false;
   if (!budget_spent && curve[knee].first == 0) {
     try {
-      if (const auto count = PairedKnee(state, curve, &paired)) {
+      if (const auto count = PairedKnee(state, curve, &paired, &found.budget_from)) {
         knee = *count;
         by_pairs = true;
       }
@@ -430,12 +447,13 @@ void WorkersPhase(SearchState& state) {
   for (size_t i = knee + 1; i < curve.size(); ++i) {
     if (state.trials()[curve[i].second].samples_per_s > state.trials()[curve[top].second].samples_per_s) top = i;
   }
-  if (top != knee) state.handed.small_gains.push_back({"num_workers", curve[top].second});
+  if (top != knee) found.small_gain = SmallGain{SmallGainOf::kNumWorkers, curve[top].second};
   KneePhase(state, curve, knee, by_pairs, batches, paired.empty() ? stop : stop + "; " + paired);
   if (budget_spent) {
-    state.handed.budget_from = state.trials().size();  // the curve's trials were judged by the knee rule
-    throw TimeBudgetSpent{};
+    found.budget_from = state.trials().size();  // the curve's trials were judged by the knee rule
+    found.budget_spent = true;
   }
+  return found;
 }
 
 }  // namespace search_internal
