@@ -71,6 +71,7 @@ std::vector<double> MeasurePairs(SearchState& state, const char* phase, const lo
     size_t ia = 0;
     try {
       ia = state.Measure(phase, a, plan, /*budget_may_end=*/!settling);
+      state.MarkPaired(ia);
     } catch (const TimeBudgetSpent&) {
       if (!how.budget_ended || pair == 1) throw;
       *how.budget_ended = true;
@@ -82,6 +83,7 @@ std::vector<double> MeasurePairs(SearchState& state, const char* phase, const lo
     }
     state.Decide(ia, "pair " + std::to_string(pair) + ": " + a_name);
     const size_t ib = state.Measure(phase, b, plan, /*budget_may_end=*/how.budget_ended == nullptr && !settling);
+    state.MarkPaired(ib);
     if (state.trials()[ib].status != TrialStatus::kOk) {
       state.DecideFailed(ib);
       break;

@@ -81,7 +81,7 @@ struct SearchOutcome {
   std::vector<results::TrialRecord> trials;  // in the order run, decisions filled
   std::optional<size_t> baseline;            // indices into trials
   std::optional<size_t> best;                // the recommended setting's trial
-  std::optional<size_t> fastest;             // the highest median outside the final check
+  std::optional<size_t> fastest;             // the highest median, of no pair but the best (tuner/search/sequence.cc)
   std::optional<int> knee_workers;
   double knee_samples_per_s = 0;
   std::optional<int> kneedle_workers;        // Kneedle (S=1) on the same curve

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -115,6 +116,10 @@ class SearchState {
   // windows without it (tuner/search/time_budget.cc).
   bool Charged(size_t index) const { return charged_.count(index) > 0; }
   double WindowsRate(size_t index) const;
+  // Whether trial `index` was measured as one of a pair (MeasurePairs: one
+  // window each, a figure for its pair's ratio rather than one to rank).
+  void MarkPaired(size_t index) { paired_.insert(index); }
+  bool Paired(size_t index) const { return paired_.count(index) > 0; }
 
   // The epoch: batches per epoch (the setup's, else the baseline's report; 0
   // = unknown) and samples per epoch. From the records, so a resumed run sees
@@ -151,6 +156,7 @@ class SearchState {
   loader::Knobs current_;
   size_t current_index_ = 0;
   std::map<size_t, std::string> charged_;  // the restart charge: trial index -> what was charged
+  std::set<size_t> paired_;                 // the trials measured in pairs (MarkPaired)
   SequenceProgress progress_;
 };
 
