@@ -49,10 +49,13 @@
 // highest median of all, which may use more workers for a difference within
 // knee_tolerance or the noise.
 //
-// Determinism: every decision is a function of the options, the setup and the
-// records the measurer returned, in order. A resumed run that replays its
-// stored records (ReplayMeasurer) therefore takes the decisions the
-// uninterrupted run would have. One thread runs a search.
+// Determinism: without a time budget every decision is a function of the
+// options, the setup and the records the measurer returned, in order. A
+// resumed run that replays its stored records (ReplayMeasurer) therefore
+// takes the decisions the uninterrupted run would have. Under a time budget
+// the clock decides too: whether a trial starts (SearchState::Measure) and
+// how many pairs are measured (tuner/search/pairs.cc), so a resumed run may
+// stop elsewhere (tuner/search/time_budget.cc). One thread runs a search.
 #include <algorithm>
 #include <array>
 #include <vector>

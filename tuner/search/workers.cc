@@ -330,12 +330,13 @@ void KneePhase(SearchState& state, const std::vector<CurvePoint>& curve, size_t 
                                     " of the best median, " + Format("%.1f", outcome.knee_samples_per_s) +
                                     " samples/s)") +
                     "; ";
+  const std::string kneedle = Format("Kneedle (S=%g)", kKneedleSensitivity);
   if (!outcome.kneedle_workers) {
     why += "Kneedle finds no knee on this curve; ";
   } else if (*outcome.kneedle_workers != curve[knee].first) {
-    why += "Kneedle (S=1) puts it at " + std::to_string(*outcome.kneedle_workers) + "; ";
+    why += kneedle + " puts it at " + std::to_string(*outcome.kneedle_workers) + "; ";
   } else {
-    why += "Kneedle (S=1) agrees; ";
+    why += kneedle + " agrees; ";
   }
   why += stop;
   if (Stepped(batches, curve.back().first)) why += "; " + SteppedNote(batches, curve.back().first);
