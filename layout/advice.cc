@@ -11,6 +11,13 @@ constexpr double kBytesWorthSaving = 0.95;
 
 namespace {
 
+// "5%": the share of the fastest's bytes a slower layout must save.
+std::string SavingText() {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%.0f%%", (1 - kBytesWorthSaving) * 100);
+  return buf;
+}
+
 std::string RateText(const Rate& r) {
   char buf[96];
   std::snprintf(buf, sizeof buf, "%.0f samples/s (95%% CI %.0f-%.0f) at %d worker%s", r.median, r.ci_low, r.ci_high,
@@ -88,7 +95,8 @@ Advice Advise(const std::vector<CandidateResult>& results, int64_t dataset_sampl
   if (named == fastest) {
     advice.why = n.name + ": the fastest cold, " + RateText(n.cold);
     if (within > 1) {
-      advice.why += "; none of the " + std::to_string(within - 1) + " within its noise saves 5% of its bytes";
+      advice.why += "; none of the " + std::to_string(within - 1) + " within its noise saves " + SavingText() +
+                    " of its bytes";
     }
   } else {
     advice.why = n.name + ": within the noise of the fastest cold (" + best.name + ", " + RateText(best.cold) +

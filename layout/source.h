@@ -15,7 +15,8 @@
 //   LMDB           the value of the i-th key (LmdbDataset)
 //   TFRecord       record i, or its --feature (TfRecordDataset)
 //   tar shards     sample i's one payload member; its label from its .cls
-//                  member (WebDataset's convention), when every sample has one
+//                  member (WebDataset's convention), when every sample has
+//                  one (--labels cls: every sample must)
 //
 // Opening reads indexes and headers only. Read() may be called from one
 // thread at a time per process; the source is opened read-only and nothing
@@ -35,7 +36,9 @@ namespace feedtune::layout {
 
 struct SourceOptions {
   // auto: HDF5 /labels when present, tar .cls members when every sample has
-  // one, none otherwise; none; folder (ImageFolder); /NAME: an HDF5 dataset.
+  // one, none otherwise; none; folder (ImageFolder: a folder of files); cls
+  // (tar shards' .cls members, which every sample must have); /NAME: an HDF5
+  // dataset. A value that does not fit the source is refused (OpenSource).
   std::string labels = "auto";
   std::string dataset = "/images";  // HDF5: the samples
   std::string feature;              // TFRecord: a bytes feature of each Example; empty: the whole record

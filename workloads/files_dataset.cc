@@ -25,13 +25,6 @@ namespace fs = std::filesystem;
 
 constexpr size_t kMaxResidencyProbes = 256;  // files checked after an eviction (files layout)
 
-std::string Megabytes(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(bytes) / 1e6);
-  return buf;
-}
-
-
 }  // namespace
 
 FilesDataset::FilesDataset(const FilesOptions& options, const SyntheticOptions& cost,
@@ -121,8 +114,9 @@ int FilesDataset::file_count() const {
 }
 
 std::string FilesDataset::Describe() const {
-  std::string text = options_.path + ": " + std::to_string(size()) + " samples, " + Megabytes(total_bytes_) + " in " +
-                     std::to_string(file_count()) + (options_.layout == FilesLayout::kShards ? " shards" : " files") +
+  std::string text = options_.path + ": " + std::to_string(size()) + " samples, " +
+                     FormatMegabytes(static_cast<double>(total_bytes_)) + " in " + std::to_string(file_count()) +
+                     (options_.layout == FilesLayout::kShards ? " shards" : " files") +
                      ", read with " + FilesIoName(options_.io) + ", cache " + CacheModeName(options_.cache);
   if (options_.cache == CacheMode::kCold) text += " (evicted with posix_fadvise DONTNEED before each repeat)";
   if (jpeg_) {
@@ -305,14 +299,7 @@ std::string FilesDataset::BeforeRepeat() const {
     }
   }
   const double stayed = probed > 0 ? static_cast<double>(resident) / static_cast<double>(probed) : 0;
-  char share[32];
-  std::snprintf(share, sizeof share, "%.0f%%", stayed * 100);
-  std::string note = "cache cold: " + Megabytes(total_bytes_) + " in " + std::to_string(file_count()) +
-                     " files evicted from the page cache before each repeat (posix_fadvise DONTNEED); " + share +
-                     " stayed resident";
-  if (stayed > 0.5) note += " (a memory-backed file system such as tmpfs cannot evict: reads are warm)";
-  if (failures > 0) note += "; " + std::to_string(failures) + " files could not be evicted";
-  return note;
+  return CacheColdNote(static_cast<double>(total_bytes_), static_cast<size_t>(file_count()), stayed, failures);
 }
 
 }  // namespace feedtune::workloads

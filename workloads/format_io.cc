@@ -110,10 +110,14 @@ std::string EvictFromPageCache(const std::vector<std::string>& paths) {
     resident += ResidentBytes(fd.get(), st.st_size);
   }
   const double stayed = total > 0 ? static_cast<double>(resident) / static_cast<double>(total) : 0;
+  return CacheColdNote(static_cast<double>(total), paths.size(), stayed, failures);
+}
+
+std::string CacheColdNote(double bytes, size_t files, double stayed, int64_t failures) {
   char share[32];
   std::snprintf(share, sizeof share, "%.0f%%", stayed * 100);
-  std::string note = "cache cold: " + FormatMegabytes(static_cast<double>(total)) + " in " +
-                     std::to_string(paths.size()) + (paths.size() == 1 ? " file" : " files") +
+  std::string note = "cache cold: " + FormatMegabytes(bytes) + " in " + std::to_string(files) +
+                     (files == 1 ? " file" : " files") +
                      " evicted from the page cache before each repeat (posix_fadvise DONTNEED); " + share +
                      " stayed resident";
   if (stayed > 0.5) {

@@ -68,9 +68,11 @@ std::string TurboJpegHandle::LastError() const { return tjGetErrorStr2(handle_);
 
 bool TurboJpegHandle::LastWasWarning() const { return tjGetErrorCode(handle_) == TJERR_WARNING; }
 
-JpegHeader ReadJpegHeader(std::span<const std::byte> jpeg) {
+namespace {
+
+// The header of a JPEG, read with `tj`: a real size (not yet the pixel limit).
+JpegHeader HeaderOf(const TurboJpegHandle& tj, std::span<const std::byte> jpeg) {
   if (jpeg.empty()) throw JpegError("not a JPEG: the file is empty");
-  const TurboJpegHandle tj(TurboJpegHandle::Kind::kDecompress);
   JpegHeader h;
   if (tjDecompressHeader3(tj.get(), Bytes(jpeg), static_cast<unsigned long>(jpeg.size()), &h.width, &h.height,
                           &h.subsampling, &h.colorspace) != 0) {
@@ -80,6 +82,12 @@ JpegHeader ReadJpegHeader(std::span<const std::byte> jpeg) {
     throw JpegError("a JPEG of " + std::to_string(h.width) + " x " + std::to_string(h.height) + " pixels");
   }
   return h;
+}
+
+}  // namespace
+
+JpegHeader ReadJpegHeader(std::span<const std::byte> jpeg) {
+  return HeaderOf(TurboJpegHandle(TurboJpegHandle::Kind::kDecompress), jpeg);
 }
 
 CropWindow RandomResizedCropWindow(int width, int height, uint64_t seed, int64_t epoch, int64_t index) {
@@ -176,15 +184,7 @@ namespace {
 
 // The header of a JPEG, checked: a real size, under the pixel limit.
 JpegHeader CheckedHeader(const TurboJpegHandle& tj, std::span<const std::byte> jpeg, int64_t max_pixels) {
-  if (jpeg.empty()) throw JpegError("not a JPEG: the file is empty");
-  JpegHeader h;
-  if (tjDecompressHeader3(tj.get(), Bytes(jpeg), static_cast<unsigned long>(jpeg.size()), &h.width, &h.height,
-                          &h.subsampling, &h.colorspace) != 0) {
-    throw JpegError("not a JPEG, or its header is damaged: " + tj.LastError());
-  }
-  if (h.width <= 0 || h.height <= 0) {
-    throw JpegError("a JPEG of " + std::to_string(h.width) + " x " + std::to_string(h.height) + " pixels");
-  }
+  const JpegHeader h = HeaderOf(tj, jpeg);
   const int64_t pixels = static_cast<int64_t>(h.width) * h.height;
   if (pixels > max_pixels) {
     throw JpegError("a JPEG of " + std::to_string(h.width) + " x " + std::to_string(h.height) + " pixels, over the " +

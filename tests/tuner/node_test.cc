@@ -16,6 +16,7 @@
 
 #include "loader/sampler.h"
 #include "results/store.h"
+#include "tuner/measure/cpu_affinity.h"
 #include "tuner/measure/node_measurer.h"
 #include "tuner/measure/rank_wire.h"
 #include "tuner/search/preflight.h"

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "tuner/config/config.h"
+#include "tuner/measure/cpu_affinity.h"
 #include "tuner/measure/node_measurer.h"
 #include "tuner/measure/rank_facts.h"
 #include "tuner/search/search.h"

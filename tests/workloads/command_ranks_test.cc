@@ -17,6 +17,7 @@
 
 #include "tuner/measure/command_measurer.h"
 #include "tuner/measure/measurer_factory.h"
+#include "tuner/measure/cpu_affinity.h"
 #include "tuner/measure/node_measurer.h"
 
 namespace feedtune::tuner {

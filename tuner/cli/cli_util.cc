@@ -46,6 +46,11 @@ void AddConfigOptions(po::options_description& options, po::positional_options_d
   positional.add("config", 1);
 }
 
+int UsageError(const std::string& command, const std::string& what) {
+  std::cerr << "feedtune " << command << ": " << what << "\n";
+  return kExitUsage;
+}
+
 std::string NowIso8601() {
   const std::time_t now = std::time(nullptr);
   std::tm tm{};

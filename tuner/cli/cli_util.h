@@ -35,6 +35,10 @@ std::optional<po::variables_map> Parse(const Args& args, const po::options_descr
 void AddConfigOptions(po::options_description& options, po::positional_options_description& positional,
                       std::string* config_path, std::vector<std::string>* sets);
 
+// A bad use of `feedtune <command>`: says `what` on stderr
+// ("feedtune <command>: <what>") and returns kExitUsage, for `return`.
+int UsageError(const std::string& command, const std::string& what);
+
 std::string NowIso8601();
 
 // Runs argv (PATH looked up), stderr passed through (or into the file

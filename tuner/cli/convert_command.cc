@@ -181,31 +181,29 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
   int code = kExitOk;
   const auto vm = Parse(args, options, positional, kConvertUsage, &code);
   if (!vm) return code;
-  const auto usage_error = [](const std::string& what) {
-    std::cerr << "feedtune convert: " << what << "\n";
-    return kExitUsage;
-  };
   if (format_name != "table" && format_name != "json") {
-    return usage_error("--format: expected table or json, got '" + format_name + "'");
+    return UsageError("convert", "--format: expected table or json, got '" + format_name + "'");
   }
   const auto gzip = ParseCompression(compression);
-  if (!gzip) return usage_error("--compression: expected none or gzip:N with N in 1-9, got '" + compression + "'");
+  if (!gzip) {
+    return UsageError("convert", "--compression: expected none or gzip:N with N in 1-9, got '" + compression + "'");
+  }
   convert.gzip_level = *gzip;
   if (convert.layout != "hdf5" && (!vm->at("chunk-samples").defaulted() || !vm->at("compression").defaulted())) {
-    return usage_error("--chunk-samples and --compression are for --layout hdf5");
+    return UsageError("convert", "--chunk-samples and --compression are for --layout hdf5");
   }
   if (convert.layout != "tar" && !vm->at("shard-bytes").defaulted()) {
-    return usage_error("--shard-bytes is for --layout tar");
+    return UsageError("convert", "--shard-bytes is for --layout tar");
   }
-  if (convert.shard_bytes < 1) return usage_error("--shard-bytes: expected an integer >= 1");
-  if (convert.chunk_samples < 1) return usage_error("--chunk-samples: expected an integer >= 1");
+  if (convert.shard_bytes < 1) return UsageError("convert", "--shard-bytes: expected an integer >= 1");
+  if (convert.chunk_samples < 1) return UsageError("convert", "--chunk-samples: expected an integer >= 1");
   if (vm->count("shuffle") > 0) convert.shuffle_seed = seed;
   convert.resume = vm->count("resume") > 0;
   convert.skip_bad = vm->count("skip-bad") > 0;
   convert.pixels = vm->count("pixels") > 0;
   if (convert.pixels && convert.layout != "tar" && convert.layout != "lmdb") {
-    return usage_error("--pixels is for --layout tar or lmdb (decoded images differ in size; " + convert.layout +
-                       " holds rows of one size)");
+    return UsageError("convert", "--pixels is for --layout tar or lmdb (decoded images differ in size; " +
+                                     convert.layout + " holds rows of one size)");
   }
   const bool quiet = vm->count("quiet") > 0;
 
@@ -215,11 +213,11 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
     if (convert.pixels) pixels = layout::DecodedPixelsOf(*source);  // for the estimate; Convert decodes its own
     if (std::find(layout::ConvertLayouts().begin(), layout::ConvertLayouts().end(), convert.layout) ==
         layout::ConvertLayouts().end()) {
-      return usage_error("--layout: expected tar | hdf5 | npy | lmdb, got '" + convert.layout + "'");
+      return UsageError("convert", "--layout: expected tar | hdf5 | npy | lmdb, got '" + convert.layout + "'");
     }
     layout::CheckDestination(*source, src, dst, convert);
   } catch (const std::exception& e) {  // DatasetNotFound, DatasetCorrupt, invalid_argument, ConvertUsageError
-    return usage_error(e.what());
+    return UsageError("convert", e.what());
   }
   // The free space, from an estimate, before anything is written.
   const double estimate = layout::EstimateConvertBytes(pixels ? *pixels : *source, convert);
@@ -232,9 +230,10 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
                  free_bytes >= 0 ? workloads::FormatMegabytes(static_cast<double>(free_bytes)).c_str() : "unknown");
   }
   if (free_bytes >= 0 && estimate > static_cast<double>(free_bytes) * 0.95) {
-    return usage_error("DST " + dst + ": about " + workloads::FormatMegabytes(estimate) + " to write, but only " +
-                       workloads::FormatMegabytes(static_cast<double>(free_bytes)) +
-                       " free on that file system; free some space or choose another place");
+    return UsageError("convert", "DST " + dst + ": about " + workloads::FormatMegabytes(estimate) +
+                                     " to write, but only " +
+                                     workloads::FormatMegabytes(static_cast<double>(free_bytes)) +
+                                     " free on that file system; free some space or choose another place");
   }
 
   ConvertProgressLine line(quiet);
@@ -244,7 +243,7 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
                              stop);
   } catch (const layout::ConvertUsageError& e) {
     line.Finish();
-    return usage_error(e.what());
+    return UsageError("convert", e.what());
   } catch (const std::exception& e) {
     line.Finish();
     std::cerr << "feedtune convert: " << e.what() << "\n";

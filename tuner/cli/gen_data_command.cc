@@ -478,18 +478,14 @@ int RunGenData(const Args& args, const std::atomic<bool>& stop) {
   const auto vm = Parse(args, options, {}, kGenDataUsage, &code);
   if (!vm) return code;
 
-  const auto usage_error = [](const std::string& what) {
-    std::cerr << "feedtune gen-data: " << what << "\n";
-    return kExitUsage;
-  };
-  if (const auto problem = CheckGenDataRequest(*vm, request)) return usage_error(*problem);
-  if (const auto problem = CheckFreeSpace(request)) return usage_error(*problem);
+  if (const auto problem = CheckGenDataRequest(*vm, request)) return UsageError("gen-data", *problem);
+  if (const auto problem = CheckFreeSpace(request)) return UsageError("gen-data", *problem);
 
   std::unique_ptr<SampleSink> writer;
   try {
     writer = MakeSink(request);
   } catch (const std::exception& e) {
-    return usage_error(e.what());
+    return UsageError("gen-data", e.what());
   }
   return WriteSamples(request, *writer, stop);
 }

@@ -454,34 +454,37 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
   int code = kExitOk;
   const auto vm = Parse(args, options, positional, kLayoutUsage, &code);
   if (!vm) return code;
-  const auto usage_error = [](const std::string& what) {
-    std::cerr << "feedtune layout: " << what << "\n";
-    return kExitUsage;
-  };
   r.keep = vm->count("keep") > 0;
   r.quiet = vm->count("quiet") > 0;
-  if (r.format != "table" && r.format != "json") return usage_error("--format: expected table or json, got '" + r.format + "'");
-  if (r.repeats < 1 || r.repeats > 50) return usage_error("--repeats: expected an integer in [1, 50]");
-  if (!(r.measure_seconds > 0 && r.measure_seconds <= 60)) return usage_error("--measure-seconds: expected (0, 60]");
-  if (r.batch_size < 1) return usage_error("--batch-size: expected an integer >= 1");
-  if (r.cpu_us < 0) return usage_error("--cpu-us-per-sample: expected an integer >= 0");
+  if (r.format != "table" && r.format != "json") {
+    return UsageError("layout", "--format: expected table or json, got '" + r.format + "'");
+  }
+  if (r.repeats < 1 || r.repeats > 50) return UsageError("layout", "--repeats: expected an integer in [1, 50]");
+  if (!(r.measure_seconds > 0 && r.measure_seconds <= 60)) {
+    return UsageError("layout", "--measure-seconds: expected (0, 60]");
+  }
+  if (r.batch_size < 1) return UsageError("layout", "--batch-size: expected an integer >= 1");
+  if (r.cpu_us < 0) return UsageError("layout", "--cpu-us-per-sample: expected an integer >= 0");
   const int usable = std::max(1, results::ReadFingerprint().usable_cpus);
   if (r.max_workers == 0) r.max_workers = std::max(4, 2 * usable);
-  if (r.max_workers < 0 || r.max_workers > 256) return usage_error("--max-workers: expected an integer in [0, 256]");
+  if (r.max_workers < 0 || r.max_workers > 256) {
+    return UsageError("layout", "--max-workers: expected an integer in [0, 256]");
+  }
 
   if (r.decode != "auto" && r.decode != "jpeg" && r.decode != "none") {
-    return usage_error("--decode: expected auto, jpeg or none, got '" + r.decode + "'");
+    return UsageError("layout", "--decode: expected auto, jpeg or none, got '" + r.decode + "'");
   }
   std::unique_ptr<layout::SampleSource> source;
   try {
     source = layout::OpenSource(r.path, r.source);
   } catch (const std::exception& e) {
-    return usage_error(e.what());
+    return UsageError("layout", e.what());
   }
   const bool jpegs = source->payload_extension() == "jpg";
   if (r.decode == "jpeg" && !jpegs) {
-    return usage_error("--decode jpeg: the samples of " + r.path + " are '" + source->payload_extension() +
-                       "', not JPEGs; give --decode none, or --cpu-us-per-sample for the job's own decode");
+    return UsageError("layout", "--decode jpeg: the samples of " + r.path + " are '" +
+                                    source->payload_extension() + "', not JPEGs; give --decode none, or " +
+                                    "--cpu-us-per-sample for the job's own decode");
   }
   r.decode_images = jpegs && r.decode != "none";
   if (r.scratch.empty()) {
@@ -491,7 +494,7 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
   }
   std::error_code ec;
   if (fs::exists(r.scratch, ec) && !fs::is_empty(r.scratch, ec)) {
-    return usage_error("--scratch " + r.scratch + " exists and is not empty; choose another, or remove it");
+    return UsageError("layout", "--scratch " + r.scratch + " exists and is not empty; choose another, or remove it");
   }
   // The sample: spread over the dataset, sized from the box's memory.
   const double mean = static_cast<double>(source->total_bytes()) / static_cast<double>(source->size());
@@ -504,12 +507,13 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
   if (r.decode_images) need += 1.1 * static_cast<double>(layout::DecodedPixelsOf(*sample)->total_bytes());
   const int64_t free_bytes = workloads::FreeBytesFor(r.scratch);
   if (free_bytes >= 0 && need > static_cast<double>(free_bytes) * 0.9) {
-    return usage_error("--scratch " + r.scratch + ": the candidates take about " + workloads::FormatMegabytes(need) +
-                       ", but only " + workloads::FormatMegabytes(static_cast<double>(free_bytes)) +
-                       " is free there; choose another place or a smaller --sample-mb");
+    return UsageError("layout", "--scratch " + r.scratch + ": the candidates take about " +
+                                    workloads::FormatMegabytes(need) + ", but only " +
+                                    workloads::FormatMegabytes(static_cast<double>(free_bytes)) +
+                                    " is free there; choose another place or a smaller --sample-mb");
   }
   fs::create_directories(r.scratch, ec);
-  if (ec) return usage_error("--scratch " + r.scratch + ": cannot create: " + ec.message());
+  if (ec) return UsageError("layout", "--scratch " + r.scratch + ": cannot create: " + ec.message());
   if (!r.quiet) {
     std::fprintf(stderr,
                  "layout: %s (%s, %lld samples, %s): a sample of %lld samples (%s) in %zu candidate layouts in %s\n",

@@ -1,4 +1,5 @@
-// `feedtune sweep` and `feedtune trial`: measuring on this machine.
+// `feedtune sweep`: the search on this machine, every trial stored. (`feedtune trial`, one
+// setting without a search, is tuner/cli/trial_command.cc.)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,8 +12,6 @@
 #include "results/fingerprint.h"
 #include "results/json_form.h"
 #include "results/fleet.h"
-#include "results/memory_growth.h"
-#include "results/node_report.h"
 #include "results/report.h"
 #include "results/store.h"
 #include "results/units.h"
@@ -28,11 +27,13 @@
 #include "tuner/search/verdict_rules.h"
 #include "tuner/measure/measurer_factory.h"
 #include "tuner/search/formula_trials.h"
+#include "tuner/measure/cpu_affinity.h"
 #include "tuner/measure/node_measurer.h"
 #include "tuner/measure/proc_stats.h"
 #include "tuner/measure/python_preflight.h"
 #include "tuner/search/preflight.h"
 #include "tuner/cli/progress.h"
+#include "tuner/cli/sweep_args.h"
 #include "tuner/cli/setting_budget.h"
 #include "tuner/search/replay.h"
 #include "tuner/search/search.h"
@@ -95,82 +96,6 @@ int64_t BatchBytes(const tuner::SweepConfig& config) {
   return 0;
 }
 
-constexpr const char* kSweepUsage = R"(Usage: feedtune sweep CONFIG [--set key=value ...] [options]
-       feedtune sweep --resume RUN [--db FILE] [options]
-
-Runs the tuning sequence on this machine: baseline, pin_memory, num_workers
-(doubling to the knee, then bisecting), non_blocking, prefetch_factor,
-persistent_workers, cpu_binding (with sweep.ranks > 1 and sweep.cpu_binding
-auto), worker_threads (when the workload has intra-op threads: a command, or
-workload.cpu_threads > 1), and a final interleaved check of baseline against
-best. With sweep.ranks N every trial runs N ranks' loaders at once, as DDP
-does on one node (docs/node-sweep.md).
-A step is kept only if its median gains more than sweep.gain_threshold and its
-95% interval does not overlap the current one. Each trial is stored in the
-results file as soon as it ends; trials that would exceed the memory, /dev/shm
-or open-file budget are skipped and stored with the reason.
-
-Other processes' CPU (docs/measurement.md): before the baseline the sweep
-samples the box for sweep.background.sample_seconds (1 s); above
-sweep.background.warn_cpu (0.25 CPU) it names the top consumers and goes on.
-Each window records what other processes took; one that differs from the quiet
-start beyond sweep.background.disturbed_cpu is measured again (at most as many
-extra windows as sweep.repeats per trial), and a run whose windows others
-shared above warn_cpu is marked busy: export, loader_kwargs and --seed-from
-then prefer a quiet run of the same host or class.
-
-Progress goes to stderr (a bar on a terminal, plain lines otherwise), the
-summary to stdout; --json prints one JSON event per line on stdout instead.
-Ctrl-C ends the current trial cleanly, marks the run interrupted and exits 130;
---resume RUN continues it from its stored trials without re-running them.
-
---seed-from FILE starts from the stored run of the nearest machine in FILE (a
-fleet's merged results file, read only), for the same workload name, chosen as
-`export --machine this` chooses: this host's latest run, else its hardware
-class's, else the nearest class's (GPU model, then GPU count, usable CPUs and
-memory). The doubling starts at that run's knee and confirms one step below
-and above it; its pin_memory, non_blocking and prefetch_factor are measured at
-the knee against the knee without them, and persistent_workers is tried only
-if it kept it (docs/fleets.md). The neighbour is named before the first trial
-and stored with the run (--resume re-seeds from that). Nothing matching: the
-sweep runs unseeded and says so; a FILE that is not a results file: exit 2.
-
---serve-fd FD is how feedtune.autotune runs this search inside a training
-job (docs/python.md): the job started feedtune and answers each trial's
-request on the socket FD (the serve protocol, docs/command-protocol.md), with
-its own batches and its own step. The config is a command workload with
-protocol serve; no command is started, and the final check measures the best
-against the config's own loader setting. With --serve-preflight LINE, the
-job's preflight object (docs/command-protocol.md: its Python, torch and
-default start method, and whether its Dataset pickles) stands for the
-preflight that cannot run, so the multiprocessing_context phase runs as in a
-sweep.
-
---continue-unfinished goes on from this host's latest interrupted run of
-the same workload (name and workload hash) in --db, as --resume would, with
-the config stored with it; with none, a new run starts (and --seed-from
-applies). feedtune.autotune passes it, so a job that ends while tuning
-leaves the next job on the same file its trials: the next one goes on from
-them instead of starting over. A stored run that no longer replays (its
-trials are not what the search asks for) is marked failed and a new run
-starts.
-
---trace DIR measures the baseline and the best setting once more at the end,
-with a timeline of each (Chrome trace JSON, docs/trace.md) in DIR/baseline.json
-and DIR/best.json, and keeps 200 ms of both for `feedtune report --format html`.
-
---set key.path=value changes one key of CONFIG for this sweep, as `trial`
-does (repeatable; `feedtune config-keys` lists them), so an installed config
-need not be copied to vary it. The run stores the config as swept, --set
-included, and `report` shows it; --resume takes that stored config as it is.
-
-Examples:
-  feedtune sweep configs/quickstart.yaml --db results/feedtune.db --label gpu-box-1
-  feedtune sweep configs/quickstart.yaml --set sweep.max_workers=4 --set sweep.repeats=5
-  feedtune sweep --resume 3 --db results/feedtune.db
-  feedtune sweep configs/quickstart.yaml --db node-7.db --seed-from fleet.db
-  feedtune sweep configs/quickstart.yaml --trace results/traces)";
-
 struct Output {
   tuner::Progress& progress;
   bool json;
@@ -179,28 +104,6 @@ struct Output {
     std::fputs((line + "\n").c_str(), stdout);
     std::fflush(stdout);
   }
-};
-
-// Ends the sweep early with an exit code; `message` (may be empty) goes to
-// stderr. Thrown by the steps below, caught once in RunSweep.
-struct SweepStop {
-  int code;
-  std::string message;
-};
-
-// The command line of `feedtune sweep`, checked.
-struct SweepArgs {
-  std::string config_path, db_path, label, seed_from;
-  std::vector<std::string> sets;  // --set key.path=value, applied in order after the config loads
-  int64_t resume_id = 0;
-  int serve_fd = -1;  // --serve-fd: the process that started feedtune serves the trials (feedtune.autotune)
-  // --serve-preflight: that process's own preflight (python_preflight.h), read once here.
-  std::optional<tuner::PythonPreflight> serve_preflight;
-  bool resuming = false;
-  bool continue_unfinished = false;  // --continue-unfinished: resume this host's latest interrupted run of CONFIG
-  bool json = false;
-  bool quiet = false;
-  SweepTraceFiles trace_files;  // opened before anything runs: a wrong folder costs no trial
 };
 
 // Everything a sweep holds, filled step by step, in the order of
@@ -230,71 +133,6 @@ struct SweepSession {
   results::BackgroundFacts background;  // other processes' CPU: the sample before the baseline, the thresholds
   bool attached = false;  // --serve-fd: the training job serves the trials (feedtune.autotune)
 };
-
-std::optional<SweepArgs> ParseSweepArgs(const Args& args, int* code) {
-  po::options_description options("Options");
-  SweepArgs a;
-  std::string trace_dir, serve_preflight;
-  double trace_seconds = 1.0;
-  options.add_options()("help,h", "this help")("config", po::value(&a.config_path), "the sweep config (YAML)")(
-      "set", po::value(&a.sets)->composing(), "override a config key: key.path=value (repeatable)")(
-      "db", po::value(&a.db_path)->default_value(kDefaultDb), "results file (SQLite)")(
-      "label", po::value(&a.label), "display name for this machine (default: hostname)")(
-      "resume", po::value(&a.resume_id), "continue the interrupted run RUN from its stored trials")(
-      "continue-unfinished",
-      "go on from this host's latest interrupted run of CONFIG's workload in --db, if any (feedtune.autotune)")(
-      "quiet,q", "no progress output, only the summary")(
-      "json", "one JSON event per line on stdout (start, trial, done) instead of the summary")(
-      "trace", po::value(&trace_dir),
-      "after the search, trace the baseline and the best setting into DIR/baseline.json and DIR/best.json")(
-      "trace-seconds", po::value(&trace_seconds)->default_value(1.0), kTraceSecondsHelp)(
-      "seed-from", po::value(&a.seed_from),
-      "start from the stored run of the nearest machine in FILE (a fleet's results file): its knee and best setting")(
-      "serve-fd", po::value(&a.serve_fd),
-      "the process that started feedtune serves each trial on socket FD (a command workload with protocol serve; "
-      "feedtune.autotune passes it, docs/python.md)")(
-      "serve-preflight", po::value(&serve_preflight),
-      "with --serve-fd: the serving job's preflight object (its Python, torch, start method and pickle check)");
-  po::positional_options_description positional;
-  positional.add("config", 1);
-  const auto vm = Parse(args, options, positional, kSweepUsage, code);
-  if (!vm) return std::nullopt;
-  a.resuming = vm->count("resume") > 0;
-  a.continue_unfinished = vm->count("continue-unfinished") > 0;
-  a.json = vm->count("json") > 0;
-  a.quiet = vm->count("quiet") > 0;
-  if (!trace_dir.empty()) {
-    std::string error;
-    if (!OpenSweepTraceFiles(trace_dir, trace_seconds, &a.trace_files, &error)) throw SweepStop{kExitUsage, error};
-  }
-  if (a.resuming == !a.config_path.empty()) {
-    throw SweepStop{kExitUsage, "sweep takes a CONFIG, or --resume RUN (which uses the config stored with the run)\n\n" +
-                                    std::string(kSweepUsage)};
-  }
-  if (vm->count("serve-fd") > 0 && (a.serve_fd < 0 || a.resuming)) {
-    throw SweepStop{kExitUsage, a.resuming ? "--serve-fd measures a new run; it does not resume one"
-                                           : "--serve-fd takes an open socket's descriptor, a number >= 0"};
-  }
-  if (vm->count("serve-preflight") > 0) {
-    if (a.serve_fd < 0) throw SweepStop{kExitUsage, "--serve-preflight goes with --serve-fd (the job that serves)"};
-    a.serve_preflight = tuner::PreflightFromText(serve_preflight);
-    if (!a.serve_preflight->answered) {
-      throw SweepStop{kExitUsage, "--serve-preflight: not a preflight object (docs/command-protocol.md): " +
-                                      serve_preflight};
-    }
-  }
-  if (a.resuming && !a.seed_from.empty()) {
-    throw SweepStop{kExitUsage, "--resume re-seeds from the seed stored with the run; drop --seed-from"};
-  }
-  if (a.resuming && a.continue_unfinished) {
-    throw SweepStop{kExitUsage, "--continue-unfinished finds the run to go on from; --resume names one: give either"};
-  }
-  if (a.resuming && !a.sets.empty()) {
-    throw SweepStop{kExitUsage, "--resume goes on with the config stored with the run, so its trials stay comparable; "
-                                "drop --set, or start a new sweep with it"};
-  }
-  return a;
-}
 
 // --seed-from's file, opened read only before anything runs: a wrong path costs no trial.
 void OpenSeedStore(const SweepArgs& a, SweepSession& s) {
@@ -896,169 +734,5 @@ int RunSweep(const Args& args, const std::atomic<bool>& stop) {
   }
 }
 
-namespace {
-
-// `trial --json`: the backend, then the trial as the report's "trials" hold it.
-nlohmann::ordered_json TrialJson(const results::TrialRecord& t, const std::string& backend) {
-  nlohmann::ordered_json j = {{"backend", backend}};
-  j.update(results::TrialJson(t));
-  return j;
-}
-
-// `trial`: the trial's figures as text, then its one-off costs and its workers.
-void PrintTrialText(const results::TrialRecord& t, const std::string& backend) {
-  // A figure the workload did not measure (a command's) reads "not measured".
-  const auto figure = [](double value, int decimals, const char* unit) {
-    return std::isfinite(value) ? results::Fixed(value, decimals) + unit : std::string("not measured");
-  };
-  std::printf("%s  %.1f samples/s [%.1f, %.1f]  %s  GPU idle %s  wait p50 %s p99 %s  CPU %.2f  RSS %.0f MiB  (%s)\n",
-              tuner::KnobsShort(t.knobs).c_str(), t.samples_per_s, t.ci_low, t.ci_high,
-              figure(t.mb_per_s, 1, " MB/s").c_str(), figure(t.gpu_idle_frac * 100, 1, "%").c_str(),
-              figure(t.wait_p50_us / 1e3, 2, " ms").c_str(), figure(t.wait_p99_us / 1e3, 2, " ms").c_str(),
-              t.cpu_util, static_cast<double>(t.peak_rss_bytes) / (1 << 20), backend.c_str());
-  // One-off costs, kept out of the figures above.
-  std::printf("start-up (outside the windows): first batch %s, workers start in %s, pinned pool %s\n",
-              figure(t.time_to_first_batch_s * 1e3, 1, " ms").c_str(),
-              figure(t.worker_startup_s * 1e3, 1, " ms").c_str(),
-              figure(t.pinned_alloc_s * 1e3, 1, " ms").c_str());
-  std::string workers;
-  if (std::isfinite(t.worker_busy_frac)) workers += "busy " + results::Fixed(t.worker_busy_frac * 100, 1) + "%";
-  if (std::isfinite(t.worker_rss_bytes)) {
-    workers += (workers.empty() ? "" : ", ") + std::string("peak RSS ") + results::Fixed(t.worker_rss_bytes / (1 << 20), 0) +
-               " MiB each";
-  }
-  if (std::isfinite(t.worker_rss_peak_bytes)) {
-    workers += (workers.empty() ? "" : ", ") + std::string("memory ") + results::MiB(std::llround(t.worker_rss_start_bytes)) +
-               " at the start, " + results::MiB(std::llround(t.worker_rss_peak_bytes)) + " at the peak";
-    if (std::isfinite(t.worker_rss_growth_bytes_per_epoch)) {
-      workers += ", " + results::MiB(std::llround(t.worker_rss_growth_bytes_per_epoch)) + " growth per epoch over " +
-                 results::Fixed(t.worker_rss_epochs, 1) + " epochs";
-    }
-  }
-  if (!workers.empty()) std::printf("workers: %s\n", workers.c_str());
-  if (results::GrowthFlagged(t)) std::printf("warning: %s\n", results::GrowthText(t).c_str());
-  if (std::isfinite(t.background_cpu)) {
-    std::printf("background: other processes took %.2f CPU during the windows (docs/measurement.md)\n",
-                t.background_cpu);
-  }
-  if (t.node) std::fputs(results::NodeFiguresText(*t.node, "").c_str(), stdout);
-}
-
-constexpr const char* kTrialUsage = R"(Usage: feedtune trial CONFIG [--set key=value ...] [--json] [--trace FILE] [--db FILE] [--force]
-
-Measures one configuration (the loader knobs of the config, changed by --set),
-without a search and without storing it. --set takes any config key path.
-
-Before any loader starts, the setting is checked against the sweep's memory,
-/dev/shm and open-file budgets (sweep.budget, docs/search.md#budgets): the
-batch slots, the pinned copies and each worker's memory, as measured by the
-newest sweep of this host and workload in --db (default results/feedtune.db),
-else estimated from feedtune's own size. A setting over a budget is refused
-with exit 2 and the arithmetic; --force runs it anyway. The trial runs in a
-child process: if the kernel kills it or a worker (SIGKILL), the failure says
-so and whether the OOM killer did it (the cgroup's memory.events), exit 1.
---trace FILE writes a timeline of the trial's first window (every worker's
-sample fetches and batches, the pin stage, the main loop's waits, the device's
-copies and steps) as Chrome trace JSON: open it in https://ui.perfetto.dev or
-chrome://tracing (docs/trace.md). A native workload pays this host's torch
-DataLoader costs stored in --db (`feedtune calibrate`; workload.torch_costs
-off: the native core alone).
-
-Examples:
-  feedtune trial configs/quickstart.yaml --set loader.num_workers=4 --set loader.pin_memory=true --json
-  feedtune trial configs/quickstart.yaml --set loader.num_workers=4 --trace /tmp/trial.json)";
-
-// `trial` after its options, in the supervised child (RunSupervised).
-int MeasureTrial(const po::variables_map& vm, const std::string& config_path, const std::string& trace_path,
-                 const std::string& db_path, const std::vector<std::string>& sets, loader::TraceCapture& trace,
-                 const std::atomic<bool>& stop);
-
-}  // namespace
-
-int RunTrial(const Args& args, const std::atomic<bool>& stop) {
-  po::options_description options("Options");
-  std::string config_path, trace_path, db_path = kDefaultDb;
-  std::vector<std::string> sets;
-  loader::TraceCapture trace;
-  po::positional_options_description positional;
-  AddConfigOptions(options, positional, &config_path, &sets);
-  options.add_options()("json", "print the measurement as one JSON object")(
-      "trace", po::value(&trace_path), "write a Chrome trace of the trial's first window to FILE")(
-      "trace-seconds", po::value(&trace.seconds)->default_value(1.0), kTraceSecondsHelp)(
-      "db", po::value(&db_path),
-      "results file whose sweep of this host and workload gives the worker memory, and whose torch costs for this "
-      "host a native trial pays (feedtune calibrate)")(
-      "force", "run the setting even when it is over a memory, /dev/shm or open-file budget");
-  int code = kExitOk;
-  const auto vm = Parse(args, options, positional, kTrialUsage, &code);
-  if (!vm) return code;
-  return RunSupervised([&] { return MeasureTrial(*vm, config_path, trace_path, db_path, sets, trace, stop); }, stop,
-                       "trial");
-}
-
-namespace {
-
-int MeasureTrial(const po::variables_map& vm, const std::string& config_path, const std::string& trace_path,
-                 const std::string& db_path, const std::vector<std::string>& sets, loader::TraceCapture& trace,
-                 const std::atomic<bool>& stop) {
-  int code = kExitOk;
-  // The trace file is opened before anything runs: a wrong path costs no trial.
-  std::unique_ptr<std::ofstream> trace_file;
-  if (!trace_path.empty()) {
-    std::string error;
-    if (!(trace.seconds > 0)) error = "--trace-seconds must be > 0";
-    if (error.empty()) trace_file = OpenTraceFile(trace_path, &error);
-    if (!error.empty()) {
-      std::cerr << "feedtune: " << error << "\n";
-      return kExitUsage;
-    }
-  }
-  auto session = OpenSession(config_path, sets, &code, db_path);
-  if (!session) return code;
-  if (trace_file && !session->workload.dataset) {
-    std::cerr << "feedtune: --trace records feedtune's own loader; a command workload runs its own "
-                 "(trace it with torch.profiler)\n";
-    return kExitUsage;
-  }
-
-  loader::Knobs knobs = session->config.loader.knobs;
-  knobs.cpu_binding = tuner::StartBinding(session->config.sweep.cpu_binding);
-  if (!SettingFitsBudgets(*session, knobs, db_path, vm.count("force") > 0, "trial", &code)) return code;
-  const auto measurer = tuner::MakeMeasurer(session->config, session->workload, *session->device, &stop);
-  tuner::TrialMeasurer& runner = *measurer;
-  results::TrialRecord t;
-  try {
-    tuner::TrialPlan plan;
-    plan.phase = "trial";
-    if (trace_file) plan.trace = &trace;
-    t = runner.MeasurePlanned(knobs, plan);
-  } catch (const tuner::Interrupted&) {
-    std::cerr << "feedtune: interrupted\n";
-    return kExitInterrupted;
-  }
-  if (!runner.last_warning().empty()) std::cerr << "feedtune: warning: " << runner.last_warning() << "\n";
-  if (trace_file && t.status == results::TrialStatus::kOk) {
-    std::string error;
-    if (!WriteTraceFile(*trace_file, trace_path, trace, session->config.name, t.knobs,
-                        session->device->description(), &error)) {
-      std::cerr << "feedtune: " << error << "\n";
-      return kExitFailure;
-    }
-    std::cerr << "feedtune: trace of the first " << trace.seconds << " s of the first window ("
-              << trace.events.size() << " spans) in " << trace_path << "; open it in https://ui.perfetto.dev\n";
-  }
-  if (vm.count("json")) {
-    std::cout << TrialJson(t, session->device->backend_name()).dump() << "\n";
-  } else if (t.status == results::TrialStatus::kOk) {
-    PrintTrialText(t, session->device->backend_name());
-  }
-  if (t.status != results::TrialStatus::kOk) {
-    std::cerr << "feedtune: trial failed: " << t.error.value_or("unknown error") << "\n";
-    return kExitFailure;
-  }
-  return kExitOk;
-}
-
-}  // namespace
-
 }  // namespace feedtune::cli
+

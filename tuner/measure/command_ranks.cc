@@ -24,6 +24,7 @@
 #include "tuner/measure/child_output.h"
 #include "tuner/measure/command_measurer.h"
 #include "tuner/measure/command_server.h"
+#include "tuner/measure/cpu_affinity.h"
 #include "tuner/measure/node_measurer.h"
 #include "tuner/measure/rank_facts.h"
 #include "tuner/measure/stats.h"

@@ -11,7 +11,8 @@
 // The binding is per trial (Knobs::cpu_binding): before each trial a rank
 // binds its own threads and its fork server to the trial's CPUs, so the
 // workers the fork server forks for the trial inherit them; a `none` trial
-// gives them back the mask the tuner had when it forked the ranks.
+// gives them back the mask the tuner had when it forked the ranks. Which
+// CPUs each binding gives a rank is tuner/measure/cpu_affinity.h's.
 //
 // The ranks meet at a RankBarrier at each window's start and, with
 // device.rank_barrier, after every step (DDP's all-reduce), so a slow rank
@@ -48,36 +49,6 @@ int ResolveRanks(const SweepConfig& config);
 // ranks' own figures go to NodeFigures::rank_rows. Exposed for tests.
 results::TrialRecord AggregateRanks(const loader::Knobs& knobs, const std::vector<results::TrialRecord>& ranks,
                                     std::vector<results::RankRecord> rows);
-
-// Rank `rank`'s CPUs under cpu_binding split: an equal (within one),
-// disjoint share of `cpus` (ascending), the shares covering them all. With
-// more ranks than CPUs, ranks share: rank r gets cpus[r % size] alone.
-std::vector<int> SplitShare(const std::vector<int>& cpus, int rank, int ranks);
-
-// The CPUs of this process's affinity mask, ascending.
-std::vector<int> AffinityCpus();
-
-// "0-3,8" (a Cpus_allowed_list or a NUMA node's cpulist) as CPUs, ascending.
-std::vector<int> ParseCpuList(const std::string& list);
-
-// The NUMA node of each rank's GPU, -1 where unknown (always on host-sim),
-// read without starting CUDA: rank r's GPU is the r-th index of
-// CUDA_VISIBLE_DEVICES (else r) among /proc/driver/nvidia/gpus sorted by PCI
-// bus id (nvidia-smi's order), and its node is
-// /sys/bus/pci/devices/<bus id>/numa_node.
-std::vector<int> GpuNumaNodes(const SweepConfig& config, int ranks);
-
-// Rank `rank`'s CPUs under cpu_binding numa: the CPUs of `cpus` on its GPU's
-// NUMA node (/sys/devices/system/node/nodeN/cpulist), split equally and
-// disjointly among the ranks whose GPUs are on that node. Empty when the node
-// is unknown or has none of `cpus`: the caller falls back to split and says so.
-std::vector<int> NumaShare(const std::vector<int>& cpus, int rank, const std::vector<int>& gpu_nodes);
-
-// The CPUs rank `rank` and its workers get for a trial with `binding`: all of
-// `usable` (none), SplitShare (split), NumaShare or else SplitShare (numa;
-// `note` then says why). Exposed for tests.
-std::vector<int> BindingCpus(loader::CpuBinding binding, const std::vector<int>& usable, int rank, int ranks,
-                             const std::vector<int>& gpu_nodes, std::string* note);
 
 // Changes rank r's config before its workload opens (tests: a slower rank).
 using RankConfigFn = std::function<void(int rank, SweepConfig& config)>;

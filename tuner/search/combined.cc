@@ -20,49 +20,62 @@ namespace feedtune::tuner::search_internal {
 // a second chance at the rule it failed.
 constexpr size_t kFewestSmallGains = 2;
 
-void CombinedPhase(SearchState& state) {
-  const std::vector<SmallGain>& small_gains = state.handed.small_gains;
+const char* SmallGainName(SmallGainOf what) {
+  switch (what) {
+    case SmallGainOf::kNumWorkers: return "num_workers";
+    case SmallGainOf::kNonBlocking: return "non_blocking";
+    case SmallGainOf::kPrefetchFactor: return "prefetch_factor";
+    case SmallGainOf::kPersistentWorkers: return "persistent_workers";
+  }
+  return "?";
+}
+
+void CombinedPhase(SearchState& state, const std::vector<SmallGain>& small_gains, const PersistentFound& persistent) {
   if (small_gains.size() < kFewestSmallGains) {
     state.AddPhase("combined", false,
-                   small_gains.empty() ? "not tried: no change gained even within the noise"
-                                       : "not tried: only " + small_gains[0].phase + " gained within the noise");
+                   small_gains.empty()
+                       ? "not tried: no change gained even within the noise"
+                       : "not tried: only " + std::string(SmallGainName(small_gains[0].what)) +
+                             " gained within the noise");
     return;
   }
   const double threshold = state.options().gain_threshold;
   loader::Knobs knobs = state.knobs();
   std::string what;
-  TrialPlan plan = PlanAgainstCurrent(state);
-  for (const auto& [phase, index] : small_gains) {
-    const loader::Knobs& k = state.trials()[index].knobs;
-    if (phase == "num_workers") {
-      knobs.num_workers = k.num_workers;
-      what += ", num_workers " + std::to_string(k.num_workers);
-    } else if (phase == "non_blocking") {
-      knobs.pin_memory = k.pin_memory;
-      knobs.non_blocking = k.non_blocking;
-      what += ", non_blocking";
-    } else if (phase == "prefetch_factor") {
-      knobs.prefetch_factor = k.prefetch_factor;
-      what += ", prefetch_factor " + std::to_string(k.prefetch_factor);
-    } else if (phase == "persistent_workers") {
-      knobs.persistent_workers = true;
-      what += ", persistent_workers";
+  TrialPlan plan = PlanAgainstCurrent(state, persistent);
+  for (const SmallGain& gain : small_gains) {
+    const loader::Knobs& k = state.trials()[gain.index].knobs;
+    switch (gain.what) {
+      case SmallGainOf::kNumWorkers:
+        knobs.num_workers = k.num_workers;
+        what += ", num_workers " + std::to_string(k.num_workers);
+        break;
+      case SmallGainOf::kNonBlocking:
+        knobs.pin_memory = k.pin_memory;
+        knobs.non_blocking = k.non_blocking;
+        what += ", non_blocking";
+        break;
+      case SmallGainOf::kPrefetchFactor:
+        knobs.prefetch_factor = k.prefetch_factor;
+        what += ", prefetch_factor " + std::to_string(k.prefetch_factor);
+        break;
+      case SmallGainOf::kPersistentWorkers:
+        knobs.persistent_workers = true;
+        what += ", persistent_workers";
+        break;
     }
   }
   what = what.substr(2);
   // With persistent_workers, over whole epochs against the epoch-window reference.
   size_t reference = state.current_index();
-  if (knobs.persistent_workers && !state.knobs().persistent_workers && state.handed.persistent_reference) {
-    plan = state.handed.persistent_plan;
-    reference = *state.handed.persistent_reference;
+  if (knobs.persistent_workers && !state.knobs().persistent_workers && persistent.reference) {
+    plan = persistent.plan;
+    reference = *persistent.reference;
   }
-  const size_t index = state.Measure("combined", knobs, plan);
+  const std::optional<size_t> measured = MeasureOrEndPhase(state, "combined", knobs, plan);
+  if (!measured) return;
+  const size_t index = *measured;
   const TrialRecord& t = state.trials()[index];
-  if (t.status != TrialStatus::kOk) {
-    state.Decide(index, "");
-    state.AddPhase("combined", false, state.trials()[index].decision);
-    return;
-  }
   const TrialRecord& ref = state.trials()[reference];
   const bool gain = IsGain(t, ref, threshold);
   const std::string figure = Percent(Gain(t, ref));

@@ -23,23 +23,19 @@ namespace {
 constexpr const char* kNoCopy =
     "not tried: sweep.copy_phases is false (the job trains on the CPU: no batch is copied to a device)";
 
-// How a step that gains within the noise or the threshold is remembered:
-// not at all, or for the combined trial to measure again.
-enum class IfSmallGain { kForget, kRevisit };
-
 // Measures one change to the current setting and keeps it when it gains.
+// A step that gains within the noise or the threshold is returned for the
+// combined trial to measure again, as `revisit_as`; without one, forgotten.
 template <typename Change>
-void TryStep(SearchState& state, const char* phase, Change change, IfSmallGain small_gain,
-             const std::string& note = "") {
+std::optional<SmallGain> TryStep(SearchState& state, const char* phase, Change change,
+                                 std::optional<SmallGainOf> revisit_as, const std::string& note = "") {
   loader::Knobs knobs = state.knobs();
   change(knobs);
-  const size_t index = state.Measure(phase, knobs);
+  const std::optional<size_t> measured = MeasureOrEndPhase(state, phase, knobs);
+  if (!measured) return std::nullopt;
+  const size_t index = *measured;
   const TrialRecord& t = state.trials()[index];
-  if (t.status != TrialStatus::kOk) {
-    state.Decide(index, "");
-    state.AddPhase(phase, false, t.decision);
-    return;
-  }
+  std::optional<SmallGain> found;
   const double threshold = state.options().gain_threshold;
   const bool gain = IsGain(t, state.current(), threshold);
   const std::string figure = Percent(Gain(t, state.current()));
@@ -47,12 +43,11 @@ void TryStep(SearchState& state, const char* phase, Change change, IfSmallGain s
     state.Decide(index, "kept: " + figure + note);
     state.Keep(index, knobs);
   } else {
-    if (small_gain == IfSmallGain::kRevisit && t.samples_per_s > state.current().samples_per_s) {
-      state.handed.small_gains.push_back({phase, index});
-    }
+    if (revisit_as && t.samples_per_s > state.current().samples_per_s) found = SmallGain{*revisit_as, index};
     state.Decide(index, NotKept(t, state.current(), threshold) + note);
   }
   state.AddPhase(phase, gain, state.trials()[index].decision);
+  return found;
 }
 
 }  // namespace
@@ -64,19 +59,21 @@ void PinMemoryPhase(SearchState& state) {
   }
   // Measured without workers, a regime the later steps leave: a small
   // gain here says nothing about the knee, so it is not revisited.
-  TryStep(state, "pin_memory", [](loader::Knobs& k) { k.pin_memory = true; }, IfSmallGain::kForget);
+  TryStep(state, "pin_memory", [](loader::Knobs& k) { k.pin_memory = true; }, std::nullopt);
 }
 
-void NonBlockingPhase(SearchState& state) {
+std::optional<SmallGain> NonBlockingPhase(SearchState& state) {
   if (!state.options().copy_phases) {
     state.AddPhase("non_blocking", false, kNoCopy);
-  } else if (state.knobs().pin_memory) {
-    // Measured at the knee: a small gain is revisited with the others (combined).
-    TryStep(state, "non_blocking", [](loader::Knobs& k) { k.non_blocking = true; }, IfSmallGain::kRevisit);
-  } else {
-    TryStep(state, "non_blocking", [](loader::Knobs& k) { k.pin_memory = k.non_blocking = true; },
-            IfSmallGain::kRevisit, " (with pin_memory: a pageable copy is synchronous anyway)");
+    return std::nullopt;
   }
+  // Measured at the knee: a small gain is revisited with the others (combined).
+  if (state.knobs().pin_memory) {
+    return TryStep(state, "non_blocking", [](loader::Knobs& k) { k.non_blocking = true; },
+                   SmallGainOf::kNonBlocking);
+  }
+  return TryStep(state, "non_blocking", [](loader::Knobs& k) { k.pin_memory = k.non_blocking = true; },
+                 SmallGainOf::kNonBlocking, " (with pin_memory: a pageable copy is synchronous anyway)");
 }
 
 }  // namespace feedtune::tuner::search_internal

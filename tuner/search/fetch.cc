@@ -43,7 +43,7 @@ void FetchPhase(SearchState& state) {
     const size_t index = state.Measure("fetch_concurrency", knobs);
     const TrialRecord& t = state.trials()[index];
     if (t.status != TrialStatus::kOk) {
-      state.Decide(index, "");
+      state.DecideFailed(index);
       stopped = std::to_string(c) + " in flight, which failed";
       break;
     }

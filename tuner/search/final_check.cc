@@ -35,10 +35,8 @@ void FinalCheck(SearchState& state, const char* phase_name) {
     state.AddPhase(phase_name, false, std::string("not run: the best setting is ") + reference);
     return;
   }
-  state.tally.final_done = 0;
   const std::vector<double> ratios = MeasurePairs(state, "final_check", a, b,
-                                                  setup.reference ? "the job's own setting" : "baseline", "best",
-                                                  &state.tally.final_done);
+                                                  setup.reference ? "the job's own setting" : "baseline", "best");
   if (ratios.empty()) {
     state.AddPhase(phase_name, false, "no pair measured; the speedup is not known");
     return;

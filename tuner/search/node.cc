@@ -53,7 +53,7 @@ void TryValues(SearchState& state, const char* phase, const std::vector<int>& va
     tried += (tried.empty() ? "" : ", ") + name(value);
     const TrialRecord& t = state.trials()[index];
     if (t.status != TrialStatus::kOk) {
-      state.Decide(index, "");
+      state.DecideFailed(index);
       continue;
     }
     const TrialRecord& ref = state.trials()[reference];
@@ -75,6 +75,8 @@ void TryValues(SearchState& state, const char* phase, const std::vector<int>& va
     state.AddPhase(phase, false, "kept " + from + ": " + tried + " gained nothing beyond the noise and the threshold");
   }
 }
+
+}  // namespace
 
 // split, and numa where the ranks' GPUs' NUMA nodes are known (elsewhere numa is split).
 void CpuBindingPhase(SearchState& state) {
@@ -120,15 +122,6 @@ void WorkerThreadsPhase(SearchState& state) {
   TryValues(
       state, phase, values, [](loader::Knobs& k, int v) { k.worker_threads = v; },
       [](int v) { return ThreadsText(v); }, ThreadsText(from) + " per worker");
-}
-
-}  // namespace
-
-void NodePhases(SearchState& state) {
-  state.tally.at = SequenceAt::kBinding;
-  CpuBindingPhase(state);
-  state.tally.at = SequenceAt::kThreads;
-  WorkerThreadsPhase(state);
 }
 
 }  // namespace feedtune::tuner::search_internal

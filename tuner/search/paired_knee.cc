@@ -39,7 +39,8 @@ using results::Format;  // results/units.h
 // median under the bar, where its truth ran 1 worker x1.09 and 2 with
 // persistent workers x1.19 of 0). Returns its index on `curve`, or nullopt;
 // `why` says what the pairs measured.
-std::optional<size_t> PairedKnee(SearchState& state, const std::vector<CurvePoint>& curve, std::string* why) {
+std::optional<size_t> PairedKnee(SearchState& state, const std::vector<CurvePoint>& curve, std::string* why,
+                                 std::optional<size_t>* budget_from) {
   if (!state.under_time_budget() || state.setup().seed) return std::nullopt;
   const double tolerance = state.options().knee_tolerance;
   std::vector<std::pair<int, const TrialRecord*>> counts;  // the worker counts measured
@@ -53,7 +54,6 @@ std::optional<size_t> PairedKnee(SearchState& state, const std::vector<CurvePoin
   if (!knee) return std::nullopt;
   const size_t candidate = on_curve[*knee];
   const std::string count = WorkersText(curve[candidate].first);
-  int done = 0;
   // Copies: measuring grows trials(), which may move its records.
   const loader::Knobs baseline = state.trials()[curve.front().second].knobs;
   const loader::Knobs workers = state.trials()[curve[candidate].second].knobs;
@@ -62,8 +62,8 @@ std::optional<size_t> PairedKnee(SearchState& state, const std::vector<CurvePoin
   // to remove, and the final check weighs the answer per epoch.
   const double bar = 1.0 / (1.0 - tolerance);
   const std::vector<double> ratios = MeasurePairs(state, "num_workers_pairs", baseline, workers, "baseline", count,
-                                                  &done, PairsPlan{.in_windows = true, .settle_bar = bar});
-  state.handed.budget_from = state.trials().size();  // single windows, judged here: not weighed again at the budget
+                                                  PairsPlan{.in_windows = true, .settle_bar = bar});
+  *budget_from = state.trials().size();  // single windows, judged here: not weighed again at the budget
   if (ratios.empty()) {
     *why = "no pair of " + count + " with the baseline was measured; the knee stays at 0 workers";
     return std::nullopt;

@@ -48,11 +48,10 @@ bool Unsettled(const SearchState& state, const std::vector<double>& ratios, cons
 
 }  // namespace
 
-// `done` counts the trials, for progress. a and b must not refer into
-// trials(), which measuring grows.
+// a and b must not refer into trials(), which measuring grows.
 std::vector<double> MeasurePairs(SearchState& state, const char* phase, const loader::Knobs& a,
                                  const loader::Knobs& b, const std::string& a_name, const std::string& b_name,
-                                 int* done, const PairsPlan& how) {
+                                 const PairsPlan& how) {
   TrialPlan plan;
   plan.repeats = 1;
   plan.window_epochs = how.window_epochs;
@@ -72,21 +71,21 @@ std::vector<double> MeasurePairs(SearchState& state, const char* phase, const lo
     size_t ia = 0;
     try {
       ia = state.Measure(phase, a, plan, /*budget_may_end=*/!settling);
+      state.MarkPaired(ia);
     } catch (const TimeBudgetSpent&) {
       if (!how.budget_ended || pair == 1) throw;
       *how.budget_ended = true;
       break;
     }
-    ++*done;
     if (state.trials()[ia].status != TrialStatus::kOk) {
-      state.Decide(ia, "");
+      state.DecideFailed(ia);
       break;
     }
     state.Decide(ia, "pair " + std::to_string(pair) + ": " + a_name);
     const size_t ib = state.Measure(phase, b, plan, /*budget_may_end=*/how.budget_ended == nullptr && !settling);
-    ++*done;
+    state.MarkPaired(ib);
     if (state.trials()[ib].status != TrialStatus::kOk) {
-      state.Decide(ib, "");
+      state.DecideFailed(ib);
       break;
     }
     const auto rate = [&](size_t i) { return in_windows ? state.WindowsRate(i) : state.trials()[i].samples_per_s; };

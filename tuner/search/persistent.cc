@@ -78,18 +78,17 @@ int PersistentWindowEpochs(const SearchState& state, std::string* why, int windo
 // Over whole epochs once the persistent_workers phase kept it (measured so,
 // the current setting pays the refill at each epoch that time windows
 // miss), else in time windows.
-TrialPlan PlanAgainstCurrent(const SearchState& state) {
-  return state.handed.persistent_kept && state.knobs().persistent_workers ? state.handed.persistent_plan
-                                                                          : TrialPlan{};
+TrialPlan PlanAgainstCurrent(const SearchState& state, const PersistentFound& persistent) {
+  return persistent.kept && state.knobs().persistent_workers ? persistent.plan : TrialPlan{};
 }
 
 // Under a time budget the sequence may end before its last phases, and this
 // phase, which measures whole epochs, is the costliest. Without a budget, or
 // seeded, the order is tuner/search/sequence.cc's.
-bool PersistentFirst(SearchState& state) {
+bool PersistentFirst(const SearchState& state, double* share) {
   if (!state.under_time_budget() || state.setup().seed) return false;
-  state.handed.restart_share = RestartShare(state);
-  return state.handed.restart_share >= state.options().gain_threshold;
+  *share = RestartShare(state);
+  return *share >= state.options().gain_threshold;
 }
 
 double RestartShare(const SearchState& state) {
@@ -121,8 +120,8 @@ namespace {
 // more: two steps under the threshold, 6% of regret together
 // (kPairsKeepAbove). The budget may end the pairs between two pairs, never
 // inside one; the pairs measured decide, and the sequence ends after the
-// phase.
-void PersistentInPairs(SearchState& state, int window_epochs) {
+// phase (PersistentFound::budget_spent).
+void PersistentInPairs(SearchState& state, int window_epochs, PersistentFound& found) {
   const loader::Knobs off = state.knobs();
   loader::Knobs on = state.knobs();
   on.persistent_workers = true;
@@ -133,8 +132,8 @@ void PersistentInPairs(SearchState& state, int window_epochs) {
   how.over = "the pair's trial without";
   const size_t first = state.trials().size();
   const std::vector<double> ratios = MeasurePairs(state, "persistent_workers", off, on, "without persistent_workers",
-                                                  "with persistent_workers", &state.tally.persistent_done, how);
-  state.handed.budget_from = state.trials().size();  // single epochs, judged here: not weighed again at the budget
+                                                  "with persistent_workers", how);
+  found.budget_from = state.trials().size();  // single epochs, judged here: not weighed again at the budget
   if (ratios.empty()) {  // the first pair's trial failed (a budget ends the pairs only after one)
     state.AddPhase("persistent_workers", false, state.trials().back().decision);
     return;
@@ -151,24 +150,25 @@ void PersistentInPairs(SearchState& state, int window_epochs) {
                     " with" + (budget_ended ? "; the time budget ended the pairs" : "");
   if (gain) {
     state.Keep(on_index, on);
-    state.handed.persistent_kept = true;
+    found.kept = true;
   }
   state.AddPhase("persistent_workers", gain, (gain ? "kept: " : "not kept: ") + why);
-  if (budget_ended) throw TimeBudgetSpent{};
+  found.budget_spent = budget_ended;
 }
 
-void Persistent(SearchState& state) {
+PersistentFound Persistent(SearchState& state, const TrialPlan& seeded_plan) {
+  PersistentFound found;
   const std::optional<SearchSeed>& seed = state.setup().seed;
   if (seed && !seed->best.persistent_workers) {
     state.AddPhase("persistent_workers", false, "not tried: seeded, and " + seed->source + " did not keep it");
-    return;
+    return found;
   }
-  if (seed && state.handed.seeded_plan.window_epochs > 0) {
+  if (seed && seeded_plan.window_epochs > 0) {
     // The curve and the seed phase measured it already (tuner/search/seeded_search.cc).
     state.AddPhase("persistent_workers", state.knobs().persistent_workers,
                    std::string(state.knobs().persistent_workers ? "kept" : "dropped") +
                        " with the seed phase: the seeded curve was measured with persistent workers over whole epochs");
-    return;
+    return found;
   }
   const double threshold = state.options().gain_threshold;
   TrialPlan plan;
@@ -177,62 +177,52 @@ void Persistent(SearchState& state) {
   plan.window_epochs = PersistentWindowEpochs(state, &why, plan.repeats);
   if (plan.window_epochs == 0) {
     state.AddPhase("persistent_workers", false, why);
-    return;
+    return found;
   }
-  state.handed.persistent_plan = plan;
-  state.tally.persistent_done = 0;
+  found.plan = plan;
   if (state.under_time_budget()) {
-    PersistentInPairs(state, plan.window_epochs);
-    return;
+    PersistentInPairs(state, plan.window_epochs, found);
+    return found;
   }
-  const size_t off = state.Measure("persistent_workers", state.knobs(), plan);
-  ++state.tally.persistent_done;
-  const TrialRecord& t_off = state.trials()[off];
-  if (t_off.status != TrialStatus::kOk) {
-    state.Decide(off, "");
-    state.AddPhase("persistent_workers", false, state.trials()[off].decision);
-    return;
-  }
-  state.Decide(off, "reference over whole epochs: epoch boundary " + BoundaryMs(t_off));
+  const std::optional<size_t> off = MeasureOrEndPhase(state, "persistent_workers", state.knobs(), plan);
+  if (!off) return found;
+  state.Decide(*off, "reference over whole epochs: epoch boundary " + BoundaryMs(state.trials()[*off]));
 
   loader::Knobs knobs = state.knobs();
   knobs.persistent_workers = true;
-  const size_t on = state.Measure("persistent_workers", knobs, plan);
-  ++state.tally.persistent_done;
-  const TrialRecord& t_on = state.trials()[on];
-  if (t_on.status != TrialStatus::kOk) {
-    state.Decide(on, "");
-    state.AddPhase("persistent_workers", false, state.trials()[on].decision);
-    return;
-  }
-  const TrialRecord& ref = state.trials()[off];
+  const std::optional<size_t> on = MeasureOrEndPhase(state, "persistent_workers", knobs, plan);
+  if (!on) return found;
+  const TrialRecord& t_on = state.trials()[*on];
+  const TrialRecord& ref = state.trials()[*off];
   const bool gain = IsGain(t_on, ref, threshold);
   const std::string boundary = "; epoch boundary " + BoundaryMs(ref) + " without, " + BoundaryMs(t_on) + " with";
   const std::string figure = Percent(Gain(t_on, ref));
   if (gain) {
-    state.Decide(on, "kept: " + figure + boundary);
-    state.Keep(on, knobs);
-    state.handed.persistent_kept = true;
+    state.Decide(*on, "kept: " + figure + boundary);
+    state.Keep(*on, knobs);
+    found.kept = true;
   } else {
-    state.Decide(on, NotKept(t_on, ref, threshold) + boundary);
+    state.Decide(*on, NotKept(t_on, ref, threshold) + boundary);
     if (t_on.samples_per_s > ref.samples_per_s) {
-      state.handed.small_gains.push_back({"persistent_workers", on});
-      state.handed.persistent_reference = off;
+      found.small_gain = SmallGain{SmallGainOf::kPersistentWorkers, *on};
+      found.reference = *off;
     }
   }
-  state.AddPhase("persistent_workers", gain, state.trials()[on].decision);
+  state.AddPhase("persistent_workers", gain, state.trials()[*on].decision);
+  return found;
 }
+
+}  // namespace
 
 // With persistent_workers kept, the worker restart at each epoch, a cost
 // that grew with the worker count while the curve was measured, is gone, so
 // counts above the knee may now gain. Short epochs above all: restarting 8
 // workers every 16-batch epoch can lose to 6, yet with persistent workers 8
 // take 2 rounds per epoch against 3.
-void WorkersWithPersistent(SearchState& state) {
+
+void WorkersWithPersistent(SearchState& state, const std::vector<CurvePoint>& curve, const TrialPlan& plan) {
   const char* phase = "num_workers_persistent";
   const double threshold = state.options().gain_threshold;
-  const TrialPlan plan = state.handed.persistent_plan;
-  const std::vector<CurvePoint>& curve = state.handed.workers_curve;
   const int from = state.knobs().num_workers;
   std::string why;
   bool kept = false;
@@ -243,7 +233,7 @@ void WorkersWithPersistent(SearchState& state) {
     const size_t index = state.Measure(phase, knobs, plan);
     const TrialRecord& t = state.trials()[index];
     if (t.status != TrialStatus::kOk) {
-      state.Decide(index, "");
+      state.DecideFailed(index);
       why = t.decision;
       break;
     }
@@ -267,32 +257,24 @@ void WorkersWithPersistent(SearchState& state) {
   state.AddPhase(phase, kept, why);
 }
 
-}  // namespace
-
-void PersistentPhases(SearchState& state) {
-  state.tally.at = SequenceAt::kPersistent;
-  const auto say_why_first = [&state] {
+PersistentFound PersistentPhase(SearchState& state, const TrialPlan& seeded_plan,
+                                std::optional<double> first_share) {
+  const auto say_why_first = [&state, first_share] {
     std::vector<PhaseDecision>& phases = state.outcome().phases;
-    if (state.handed.persistent_first && !phases.empty() && phases.back().phase == "persistent_workers") {
+    if (first_share && !phases.empty() && phases.back().phase == "persistent_workers") {
       phases.back().why += Format(
           "; tried before prefetch_factor, as the time budget may end the search: the workers' restart at each "
           "epoch was %.0f%% of one at the knee",
-          100.0 * state.handed.restart_share);
+          100.0 * *first_share);
     }
   };
   try {
-    Persistent(state);
-  } catch (const TimeBudgetSpent&) {  // the budget ended its pairs, which decided (PersistentInPairs)
+    PersistentFound found = Persistent(state, seeded_plan);
+    say_why_first();
+    return found;
+  } catch (const TimeBudgetSpent&) {  // the budget ended its first pair (MeasurePairs)
     say_why_first();
     throw;
-  }
-  say_why_first();
-  if (state.knobs().persistent_workers && state.setup().seed && state.handed.seeded_plan.window_epochs > 0) {
-    state.AddPhase("num_workers_persistent", false,
-                   "not walked: seeded, the curve itself was measured with persistent workers over whole epochs");
-  } else if (state.knobs().persistent_workers) {
-    state.tally.at = SequenceAt::kRevisit;
-    WorkersWithPersistent(state);
   }
 }
 

@@ -17,12 +17,12 @@
 
 namespace feedtune::tuner::search_internal {
 
-void PrefetchPhase(SearchState& state) {
+std::optional<SmallGain> PrefetchPhase(SearchState& state, const TrialPlan& plan) {
   if (state.setup().seed) {
     state.AddPhase("prefetch_factor", false,
                    "not walked: seeded, prefetch_factor " + std::to_string(state.knobs().prefetch_factor) +
                        " as the seed phase left it");
-    return;
+    return std::nullopt;
   }
   const double threshold = state.options().gain_threshold;
   std::optional<size_t> best;
@@ -30,17 +30,15 @@ void PrefetchPhase(SearchState& state) {
   loader::Knobs best_knobs;
   const int from = state.knobs().prefetch_factor;
   std::string tried;
-  state.tally.prefetch_done = 0;
   for (int pf : state.options().prefetch_factors) {
     if (pf == from) continue;
     loader::Knobs knobs = state.knobs();
     knobs.prefetch_factor = pf;
-    const size_t index = state.Measure("prefetch_factor", knobs, PlanAgainstCurrent(state));
-    ++state.tally.prefetch_done;
+    const size_t index = state.Measure("prefetch_factor", knobs, plan);
     tried += (tried.empty() ? "" : ", ") + std::to_string(pf);
     const TrialRecord& t = state.trials()[index];
     if (t.status != TrialStatus::kOk) {
-      state.Decide(index, "");
+      state.DecideFailed(index);
       continue;
     }
     const bool gain = IsGain(t, state.current(), threshold);
@@ -58,15 +56,18 @@ void PrefetchPhase(SearchState& state) {
                        Percent(Gain(state.trials()[*best], state.current())) + " over prefetch_factor " +
                        std::to_string(from));
     state.Keep(*best, best_knobs);
-  } else if (tried.empty()) {
-    state.AddPhase("prefetch_factor", false, "not tried: sweep.prefetch_factors has no other value");
-  } else {
-    if (top && state.trials()[*top].samples_per_s > state.current().samples_per_s) {
-      state.handed.small_gains.push_back({"prefetch_factor", *top});
-    }
-    state.AddPhase("prefetch_factor", false,
-                   "kept " + std::to_string(from) + ": none of " + tried + " gains beyond noise and the threshold");
+    return std::nullopt;
   }
+  if (tried.empty()) {
+    state.AddPhase("prefetch_factor", false, "not tried: sweep.prefetch_factors has no other value");
+    return std::nullopt;
+  }
+  state.AddPhase("prefetch_factor", false,
+                 "kept " + std::to_string(from) + ": none of " + tried + " gains beyond noise and the threshold");
+  if (top && state.trials()[*top].samples_per_s > state.current().samples_per_s) {
+    return SmallGain{SmallGainOf::kPrefetchFactor, *top};
+  }
+  return std::nullopt;
 }
 
 }  // namespace feedtune::tuner::search_internal

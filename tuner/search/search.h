@@ -40,7 +40,7 @@ struct SearchSetup {
   double usable_cpus = 0;         // 0 = unknown; below it, any rise keeps the doubling going
   // A node sweep's ranks (tuner/measure/node_measurer.h); the cpu_binding phase runs with 2 or more.
   int ranks = 1;
-  // Whether the NUMA node of every rank's GPU is known (node::GpuNumaNodes):
+  // Whether the NUMA node of every rank's GPU is known (node::GpuNumaNodes, tuner/measure/cpu_affinity.h):
   // only then is numa tried, since elsewhere it binds as split.
   bool numa_known = false;
   // The intra-op threads a worker uses while Knobs::worker_threads is 0: a
@@ -84,7 +84,7 @@ struct SearchOutcome {
   std::vector<results::TrialRecord> trials;  // in the order run, decisions filled
   std::optional<size_t> baseline;            // indices into trials
   std::optional<size_t> best;                // the recommended setting's trial
-  std::optional<size_t> fastest;             // the highest median outside the final check
+  std::optional<size_t> fastest;             // the highest median, of no pair but the best (tuner/search/sequence.cc)
   std::optional<int> knee_workers;
   double knee_samples_per_s = 0;
   std::optional<int> kneedle_workers;        // Kneedle (S=1) on the same curve

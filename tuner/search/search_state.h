@@ -1,8 +1,11 @@
-// The search's shared state: what every phase reads and writes, and the few
-// ways it does so. A phase (tuner/search/phases.h) is a free function taking
-// a SearchState: it measures through Measure, says why through Decide and
-// AddPhase, and moves the current setting with Keep. The order of the phases
-// is tuner/search/sequence.cc's. Internal to tuner/search/: the API is
+// The search's shared state: the inputs, the records, the current setting
+// and where the sequence is, and the few ways a phase changes them. A phase
+// (tuner/search/phases.h) is a free function taking a SearchState: it
+// measures through Measure, says why through Decide (DecideFailed for a
+// trial that did not run) and AddPhase, and moves the current setting with
+// Keep; what else it found it returns, and the sequence
+// (tuner/search/sequence.cc, which runs the phases from its table) hands that
+// on to the phases that need it. Internal to tuner/search/: the API is
 // tuner/search/search.h.
 #pragma once
 
@@ -11,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,57 +34,32 @@ using results::TrialStatus;
 // keeps the best so far).
 struct TimeBudgetSpent {};
 
-// Where the sequence is, for the estimate of trials left and for which
+// The rows of the phase table (tuner/search/sequence.cc), in its order:
+// where the sequence is, for the estimate of trials left and for which
 // trials the time budget may stop.
 enum class SequenceAt {
-  kBaseline, kSeedCheck, kPin, kWorkers, kNonBlocking, kPrefetch, kPersistent, kRevisit, kStartMethod, kBinding,
+  kBaseline, kSeedCheck, kPin, kFetch, kWorkers, kNonBlocking, kPrefetch, kPersistent, kRevisit, kStartMethod, kBinding,
   kThreads, kCombined, kFinal, kDone
-};
-
-// A change whose median gained but within the noise or the threshold: the
-// combined phase (tuner/search/combined.cc) tries these together.
-struct SmallGain {
-  std::string phase;
-  size_t index;  // its trial
 };
 
 // A worker count and its trial, a point of the num_workers curve.
 using CurvePoint = std::pair<int, size_t>;
 
-// What a phase leaves for the phases after it.
-struct HandOn {
-  std::vector<SmallGain> small_gains;
-  std::vector<CurvePoint> workers_curve;  // ascending, after the refinement
-  std::optional<int> seeded_knee;         // where the seeded doubling started
-  // The seeded curve's windows: whole epochs when it runs with the seed's persistent_workers.
-  TrialPlan seeded_plan;
-  // The persistent_workers phase's windows (whole epochs), for every later
-  // trial compared with one of its trials.
-  TrialPlan persistent_plan = [] {
-    TrialPlan plan;
-    plan.window_epochs = 1;
-    return plan;
-  }();
-  bool persistent_first = false;                // before prefetch_factor (PersistentFirst)
-  bool persistent_kept = false;                 // the persistent_workers phase kept it
-  double restart_share = 0;                     // the knee's restart per epoch, as a share of the epoch
-  std::optional<size_t> persistent_reference;  // the off trial over whole epochs
-  // The time budget weighs the trials from here on (tuner/search/time_budget.cc):
-  // those before were judged by a rule of their own (the knee's, the pairs').
-  size_t budget_from = 0;
-  // The budget ended the num_workers phase on a curve still rising (its words, for the time_budget phase).
-  std::string still_rising;
-};
-
-// How far each phase has gone, for the estimate of trials left (TrialsLeft).
-struct Tally {
+// How far the sequence has gone: its row of the phase table, the order of
+// the rows, and how far the row has gone. For the estimate of trials left
+// (TrialsLeft) and for which trials the time budget may stop (Measure).
+// Moved by the sequence (EnterPhase, SetPersistentFirst), counted by
+// Measure, and the doubling's own progress given by the doubling.
+struct SequenceProgress {
   SequenceAt at = SequenceAt::kBaseline;
+  bool persistent_first = false;  // persistent_workers runs before prefetch_factor (PersistentFirst)
+  int done = 0;                   // trials measured in this row
+  // The doubling's (tuner/search/workers.cc): the count it measures, its
+  // doublings without a gain in a row, and whether it has moved on to
+  // refining the knee.
+  int doubling_workers = 0;
   int misses = 0;
   bool refining = false;
-  int prefetch_done = 0;
-  int persistent_done = 0;
-  int start_method_done = 0;
-  int final_done = 0;
 };
 
 class SearchState {
@@ -116,12 +95,17 @@ class SearchState {
   void SetKnobs(const loader::Knobs& knobs) { current_ = knobs; }
 
   // Measures one trial (after the time budget: throws TimeBudgetSpent unless
-  // `budget_may_end` is false, for the second trial of a pair) and returns its
+  // `budget_may_end` is false, for the second trial of a pair, or the phase
+  // table says the budget may not end the row's trials) and returns its
   // index. Under a budget its figure is charged the restart
   // (tuner/search/time_budget.cc).
   size_t Measure(const char* phase, const loader::Knobs& knobs, TrialPlan plan = {}, bool budget_may_end = true);
-  // Writes the decision and hands the trial on. Every trial passes here once.
+  // Writes the decision of a trial that ran (status ok) and hands the trial
+  // on. Every trial passes here, or through DecideFailed, once.
   void Decide(size_t index, std::string decision);
+  // The decision of a trial that did not run: "failed: ERROR", or "skipped:
+  // WHY" for one a budget refused.
+  void DecideFailed(size_t index);
   void AddPhase(std::string phase, bool kept, std::string why);
 
   // The time budget's clock: seconds since the search began.
@@ -132,6 +116,10 @@ class SearchState {
   // windows without it (tuner/search/time_budget.cc).
   bool Charged(size_t index) const { return charged_.count(index) > 0; }
   double WindowsRate(size_t index) const;
+  // Whether trial `index` was measured as one of a pair (MeasurePairs: one
+  // window each, a figure for its pair's ratio rather than one to rank).
+  void MarkPaired(size_t index) { paired_.insert(index); }
+  bool Paired(size_t index) const { return paired_.count(index) > 0; }
 
   // The epoch: batches per epoch (the setup's, else the baseline's report; 0
   // = unknown) and samples per epoch. From the records, so a resumed run sees
@@ -141,8 +129,21 @@ class SearchState {
 
   SearchProgress Progress() const;
 
-  HandOn handed;  // what the phases so far left for the later ones
-  Tally tally;    // how far the sequence has gone
+  // Where the sequence is. Only tuner/search/sequence.cc moves it
+  // (EnterPhase, SetPersistentFirst); Measure counts the row's trials.
+  const SequenceProgress& progress() const { return progress_; }
+  void EnterPhase(SequenceAt at) {
+    progress_.at = at;
+    progress_.done = 0;
+  }
+  void SetPersistentFirst(bool first) { progress_.persistent_first = first; }
+  // The doubling's progress, for the estimate: the count it measures next
+  // (or just measured), its misses in a row, and the refinement after it.
+  void ShowDoubling(int workers, int misses) {
+    progress_.doubling_workers = workers;
+    progress_.misses = misses;
+  }
+  void ShowRefining() { progress_.refining = true; }
 
  private:
   const SweepOptions& options_;
@@ -155,6 +156,8 @@ class SearchState {
   loader::Knobs current_;
   size_t current_index_ = 0;
   std::map<size_t, std::string> charged_;  // the restart charge: trial index -> what was charged
+  std::set<size_t> paired_;                 // the trials measured in pairs (MarkPaired)
+  SequenceProgress progress_;
 };
 
 // The words the decisions share.

@@ -34,7 +34,8 @@
 // they are dropped.
 //
 // SearchSetup::check_seed (feedtune.autotune reusing a stored answer) checks
-// the stored setting instead of searching around it (CheckSeed): measured
+// the stored setting instead of searching around it (CheckSeedTrial, then
+// SeedCheckKept after the pairs, tuner/search/sequence.cc runs both): measured
 // once, then paired with the reference as in the final check; kept unless
 // the pairs' interval lies wholly below kSeedCheckSlowerBelow, else the
 // search runs from the baseline, unseeded.
@@ -54,22 +55,25 @@ using results::Format;  // results/units.h
 // below this ratio over the reference is slower beyond the noise, and dropped.
 constexpr double kSeedCheckSlowerBelow = 1.0;
 
-bool CheckSeed(SearchState& state) {
-  state.tally.at = SequenceAt::kSeedCheck;
+std::string CheckSeedTrial(SearchState& state) {
+  const SearchSetup& setup = state.setup();
+  const size_t index = state.Measure("seed_check", setup.seed->best);
+  if (state.trials()[index].status != TrialStatus::kOk) {
+    state.DecideFailed(index);
+    return "the stored setting did not run (" + state.trials()[index].decision + ")";
+  }
+  state.Decide(index, "the stored setting of " + setup.seed->source + ", checked against " +
+                          (setup.reference ? "the job's own setting" : "the baseline"));
+  state.Keep(index, state.trials()[index].knobs);
+  return "";
+}
+
+// `failed`: CheckSeedTrial's; else the pairs decide.
+bool SeedCheckKept(SearchState& state, std::string failed) {
   const SearchSetup& setup = state.setup();
   const std::string source = setup.seed->source;
-  const size_t index = state.Measure("seed_check", setup.seed->best);
-  std::string failed;
   SearchOutcome& outcome = state.outcome();
-  if (state.trials()[index].status != TrialStatus::kOk) {
-    state.Decide(index, "");
-    failed = "the stored setting did not run (" + state.trials()[index].decision + ")";
-  } else {
-    state.Decide(index, "the stored setting of " + source + ", checked against " +
-                            (setup.reference ? "the job's own setting" : "the baseline"));
-    state.Keep(index, state.trials()[index].knobs);
-    state.tally.at = SequenceAt::kFinal;
-    FinalCheck(state, "seed_check_pairs");
+  if (failed.empty()) {
     if (!outcome.speedup) {
       failed = "no pair of the check was measured";
     } else if (outcome.speedup_ci_high && *outcome.speedup_ci_high < kSeedCheckSlowerBelow) {
@@ -83,7 +87,6 @@ bool CheckSeed(SearchState& state) {
     state.AddPhase("seed_check", true, "kept the stored setting of " + source + " (" +
                                            loader::KnobsShort(state.knobs()) +
                                            ") after one check instead of the search");
-    state.tally.at = SequenceAt::kDone;
     return true;
   }
   state.AddPhase("seed_check", false, failed + "; the search runs from the baseline, unseeded");
@@ -97,7 +100,7 @@ bool CheckSeed(SearchState& state) {
 
 // The seed's pin_memory, non_blocking and prefetch_factor for the doubling,
 // in place of the pin_memory phase; ConfirmSeed checks them at the knee.
-void SeedStart(SearchState& state) {
+TrialPlan SeedStart(SearchState& state) {
   const SearchSeed& seed = *state.setup().seed;
   const loader::Knobs& best = seed.best;
   loader::Knobs knobs = state.knobs();
@@ -110,14 +113,13 @@ void SeedStart(SearchState& state) {
   // Judged at the baseline's rate, the only one known yet: the workers'
   // curve is faster, so the check errs towards the unseeded phase.
   std::string persistent = "";
+  TrialPlan plan;
   if (best.persistent_workers) {
     std::string why;
-    TrialPlan& plan = state.handed.seeded_plan;
     plan.window_epochs = PersistentWindowEpochs(state, &why);
     if (plan.window_epochs > 0) {
       knobs.persistent_workers = true;
       state.SetKnobs(knobs);
-      state.handed.persistent_plan = plan;
       persistent = ", persistent_workers on (windows of " + std::to_string(plan.window_epochs) + " whole epochs)";
     }
   }
@@ -126,13 +128,15 @@ void SeedStart(SearchState& state) {
                      (knobs.pin_memory ? "on" : "off") + ", non_blocking " + (knobs.non_blocking ? "on" : "off") +
                      ", prefetch_factor " + std::to_string(knobs.prefetch_factor) + persistent +
                      " (confirmed at the knee)");
+  return plan;
 }
 
 // From the seed's knee k up while each doubling rises by the unseeded rule,
 // then down from k/2 while each halving is within knee_tolerance of the best
 // median. Adds the points to `curve` (which holds the baseline); returns how
 // it ended, for the phase's text.
-std::string SeededDoubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches) {
+std::string SeededDoubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches,
+                           const TrialPlan& seeded_plan, int* knee) {
   const SearchSetup& setup = state.setup();
   const SearchSeed& seed = *setup.seed;
   const double threshold = state.options().gain_threshold;
@@ -144,16 +148,16 @@ std::string SeededDoubling(SearchState& state, std::vector<CurvePoint>& curve, i
       std::string(from_best ? "the best setting's worker count of " : "the knee of ") + seed.source;
   int k = std::clamp(from_best ? seed.best.num_workers : seed.knee_workers, 1, std::max(1, setup.max_workers));
   if (batches > 0 && k > batches) k = static_cast<int>(batches);
-  state.handed.seeded_knee = k;
+  *knee = k;
   // Measures one count; nullopt (decided) when the trial did not run.
   const auto measure = [&](int workers, std::string* why) -> std::optional<size_t> {
     loader::Knobs knobs = state.knobs();
     knobs.num_workers = workers;
-    const size_t index = state.Measure("num_workers", knobs, state.handed.seeded_plan);
+    const size_t index = state.Measure("num_workers", knobs, seeded_plan);
     if (state.trials()[index].status != TrialStatus::kOk) {
       const bool skipped = state.trials()[index].status == TrialStatus::kSkipped;
       *why = WorkersText(workers) + (skipped ? ": over a budget" : ": the trial failed");
-      state.Decide(index, "");
+      state.DecideFailed(index);
       return std::nullopt;
     }
     curve.emplace_back(workers, index);
@@ -176,7 +180,7 @@ std::string SeededDoubling(SearchState& state, std::vector<CurvePoint>& curve, i
       if (!index) break;
       const TrialRecord& u = state.trials()[*index];
       const double gain = Gain(u, state.trials()[best]);
-      const bool below_cpus = setup.usable_cpus > 0 && workers < setup.usable_cpus;
+      const bool below_cpus = BelowCpus(state, workers);
       if (IsGain(u, state.trials()[best], threshold)) {
         state.Decide(*index, Percent(gain) + " over the best so far; keep doubling");
         best = *index;
@@ -212,7 +216,7 @@ std::string SeededDoubling(SearchState& state, std::vector<CurvePoint>& curve, i
 // The curve was measured with the seed's pin_memory, non_blocking,
 // prefetch_factor and persistent_workers; the knee without them is measured
 // once (in the curve's windows), and they are kept by THE RULE or dropped.
-void ConfirmSeed(SearchState& state) {
+void ConfirmSeed(SearchState& state, const TrialPlan& seeded_plan) {
   const double threshold = state.options().gain_threshold;
   const loader::Knobs& current = state.knobs();
   loader::Knobs plain = state.trials()[*state.outcome().baseline].knobs;
@@ -238,10 +242,10 @@ void ConfirmSeed(SearchState& state) {
   }
   what = what.substr(2);
   const size_t seeded = state.current_index();
-  const size_t index = state.Measure("seed", plain, state.handed.seeded_plan);
+  const size_t index = state.Measure("seed", plain, seeded_plan);
   const TrialRecord& t = state.trials()[index];
   if (t.status != TrialStatus::kOk) {
-    state.Decide(index, "");
+    state.DecideFailed(index);
     state.AddPhase("seed", true, "kept the seed's " + what + " unconfirmed: the knee without them did not run");
     return;
   }

@@ -81,14 +81,9 @@ void StartMethodPhase(SearchState& state) {
   TrialPlan plan;
   std::string epochs_note;
   if (!state.knobs().persistent_workers) plan.window_epochs = PersistentWindowEpochs(state, &epochs_note);
-  state.tally.start_method_done = 0;
-  const size_t reference = state.Measure(phase, state.knobs(), plan);
-  ++state.tally.start_method_done;
-  if (state.trials()[reference].status != TrialStatus::kOk) {
-    state.Decide(reference, "");
-    state.AddPhase(phase, false, state.trials()[reference].decision);
-    return;
-  }
+  const std::optional<size_t> measured = MeasureOrEndPhase(state, phase, state.knobs(), plan);
+  if (!measured) return;
+  const size_t reference = *measured;
   state.Decide(reference, "reference: " + StartCost(state, state.trials()[reference]));
   std::optional<size_t> best;
   std::string costs = StartCost(state, state.trials()[reference]);
@@ -96,10 +91,9 @@ void StartMethodPhase(SearchState& state) {
     loader::Knobs knobs = state.knobs();
     knobs.multiprocessing_context = method;
     const size_t index = state.Measure(phase, knobs, plan);
-    ++state.tally.start_method_done;
     const TrialRecord& t = state.trials()[index];
     if (t.status != TrialStatus::kOk) {
-      state.Decide(index, "");
+      state.DecideFailed(index);
       costs += "; " + std::string(loader::StartMethodName(method)) + ": failed";
       continue;
     }

@@ -77,9 +77,9 @@ double UnchargedRate(double charged, double epoch_samples, double restart_s) {
 // was measured another way (time windows against a later phase's whole
 // epochs, where the restart persistent workers save is paid), and comparing
 // across that would undo a kept step. Nor a curve the knee rule judged, nor
-// pairs judged by their own rule (HandOn::budget_from).
-void KeepBestAtBudget(SearchState& state) {
-  for (size_t i = std::max(state.current_index() + 1, state.handed.budget_from); i < state.trials().size(); ++i) {
+// pairs judged by their own rule (`budget_from`: WorkersFound's, PersistentFound's).
+void KeepBestAtBudget(SearchState& state, size_t budget_from, const std::string& still_rising) {
+  for (size_t i = std::max(state.current_index() + 1, budget_from); i < state.trials().size(); ++i) {
     const TrialRecord& t = state.trials()[i];
     if (t.status == TrialStatus::kOk && t.phase != "final_check" &&
         IsGain(t, state.current(), state.options().gain_threshold)) {
@@ -112,8 +112,7 @@ void KeepBestAtBudget(SearchState& state) {
                  Format("the time budget of %g s ended the search after %d trials (%.1f s); kept the best setting so "
                         "far",
                         state.options().time_budget_s, static_cast<int>(state.trials().size()), state.ElapsedS()) +
-                     (state.handed.still_rising.empty() ? "" : "; " + state.handed.still_rising) + unreached);
-  state.tally.at = SequenceAt::kDone;
+                     (still_rising.empty() ? "" : "; " + still_rising) + unreached);
 }
 
 }  // namespace feedtune::tuner::search_internal

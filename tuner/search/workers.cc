@@ -24,15 +24,16 @@
 // What the time budget changes: the phase starts at the count the
 // baseline's figures predict (tuner/search/worker_estimate.h) when that is
 // above kLowestBracketedStart, doubles up from it by the same rule, then
-// halves down from it to the knee's lower neighbour (HalveDown: a count the
-// latency bound puts far below the best is settled in one window), and the
-// refinement's first point follows the line through that neighbour. Above
-// the usable CPU count the first doubling without a gain (or one fall) ends
-// the doubling: each doubling there starts twice the workers of the last,
-// and the phases after the knee need the time more. A phase the budget cuts short names its knee from the
-// curve measured so far, as it would have at its end, and says when the
-// curve was still rising there (StillRising). A knee at 0 workers is checked
-// in pairs (tuner/search/paired_knee.cc).
+// halves down from it to the knee's lower neighbour (HalveDown,
+// tuner/search/estimate_start.cc: a count the latency bound puts far below
+// the best is settled in one window), and the refinement's first point
+// follows the line through that neighbour. Above the usable CPU count the
+// first doubling without a gain (or one fall) ends the doubling: each
+// doubling there starts twice the workers of the last, and the phases after
+// the knee need the time more. A phase the budget cuts short names its knee
+// from the curve measured so far, as it would have at its end, and says when
+// the curve was still rising there (StillRising). A knee at 0 workers is
+// checked in pairs (tuner/search/paired_knee.cc).
 //
 // A seeded search doubles from the seed's knee instead (tuner/search/seeded_search.cc).
 #include <algorithm>
@@ -41,7 +42,6 @@
 #include "results/units.h"
 #include "tuner/measure/stats.h"
 #include "tuner/search/phases.h"
-#include "tuner/search/worker_estimate.h"
 
 namespace feedtune::tuner {
 
@@ -76,9 +76,6 @@ constexpr double kKneedleSensitivity = 1.0;
 // there (WorkersPhase); at or below it, the doubling from 1 reaches it in as
 // many trials.
 constexpr int kLowestBracketedStart = 2;
-// A count whose latency bound lies more than this factor below the best is
-// settled in one window when that window does too (HalveDown).
-constexpr double kSettledBelow = 1.5;
 // Without stepped rounds, two counts this close have no count between worth
 // measuring: the bisection would measure a neighbour of one of them.
 constexpr int kNarrowestBisectedGap = 2;
@@ -134,46 +131,35 @@ std::string Doubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t
   size_t best = state.current_index();
   std::string stop = "reached max_workers " + std::to_string(setup.max_workers) +
                      (setup.max_workers_cap_why.empty() ? "" : " (" + setup.max_workers_cap_why + ")");
-  int& misses = state.tally.misses;
-  misses = 0;
+  int misses = 0;             // doublings without a gain in a row (shown for the estimate: ShowDoubling)
   bool fall_pending = false;  // a fall beyond the noise that the next doubling must confirm
   for (int workers = std::min(start, setup.max_workers); workers > 0;) {
     loader::Knobs knobs = state.knobs();
     knobs.num_workers = workers;
+    state.ShowDoubling(workers, misses);
     const size_t index = state.Measure("num_workers", knobs);
     const TrialRecord& t = state.trials()[index];
     const std::string note = workers == start && !start_note.empty() ? start_note + ": " : "";
-    if (t.status == TrialStatus::kSkipped) {
-      state.Decide(index, "");
-      stop = "stopped at " + WorkersText(workers) + ": over a budget";
-      break;
-    }
     if (t.status != TrialStatus::kOk) {
-      state.Decide(index, "");
-      stop = "stopped at " + WorkersText(workers) + ": the trial failed";
+      state.DecideFailed(index);
+      stop = "stopped at " + WorkersText(workers) +
+             (t.status == TrialStatus::kSkipped ? ": over a budget" : ": the trial failed");
       break;
     }
     curve.emplace_back(workers, index);
     const int next = NextDoubling(state, workers, batches);
     const TrialRecord& best_t = state.trials()[best];
     const double gain = Gain(t, best_t);
-    // Below the usable CPU count, more workers can still use more cores: any
-    // rise of the median keeps the doubling going (a CPU-bound curve rises
-    // to the CPU count, often by less than the threshold per step near it).
-    const bool below_cpus = setup.usable_cpus > 0 && workers < setup.usable_cpus;
+    const bool below_cpus = BelowCpus(state, workers);
     const double rising = below_cpus ? 0.0 : threshold;
     // Below the best by more than the threshold, beyond the noise.
     const bool falls = IsGain(best_t, t, threshold);
-    // Under a time budget, above the CPU count, the first doubling without a
-    // gain ends it: each doubling there starts twice the workers of the
-    // last (a torch worker is a process, about 0.1 s of the main process's
-    // to start and stop on a 2-CPU box), and the budget is better spent on
-    // the phases after the knee than on confirming a miss.
-    const bool one_miss = state.under_time_budget() && !below_cpus;
+    const bool one_miss = MissesToStop(state, workers) == 1;
     if (IsGain(t, best_t, threshold)) {
       state.Decide(index, note + Percent(gain) + " over the best so far");
       best = index;
       misses = 0;
+      state.ShowDoubling(workers, misses);
       fall_pending = false;
     } else if (workers == 1) {
       // One worker moves the loading out of the main process without adding
@@ -198,6 +184,7 @@ std::string Doubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t
       // A single fall beyond the noise can be the machine's, not the
       // curve's: it counts as a miss, and the next doubling confirms it.
       ++misses;
+      state.ShowDoubling(workers, misses);
       fall_pending = true;
       state.Decide(index, note + Percent(gain) + " below the best, beyond the noise" +
                               (next > 0 ? "; the next doubling confirms it before stopping" : ""));
@@ -207,14 +194,18 @@ std::string Doubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t
       state.Decide(index, note + Percent(gain) + (below_cpus ? ": rising below the usable CPU count; keep doubling"
                                                       : ": rising, but within noise; keep doubling"));
       misses = 0;
+      state.ShowDoubling(workers, misses);
       fall_pending = false;
-    } else if (++misses >= (one_miss ? 1 : kMissesToStop)) {
-      const std::string without = one_miss ? "a doubling without a gain under the time budget"
-                                           : "two doublings without a gain";
-      state.Decide(index, note + Percent(gain) + ": " + without + ", stop doubling");
-      stop = "stopped at " + WorkersText(workers) + ": " + without;
-      break;
     } else {
+      ++misses;
+      state.ShowDoubling(workers, misses);
+      if (misses >= MissesToStop(state, workers)) {
+        const std::string without = one_miss ? "a doubling without a gain under the time budget"
+                                             : "two doublings without a gain";
+        state.Decide(index, note + Percent(gain) + ": " + without + ", stop doubling");
+        stop = "stopped at " + WorkersText(workers) + ": " + without;
+        break;
+      }
       state.Decide(index, note + Percent(gain) + ": no gain beyond noise");
       fall_pending = false;
     }
@@ -225,109 +216,6 @@ std::string Doubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t
     workers = next;
   }
   return stop;
-}
-
-// The fewest workers on `curve` (which holds the baseline at 0), and the index of its best median.
-std::pair<size_t, size_t> LowestAndBest(const SearchState& state, const std::vector<CurvePoint>& curve) {
-  size_t lowest = 0, best = 0;
-  for (size_t i = 0; i < curve.size(); ++i) {
-    if (curve[i].first > 0 && (lowest == 0 || curve[i].first < curve[lowest].first)) lowest = i;
-    if (state.trials()[curve[i].second].samples_per_s > state.trials()[curve[best].second].samples_per_s) best = i;
-  }
-  return {lowest, best};
-}
-
-// Below the estimate's start, halving from the fewest workers measured while
-// the knee may lie lower: that count is within knee_tolerance of the best on
-// the curve, or no count with workers has gained over the baseline (the
-// estimate overshot). It stops at the first count outside the tolerance of a
-// best with workers: the knee's lower neighbour, which the knee rule and the
-// refinement need. A count whose latency bound (its workers over the
-// baseline's wait per sample: no worker loads a sample faster than the main
-// process did alone) is more than kSettledBelow below the best is measured in
-// one window, and that window settles it when it reads more than
-// kSettledBelow below the best's interval too; else it is measured again in
-// full. Returns how it ended, for the phase's text.
-std::string HalveDown(SearchState& state, std::vector<CurvePoint>& curve, double wait_s) {
-  const size_t baseline = curve[0].second;
-  const auto trial = [&state](size_t i) -> const TrialRecord& { return state.trials()[i]; };
-  const double threshold = state.options().gain_threshold;
-  const double tolerance = state.options().knee_tolerance;
-  std::string ended = "did not halve below it";
-  while (true) {
-    const auto [lowest, best_point] = LowestAndBest(state, curve);
-    if (lowest == 0 || curve[lowest].first <= 1) break;
-    const size_t best = curve[best_point].second;
-    bool gained = false;
-    for (const auto& [w, i] : curve) gained = gained || (w > 0 && IsGain(trial(i), trial(baseline), threshold));
-    const bool within = trial(curve[lowest].second).samples_per_s >= trial(best).samples_per_s * (1 - tolerance);
-    if (gained && !within) break;
-    const int workers = curve[lowest].first / 2;
-    loader::Knobs knobs = state.knobs();
-    knobs.num_workers = workers;
-    const double bound = wait_s > 0 ? workers / wait_s : 0;
-    const double bar = trial(best).samples_per_s;
-    std::string settled;
-    if (bound > 0 && bound * kSettledBelow < bar) {
-      TrialPlan one;
-      one.repeats = 1;
-      const size_t index = state.Measure("num_workers", knobs, one);
-      if (trial(index).status == TrialStatus::kOk && trial(index).samples_per_s * kSettledBelow < bar) {
-        settled = Format("settled in one window: its latency bound (%d / %.2f ms = %.0f samples/s) and its window "
-                         "both lie more than x%.1f below the best's median, %.1f; ",
-                         workers, wait_s * 1e3, bound, kSettledBelow, bar);
-        curve.emplace_back(workers, index);
-      } else if (trial(index).status == TrialStatus::kOk) {
-        state.Decide(index, Format("one window read %.1f samples/s, not more than x%.1f below the best's median, "
-                                   "%.1f: measured again in full windows",
-                                   trial(index).samples_per_s, kSettledBelow, bar));
-      } else {
-        state.Decide(index, "");
-        return "stopped at " + WorkersText(workers) + ": the trial failed";
-      }
-    }
-    if (settled.empty()) {
-      const size_t index = state.Measure("num_workers", knobs);
-      if (trial(index).status != TrialStatus::kOk) {
-        state.Decide(index, "");
-        return "stopped at " + WorkersText(workers) + ": the trial failed";
-      }
-      curve.emplace_back(workers, index);
-    }
-    const size_t index = curve.back().second;
-    const double gain = Gain(trial(index), trial(best));
-    const std::string tolerance_text = " knee_tolerance (" + Percent(tolerance).substr(1) + ")";
-    if (IsGain(trial(index), trial(best), threshold)) {
-      state.Decide(index, settled + Percent(gain) + " over the best so far, below the estimate: halve again");
-    } else if (trial(index).samples_per_s >= trial(best).samples_per_s * (1 - tolerance)) {
-      state.Decide(index, settled + Percent(gain) + " against the best, within the" + tolerance_text +
-                              ": the knee may lie lower, halve again");
-    } else {
-      const bool any = gained || IsGain(trial(index), trial(baseline), threshold);
-      state.Decide(index, settled + Percent(gain) + " against the best, outside the" + tolerance_text +
-                              (any ? ": the knee lies above" : ": no count with workers has gained yet, halve again"));
-    }
-    ended = "halved down to " + WorkersText(workers);
-  }
-  return ended;
-}
-
-// The baseline's wait per sample, seconds (worker_estimate.h's L); 0 when unknown.
-double EstimatedWaitS(const TrialRecord& baseline) {
-  return baseline.samples_per_s > 0 && baseline.gpu_idle_frac > 0
-             ? std::min(1.0, baseline.gpu_idle_frac) / baseline.samples_per_s
-             : 0.0;
-}
-
-// The estimate from the baseline (the current trial when the phase starts:
-// pin_memory may have been kept on it), within the search's caps.
-WorkerEstimate Estimate(const SearchState& state, int64_t batches) {
-  EstimateLimits limits;
-  limits.usable_cpus = state.setup().usable_cpus;
-  limits.max_workers = state.setup().max_workers;
-  limits.batches = batches;
-  if (state.setup().fitting_workers) limits.fitting_workers = state.setup().fitting_workers(state.knobs());
-  return EstimateWorkers(state.current(), limits);
 }
 
 // When the budget ends the phase while the curve still rose at its top: the
@@ -367,14 +255,16 @@ std::string StillRising(const SearchState& state, std::vector<CurvePoint> curve)
 // is the count just below it, which on the line falls outside the tolerance
 // and so ends the refinement in one trial; after that the points bisect (a
 // curve that bends below the line would walk down one count at a time).
-void Refine(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches, bool linear = false) {
+// `seeded_knee`: a seeded doubling's start (SeededDoubling).
+void Refine(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches, std::optional<int> seeded_knee,
+            bool linear = false) {
   int line_point = 0;  // the count the line gave; while it is the knee, the next point is just below it
   while (true) {
     std::sort(curve.begin(), curve.end());
     const size_t k = Knee(state, curve);
     if (k == 0) return;
     // Seeded: a knee at the seed's own was bisected on its machine already.
-    if (state.handed.seeded_knee == curve[k].first) return;
+    if (seeded_knee == curve[k].first) return;
     const auto [lo, lo_index] = curve[k - 1];
     const auto [hi, hi_index] = curve[k];
     if (Gain(state.trials()[hi_index], state.trials()[lo_index]) <= state.options().gain_threshold) return;
@@ -411,7 +301,7 @@ void Refine(SearchState& state, std::vector<CurvePoint>& curve, int64_t batches,
     knobs.num_workers = mid;
     const size_t index = state.Measure("num_workers", knobs);
     if (state.trials()[index].status != TrialStatus::kOk) {
-      state.Decide(index, "");
+      state.DecideFailed(index);
       return;
     }
     state.Decide(index,
@@ -440,12 +330,13 @@ void KneePhase(SearchState& state, const std::vector<CurvePoint>& curve, size_t 
                                     " of the best median, " + Format("%.1f", outcome.knee_samples_per_s) +
                                     " samples/s)") +
                     "; ";
+  const std::string kneedle = Format("Kneedle (S=%g)", kKneedleSensitivity);
   if (!outcome.kneedle_workers) {
     why += "Kneedle finds no knee on this curve; ";
   } else if (*outcome.kneedle_workers != curve[knee].first) {
-    why += "Kneedle (S=1) puts it at " + std::to_string(*outcome.kneedle_workers) + "; ";
+    why += kneedle + " puts it at " + std::to_string(*outcome.kneedle_workers) + "; ";
   } else {
-    why += "Kneedle (S=1) agrees; ";
+    why += kneedle + " agrees; ";
   }
   why += stop;
   if (Stepped(batches, curve.back().first)) why += "; " + SteppedNote(batches, curve.back().first);
@@ -470,19 +361,39 @@ size_t Knee(const SearchState& state, const std::vector<CurvePoint>& curve) {
   return *KneeIndex(points, state.options().knee_tolerance);
 }
 
+bool BelowCpus(const SearchState& state, int workers) {
+  // Below the usable CPU count, more workers can still use more cores: any
+  // rise of the median keeps the doubling going (a CPU-bound curve rises
+  // to the CPU count, often by less than the threshold per step near it).
+  return state.setup().usable_cpus > 0 && workers < state.setup().usable_cpus;
+}
+
+int MissesToStop(const SearchState& state, int workers) {
+  // Under a time budget, above the CPU count, the first doubling without a
+  // gain ends it: each doubling there starts twice the workers of the
+  // last (a torch worker is a process, about 0.1 s of the main process's
+  // to start and stop on a 2-CPU box), and the budget is better spent on
+  // the phases after the knee than on confirming a miss.
+  return state.under_time_budget() && !BelowCpus(state, workers) ? 1 : kMissesToStop;
+}
+
 // When the time budget ends the doubling or the refinement, the knee is
 // taken from the curve measured so far, as the phase would have, and the
-// sequence ends there (KeepBestAtBudget).
-void WorkersPhase(SearchState& state) {
+// sequence ends after it (WorkersFound::budget_spent, KeepBestAtBudget).
+WorkersFound WorkersPhase(SearchState& state, const TrialPlan& seeded_plan) {
+  WorkersFound found;
   std::vector<CurvePoint> curve = {{0, state.current_index()}};
   const int64_t batches = state.BatchesPerEpoch();
   std::string stop, start;
+  std::optional<int> seeded_knee;
   bool budget_spent = false;
-  const WorkerEstimate estimate = state.under_time_budget() && !state.setup().seed ? Estimate(state, batches)
+  const WorkerEstimate estimate = state.under_time_budget() && !state.setup().seed ? StartEstimate(state, batches)
                                                                                   : WorkerEstimate{};
   try {
     if (state.setup().seed) {
-      stop = SeededDoubling(state, curve, batches);
+      int knee = 0;
+      stop = SeededDoubling(state, curve, batches, seeded_plan, &knee);
+      seeded_knee = knee;
     } else if (estimate.workers > kLowestBracketedStart) {
       start = "started at the estimate of " + WorkersText(estimate.workers) + " (" + estimate.how + "); ";
       stop = Doubling(state, curve, batches, estimate.workers, "the estimate's start");
@@ -494,15 +405,16 @@ void WorkersPhase(SearchState& state) {
       }
       stop = Doubling(state, curve, batches);
     }
-    state.tally.refining = true;
-    Refine(state, curve, batches, /*linear=*/!start.empty() && estimate.workers > kLowestBracketedStart);
+    state.ShowRefining();
+    Refine(state, curve, batches, seeded_knee,
+           /*linear=*/!start.empty() && estimate.workers > kLowestBracketedStart);
   } catch (const TimeBudgetSpent&) {
     budget_spent = true;
     const int most = std::max_element(curve.begin(), curve.end())->first;
     stop = most > 0 ? "the time budget ended the phase after " + WorkersText(most)
                     : "the time budget ended the phase before any worker count was measured";
-    state.handed.still_rising = StillRising(state, curve);
-    if (!state.handed.still_rising.empty()) stop += "; " + state.handed.still_rising;
+    found.still_rising = StillRising(state, curve);
+    if (!found.still_rising.empty()) stop += "; " + found.still_rising;
   }
   if (estimate.workers > 0) {
     state.outcome().estimate_workers = estimate.workers;
@@ -510,13 +422,13 @@ void WorkersPhase(SearchState& state) {
   }
   stop = start + stop;
   std::sort(curve.begin(), curve.end());
-  state.handed.workers_curve = curve;
+  found.curve = curve;
   size_t knee = Knee(state, curve);
   std::string paired;
   bool by_pairs = false;
   if (!budget_spent && curve[knee].first == 0) {
     try {
-      if (const auto count = PairedKnee(state, curve, &paired)) {
+      if (const auto count = PairedKnee(state, curve, &paired, &found.budget_from)) {
         knee = *count;
         by_pairs = true;
       }
@@ -536,12 +448,13 @@ void WorkersPhase(SearchState& state) {
   for (size_t i = knee + 1; i < curve.size(); ++i) {
     if (state.trials()[curve[i].second].samples_per_s > state.trials()[curve[top].second].samples_per_s) top = i;
   }
-  if (top != knee) state.handed.small_gains.push_back({"num_workers", curve[top].second});
+  if (top != knee) found.small_gain = SmallGain{SmallGainOf::kNumWorkers, curve[top].second};
   KneePhase(state, curve, knee, by_pairs, batches, paired.empty() ? stop : stop + "; " + paired);
   if (budget_spent) {
-    state.handed.budget_from = state.trials().size();  // the curve's trials were judged by the knee rule
-    throw TimeBudgetSpent{};
+    found.budget_from = state.trials().size();  // the curve's trials were judged by the knee rule
+    found.budget_spent = true;
   }
+  return found;
 }
 
 }  // namespace search_internal
