@@ -462,7 +462,10 @@ TEST_F(StorageRig, ProbeMeasuresTheCurve) {
   const ProbeResult result = ProbeStore(client, options);
   EXPECT_EQ(result.sample_reads, kMany);
   ASSERT_TRUE(result.first_byte_p50_s);
-  EXPECT_GE(*result.first_byte_p50_s, 0.019);  // the injected floor
+  // The injected 20 ms, less what the client's clock misses of it: the proxy
+  // holds from the request's arrival, curl times from its own pretransfer
+  // mark, which a loaded box takes late (18.2 ms beside a hog per CPU).
+  EXPECT_GE(*result.first_byte_p50_s, 0.015);
   EXPECT_GE(*result.first_byte_p99_s, *result.first_byte_p50_s);
   EXPECT_GT(result.first_byte_samples, 5);
   ASSERT_TRUE(result.mb_per_s_per_connection);
@@ -470,7 +473,7 @@ TEST_F(StorageRig, ProbeMeasuresTheCurve) {
   ASSERT_GE(result.curve.size(), 2u);
   EXPECT_EQ(result.curve[0].in_flight, 1);
   EXPECT_GT(result.curve[0].objects_per_s, 0);
-  EXPECT_LE(result.curve[0].objects_per_s, 1 / 0.019);  // one at a time cannot beat the latency
+  EXPECT_LE(result.curve[0].objects_per_s, 1 / 0.015);  // one at a time cannot beat the latency
   EXPECT_GT(result.best_in_flight, 1);                   // and two at a time beat one
   EXPECT_GT(result.knee_in_flight, 1);
   EXPECT_LE(result.knee_in_flight, result.best_in_flight);
