@@ -45,9 +45,7 @@ TorchCosts TorchCostsFromProbe(const nlohmann::json& costs) {
   out.python_version = text("python_version");
   out.torch_version = text("torch_version");
   out.start_method = text("start_method");
-  if (const auto it = costs.find("not_measured"); it != costs.end() && it->is_object()) {
-    for (const auto& [name, why] : it->items()) out.not_measured[name] = why.is_string() ? why.get<std::string>() : "";
-  }
+  if (const auto it = costs.find("not_measured"); it != costs.end()) ReadNotMeasured(*it, &out);
   for (const TorchCostField& f : TorchCostFields()) {
     const auto it = costs.find(f.name);
     if (it == costs.end() && f.since > kFirstTorchCostsVersion) {
@@ -60,6 +58,11 @@ TorchCosts TorchCostsFromProbe(const nlohmann::json& costs) {
     out.*f.member = it->get<double>();
   }
   return out;
+}
+
+void ReadNotMeasured(const nlohmann::json& object, TorchCosts* costs) {
+  if (!object.is_object()) return;
+  for (const auto& [name, why] : object.items()) costs->not_measured[name] = why.is_string() ? why.get<std::string>() : "";
 }
 
 nlohmann::ordered_json TorchCostsJson(const TorchCosts& costs) {

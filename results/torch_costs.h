@@ -80,6 +80,8 @@ const std::vector<TorchCostField>& TorchCostFields();
 // probe did not yet measure when the object was written (a run's costs
 // stored before it, TorchCostField::since) reads as not measured.
 TorchCosts TorchCostsFromProbe(const nlohmann::json& costs);
+// The "not_measured" object ({"name": "why"}) into `costs`; anything else adds nothing.
+void ReadNotMeasured(const nlohmann::json& object, TorchCosts* costs);
 // {"measured_at": ..., "python_version": ..., ..., "worker_start_s": ..., ...,
 // "not_measured": {"worker_byte_s": "why", ...}}
 nlohmann::ordered_json TorchCostsJson(const TorchCosts& costs);

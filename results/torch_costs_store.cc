@@ -51,10 +51,7 @@ std::optional<TorchCosts> Store::LoadTorchCosts(const std::string& host) const {
   costs.python_version = select.Text(1);
   costs.torch_version = select.Text(2);
   costs.start_method = select.Text(3);
-  const nlohmann::json not_measured = nlohmann::json::parse(select.Text(4), nullptr, /*allow_exceptions=*/false);
-  if (not_measured.is_object()) {
-    for (const auto& [name, why] : not_measured.items()) costs.not_measured[name] = why.is_string() ? why.get<std::string>() : "";
-  }
+  ReadNotMeasured(nlohmann::json::parse(select.Text(4), nullptr, /*allow_exceptions=*/false), &costs);
   int column = 5;
   for (const TorchCostField& f : TorchCostFields()) {
     if (f.since <= schema_version_) {
