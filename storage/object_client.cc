@@ -14,11 +14,11 @@
 #include <sstream>
 
 namespace feedtune::storage {
-namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// RAII for libcurl's handles.
+// RAII for libcurl's handles. Named, not anonymous: ObjectClient::Impl holds
+// them, and a unity build includes this file, where GCC refuses a class with
+// external linkage whose fields use an anonymous namespace's types.
+namespace curl_handles {
 struct EasyDeleter {
   void operator()(CURL* easy) const { curl_easy_cleanup(easy); }
 };
@@ -28,9 +28,14 @@ struct MultiDeleter {
 struct SlistDeleter {
   void operator()(curl_slist* list) const { curl_slist_free_all(list); }
 };
-using EasyPtr = std::unique_ptr<CURL, EasyDeleter>;
-using MultiPtr = std::unique_ptr<CURLM, MultiDeleter>;
-using SlistPtr = std::unique_ptr<curl_slist, SlistDeleter>;
+}  // namespace curl_handles
+using EasyPtr = std::unique_ptr<CURL, curl_handles::EasyDeleter>;
+using MultiPtr = std::unique_ptr<CURLM, curl_handles::MultiDeleter>;
+using SlistPtr = std::unique_ptr<curl_slist, curl_handles::SlistDeleter>;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
 
 // curl_global_init is not safe beside other threads' libcurl calls; the first
 // client of the process makes it, once. It is never undone: the process ends first.

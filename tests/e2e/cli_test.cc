@@ -67,7 +67,9 @@ TEST_F(Cli, SweepStoresTrialsAndReportShowsThem) {
   // workers' gain (x3 and more) stands above the noise of a box whose CPUs
   // other work fills (make test beside a hog per CPU; at 0.3 ms a sample the
   // knee read 0 workers there).
-  const std::string config = Write("c.yaml", feedtune::testing_util::TinySweepYaml({.io_us_per_sample = 1500}));
+  feedtune::testing_util::TinySweep tiny;
+  tiny.io_us_per_sample = 1500;
+  const std::string config = Write("c.yaml", feedtune::testing_util::TinySweepYaml(tiny));
   const std::string db = (dir_ / "r.db").string();
   Result r = Run("sweep " + config + " --db " + db + " --label box-a");
   ASSERT_EQ(r.code, 0) << r.err;
