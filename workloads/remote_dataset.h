@@ -34,6 +34,7 @@
 #include "storage/credentials.h"
 #include "storage/location.h"
 #include "storage/object_client.h"
+#include "storage/process_client.h"
 #include "workloads/options.h"
 #include "workloads/sample_cost.h"
 
@@ -59,16 +60,12 @@ class RemoteDataset final : public loader::Dataset {
 
   const std::vector<storage::ObjectInfo>& objects() const { return objects_; }
   int64_t total_bytes() const { return total_bytes_; }
-  const storage::Location& location() const { return location_; }
+  const storage::Location& location() const { return client_.source(); }
   // "s3://bucket/train/: 3000 objects, 294.6 MB (98.2 KB each on average), credentials: ...".
   std::string Describe() const;
 
  private:
-  // This process's and thread's client, made at its first use.
-  storage::ObjectClient& Client() const;
-
-  const storage::Location location_;
-  const storage::AwsConfig config_;
+  const storage::ProcessClient client_;
   const SampleCost cost_;
   const bool cold_;
   std::vector<storage::ObjectInfo> objects_;
@@ -78,9 +75,12 @@ class RemoteDataset final : public loader::Dataset {
 
 // Whether `path` names remote data (s3://, http://, https://).
 bool IsRemotePath(const std::string& path);
-// The location RemoteDataset reads `files` from; throws std::invalid_argument
-// saying what does not fit (a URL that does not parse, an http(s) URL where a
-// listing is needed, layout shards, decode jpeg).
-storage::Location RemoteLocationOf(const FilesOptions& files);
+// The location a remote dataset of `kind` reads `files` from: kind files
+// (RemoteDataset: an s3:// prefix, one object per sample, layout files) or
+// tar (RemoteTarDataset: an s3:// prefix of shards or an http(s) URL of one).
+// Throws std::invalid_argument saying what does not fit and what to write
+// instead (a URL that does not parse, an http(s) URL where a listing is
+// needed, layout shards, decode jpeg, another kind).
+storage::Location RemoteLocationOf(WorkloadKind kind, const FilesOptions& files);
 
 }  // namespace feedtune::workloads

@@ -92,6 +92,54 @@ TEST_F(RemoteCli, ATrialReadsEveryObjectAndRequestsInFlightOverlapTheRoundTrips)
   EXPECT_GT(at_eight, 2.0 * at_one) << at_one << " vs " << at_eight;
 }
 
+// Tar shards written by gen-data, read from the store by ranges (random),
+// in windows (stream) and from the rig's web server; a kind the store is
+// not read for is refused at the config, naming what is.
+TEST_F(RemoteCli, TarShardsRunFromTheStoreAndFromAWebServer) {
+  const fs::path shards = dir_ / "shards";
+  const CliResult made = Run("gen-data --out " + shards.string() + " --layout tar --samples 96 --sample-bytes 16384 "
+                             "--shards 3");
+  ASSERT_EQ(made.code, 0) << made.err;
+  rig_->Put(shards, "s3://feedtune/tars/");
+  const std::string tar =
+      Write("tar.yaml",
+            "name: remote-tar\n"
+            "workload: {kind: tar, path: s3://feedtune/tars/, cache: cold, cpu_us_per_sample: 50, jitter: 0}\n"
+            "loader: {batch_size: 16}\n"
+            "device: {backend: host-sim, step_us: 0}\n"
+            "sweep: {repeats: 2, warmup_batches: 1, measure_seconds: 0.4, diagnose: false}\n");
+  const CliResult one = Run("trial " + tar + " --json --set loader.fetch_concurrency=1");
+  ASSERT_EQ(one.code, 0) << one.err;
+  const CliResult eight = Run("trial " + tar + " --json --set loader.fetch_concurrency=8");
+  ASSERT_EQ(eight.code, 0) << eight.err;
+  const double at_one = nlohmann::json::parse(one.out)["samples_per_s"];
+  const double at_eight = nlohmann::json::parse(eight.out)["samples_per_s"];
+  EXPECT_LT(at_one, 60.0) << "one ranged GET of 20 ms per sample";
+  EXPECT_GT(at_eight, 2.0 * at_one) << at_one << " vs " << at_eight;
+  const CliResult stream = Run("trial " + tar + " --json --set workload.access=stream");
+  ASSERT_EQ(stream.code, 0) << stream.err;
+  // A stream reads each shard in 8 MiB windows: one round trip per shard, not per sample.
+  EXPECT_GT(nlohmann::json::parse(stream.out)["samples_per_s"].get<double>(), 2.0 * at_one) << stream.out;
+
+  fs::copy_file(shards / "data-00000-of-00003.tar", rig_->http_root() / "one.tar",
+                fs::copy_options::overwrite_existing);
+  const std::string web = Write("web.yaml", "name: web-tar\n"
+                                            "workload: {kind: tar, path: " + rig_->http_url() + "/one.tar}\n"
+                                            "loader: {batch_size: 8}\n"
+                                            "device: {backend: host-sim, step_us: 0}\n"
+                                            "sweep: {repeats: 1, warmup_batches: 1, measure_seconds: 0.3}\n");
+  const CliResult from_web = Run("trial " + web + " --json --set loader.fetch_concurrency=4");
+  ASSERT_EQ(from_web.code, 0) << from_web.err;
+  EXPECT_GT(nlohmann::json::parse(from_web.out)["samples_per_s"].get<double>(), 0.0);
+
+  const std::string records = Write("records.yaml", "name: remote-records\n"
+                                                    "workload: {kind: tfrecord, path: s3://feedtune/tars/}\n");
+  const CliResult refused = Run("trial " + records);
+  EXPECT_EQ(refused.code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("kind tfrecord is read from local paths only"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("tar shards (kind tar)"), std::string::npos) << refused.err;
+}
+
 // At 100 ms to the first byte the round trip binds even on a box whose CPUs
 // other tests and hogs fill (at 20 ms there, 2 in flight read no faster than
 // 1: the store's and the client's CPUs bound it); batches of 4 keep a

@@ -96,18 +96,10 @@ bool Parser::HasJpegFile(const std::string& dir) {
 // sample; the store itself is asked when the workload opens, so a config can be
 // checked without network or credentials).
 void Parser::CheckRemoteInput(const SweepConfig& config) const {
-  const workloads::FilesOptions& files = config.workload.files;
-  if (config.workload.kind != WorkloadKind::kFiles || files.layout != workloads::FilesLayout::kFiles) {
-    FailAtFirstGiven({"workload.path", "workload.kind"},
-                     "remote data (\"" + files.path + "\") is read as one object per sample: kind files, layout "
-                     "files; " + std::string(workloads::WorkloadKindName(config.workload.kind)) +
-                         (config.workload.kind == WorkloadKind::kFiles ? " with layout shards" : "") +
-                         " is read from local paths only (a FUSE mount of the bucket reads as one)");
-  }
   try {
-    (void)workloads::RemoteLocationOf(files);
+    (void)workloads::RemoteLocationOf(config.workload.kind, config.workload.files);
   } catch (const std::invalid_argument& e) {
-    FailAtFirstGiven({"workload.path"}, e.what());
+    FailAtFirstGiven({"workload.path", "workload.kind"}, e.what());
   }
 }
 

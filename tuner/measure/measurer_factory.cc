@@ -10,6 +10,7 @@
 #include "tuner/measure/torch_cost_dataset.h"
 #include "storage/credentials.h"
 #include "workloads/remote_dataset.h"
+#include "workloads/remote_tar_dataset.h"
 #include "workloads/cpu_work.h"
 #include "workloads/files_dataset.h"
 #include "workloads/format_inspect.h"
@@ -78,6 +79,24 @@ void OpenFormatKind(const SweepConfig& config, OpenedWorkload* opened, Make make
   opened->dataset = dataset;
 }
 
+// Remote data (an s3:// prefix, an http(s) URL): its dataset built with this
+// machine's CPU calibration, described as "KIND: what was opened"; a store
+// that refuses, an empty prefix or credentials that do not fit fail the
+// open, named.
+template <typename Dataset, typename Make>
+void OpenRemote(const SweepConfig& config, OpenedWorkload* opened, Make make) {
+  const workloads::CpuCalibration calibration = workloads::Calibrate();
+  std::shared_ptr<Dataset> dataset;
+  try {
+    dataset = make(calibration);
+  } catch (const std::exception& e) {
+    throw WorkloadError(config.source + ": workload.path: " + e.what());
+  }
+  opened->cpu_calibration = CalibrationFacts(calibration);
+  opened->description = std::string(workloads::WorkloadKindName(config.workload.kind)) + ": " + dataset->Describe();
+  opened->dataset = std::move(dataset);
+}
+
 // A command workload: its argv[0] checked, and what it runs, said (its
 // measurer starts the processes, tuner/measure/command_measurer.h).
 void DescribeCommand(const SweepConfig& config, OpenedWorkload* opened) {
@@ -133,20 +152,14 @@ OpenedWorkload OpenWorkload(const SweepConfig& config, const results::TorchCosts
       break;
     }
     case workloads::WorkloadKind::kFiles: {
-      const workloads::CpuCalibration calibration = workloads::Calibrate();
       if (workloads::IsRemotePath(w.files.path)) {
-        std::shared_ptr<workloads::RemoteDataset> dataset;
-        try {
-          dataset = std::make_shared<workloads::RemoteDataset>(w.files, w.synthetic, calibration,
-                                                               storage::ProcessEnvironment());
-        } catch (const std::exception& e) {  // a store that refuses, an empty prefix, credentials that do not fit
-          throw WorkloadError(config.source + ": workload.path: " + e.what());
-        }
-        opened.cpu_calibration = CalibrationFacts(calibration);
-        opened.description = "files: " + dataset->Describe();
-        opened.dataset = std::move(dataset);
+        OpenRemote<workloads::RemoteDataset>(config, &opened, [&](const workloads::CpuCalibration& calibration) {
+          return std::make_shared<workloads::RemoteDataset>(w.files, w.synthetic, calibration,
+                                                            storage::ProcessEnvironment());
+        });
         break;
       }
+      const workloads::CpuCalibration calibration = workloads::Calibrate();
       std::shared_ptr<workloads::FilesDataset> dataset;
       try {
         dataset = std::make_shared<workloads::FilesDataset>(w.files, w.synthetic, calibration);
@@ -189,6 +202,13 @@ OpenedWorkload OpenWorkload(const SweepConfig& config, const results::TorchCosts
       });
       break;
     case workloads::WorkloadKind::kTar:
+      if (workloads::IsRemotePath(w.files.path)) {
+        OpenRemote<workloads::RemoteTarDataset>(config, &opened, [&](const workloads::CpuCalibration& calibration) {
+          return std::make_shared<workloads::RemoteTarDataset>(w.files, w.format, w.synthetic, calibration,
+                                                               storage::ProcessEnvironment());
+        });
+        break;
+      }
       OpenFormatKind<workloads::TarDataset>(config, &opened, [&](const workloads::CpuCalibration& calibration) {
         return std::make_shared<workloads::TarDataset>(w.files, w.format, w.synthetic, calibration);
       });

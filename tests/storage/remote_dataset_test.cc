@@ -1,0 +1,225 @@
+// The remote datasets (workloads/remote_dataset.h, remote_tar_dataset.h)
+// against the project's own store (scripts/s3-rig, no latency): every sample
+// read from an s3:// prefix or an http(s) URL holds exactly the bytes the
+// local dataset over the same files reads, through Read, ReadMany at several
+// requests in flight, and a stream's shards; and what a wrong source says.
+// One rig for the suite; every test skips without s3rver.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/storage/rig.h"
+#include "workloads/remote_dataset.h"
+#include "workloads/remote_tar_dataset.h"
+#include "workloads/shard_format.h"
+#include "workloads/tar_dataset.h"
+
+namespace feedtune::storage::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using workloads::CpuCalibration;
+using workloads::FilesOptions;
+using workloads::FormatOptions;
+using workloads::RemoteTarDataset;
+using workloads::ShardAccess;
+using workloads::SyntheticOptions;
+using workloads::TarDataset;
+
+constexpr int kSamples = 60;
+constexpr int kShards = 3;
+
+SyntheticOptions NoCost() {
+  SyntheticOptions cost;
+  cost.cpu_us_per_sample = 0;
+  return cost;
+}
+
+// Sample i's payload: sizes from 100 bytes to past the scan's 1 MiB window,
+// so that the index reads headers both inside one window and across them.
+std::string Payload(int i) {
+  const size_t size = i % 7 == 3 ? (size_t{1} << 20) + 777 : 100 + 997 * static_cast<size_t>(i);
+  return TestBytes("sample" + std::to_string(i), size);
+}
+
+std::vector<std::byte> ReadOne(const loader::Dataset& dataset, int64_t index) {
+  std::vector<std::byte> out(static_cast<size_t>(dataset.max_sample_bytes()));
+  out.resize(static_cast<size_t>(dataset.Read(index, out)));
+  return out;
+}
+
+class RemoteData : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    rig_ = new Rig();
+    const CommandResult started = rig_->Start();
+    if (started.code == 77) {
+      skip_ = "the S3 rig is not installed (scripts/setup-deps --s3): " + started.output;
+      return;
+    }
+    if (started.code != 0) {
+      failure_ = "s3-rig start failed: " + started.output;
+      return;
+    }
+    try {
+      local_ = rig_->dir() / "shards";
+      workloads::TarWriter writer(local_.string(), kSamples, kShards);
+      for (int i = 0; i < kSamples; ++i) {
+        const std::string payload = Payload(i);
+        writer.Add(std::as_bytes(std::span(payload.data(), payload.size())));
+      }
+      writer.Finish();
+      rig_->Put(local_, "s3://feedtune/shards/");
+      first_shard_ = fs::path(workloads::GenDataShardPath(local_.string(), 0, kShards, ".tar")).filename();
+      fs::copy_file(local_ / first_shard_, rig_->http_root() / first_shard_);
+      fs::create_directories(rig_->dir() / "other");
+      std::ofstream(rig_->dir() / "other" / "notes.txt") << "not a shard";
+      rig_->Put(rig_->dir() / "other", "s3://feedtune/other/");
+    } catch (const std::exception& error) {
+      failure_ = error.what();
+    }
+  }
+  static void TearDownTestSuite() {
+    delete rig_;
+    rig_ = nullptr;
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    ASSERT_TRUE(failure_.empty()) << failure_;
+  }
+
+  static FilesOptions Files(const std::string& path) {
+    FilesOptions files;
+    files.path = path;
+    return files;
+  }
+  static std::unique_ptr<RemoteTarDataset> Remote(const std::string& path, ShardAccess access) {
+    FormatOptions format;
+    format.access = access;
+    return std::make_unique<RemoteTarDataset>(Files(path), format, NoCost(), CpuCalibration{}, rig_->env());
+  }
+  static std::unique_ptr<TarDataset> Local(const std::string& path) {
+    return std::make_unique<TarDataset>(Files(path), FormatOptions{}, NoCost(), CpuCalibration{});
+  }
+
+  static Rig* rig_;
+  static std::string skip_;
+  static std::string failure_;
+  static fs::path local_;
+  static std::string first_shard_;
+};
+
+Rig* RemoteData::rig_ = nullptr;
+std::string RemoteData::skip_;
+std::string RemoteData::failure_;
+fs::path RemoteData::local_;
+std::string RemoteData::first_shard_;
+
+TEST_F(RemoteData, TarShardsByRangesHoldTheLocalBytes) {
+  const auto remote = Remote("s3://feedtune/shards/", ShardAccess::kRandom);
+  const auto local = Local(local_.string());
+  ASSERT_EQ(remote->size(), kSamples);
+  ASSERT_EQ(remote->shards().size(), static_cast<size_t>(kShards));
+  EXPECT_EQ(remote->max_sample_bytes(), local->max_sample_bytes());
+  EXPECT_TRUE(remote->reads_concurrently());
+  EXPECT_EQ(remote->num_shards(), 0);  // random access: map-style
+  for (int i = 0; i < kSamples; ++i) {
+    const std::vector<std::byte> want = ReadOne(*local, i);
+    const std::string payload = Payload(i);
+    ASSERT_EQ(ReadOne(*remote, i), want) << "sample " << i;
+    // The payload member, then KEY.cls: the fields' bytes in member order.
+    ASSERT_EQ(std::string(reinterpret_cast<const char*>(want.data()), payload.size()), payload);
+  }
+  // The shards' headers, read in windows: far fewer GETs than members.
+  int64_t requests = 0;
+  for (const auto& shard : remote->shards()) requests += shard.index_requests;
+  EXPECT_LT(requests, kSamples) << remote->Describe();
+  EXPECT_NE(remote->Describe().find("s3://feedtune/shards/: 3 tar shard(s), 60 samples of fields bin, cls"),
+            std::string::npos)
+      << remote->Describe();
+}
+
+TEST_F(RemoteData, ReadManyAtEachConcurrencyPutsEverySampleInItsPlace) {
+  const auto remote = Remote("s3://feedtune/shards/", ShardAccess::kRandom);
+  const auto local = Local(local_.string());
+  std::vector<int64_t> order(kSamples);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(7));
+  const int64_t stride = remote->max_sample_bytes();
+  for (const int concurrency : {1, 4, 16}) {
+    std::vector<std::byte> slot(order.size() * static_cast<size_t>(stride));
+    std::vector<int64_t> bytes(order.size());
+    remote->ReadMany(order, slot, stride, concurrency, bytes);
+    for (size_t i = 0; i < order.size(); ++i) {
+      const std::vector<std::byte> want = ReadOne(*local, order[i]);
+      ASSERT_EQ(bytes[i], static_cast<int64_t>(want.size())) << "concurrency " << concurrency << ", place " << i;
+      ASSERT_TRUE(std::equal(want.begin(), want.end(), slot.begin() + static_cast<ptrdiff_t>(i * stride)))
+          << "concurrency " << concurrency << ", sample " << order[i];
+    }
+  }
+}
+
+TEST_F(RemoteData, AStreamReadsEachShardInOrder) {
+  const auto remote = Remote("s3://feedtune/shards/", ShardAccess::kStream);
+  const auto local = Local(local_.string());
+  ASSERT_EQ(remote->num_shards(), kShards);
+  EXPECT_FALSE(remote->reads_concurrently());  // a stream's requests in flight are its workers
+  int64_t next = 0;
+  for (int64_t shard = 0; shard < kShards; ++shard) {
+    const auto reader = remote->OpenShard(shard);
+    std::vector<std::byte> sample;
+    int64_t index = -1;
+    int64_t read = 0;
+    while (reader->Next(&sample, &index)) {
+      ASSERT_EQ(index, next) << "shard " << shard;
+      ASSERT_EQ(sample, ReadOne(*local, index)) << "sample " << index;
+      ++next;
+      ++read;
+    }
+    EXPECT_EQ(read, remote->shard_samples(shard));
+  }
+  EXPECT_EQ(next, kSamples);
+}
+
+TEST_F(RemoteData, OneShardFromAPlainWebServer) {
+  const auto remote = Remote(rig_->http_url() + "/" + first_shard_, ShardAccess::kRandom);
+  const auto local = Local((local_ / first_shard_).string());
+  ASSERT_EQ(remote->size(), local->size());
+  for (int64_t i = 0; i < local->size(); ++i) ASSERT_EQ(ReadOne(*remote, i), ReadOne(*local, i)) << "sample " << i;
+  EXPECT_NE(remote->Describe().find("plain HTTP(S), unsigned"), std::string::npos) << remote->Describe();
+}
+
+TEST_F(RemoteData, WhatIsNotThereIsNamed) {
+  try {
+    Remote("s3://feedtune/other/", ShardAccess::kRandom);
+    FAIL() << "a prefix without shards opened";
+  } catch (const workloads::DatasetNotFound& e) {
+    EXPECT_NE(std::string(e.what()).find("s3://feedtune/other/: no *.tar objects under this prefix"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    Remote(rig_->http_url() + "/missing.tar", ShardAccess::kRandom);
+    FAIL() << "a missing URL opened";
+  } catch (const StorageError& e) {
+    EXPECT_EQ(e.kind(), StorageError::Kind::kNotFound) << e.what();
+    EXPECT_NE(std::string(e.what()).find("missing.tar"), std::string::npos) << e.what();
+  }
+  FilesOptions files = Files("s3://feedtune/shards/");
+  files.decode = workloads::FilesDecode::kJpeg;
+  EXPECT_THROW(RemoteTarDataset(files, FormatOptions{}, NoCost(), CpuCalibration{}, rig_->env()),
+               std::invalid_argument);
+  EXPECT_THROW((void)workloads::RemoteLocationOf(workloads::WorkloadKind::kNpy, Files("s3://feedtune/shards/")),
+               std::invalid_argument);
+  EXPECT_THROW((void)workloads::RemoteLocationOf(workloads::WorkloadKind::kFiles, Files(rig_->http_url() + "/x")),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace feedtune::storage::testing

@@ -1,0 +1,134 @@
+// RemoteTarDataset: WebDataset tar shards in an object store or on a web
+// server (workload.kind: tar, path: s3://bucket/prefix or http(s)://host/x.tar),
+// read through storage/'s client (libcurl, SigV4, retries; docs/storage.md).
+//
+//   shards   s3://: the prefix's *.tar objects, listed once, in key order
+//            (s3://bucket/dir/ or one shard's key); http(s)://: the one
+//            shard the URL names (a plain server gives no listing)
+//   open     each shard's member index (workloads/tar_format.h) built from
+//            its headers, read through ranged GETs of kScanWindow bytes: a
+//            window holds the headers of every sample smaller than it, so
+//            the open costs about shard bytes / window round trips (a
+//            shard of samples larger than the window: one per sample),
+//            kScanThreads shards at a time
+//   random   one ranged GET per sample, from its first member's data to
+//            its last's (the headers between are dropped), up to
+//            loader.fetch_concurrency in flight per worker (ReadMany)
+//   stream   each shard read in order, in ranged GETs of kStreamWindow
+//            bytes, as webdataset streams a shard from a URL: the requests
+//            in flight are the workers'
+//   cache    cold: nothing is cached on this box (every read is a GET);
+//            the store's own cache is outside the sweep's control
+//
+// decode: jpeg is refused (RemoteLocationOf says so). After the bytes are
+// in, cpu_us_per_sample of CPU work is spent over them (workloads/sample_cost.h).
+// Immutable after construction; Read, ReadMany and OpenShard are safe from
+// any thread or forked process (storage/process_client.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "loader/dataset.h"
+#include "storage/credentials.h"
+#include "storage/object_client.h"
+#include "storage/process_client.h"
+#include "workloads/options.h"
+#include "workloads/sample_cost.h"
+
+namespace feedtune::workloads {
+
+// Reads an object's bytes at any offset through ranged GETs of at least
+// `window` bytes, served from the last one while they fall inside it: a
+// sequential reader (a tar scan, a stream) pays a round trip per window,
+// not per read. One thread's, as the client it reads through.
+class WindowedObjectReader {
+ public:
+  WindowedObjectReader(storage::ObjectClient& client, std::string key, int64_t object_bytes, int64_t window);
+  // Up to out.size() bytes at `offset`; fewer only at the object's end.
+  size_t Read(uint64_t offset, std::span<std::byte> out);
+  int64_t requests() const { return requests_; }
+
+ private:
+  storage::ObjectClient& client_;
+  const std::string key_;
+  const uint64_t object_bytes_;
+  const uint64_t window_;
+  uint64_t start_ = 0;
+  std::vector<std::byte> buffer_;
+  int64_t requests_ = 0;
+};
+
+class RemoteTarDataset final : public loader::Dataset {
+ public:
+  // The index's read-ahead at open, and the stream's range per GET.
+  static constexpr int64_t kScanWindow = int64_t{1} << 20;
+  static constexpr int64_t kStreamWindow = int64_t{8} << 20;
+  static constexpr int kScanThreads = 8;
+
+  // Lists and indexes the shards of `files.path` with the AWS configuration
+  // of `env`. Throws DatasetNotFound (no *.tar there), DatasetCorrupt (a
+  // shard that is not a tar, or has no sample), storage::StorageError (a
+  // store that refuses: the message names the object and the cause),
+  // std::invalid_argument (a path or options that do not fit).
+  RemoteTarDataset(const FilesOptions& files, const FormatOptions& format, const SyntheticOptions& cost,
+                   const CpuCalibration& calibration, const storage::Environment& env);
+
+  int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
+  int64_t max_sample_bytes() const override { return max_bytes_; }
+  void InitWorker(int worker_id) const override;
+  std::string BeforeRepeat() const override;
+  int64_t Read(int64_t index, std::span<std::byte> out) const override;
+  // Random access reads a batch's samples concurrently; a stream's requests
+  // in flight are its workers (one window each), so fetch_concurrency is not its knob.
+  bool reads_concurrently() const override { return access_ == ShardAccess::kRandom; }
+  void ReadMany(std::span<const int64_t> indices, std::span<std::byte> slot, int64_t stride, int concurrency,
+                std::span<int64_t> bytes) const override;
+  int64_t num_shards() const override;  // stream: one a shard; random: none (map-style)
+  int64_t shard_samples(int64_t shard) const override;
+  std::unique_ptr<loader::ShardReader> OpenShard(int64_t shard) const override;
+
+  struct Shard {
+    std::string key;   // "" for an http(s) source
+    std::string name;  // s3://bucket/key or the URL, for messages
+    int64_t bytes = 0;
+    int64_t first_sample = 0;
+    int64_t samples = 0;
+    int64_t index_requests = 0;  // ranged GETs the open's scan took
+  };
+  const std::vector<Shard>& shards() const { return shards_; }
+  // "s3://bucket/shards/: 4 tar shards, 400 samples of fields bin, cls, 41.2 MB, ...".
+  std::string Describe() const;
+
+ private:
+  struct Extent {
+    uint64_t offset = 0;
+    uint64_t bytes = 0;
+  };
+  struct Sample {
+    uint32_t shard = 0;
+    std::vector<Extent> fields;  // in member order
+    uint64_t begin() const { return fields.front().offset; }
+    uint64_t end() const { return fields.back().offset + fields.back().bytes; }
+  };
+
+  void IndexShard(size_t shard, std::vector<Sample>* samples, std::vector<std::string>* fields);
+  // Sample `sample`'s fields, from `span` (its bytes from begin() to end()), into `out`; returns their bytes.
+  static int64_t CopyFields(const Sample& sample, std::span<const std::byte> span, std::span<std::byte> out);
+  [[noreturn]] void ThrowCutShort(int64_t index, size_t got) const;
+
+  const storage::ProcessClient client_;
+  const ShardAccess access_;
+  const int64_t shuffle_buffer_;
+  const SampleCost cost_;
+  const bool cold_;
+  std::vector<Shard> shards_;
+  std::vector<Sample> samples_;
+  std::vector<std::string> fields_;  // the extensions of the first sample
+  int64_t max_bytes_ = 1;
+};
+
+}  // namespace feedtune::workloads
