@@ -156,6 +156,7 @@ std::vector<CompareRow> CollectCompareRows(const std::vector<const Store*>& stor
     row.busy = IsBusy(chosen.run);
     row.layout = LayoutAnswer(chosen.run);
     row.background_cpu = chosen.run.facts.background ? BusyFigure(*chosen.run.facts.background) : NAN;
+    row.store_probe_json = chosen.run.facts.store_probe_json;
     rows.push_back(std::move(row));
   }
   // The classes' medians first (the map's order keeps each class together),

@@ -53,6 +53,10 @@ struct CompareRow {
   // in a run before schema v18; NaN when not measured).
   bool busy = false;
   double background_cpu = 0;
+  // Remote data: the store's probe from this host (RunFacts::store_probe_json;
+  // results/store_probe.h); empty for local data. An instance's network is a
+  // machine property, so the same bucket reads differently from each host.
+  std::string store_probe_json;
   // A `feedtune layout` run's stored answer (results/layout_report.h); nullopt for a sweep.
   std::optional<nlohmann::ordered_json> layout;
 };

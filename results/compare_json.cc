@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "results/store_probe.h"
 #include "results/compare.h"
 #include "results/compare_parts.h"
 #include "results/json_form.h"
@@ -50,6 +51,7 @@ std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
           {"outlier", row->outlier},
           {"busy", row->busy},
           {"background_cpu", FigureJson(row->background_cpu)},
+          {"store_probe", StoreProbeJson(row->store_probe_json)},
           {"below_class_median", FigureJson(row->below_class_median)},
           {"cpu_model", m.cpu_model},
           {"usable_cpus", m.usable_cpus},

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "results/store_probe.h"
 #include "results/compare.h"
 #include "results/compare_parts.h"
 #include "results/layout_report.h"
@@ -48,6 +49,20 @@ std::string BusyRowsText(const std::vector<const ClassSpread*>& classes) {
   return text.empty() ? text : "\nBUSY: measured beside other processes (docs/measurement.md)\n" + text;
 }
 
+// Remote data: the store as each host saw it before its baseline
+// (results/store_probe.h); empty when no run read remote data.
+std::string StoreRowsText(const std::vector<const ClassSpread*>& classes) {
+  std::string text;
+  for (const ClassSpread* spread : classes) {
+    for (const CompareRow* row : spread->rows) {
+      if (const auto store = StoreProbeShort(row->store_probe_json)) {
+        text += "  " + row->host.name + " (run " + std::to_string(row->run_id) + "): " + *store + "\n";
+      }
+    }
+  }
+  return text.empty() ? text : "\nthe store from each host (its probe before the baseline; docs/storage.md)\n" + text;
+}
+
 }  // namespace
 
 std::string RenderCompareTable(const std::vector<CompareRow>& rows) {
@@ -69,7 +84,8 @@ std::string RenderCompareTable(const std::vector<CompareRow>& rows) {
             CountText(static_cast<int>(classes.size()), "class", "classes") + "\n";
     if (IsLayoutWorkload(classes)) {
       text += '\n';  // appended: GCC 12 warns (-Wrestrict, falsely) on "\n" + std::string
-      text += LayoutSideBySideText(RowsOf(classes)) + BuildsText(classes) + BusyRowsText(classes);
+      text += LayoutSideBySideText(RowsOf(classes)) + BuildsText(classes) + BusyRowsText(classes) +
+              StoreRowsText(classes);
       continue;
     }
     for (const ClassSpread* spread : classes) {
@@ -100,6 +116,7 @@ std::string RenderCompareTable(const std::vector<CompareRow>& rows) {
     }
     text += BuildsText(classes);
     text += BusyRowsText(classes);
+    text += StoreRowsText(classes);
   }
   return text;
 }

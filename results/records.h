@@ -377,6 +377,10 @@ struct RunFacts {
   std::optional<BackgroundFacts> background;
   // v17: the torch costs the native trials paid (workload.torch_costs auto); none: the native core's figures.
   std::optional<TorchCosts> torch_costs;
+  // v21: remote data: the store's probe before the baseline, as
+  // storage::ProbeJson writes it (kept as JSON: the results room does not
+  // depend on the storage room); empty: local data.
+  std::string store_probe_json;
 
   bool operator==(const RunFacts&) const = default;
 };

@@ -1,3 +1,4 @@
+#include "results/store_probe.h"
 #include "results/report.h"
 #include "results/node_report.h"
 
@@ -396,7 +397,9 @@ std::string RenderJson(const RunView& view) {
                  // The torch costs the native trials paid (docs/measurement.md#torch-costs): null before v17, or none.
                  {"torch_costs", run.facts.torch_costs ? Json(TorchCostsJson(*run.facts.torch_costs)) : Json(nullptr)},
                  // How the run ended, where that is worth saying (schema v19): null otherwise.
-                 {"end_note", OptionalString(run.end_note)}};
+                 {"end_note", OptionalString(run.end_note)},
+                 // Remote data: the store's probe before the baseline (docs/storage.md): null otherwise, before v21.
+                 {"store_probe", StoreProbeJson(run.facts.store_probe_json)}};
   // A `feedtune layout` run: its answer as stored (docs/layout.md), beside the keys every run has.
   if (const auto answer = LayoutAnswer(run)) out["layout"] = *answer;
   // A node run (sweep.ranks > 1): the formulas beside what they measured.
@@ -429,6 +432,7 @@ std::string RunHeaderText(const RunView& view) {
   text += "\n";
   // What the sweep warned of before its first trial (a busy box, a FUSE mount).
   for (const std::string& warning : run.facts.preflight) text += "warning:  " + warning + "\n";
+  if (const auto store = StoreProbeLine(run.facts.store_probe_json)) text += "store:    " + *store + "\n";
   if (run.facts.torch_costs) {
     text += "torch:    the native trials paid this host's torch costs (workload.torch_costs auto): " +
             TorchCostsLine(*run.facts.torch_costs) + "\n";

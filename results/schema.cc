@@ -426,6 +426,13 @@ ALTER TABLE repeats ADD COLUMN tree_cpu REAL;
 ALTER TABLE trials ADD COLUMN elapsed_s REAL;
 ALTER TABLE trials ADD COLUMN fetch_concurrency INTEGER NOT NULL DEFAULT 1;
 )sql",
+    // 20 -> 21: remote data (docs/storage.md): what the store looked like
+    // from this box before the baseline (first byte, MB/s per connection,
+    // objects/s by requests in flight, retries), so that `compare` can put
+    // machines side by side on the same bucket. NULL: local data, older runs.
+    R"sql(
+ALTER TABLE run_facts ADD COLUMN store_probe_json TEXT;
+)sql",
 };
 
 // `json` (an expression: runs.calibration_json, or one of these applied to

@@ -31,6 +31,7 @@ constexpr int kWindowTreeVersion = 20;    // each window's own CPU: repeats.tree
 constexpr int kTorchCostsVersion = 17;    // torch_costs per host; run_facts: the costs a run paid
 constexpr int kDemandVersion = 18;        // run_facts: the neighbours' demand the busy mark rests on
 constexpr int kRunOwnerVersion = 19;      // runs: the process running a run, and how a run ended
+constexpr int kStoreProbeVersion = 21;    // run_facts: what a remote store looked like from this box
 
 // The stored forms of the columns that hold a name or JSON. Reading is
 // tolerant on purpose: a damaged or newer value must not make a run unreadable.
@@ -457,6 +458,8 @@ inline constexpr RunFactColumn kRunFactColumns[] = {
     // v18: the neighbours' demand (BackgroundFacts::demand_cpu); NULL before.
     {"background_demand_cpu", "$.background.demand_cpu", kDemandVersion},
     {"background_demand_windows", "$.background.demand_windows", kDemandVersion},
+    // v21: remote data: the store's probe before the baseline (storage::ProbeJson); NULL: local data.
+    {"store_probe_json", "$.store_probe", kStoreProbeVersion},
 };
 
 // Where `column` stands in kRunFactColumns: ReadRunFacts reads a group's

@@ -113,6 +113,8 @@ RunFacts ReadRunFacts(const Statement& row, int first) {
     facts.background->demand_cpu = row.Optional<double>(c++).value_or(std::nan(""));
     facts.background->demand_windows = row.Optional<int>(c++).value_or(0);
   }
+  c = first + RunFactIndex("store_probe_json");
+  facts.store_probe_json = text();
   return facts;
 }
 
@@ -525,7 +527,7 @@ void Store::WriteRunFacts(int64_t run_id, const RunFacts& facts, const std::stri
                OrNull(bg, &G::median_cpu), OrNull(bg, &G::windows), OrNull(bg, &G::remeasured), OrNull(bg, &G::busy),
                facts.torch_costs ? std::optional<std::string>(TorchCostsJson(*facts.torch_costs).dump())
                                  : std::nullopt,
-               OrNull(bg, &G::demand_cpu), OrNull(bg, &G::demand_windows))
+               OrNull(bg, &G::demand_cpu), OrNull(bg, &G::demand_windows), NullIfEmpty(facts.store_probe_json))
       .Run();
 }
 

@@ -219,15 +219,19 @@ void RawExecSql(const std::string& path, const std::string& sql) {
 // a v18 file out of a fresh one.
 // What schema v20 added: each window's own CPU, each trial's end on the
 // search's clock, the torch costs' fixed stop and not-measured figures.
-std::string DropSinceV20() {
-  return "ALTER TABLE repeats DROP COLUMN tree_cpu; ALTER TABLE trials DROP COLUMN elapsed_s; "
+std::string DropSinceV21() { return "ALTER TABLE run_facts DROP COLUMN store_probe_json;"; }
+
+// run_facts: whether that table is still there to drop a column of (a
+// file older than v14 has none).
+std::string DropSinceV20(bool run_facts = true) {
+  return (run_facts ? DropSinceV21() : std::string()) + "ALTER TABLE repeats DROP COLUMN tree_cpu; ALTER TABLE trials DROP COLUMN elapsed_s; "
          "ALTER TABLE trials DROP COLUMN fetch_concurrency; "
          "ALTER TABLE torch_costs DROP COLUMN main_stop_fixed_s; "
          "ALTER TABLE torch_costs DROP COLUMN not_measured_json;";
 }
 
-std::string DropSinceV19() {
-  std::string sql = DropSinceV20();
+std::string DropSinceV19(bool run_facts = true) {
+  std::string sql = DropSinceV20(run_facts);
   for (const char* column : {"owner_hostname", "owner_boot_id", "owner_pid_namespace", "owner_pid",
                              "owner_start_ticks", "end_note"}) {
     sql += std::string("ALTER TABLE runs DROP COLUMN ") + column + ";";
@@ -240,7 +244,7 @@ std::string DropSinceV19() {
 // an older file out of a fresh one; the run_facts columns too when that
 // table stays.
 std::string DropSinceV16(bool run_facts) {
-  std::string sql = DropSinceV19() + "DROP TABLE torch_costs;";
+  std::string sql = DropSinceV19(run_facts) + "DROP TABLE torch_costs;";
   if (run_facts) {
     sql += "ALTER TABLE run_facts DROP COLUMN torch_costs_json;";
     for (const char* column : {"background_demand_cpu", "background_demand_windows"}) {
@@ -517,6 +521,32 @@ TEST_F(MigrationTest, AV19FileGainsTheWindowsTreeAndTheCostsNotMeasured) {
     EXPECT_DOUBLE_EQ(t.elapsed_s, 12.5);
     EXPECT_DOUBLE_EQ(t.repeat_rows[0].tree_cpu, 1.25);
   }
+}
+
+// Schema 20 -> 21: a v20 file: read-only, its runs read without a store
+// probe; upgraded, a run of remote data keeps its probe's JSON as written.
+TEST_F(MigrationTest, AV20FileGainsTheStoreProbe) {
+  { Store store = Store::Open(copy_); }
+  RawExecSql(copy_, DropSinceV21() + "PRAGMA user_version = 20;");
+  {
+    Store reader = Store::OpenReadOnly(copy_);
+    EXPECT_EQ(reader.schema_version(), 20);
+    const auto run = reader.LoadRun(1);
+    ASSERT_TRUE(run.has_value());
+    EXPECT_EQ(run->facts.store_probe_json, "");
+  }
+  Store store = Store::Open(copy_);
+  EXPECT_EQ(RawInt(copy_, "PRAGMA user_version"), Store::kSchemaVersion);
+  auto run = store.LoadRun(1);
+  ASSERT_TRUE(run.has_value());
+  EXPECT_EQ(run->facts.store_probe_json, "");
+  RunRecord next = *run;
+  next.uid.clear();
+  next.facts.store_probe_json = R"({"source":"s3://b/p/","first_byte_p50_s":0.021,"retries":0})";
+  next.id = store.BeginRun(next);
+  const auto again = store.LoadRun(next.id);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->facts.store_probe_json, next.facts.store_probe_json);
 }
 
 TEST_F(MigrationTest, ForeignApplicationIdIsRefusedAndUntouched) {

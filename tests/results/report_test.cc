@@ -112,8 +112,9 @@ TEST(RenderJsonTest, HasEveryDesignKeyWithValues) {
                                               "knee_kneedle", "safe_max_workers", "speedup_ci",
                                               "run_uid", "version", "calibration", "config_yaml",
                                               "safe_max_workers_basis", "verdict", "observed", "busy",
-                                              "background", "torch_costs", "end_note"}));
+                                              "background", "torch_costs", "end_note", "store_probe"}));
   EXPECT_TRUE(out["verdict"].is_null());  // a run without stage trials
+  EXPECT_TRUE(out["store_probe"].is_null());  // local data
   EXPECT_TRUE(out["end_note"].is_null());  // a run that ended as its status says
   EXPECT_TRUE(out["torch_costs"].is_null());  // a run that paid none
   EXPECT_TRUE(out["busy"].is_null());        // a run that measured no other processes' CPU

@@ -159,6 +159,16 @@ TEST_F(RemoteCli, TheSweepTunesRequestsInFlightBeforeTheWorkers) {
   }
   EXPECT_TRUE(kept) << report.out;
   EXPECT_GT(j["best"]["config"].value("fetch_concurrency", 1), 1) << j["best"].dump();
+  // The store as this box saw it before the baseline, kept with the run.
+  EXPECT_NE(sweep.err.find("the store from this box"), std::string::npos) << sweep.err;
+  ASSERT_TRUE(j["store_probe"].is_object()) << report.out;
+  EXPECT_EQ(j["store_probe"]["source"], "s3://feedtune/train/");
+  EXPECT_GE(j["store_probe"]["first_byte_p50_s"].get<double>(), 0.075) << "the injector's 100 ms";
+  const CliResult text = Run("report --db " + db);
+  EXPECT_NE(text.out.find("store:    s3://feedtune/train/: first byte p50 "), std::string::npos) << text.out;
+  const CliResult compare = Run("compare --db " + db);
+  ASSERT_EQ(compare.code, 0) << compare.err;
+  EXPECT_NE(compare.out.find("the store from each host"), std::string::npos) << compare.out;
   const CliResult exported = Run("export --db " + db + " --format env");
   EXPECT_NE(exported.out.find("FEEDTUNE_FETCH_CONCURRENCY="), std::string::npos) << exported.out;
 }

@@ -15,6 +15,8 @@
 #include "results/report.h"
 #include "results/store.h"
 #include "results/units.h"
+#include "storage/object_client.h"
+#include "storage/probe.h"
 #include "tuner/search/budget.h"
 #include "tuner/cli/cli_util.h"
 #include "tuner/cli/torch_costs_probe.h"
@@ -120,6 +122,7 @@ struct SweepSession {
   results::Fingerprint machine;
   int ranks = 1;
   std::vector<std::string> preflight;
+  std::string store_probe_json;  // remote data: ProbeRemoteStore's figures (RunFacts::store_probe_json)
   std::unique_ptr<device::Device> device;
   std::unique_ptr<tuner::TrialMeasurer> measurer;
   std::optional<tuner::SweepSeed> seed;
@@ -275,6 +278,29 @@ void CheckAttachable(SweepSession& s) {
   s.attached = true;
 }
 
+// Remote data (docs/storage.md#the-probe): what the store looks like from
+// this box, said before the baseline and stored with the run, so that the
+// report shows it and `compare` puts machines side by side on the same
+// bucket. kProbeSeconds bounds it; the dataset opened already, so a probe
+// the store refuses is a warning, not a failed sweep.
+constexpr double kProbeSeconds = 2;
+
+void ProbeRemoteStore(SweepSession& s, tuner::Progress& progress) {
+  const std::string& path = s.config.workload.files.path;
+  if (!storage::IsRemote(path)) return;
+  try {
+    storage::ObjectClient client(storage::ParseLocation(path), storage::ResolveAwsConfig(storage::ProcessEnvironment()));
+    storage::ProbeOptions options;
+    options.budget_s = kProbeSeconds;
+    const storage::ProbeResult probe = storage::ProbeStore(client, options);
+    s.store_probe_json = storage::ProbeJson(probe).dump();
+    progress.Note("feedtune: the store from this box (stored with the run; `feedtune inspect " + path +
+                  "` measures it alone):\n" + storage::ProbeText(probe));
+  } catch (const std::exception& e) {
+    s.preflight.push_back("the store's probe failed, so the run keeps no figures of it: " + std::string(e.what()));
+  }
+}
+
 // The workload, the machine, the preflight, the device and the measurer, in
 // that order (tuner/measure/measurer_factory.h says why), then the seed.
 void BuildSetup(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progress& progress, SweepSession& s) {
@@ -343,6 +369,7 @@ void BuildSetup(const SweepArgs& a, const std::atomic<bool>& stop, tuner::Progre
   if (const std::string note = workloads::NetworkFileSystemNote(s.config.workload.files.path); !note.empty()) {
     s.preflight.push_back(note);  // stored with the run: the report says it
   }
+  if (!a.resuming) ProbeRemoteStore(s, progress);
   if (s.workload.dataset && s.workload.dataset->num_shards() > 0) {
     const int ranks = std::max(s.ranks, 1);
     s.shards_warning = workloads::FewShardsWarning(s.workload.dataset->num_shards(), ranks,
@@ -432,6 +459,7 @@ void BeginRun(const SweepArgs& a, SweepSession& s, tuner::Progress& progress) {
   run.facts.torch_costs = s.workload.torch_costs;
   if (s.torch_costs_measured && s.workload.torch_costs) StoreTorchCosts(*s.store, *s.workload.torch_costs);
   run.facts.preflight = s.preflight;
+  run.facts.store_probe_json = s.store_probe_json;
   run.id = s.store->BeginRun(run);
 }
 
