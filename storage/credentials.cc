@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "storage/location.h"
+
 extern char** environ;
 
 namespace feedtune::storage {

@@ -1803,6 +1803,37 @@ TEST(Seeded, AKneeAtTheSeedsOwnIsNotBisectedAgain) {
   EXPECT_NE(std::find(unseeded.seen.begin(), unseeded.seen.end(), "num_workers 6"), unseeded.seen.end());
 }
 
+// Remote data where memory caps the workers (64 MiB each against 0.5 x 512
+// MiB): the workers phase says what requests in flight give instead of the
+// workers the budget refused.
+TEST(Search, RemoteDataCappedByMemorySaysWhatRequestsInFlightGiveInstead) {
+  ScriptedMeasurer inner([](const loader::Knobs& k, const TrialPlan&, int) {
+    return 10.0 * k.fetch_concurrency * std::max(1, k.num_workers);  // the round trip binds, every way
+  });
+  BudgetFacts facts;
+  facts.mem_available_bytes = int64_t{512} << 20;
+  facts.batch_bytes = 1 << 20;
+  Budget budget(facts, BudgetOptions{});
+  TrialRecord base;
+  base.status = results::TrialStatus::kOk;
+  base.peak_rss_bytes = 64 << 20;
+  budget.Observe(base);
+  BudgetGate gate(budget, inner);
+  SearchSetup setup;
+  setup.max_workers = 64;
+  setup.remote_reads = true;
+  const SearchRun r = RunOn(gate, {}, setup);
+  const PhaseDecision* workers = Phase(r, "num_workers");
+  ASSERT_NE(workers, nullptr);
+  EXPECT_NE(workers->why.find(": over a budget (memory budget: needs about"), std::string::npos) << workers->why;
+  EXPECT_NE(workers->why.find("requests in flight per worker give them without a process each"), std::string::npos)
+      << workers->why;
+  // batch_size 64 (the knobs' default) caps the doubling at 64: at the cap already.
+  EXPECT_EQ(Best(r).knobs.fetch_concurrency, 64);
+  EXPECT_NE(workers->why.find("fetch_concurrency is at the batch size, 64, already"), std::string::npos)
+      << workers->why;
+}
+
 }  // namespace
 }  // namespace feedtune::tuner
 

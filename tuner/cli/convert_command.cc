@@ -12,6 +12,7 @@
 
 #include "layout/convert.h"
 #include "layout/source.h"
+#include "results/units.h"
 #include "tuner/cli/cli_util.h"
 #include "workloads/format_io.h"
 #include "workloads/shard_format.h"
@@ -229,11 +230,13 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
                  workloads::FormatMegabytes(estimate).c_str(),
                  free_bytes >= 0 ? workloads::FormatMegabytes(static_cast<double>(free_bytes)).c_str() : "unknown");
   }
-  if (free_bytes >= 0 && estimate > static_cast<double>(free_bytes) * 0.95) {
+  if (!layout::FitsInFreeSpace(estimate, free_bytes)) {
     return UsageError("convert", "DST " + dst + ": about " + workloads::FormatMegabytes(estimate) +
                                      " to write, but only " +
                                      workloads::FormatMegabytes(static_cast<double>(free_bytes)) +
-                                     " free on that file system; free some space or choose another place");
+                                     " free on that file system (a write plans on at most " +
+                                     results::Format("%.0f%%", layout::kUsableFreeFraction * 100) +
+                                     " of it); free some space or choose another place");
   }
 
   ConvertProgressLine line(quiet);

@@ -290,6 +290,14 @@ ColdDoubling MeasureCold(const LayoutRequest& r, const std::string& config, cons
 }
 
 
+// The sample's sizing: at least kFewestSampled samples (a smaller dataset
+// whole); each candidate's files take about kCandidateBytesPerByte of the
+// sample's bytes (an index, tar headers and padding, a format's own
+// overhead), and decoded pixels kPixelsBytesPerByte of theirs.
+constexpr int64_t kFewestSampled = 64;
+constexpr double kCandidateBytesPerByte = 1.5;
+constexpr double kPixelsBytesPerByte = 1.1;
+
 int64_t SampleBudgetBytes(const LayoutRequest& r) {
   if (r.sample_mb > 0) return r.sample_mb * 1'000'000;
   const int64_t memory = results::ReadFingerprint().mem_total_bytes;
@@ -500,13 +508,16 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
   const double mean = static_cast<double>(source->total_bytes()) / static_cast<double>(source->size());
   const int64_t budget = SampleBudgetBytes(r);
   const int64_t count = std::clamp<int64_t>(static_cast<int64_t>(static_cast<double>(budget) / std::max(1.0, mean)),
-                                            std::min<int64_t>(source->size(), 64), source->size());
+                                            std::min<int64_t>(source->size(), kFewestSampled), source->size());
   const auto sample = layout::SubsetOf(*source, layout::SpreadIndices(source->size(), count));
   const auto candidates = layout::PlanCandidates(*source, r.path, r.scratch, r.decode_images);
-  double need = static_cast<double>(sample->total_bytes()) * 1.5 * static_cast<double>(candidates.size());
-  if (r.decode_images) need += 1.1 * static_cast<double>(layout::DecodedPixelsOf(*sample)->total_bytes());
+  double need =
+      static_cast<double>(sample->total_bytes()) * kCandidateBytesPerByte * static_cast<double>(candidates.size());
+  if (r.decode_images) {
+    need += kPixelsBytesPerByte * static_cast<double>(layout::DecodedPixelsOf(*sample)->total_bytes());
+  }
   const int64_t free_bytes = workloads::FreeBytesFor(r.scratch);
-  if (free_bytes >= 0 && need > static_cast<double>(free_bytes) * 0.9) {
+  if (!layout::FitsInFreeSpace(need, free_bytes)) {
     return UsageError("layout", "--scratch " + r.scratch + ": the candidates take about " +
                                     workloads::FormatMegabytes(need) + ", but only " +
                                     workloads::FormatMegabytes(static_cast<double>(free_bytes)) +

@@ -67,4 +67,28 @@ void FetchPhase(SearchState& state) {
                      "its own RSS)");
 }
 
+std::string FetchInsteadOfWorkers(const SearchState& state, const TrialRecord& skipped) {
+  if (!state.setup().remote_reads) return "";
+  const int in_flight = state.knobs().fetch_concurrency;
+  const int cap = std::min(kMaxFetchConcurrency, state.knobs().batch_size);
+  // The skip's own words say what the workers would need ("memory budget: needs about ...").
+  std::string text = " (" + skipped.error.value_or("a budget") + ")";
+  text += "; on remote data the workers' requests in flight are what the round trip needs, and requests in flight "
+          "per worker give them without a process each: a connection's buffers, not a worker's RSS";
+  bool more_tried = false;  // the fetch phase measured more in flight and kept none of it
+  for (const TrialRecord& t : state.trials()) {
+    more_tried = more_tried || (t.phase == "fetch_concurrency" && t.knobs.fetch_concurrency > in_flight);
+  }
+  if (more_tried) {
+    return text + " (fetch_concurrency " + std::to_string(in_flight) +
+           ": more in flight gained nothing, so the store or this box's CPUs bind before the requests do)";
+  }
+  if (in_flight < cap) {
+    return text + " (fetch_concurrency " + std::to_string(in_flight) + " now; up to " + std::to_string(cap) +
+           ", the batch size, overlap a worker's batch)";
+  }
+  return text + " (fetch_concurrency is at the batch size, " + std::to_string(cap) +
+         ", already: a larger batch holds more in flight per worker)";
+}
+
 }  // namespace feedtune::tuner::search_internal

@@ -114,6 +114,10 @@ void ConfirmSeed(SearchState& state, const TrialPlan& seeded_plan);  // in place
 
 // tuner/search/fetch.cc: requests in flight per worker, for remote data.
 void FetchPhase(SearchState& state);
+// Remote data whose worker doubling a budget stopped (memory): what more
+// workers would have cost and what requests in flight give instead, for the
+// workers phase's text; "" for local data (tuner/search/fetch.cc).
+std::string FetchInsteadOfWorkers(const SearchState& state, const TrialRecord& skipped);
 
 // tuner/search/prefetch.cc: `plan` is PlanAgainstCurrent's; returns its small gain.
 std::optional<SmallGain> PrefetchPhase(SearchState& state, const TrialPlan& plan);

@@ -143,7 +143,8 @@ std::string Doubling(SearchState& state, std::vector<CurvePoint>& curve, int64_t
     if (t.status != TrialStatus::kOk) {
       state.DecideFailed(index);
       stop = "stopped at " + WorkersText(workers) +
-             (t.status == TrialStatus::kSkipped ? ": over a budget" : ": the trial failed");
+             (t.status == TrialStatus::kSkipped ? ": over a budget" + FetchInsteadOfWorkers(state, t)
+                                                : ": the trial failed");
       break;
     }
     curve.emplace_back(workers, index);
