@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "results/units.h"
 #include "tests/common/process_tree.h"
 #include "tests/reliability/harness.h"
@@ -84,6 +86,15 @@ TEST(TrialBudget, OverTheMemoryBudgetIsRefusedWithTheArithmetic) {
       << r.err;
   EXPECT_LT(r.wall_s, Generous(Seconds(1)).count());
   std::printf("[ figures  ] refused in %.2f s: %s", r.wall_s, r.err.c_str());
+
+  // With --json the refusal is data as well: what a caller (`feedtune layout`) reads instead of the prose.
+  args.push_back("--json");
+  const ChildResult as_json = RunFeedtune(args, Generous(Seconds(30)));
+  EXPECT_EQ(as_json.exit_code, 2) << as_json.err;
+  const nlohmann::json j = nlohmann::json::parse(as_json.out);
+  EXPECT_EQ(j["status"], "refused");
+  EXPECT_EQ(j["refused_by"], "budget");
+  EXPECT_EQ(j["error"].get<std::string>().rfind("memory budget: needs about ", 0), 0u) << as_json.out;
 }
 
 // `diagnose` checks once before its stage trials: none runs more slots or

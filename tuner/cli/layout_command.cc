@@ -159,19 +159,15 @@ TrialOutcome RunTrialOf(const LayoutRequest& r, const std::string& config, int w
   std::string out;
   const int code = RunCapturing(argv, &out, err_path);
   TrialOutcome t;
-  std::string err;
-  {
-    std::ifstream in(err_path);
-    err.assign(std::istreambuf_iterator<char>(in), {});
-  }
-  for (size_t at = 0; at < err.size();) {
-    const size_t end = std::min(err.find('\n', at), err.size());
-    const std::string line = err.substr(at, end - at);
-    if (line.find("stayed resident") != std::string::npos) t.cache_note = line.substr(line.find("cache cold"));
-    at = end + 1;
-  }
   try {
     const auto j = nlohmann::json::parse(out);
+    // The child's outcome as its JSON says it: refused by a budget, its note on the data's cache.
+    if (j.value("status", "") == "refused") {
+      t.over_budget = j.value("refused_by", "") == "budget";
+      t.error = j.value("error", "refused");
+      return t;
+    }
+    if (j.contains("warning") && j["warning"].is_string()) t.cache_note = j["warning"].get<std::string>();
     t.record = RecordOf(j, workers);
     if (j.at("status") == "ok") {
       t.ok = true;
@@ -181,7 +177,12 @@ TrialOutcome RunTrialOf(const LayoutRequest& r, const std::string& config, int w
     }
     t.error = j.value("error", nlohmann::json("failed")).is_string() ? j.at("error").get<std::string>() : "failed";
   } catch (const std::exception&) {
-    t.over_budget = code == kExitUsage && err.find("budget") != std::string::npos;
+    // No JSON: the child failed before measuring; its last words say why.
+    std::string err;
+    {
+      std::ifstream in(err_path);
+      err.assign(std::istreambuf_iterator<char>(in), {});
+    }
     const size_t cut = err.rfind("feedtune");
     t.error = "exit " + std::to_string(code) + (cut != std::string::npos ? ": " + err.substr(cut) : "");
     while (!t.error.empty() && t.error.back() == '\n') t.error.pop_back();

@@ -49,7 +49,7 @@ std::vector<results::TrialRecord> StoredTrials(const std::string& db_path, const
 }  // namespace
 
 bool SettingFitsBudgets(const Session& session, const loader::Knobs& knobs, const std::string& db_path, bool force,
-                        const std::string& command, int* exit_code) {
+                        const std::string& command, int* exit_code, std::string* refusal) {
   const tuner::SweepConfig& config = session.config;
   const results::Fingerprint machine = MachineFingerprint("");
   const loader::Dataset* dataset = session.workload.dataset.get();
@@ -77,6 +77,7 @@ bool SettingFitsBudgets(const Session& session, const loader::Knobs& knobs, cons
             << ". Lower prefetch_factor, num_workers or batch_size (--set loader.num_workers=N), "
                "or pass --force to run it anyway\n";
   *exit_code = kExitUsage;
+  if (refusal != nullptr) *refusal = check.refusal;
   return false;
 }
 

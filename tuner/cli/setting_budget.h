@@ -18,9 +18,10 @@ namespace feedtune::cli {
 // estimate it states. Prints a note for a budget it cannot apply. Returns
 // true when the setting may run: it fits, or `force` (said on stderr);
 // otherwise prints the refusal with the arithmetic and the fix, and sets
-// `*exit_code` to kExitUsage.
+// `*exit_code` to kExitUsage, and `*refusal` (when given) to the refusal's
+// arithmetic, for a caller that reports it as data (`trial --json`).
 bool SettingFitsBudgets(const Session& session, const loader::Knobs& knobs, const std::string& db_path, bool force,
-                        const std::string& command, int* exit_code);
+                        const std::string& command, int* exit_code, std::string* refusal = nullptr);
 
 // Runs `body` in a child process and returns its exit code, so that a
 // SIGKILL of the measuring process (the kernel's OOM killer picks the

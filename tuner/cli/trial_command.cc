@@ -144,7 +144,13 @@ int MeasureTrial(const po::variables_map& vm, const std::string& config_path, co
 
   loader::Knobs knobs = session->config.loader.knobs;
   knobs.cpu_binding = tuner::StartBinding(session->config.sweep.cpu_binding);
-  if (!SettingFitsBudgets(*session, knobs, db_path, vm.count("force") > 0, "trial", &code)) return code;
+  std::string refusal;
+  if (!SettingFitsBudgets(*session, knobs, db_path, vm.count("force") > 0, "trial", &code, &refusal)) {
+    // As data too, for a caller that runs trials (`feedtune layout`): no prose to parse.
+    if (vm.count("json")) std::cout << nlohmann::ordered_json{{"status", "refused"}, {"refused_by", "budget"},
+                                                              {"error", refusal}}.dump() << "\n";
+    return code;
+  }
   const auto measurer = tuner::MakeMeasurer(session->config, session->workload, *session->device, &stop);
   tuner::TrialMeasurer& runner = *measurer;
   results::TrialRecord t;
@@ -169,7 +175,11 @@ int MeasureTrial(const po::variables_map& vm, const std::string& config_path, co
               << trace.events.size() << " spans) in " << trace_path << "; open it in https://ui.perfetto.dev\n";
   }
   if (vm.count("json")) {
-    std::cout << TrialJson(t, session->device->backend_name()).dump() << "\n";
+    nlohmann::ordered_json j = TrialJson(t, session->device->backend_name());
+    // What the measurer said about the trial's data (cache cold's eviction and what stayed resident): null when nothing.
+    j["warning"] = runner.last_warning().empty() ? nlohmann::ordered_json(nullptr)
+                                                 : nlohmann::ordered_json(runner.last_warning());
+    std::cout << j.dump() << "\n";
   } else if (t.status == results::TrialStatus::kOk) {
     PrintTrialText(t, session->device->backend_name());
   }
