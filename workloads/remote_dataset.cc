@@ -71,11 +71,15 @@ void RemoteDataset::InitWorker(int /*worker_id*/) const {
   client_.Get();  // the worker's own connections, before its first batch
 }
 
+int64_t ReadOneThroughReadMany(const loader::Dataset& dataset, int64_t index, std::span<std::byte> out) {
+  const int64_t indices[1] = {index};
+  int64_t bytes = 0;
+  dataset.ReadMany(indices, out, static_cast<int64_t>(out.size()), 1, std::span<int64_t>(&bytes, 1));
+  return bytes;
+}
+
 int64_t RemoteDataset::Read(int64_t index, std::span<std::byte> out) const {
-  const int64_t bytes[1] = {index};
-  int64_t size = 0;
-  ReadMany(bytes, out, static_cast<int64_t>(out.size()), 1, std::span<int64_t>(&size, 1));
-  return size;
+  return ReadOneThroughReadMany(*this, index, out);
 }
 
 void RemoteDataset::ReadMany(std::span<const int64_t> indices, std::span<std::byte> slot, int64_t stride,

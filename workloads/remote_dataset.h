@@ -75,6 +75,9 @@ class RemoteDataset final : public loader::Dataset {
 
 // Whether `path` names remote data (s3://, http://, https://).
 bool IsRemotePath(const std::string& path);
+// Read() of a remote dataset: sample `index` as a batch of one through its
+// ReadMany (one request in flight), so one path fetches every sample.
+int64_t ReadOneThroughReadMany(const loader::Dataset& dataset, int64_t index, std::span<std::byte> out);
 // The location a remote dataset of `kind` reads `files` from: kind files
 // (RemoteDataset: an s3:// prefix, one object per sample, layout files) or
 // tar (RemoteTarDataset: an s3:// prefix of shards or an http(s) URL of one).

@@ -163,10 +163,7 @@ void RemoteTarDataset::ThrowCutShort(int64_t index, size_t got) const {
 }
 
 int64_t RemoteTarDataset::Read(int64_t index, std::span<std::byte> out) const {
-  const int64_t indices[1] = {index};
-  int64_t bytes = 0;
-  ReadMany(indices, out, static_cast<int64_t>(out.size()), 1, std::span<int64_t>(&bytes, 1));
-  return bytes;
+  return ReadOneThroughReadMany(*this, index, out);
 }
 
 void RemoteTarDataset::ReadMany(std::span<const int64_t> indices, std::span<std::byte> slot, int64_t stride,
