@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -58,7 +59,10 @@ TEST(TorchCostDatasetTest, TheConsumerPaysTheInProcessCostsAndReadsTheInnerSampl
 // bursts: one burn per sample, and a getpid per sample, cost more CPU than
 // the model asked (9.8 ms for these 4 on a 2-CPU VM). The loop's own cost,
 // the reads and the bookkeeping, is measured beside it with no costs asked
-// and taken off: under ThreadSanitizer at -O0 it is 0.8-1.6 ms.
+// and taken off. Under ThreadSanitizer at -O0 the loop alone took 0.8-2.8 ms
+// on a busy box, so one loop measured once and subtracted from one paying
+// run was noise of a millisecond: the two are interleaved over rounds and
+// the best of each taken, the round least disturbed.
 TEST(TorchCostDatasetTest, MicrosecondCostsAddUpToWhatWasAsked) {
   results::TorchCosts c;
   c.in_process_sample_s = 1e-6;
@@ -71,8 +75,13 @@ TEST(TorchCostDatasetTest, MicrosecondCostsAddUpToWhatWasAsked) {
       for (int i = 0; i < 4000; ++i) d.Read(i % 8, out);
     });
   };
-  const double loop_ms = read_4000(costless);
-  const double ms = read_4000(paying) - loop_ms;
+  double loop_ms = 1e9;
+  double paying_ms = 1e9;
+  for (int round = 0; round < 5; ++round) {
+    loop_ms = std::min(loop_ms, read_4000(costless));
+    paying_ms = std::min(paying_ms, read_4000(paying));
+  }
+  const double ms = paying_ms - loop_ms;
   EXPECT_GE(ms, 3.5) << "4 ms asked (less what the last sample still owes, under 0.1 ms); the loop alone took "
                      << loop_ms << " ms";
   EXPECT_LT(ms, 6.0) << "4 ms asked: the rest is the burns' own clock reads; the loop alone took " << loop_ms
