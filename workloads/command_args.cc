@@ -43,6 +43,7 @@ std::vector<std::pair<std::string, std::string>> PlaceholderValues(const Command
           {"batch_size", std::to_string(k.batch_size)},
           // "default" = the interpreter's: the probe then passes no context.
           {"multiprocessing_context", loader::StartMethodName(k.multiprocessing_context)},
+          {"fetch_concurrency", std::to_string(k.fetch_concurrency)},
           {"measure_seconds", Real(c.measure_seconds)},
           {"warmup_batches", std::to_string(c.warmup_batches)},
           {"step_us", std::to_string(c.step_us)},

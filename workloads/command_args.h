@@ -30,12 +30,12 @@ struct CommandContext {
 };
 
 // The per-trial knobs first (kKnobPlaceholders of them), then the sweep's settings.
-inline constexpr std::array<std::string_view, 13> kPlaceholders = {
+inline constexpr std::array<std::string_view, 14> kPlaceholders = {
     "num_workers",     "pin_memory",      "non_blocking",   "prefetch_factor", "persistent_workers",
-    "batch_size",      "multiprocessing_context",
+    "batch_size",      "multiprocessing_context",           "fetch_concurrency",
     "measure_seconds", "warmup_batches", "step_us",         "sync_every_steps",
     "rank",            "world_size"};
-inline constexpr size_t kKnobPlaceholders = 7;
+inline constexpr size_t kKnobPlaceholders = 8;
 
 // (placeholder name, value), in kPlaceholders order.
 std::vector<std::pair<std::string, std::string>> PlaceholderValues(const CommandContext& context);

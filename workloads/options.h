@@ -146,6 +146,11 @@ struct CommandOptions {
   std::vector<std::string> argv;  // placeholders {num_workers} ... substituted per trial (run)
   double timeout_s = 300;         // per run of the command (run), per trial (serve)
   CommandProtocol protocol = CommandProtocol::kRun;
+  // The command's dataset reads an object store with requests in flight it
+  // can set (feedtune.data.open("s3://...") takes fetch_concurrency): the
+  // sweep tunes fetch_concurrency with num_workers, as for a remote dataset
+  // of its own (tuner/search/fetch.cc), and sends it with each trial.
+  bool remote_reads = false;
 };
 
 struct WorkloadOptions {

@@ -314,6 +314,11 @@ class ConvertedDataset(Dataset):
     def __len__(self):
         return len(self._reader.index)
 
+    @property
+    def reads_remote(self):
+        """Whether samples come from a store (fetch_concurrency then matters; autotune tunes it)."""
+        return self._reader.store is not None
+
     def source_index(self, i):
         """Which sample of the source sample i is (they differ only past a sample convert skipped)."""
         return int(self._reader.index[i]["source"])

@@ -76,6 +76,12 @@ def loader_kwargs_for(setup, t, stage):
 def build_loader(setup, t, stage):
     """The trial's new DataLoader (new workers, as a training job makes them)."""
     kwargs, sampler, counters = loader_kwargs_for(setup, t, stage)
+    if t.get("fetch_concurrency") and hasattr(setup.dataset, "fetch_concurrency"):
+        # A dataset on a store (feedtune.data.open("s3://...")): its requests
+        # in flight per process, read by the workers as they start. A
+        # map-style one fetches a batch together only where torch hands it
+        # the batch (torch 2's __getitems__); a stream's windows ahead always.
+        setup.dataset.fetch_concurrency = t["fetch_concurrency"]
     dataset = workers.free_samples(setup.dataset, setup.iterable) if stage == "transport" else setup.dataset
     if counters is not None:
         dataset = workers.instrument(dataset, counters)

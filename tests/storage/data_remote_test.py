@@ -148,6 +148,36 @@ class DataOnAStore(unittest.TestCase):
         self.assertLess(one, 34)
         self.assertGreater(sixteen, 3 * one, "1 in flight: %.0f/s, 16: %.0f/s" % (one, sixteen))
 
+    def test_autotune_tunes_requests_in_flight_with_the_workers(self):
+        """feedtune.autotune over a plain DataLoader of data.open("s3://..."):
+        the search tries fetch_concurrency above 1 (the fetch phase), every
+        epoch yields every sample once, and the decision line gives the
+        requests in flight."""
+        import sqlite3
+        from feedtune import autotune
+        run(RIG, "set", "--dir", self.rig, "--latency-ms", "20")
+        self.addCleanup(run, RIG, "set", "--dir", self.rig, "--latency-ms", "0")
+        loader = DataLoader(data.open("s3://feedtune/ds/tar"), batch_size=5, shuffle=True, collate_fn=as_list)
+        results = self.p("job.db")
+        tuned = autotune(loader, results=results, budget_s=8.0, feedtune_bin=BINARY, verbose=False)
+        want = sorted(self.want)
+        try:
+            after = 0
+            for _ in range(100):
+                self.assertEqual(sorted(item for batch in tuned for item in batch), want)
+                if tuned.phase != "tuning":
+                    after += 1
+                    if after == 2:
+                        break
+            self.assertEqual(tuned.phase, "tuned", tuned.decision)
+        finally:
+            tuned.close()
+        self.assertRegex(tuned.decision, r"fetch_concurrency=\d+ \(\d+ reading process(es)? x \d+ requests in "
+                                         r"flight = \d+\)")
+        with sqlite3.connect(results) as db:
+            tried = sorted({row[0] for row in db.execute("SELECT fetch_concurrency FROM trials")})
+        self.assertGreater(tried[-1], 1, "the trials' fetch_concurrency: %s" % tried)
+
     def test_errors_name_the_object_and_the_cause(self):
         with self.assertRaises(data.DataError) as e:
             data.open("s3://feedtune/ds/none")

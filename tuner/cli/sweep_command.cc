@@ -523,7 +523,9 @@ tuner::SearchSetup MakeSearchSetup(const SweepSession& s) {
     setup.default_start_method = tuner::DefaultStartMethod(s.python->facts);
   }
   // Remote data (an object store): the fetch_concurrency phase (search.h).
-  setup.remote_reads = s.workload.dataset && s.workload.dataset->reads_concurrently();
+  setup.remote_reads = (s.workload.dataset && s.workload.dataset->reads_concurrently()) ||
+                       (s.config.workload.kind == workloads::WorkloadKind::kCommand &&
+                        s.config.workload.command.remote_reads);
   return setup;
 }
 

@@ -271,6 +271,8 @@ constexpr Key kKeyTable[] = {
          static_cast<int>(workloads::CommandProtocol::kServe) + 1,
          &EnumName<workloads::CommandProtocol, &workloads::CommandProtocolName>),
      kCommandOnly},
+    // The command reads an object store and takes fetch_concurrency per trial.
+    {"workload.remote_reads", Hashed::kIfSet, Bool<kWorkload, kCommand, &Command::remote_reads>(), kCommandOnly},
     // synthetic (and, for the per-sample cost, files).
     {"workload.samples", Hashed::kYes,
      Int<kWorkload, kSynthetic, &Synthetic::samples>(1, 1'000'000'000), kSyntheticOnly},

@@ -283,6 +283,19 @@ void Parser::CheckCrossKey(const SweepConfig& config) const {
                      "expected workload.argv, the command to run, when workload.kind is "
                      "command, got none");
   }
+  // A run command takes each trial's requests in flight on its command line;
+  // one that does not would be measured at one setting under many names.
+  if (kind == WorkloadKind::kCommand && config.workload.command.remote_reads &&
+      config.workload.command.protocol == workloads::CommandProtocol::kRun) {
+    const auto& argv = config.workload.command.argv;
+    if (std::none_of(argv.begin(), argv.end(),
+                     [](const std::string& a) { return a.find("{fetch_concurrency}") != std::string::npos; })) {
+      FailAtFirstGiven({"workload.remote_reads"},
+                       "expected {fetch_concurrency} in workload.argv when workload.remote_reads is true and "
+                       "workload.protocol is run (each trial's requests in flight reach the command there), got "
+                       "none; add it where the command takes it, or use workload.protocol: serve");
+    }
+  }
   if (kind == WorkloadKind::kCommand &&
       config.workload.command.protocol == workloads::CommandProtocol::kServe) {
     CheckServeArgv(config.workload.command.argv);

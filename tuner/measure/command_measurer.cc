@@ -518,6 +518,9 @@ results::TrialRecord CommandMeasurer::MeasureServed(const loader::Knobs& knobs, 
   // A serving command was started once, so its thread count comes per trial:
   // the probe calls torch.set_num_threads with it (docs/command-protocol.md).
   if (knobs.worker_threads > 0) request["worker_threads"] = knobs.worker_threads;
+  // Requests in flight per process, for a command that reads an object store
+  // (workload.remote_reads); left out otherwise, as for a command that predates it.
+  if (config_.workload.command.remote_reads) request["fetch_concurrency"] = knobs.fetch_concurrency;
   // The workers' start method; left out for the interpreter's default, so a
   // serving command that predates the knob reads the request as before.
   if (knobs.multiprocessing_context != loader::StartMethod::kDefault) {

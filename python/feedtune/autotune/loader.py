@@ -43,9 +43,16 @@ class AutotunedLoader(_Tuning, _Answer, _Delivery):
                 "(each worker reads its own shards through get_worker_info()), so no setting can be tried without "
                 "changing which samples come when; tune it outside the job with `feedtune sweep` and a tune.py "
                 "that calls feedtune.serve (docs/python.md), then take the answer with feedtune.loader_kwargs")
-        if loader.batch_sampler is None:
+        # The batches: the batch_sampler's, or (feedtune.data.batch_fetch:
+        # batch_size=None over a BatchSampler) the sampler's own batches.
+        if loader.batch_sampler is not None:
+            self._batches = loader.batch_sampler
+        elif isinstance(loader.sampler, torch.utils.data.BatchSampler):
+            self._batches = loader.sampler
+        else:
             raise AutotuneError("feedtune.autotune: the DataLoader has batch_size=None (no automatic batching); "
                                 "give it a batch_size or a batch_sampler")
+        self._batch_size = getattr(self._batches, "batch_size", None) or loader.batch_size or 1
         self._user = loader
         self._results = os.fspath(results) if results else os.path.join(tempfile.gettempdir(), "feedtune-autotune.db")
         self._config = config or "autotune"
@@ -58,6 +65,11 @@ class AutotunedLoader(_Tuning, _Answer, _Delivery):
             self._own["prefetch_factor"] = 2
             self._own["persistent_workers"] = False
         self._own["multiprocessing_context"] = loader.multiprocessing_context
+        # A dataset that reads an object store with requests in flight it can
+        # set (feedtune.data.open("s3://...")): fetch_concurrency is tuned too.
+        self._remote = bool(getattr(loader.dataset, "reads_remote", False))
+        if self._remote:
+            self._own["fetch_concurrency"] = int(loader.dataset.fetch_concurrency)
         self._non_blocking = False
         self._settings = self._own
         self.phase = "tuning"
@@ -102,6 +114,8 @@ class AutotunedLoader(_Tuning, _Answer, _Delivery):
             s.pop("persistent_workers", None)
         if s.get("multiprocessing_context") is None:
             s.pop("multiprocessing_context", None)
+        if s.get("fetch_concurrency") is None:
+            s.pop("fetch_concurrency", None)  # not a DataLoader argument: the dataset's (ds.fetch_concurrency)
         s["non_blocking"] = self._non_blocking
         return s
 

@@ -51,7 +51,7 @@ class _Delivery:
         if self._epochs == 0 or not (user.persistent_workers and user.num_workers > 0):
             self._torch.empty((), dtype=self._torch.int64).random_(generator=user.generator)
         self._epochs += 1
-        return [list(b) for b in user.batch_sampler]
+        return [list(b) for b in self._batches]
 
     def _make_loader(self, knobs):
         torch = self._torch
@@ -62,10 +62,28 @@ class _Delivery:
             kwargs.update(prefetch_factor=knobs["prefetch_factor"], persistent_workers=knobs["persistent_workers"])
             if knobs.get("multiprocessing_context"):
                 kwargs["multiprocessing_context"] = knobs["multiprocessing_context"]
+        if self._remote:  # the dataset's requests in flight, read by its workers as they start
+            user.dataset.fetch_concurrency = knobs.get("fetch_concurrency") or self._own["fetch_concurrency"]
         feed = _Feed()
-        loader = torch.utils.data.DataLoader(user.dataset, batch_sampler=feed, generator=self._seeds, **kwargs)
+        if self._batch_fetch():
+            # The dataset is handed each batch whole (torch 1.13 fetches a
+            # map-style batch a sample at a time): the feed as the sampler, no
+            # automatic batching, the user's collate_fn over the batch's list.
+            loader = torch.utils.data.DataLoader(user.dataset, sampler=feed, batch_size=None, generator=self._seeds,
+                                                 **kwargs)
+        else:
+            loader = torch.utils.data.DataLoader(user.dataset, batch_sampler=feed, generator=self._seeds, **kwargs)
         loader.feedtune_feed = feed
         return loader
+
+    def _batch_fetch(self):
+        """Whether a trial's DataLoader hands the dataset whole batches: the
+        user's did (feedtune.data.batch_fetch), or the dataset fetches a batch
+        together (__getitems__, as feedtune.data's) and this torch would not
+        call it (torch 2 does by itself)."""
+        if self._user.batch_sampler is None:
+            return True
+        return hasattr(self._user.dataset, "__getitems__") and int(self._torch.__version__.split(".")[0]) < 2
 
     def _deliver(self, loader, plan, pos, on_batch=None):
         """Yields `loader`'s batches of plan[pos:], until cut off; returns the

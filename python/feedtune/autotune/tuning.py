@@ -73,6 +73,9 @@ class _Tuning:
             self._non_blocking = bool(request["non_blocking"])
             self._settings = {k: request[k] for k in _KNOBS}
             self._settings["multiprocessing_context"] = request.get("multiprocessing_context")
+            if self._remote:
+                self._settings["fetch_concurrency"] = request.get("fetch_concurrency",
+                                                                  self._own["fetch_concurrency"])
         trial = self._trial
         if trial.loader is None:  # the loop left the last epoch mid-trial
             trial.loader = self._make_loader(self._own if trial.failed else trial.request)
@@ -80,7 +83,7 @@ class _Tuning:
         broken = []
 
         def on_batch(batch, wait_s, step_s):
-            report = trial.add(batch, wait_s, step_s, self._user.batch_size or 1)
+            report = trial.add(batch, wait_s, step_s, self._batch_size)
             if report is None or broken:
                 return
             report["batches_per_epoch"] = len(plan)
@@ -265,13 +268,15 @@ class _Tuning:
             "  protocol: serve",
             "  argv: [%s, %s]" % (_yaml_str(sys.executable), _yaml_str(os.path.abspath(sys.argv[0] or "job"))),
             "  timeout_s: %g" % max(600.0, 20 * budget),
+        ] + (["  remote_reads: true"] if self._remote else []) + [
             "loader:",
-            "  batch_size: %d" % (user.batch_size or 1),
-            "  drop_last: %s" % ("true" if user.drop_last else "false"),
+            "  batch_size: %d" % self._batch_size,
+            "  drop_last: %s" % ("true" if getattr(self._batches, "drop_last", user.drop_last) else "false"),
             "  num_workers: %d" % knobs["num_workers"],
             "  pin_memory: %s" % ("true" if knobs["pin_memory"] else "false"),
             "  prefetch_factor: %d" % knobs["prefetch_factor"],
             "  persistent_workers: %s" % ("true" if knobs["persistent_workers"] else "false"),
+        ] + (["  fetch_concurrency: %d" % knobs["fetch_concurrency"]] if self._remote else []) + [
         ] + (["  multiprocessing_context: %s" % method] if method else []) + [
             "device:",
             "  backend: host-sim",  # the job owns the GPU; the controller needs none

@@ -68,10 +68,10 @@ class _Answer:
         ranks = " across %d ranks (each window the slowest rank's)" % self._ranks.size if self._ranks else ""
         method = knobs["multiprocessing_context"]
         decision = ("feedtune.autotune: num_workers=%d pin_memory=%s prefetch_factor=%s persistent_workers=%s%s "
-                    "non_blocking=%s: %s; %d trials in %.1f s%s (run %s in %s)%s"
+                    "non_blocking=%s%s: %s; %d trials in %.1f s%s (run %s in %s)%s"
                     % (knobs["num_workers"], knobs["pin_memory"], knobs["prefetch_factor"],
                        knobs["persistent_workers"], " multiprocessing_context=" + method if method else "",
-                       non_blocking, verdict, done.get("trials", 0), spent, ranks,
+                       non_blocking, _in_flight_text(knobs), verdict, done.get("trials", 0), spent, ranks,
                        done.get("run_id"), self._results, budget_note))
         return {"knobs": knobs, "non_blocking": non_blocking, "decision": decision}
 
@@ -130,6 +130,18 @@ class _Answer:
             return failure.delivered
 
 
+def _in_flight_text(knobs):
+    """For a dataset on a store: its fetch_concurrency, and the requests in
+    flight it makes with the processes that read (the workers, or the main
+    process without them)."""
+    if "fetch_concurrency" not in knobs:
+        return ""
+    processes = knobs["num_workers"] or 1
+    return (" fetch_concurrency=%d (%d reading process%s x %d requests in flight = %d)"
+            % (knobs["fetch_concurrency"], processes, "" if processes == 1 else "es", knobs["fetch_concurrency"],
+               processes * knobs["fetch_concurrency"]))
+
+
 def _verdict(done, own):
     """What the job runs after the search's `done` event: (knobs, non_blocking,
     the verdict's words). The search's best, unless its final check against
@@ -144,10 +156,14 @@ def _verdict(done, own):
     if speedup is not None and interval[1] is not None and interval[1] < 1.0:
         knobs = {k: own[k] for k in _KNOBS}
         knobs["multiprocessing_context"] = None
+        if "fetch_concurrency" in own:
+            knobs["fetch_concurrency"] = own["fetch_concurrency"]
         return knobs, False, ("kept your own setting: the best found ran x%.2f [%.2f, %.2f] of it in the final "
                               "check, slower beyond the noise" % (speedup, interval[0], interval[1]))
     knobs = {k: best[k] for k in _KNOBS}
     knobs["multiprocessing_context"] = best.get("multiprocessing_context")  # None: the job's own
+    if "fetch_concurrency" in own:  # the dataset reads a store: its requests in flight (1 is left out of the JSON)
+        knobs["fetch_concurrency"] = int(best.get("fetch_concurrency", 1))
     phases = {p.get("phase"): p for p in done.get("phases", [])}
     checked = phases.get("final_check") or phases.get("seed_check_pairs") or {}
     if checked.get("why", "").startswith("not run"):
