@@ -288,13 +288,24 @@ TEST(ConfigErrorTest, CommandArgv) {
   EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [p, \"{zzz}\"]\n"),
             "x.yaml:3:13: workload.argv[1]: unknown placeholder {zzz}; known: {num_workers}, "
             "{pin_memory}, {non_blocking}, {prefetch_factor}, {persistent_workers}, {batch_size}, "
-            "{multiprocessing_context}, {measure_seconds}, {warmup_batches}, {step_us}, {sync_every_steps}, "
-            "{rank}, {world_size}");
+            "{multiprocessing_context}, {fetch_concurrency}, {measure_seconds}, {warmup_batches}, {step_us}, "
+            "{sync_every_steps}, {rank}, {world_size}");
   // JSON in an argument is not a placeholder.
   EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [p, '{\"a\": 1}', '{}', '{A}']\n"),
             "no error");
   EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [p]\n  timeout_s: 0\n"),
             "x.yaml:4:14: workload.timeout_s: expected a number > 0, got 0");
+  // A command on an object store takes each trial's requests in flight: in
+  // its argv under the run protocol, on stdin under serve.
+  EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [p, \"--n={num_workers}\"]\n  remote_reads: true\n"),
+            "x.yaml:4:17: workload.remote_reads: expected {fetch_concurrency} in workload.argv when "
+            "workload.remote_reads is true and workload.protocol is run (each trial's requests in flight reach the "
+            "command there), got none; add it where the command takes it, or use workload.protocol: serve");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [p, \"--fc={fetch_concurrency}\"]\n"
+                    "  remote_reads: true\n"),
+            "no error");
+  EXPECT_EQ(ErrorOf("workload:\n  kind: command\n  argv: [p]\n  protocol: serve\n  remote_reads: true\n"),
+            "no error");
 }
 
 TEST(ConfigErrorTest, SampleBytesDistribution) {
@@ -929,7 +940,7 @@ TEST(ConfigTest, FilesAndCommandKinds) {
   const std::string yaml = ToYaml(command);
   EXPECT_NE(yaml.find("workload:\n  kind: command\n  argv: [python3, probe.py, --workers, "
                       "\"{num_workers}\", \"{\\\"a\\\": 1}\", \"\", \"null\", \"4\", \"true\"]\n"
-                      "  timeout_s: 60.0\n  protocol: run\nloader:\n"),
+                      "  timeout_s: 60.0\n  protocol: run\n  remote_reads: false\nloader:\n"),
             std::string::npos)
       << yaml;
   ExpectSameConfig(ParseConfig(yaml, "rt.yaml"), command);
