@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "layout/converted.h"
+#include "layout/destination.h"
 #include "layout/source.h"
 #include "workloads/cpu_work.h"
 #include "workloads/crc32c.h"
@@ -24,6 +25,7 @@
 #include "workloads/lmdb_dataset.h"
 #include "workloads/npy_dataset.h"
 #include "workloads/npy_format.h"
+#include "workloads/remote_dataset.h"
 #include "workloads/shard_format.h"
 #include "workloads/tar_dataset.h"
 #include "workloads/tar_format.h"
@@ -105,63 +107,36 @@ std::string ReadChecked(const SampleSource& source, int64_t index, std::vector<s
   return {};
 }
 
-int64_t BytesUnder(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_regular_file(path, ec)) return static_cast<int64_t>(fs::file_size(path, ec));
-  int64_t total = 0;
-  for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    if (it->is_regular_file(ec)) total += static_cast<int64_t>(it->file_size(ec));
-  }
-  return total;
-}
-
-// A small file of DST (the state, the manifest) as text.
-std::string ReadText(const std::string& path) {
-  const workloads::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) throw std::runtime_error(path + ": cannot open: " + workloads::ErrnoText(errno));
-  std::string text;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw std::runtime_error(path + ": read failed: " + workloads::ErrnoText(errno));
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-  }
-  return text;
-}
-
-
 // One convert's state: the plan, the files, what was skipped so far.
 class ConvertRun {
  public:
-  ConvertRun(const SampleSource& source, const std::string& source_path, std::string dst, const ConvertOptions& o,
+  ConvertRun(const SampleSource& source, const std::string& source_path, Destination& dst, const ConvertOptions& o,
              const std::function<void(const ConvertProgress&)>& progress, const std::atomic<bool>& stop)
-      : source_(source), dst_(std::move(dst)), o_(o), progress_(progress), stop_(stop),
-        plan_(PlanOf(source, source_path, o)), state_path_((fs::path(dst_) / kStateName).string()) {}
+      : source_(source), dest_(dst), dst_(dst.root()), o_(o), progress_(progress), stop_(stop),
+        plan_(PlanOf(source, source_path, o)) {}
 
   ConvertResult Run() {
     Begin();
     const bool done = o_.layout == "tar" ? WriteShards() : WriteOneFile();
+    result_.upload = dest_.figures();
     if (!done) {
       result_.interrupted = true;
       return result_;
     }
     Verify();
+    result_.upload = dest_.figures();
     return result_;
   }
 
  private:
   // Creates DST and its state file, or (resume) reads the state back.
   void Begin() {
-    std::error_code ec;
     if (o_.resume) {
       json state;
       try {
-        state = json::parse(ReadText(state_path_));
+        state = json::parse(dest_.ReadSmall(kStateName).value_or(""));
       } catch (const std::exception& e) {
-        throw ConvertUsageError("--resume: " + state_path_ + " does not read (" + e.what() +
+        throw ConvertUsageError("--resume: " + dest_.Name(kStateName) + " does not read (" + e.what() +
                                 "); remove " + dst_ + " and convert again");
       }
       json saved = state;
@@ -175,15 +150,14 @@ class ConvertRun {
         result_.skipped.push_back({s.at("source").get<int64_t>(), s.at("name"), s.at("error")});
       }
     } else {
-      fs::create_directories(dst_, ec);
-      if (ec) throw ConvertUsageError(dst_ + ": cannot create the folder: " + ec.message());
-      SaveState();
+      try {
+        SaveState();
+      } catch (const std::runtime_error& e) {
+        throw ConvertUsageError(e.what());  // a folder that cannot be made, a prefix that cannot be written
+      }
     }
     // A temporary file of an interrupted run is never whole: it is written again.
-    for (const auto& entry : fs::directory_iterator(dst_, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.starts_with(".") && name.ends_with(".partial")) fs::remove_all(entry.path(), ec);
-    }
+    dest_.DropPartials();
   }
 
   void SaveState() {
@@ -193,7 +167,7 @@ class ConvertRun {
       skipped.push_back({{"source", s.source}, {"name", s.name}, {"error", s.error}});
     }
     state["skipped"] = skipped;
-    WriteFileAtomically(state_path_, state.dump(1));
+    dest_.WriteSmall(kStateName, state.dump(1));
   }
 
   // A sample that fails: the convert stops naming it, or (skip_bad) goes on.
@@ -213,23 +187,25 @@ class ConvertRun {
   bool WriteShards() {
     const std::vector<int64_t> order = WriteOrder(source_.size(), o_.shuffle_seed);
     const int64_t per_shard = SamplesPerShard(source_, o_.shard_bytes);
-    const int64_t shards = (source_.size() + per_shard - 1) / per_shard;
-    shard_paths_.clear();
+    const int64_t shards = ShardCount(source_, o_.shard_bytes);
+    files_.clear();
     int64_t done = 0, bytes = 0;
     std::vector<std::byte> sample, block;
     for (int64_t k = 0; k < shards; ++k) {
-      const std::string path = workloads::GenDataShardPath(dst_, static_cast<int>(k), static_cast<int>(shards), ".tar");
-      shard_paths_.push_back(path);
+      const std::string file =
+          fs::path(workloads::GenDataShardPath(".", static_cast<int>(k), static_cast<int>(shards), ".tar"))
+              .filename()
+              .string();
+      files_.push_back(file);
       const int64_t first = k * per_shard;
       const int64_t last = std::min(source_.size(), first + per_shard);
-      std::error_code ec;
-      if (fs::exists(path, ec)) {  // written whole by an earlier run
+      if (dest_.Exists(file)) {  // written whole by an earlier run
         ++result_.resumed_files;
         done += last - first;
         Report("write", done, source_.size(), bytes);
         continue;
       }
-      const std::string partial = PartialName(path);
+      const std::string partial = dest_.StagePath(file);
       workloads::UniqueFd fd(::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
       if (!fd.valid()) throw std::runtime_error(partial + ": cannot create: " + workloads::ErrnoText(errno));
       const size_t skipped_before = result_.skipped.size();
@@ -265,11 +241,10 @@ class ConvertRun {
       block.clear();
       workloads::AppendTarEnd(&block);
       workloads::WriteFull(fd.get(), partial, block);
-      if (::fsync(fd.get()) != 0) throw std::runtime_error(partial + ": fsync failed: " + workloads::ErrnoText(errno));
       if (::close(fd.Release()) != 0) {
         throw std::runtime_error(partial + ": close failed: " + workloads::ErrnoText(errno));
       }
-      RenameDurably(partial, path);
+      dest_.Commit(file);
       if (result_.skipped.size() != skipped_before) SaveState();
     }
     return true;
@@ -277,8 +252,8 @@ class ConvertRun {
 
   // hdf5, npy, lmdb: one file, written whole under its temporary name.
   bool WriteOneFile() {
-    const std::string path = (fs::path(dst_) / OneFileName(o_.layout)).string();
-    shard_paths_ = {path};
+    const std::string path = dest_.Name(OneFileName(o_.layout));  // a local folder (a store takes tar only)
+    files_ = {OneFileName(o_.layout)};
     std::error_code ec;
     std::vector<std::byte> sample;
     if (fs::exists(path, ec)) {
@@ -365,18 +340,13 @@ class ConvertRun {
     return true;
   }
 
-  // Reads sample j of DST back, as the index records it.
-  class DstReader {
+  // Reads row j of a one-file layout back (hdf5, npy, lmdb), as the index records it.
+  class OneFileReader {
    public:
-    DstReader(const std::string& layout, const std::vector<std::string>& paths) : layout_(layout) {
+    OneFileReader(const std::string& layout, const std::string& path) {
       workloads::FilesOptions files;
-      files.path = paths.front();
-      if (layout == "tar") {
-        for (const std::string& p : paths) {
-          fds_.emplace_back(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
-          if (!fds_.back().valid()) throw std::runtime_error(p + ": cannot open: " + workloads::ErrnoText(errno));
-        }
-      } else if (layout == "hdf5") {
+      files.path = path;
+      if (layout == "hdf5") {
         // Rows are read in order: a cache of one chunk inflates each chunk once.
         workloads::FormatOptions format;
         for (const auto& info : workloads::Hdf5Dataset::ListDatasets(files.path)) {
@@ -391,94 +361,126 @@ class ConvertRun {
         dataset_ = std::make_unique<workloads::LmdbDataset>(files, workloads::FormatOptions{}, NoSourceCost(),
                                                             workloads::CpuCalibration{});
       }
-      paths_ = paths;
     }
     void Read(const IndexRecord& r, std::vector<std::byte>* out) const {
-      if (dataset_) {
-        out->resize(static_cast<size_t>(dataset_->max_sample_bytes()));
-        out->resize(static_cast<size_t>(dataset_->Read(r.offset, *out)));
-        return;
-      }
-      out->resize(static_cast<size_t>(r.bytes));
-      int error = 0;
-      const size_t got = workloads::PreadFull(fds_[static_cast<size_t>(r.file)].get(), *out,
-                                              static_cast<uint64_t>(r.offset), &error);
-      if (got != out->size()) {
-        throw std::runtime_error(paths_[static_cast<size_t>(r.file)] + ": short read at byte " +
-                                 std::to_string(r.offset) + (error ? ": " + workloads::ErrnoText(error) : ""));
-      }
+      out->resize(static_cast<size_t>(dataset_->max_sample_bytes()));
+      out->resize(static_cast<size_t>(dataset_->Read(r.offset, *out)));
     }
 
    private:
-    std::string layout_;
-    std::vector<std::string> paths_;
-    std::vector<workloads::UniqueFd> fds_;
     std::unique_ptr<loader::Dataset> dataset_;
   };
 
-  // The records of the tar shards, from their headers: which source sample
-  // each holds (its key), where, and its label (.cls).
-  std::vector<IndexRecord> ScanShards() const {
-    std::map<int64_t, IndexRecord> found;
-    for (size_t k = 0; k < shard_paths_.size(); ++k) {
-      const std::string& path = shard_paths_[k];
-      const workloads::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-      struct stat st {};
-      if (!fd.valid() || ::fstat(fd.get(), &st) != 0) {
-        throw std::runtime_error(path + ": cannot open: " + workloads::ErrnoText(errno));
-      }
-      for (const workloads::TarSample& s : workloads::GroupTarSamples(workloads::ScanTarFile(path, fd.get(), st.st_size))) {
-        IndexRecord r;
-        r.file = static_cast<int64_t>(k);
-        size_t used = 0;
-        try {
-          r.source = std::stoll(s.key, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != s.key.size() || r.source < 0 || r.source >= source_.size()) {
-          throw std::runtime_error("verification failed: " + path + " holds a sample '" + s.key +
-                                   "' that is no sample of the source; remove " + dst_ + " and convert again");
-        }
-        for (const workloads::TarMember& m : s.fields) {
-          std::string key, ext;
-          workloads::SplitTarKey(m.name, &key, &ext);
-          if (ext == "cls") {
-            std::string text(m.size, '\0');
-            int error = 0;
-            workloads::PreadFull(fd.get(), std::as_writable_bytes(std::span(text)), m.data_offset, &error);
-            r.label = std::atoll(text.c_str());
-          } else {
-            r.offset = static_cast<int64_t>(m.data_offset);
-            r.bytes = static_cast<int64_t>(m.size);
-          }
-        }
-        if (!found.emplace(r.source, r).second) {
-          throw std::runtime_error("verification failed: sample " + std::to_string(r.source) + " (" +
-                                   source_.Name(r.source) + ") is in DST twice (again in " + path + ")");
-        }
-      }
-    }
+  // The records of tar shard k (held at `path`), from its headers: which
+  // source sample each holds (its key), where, and its label (.cls).
+  std::vector<IndexRecord> ScanShard(size_t k, const std::string& path, int fd) const {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) throw std::runtime_error(path + ": cannot stat: " + workloads::ErrnoText(errno));
     std::vector<IndexRecord> records;
-    records.reserve(found.size());
-    for (auto& [index, r] : found) records.push_back(r);
+    for (const workloads::TarSample& s : workloads::GroupTarSamples(workloads::ScanTarFile(path, fd, st.st_size))) {
+      IndexRecord r;
+      r.file = static_cast<int64_t>(k);
+      size_t used = 0;
+      try {
+        r.source = std::stoll(s.key, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != s.key.size() || r.source < 0 || r.source >= source_.size()) {
+        throw std::runtime_error("verification failed: " + dest_.Name(files_[k]) + " holds a sample '" + s.key +
+                                 "' that is no sample of the source; remove " + dst_ + " and convert again");
+      }
+      for (const workloads::TarMember& m : s.fields) {
+        std::string key, ext;
+        workloads::SplitTarKey(m.name, &key, &ext);
+        if (ext == "cls") {
+          std::string text(m.size, '\0');
+          int error = 0;
+          workloads::PreadFull(fd, std::as_writable_bytes(std::span(text)), m.data_offset, &error);
+          r.label = std::atoll(text.c_str());
+        } else {
+          r.offset = static_cast<int64_t>(m.data_offset);
+          r.bytes = static_cast<int64_t>(m.size);
+        }
+      }
+      records.push_back(r);
+    }
     return records;
   }
 
+  // Sample r.source as DST holds it (`ours`) against the source: bytes, CRC32C, label.
+  void CheckSample(IndexRecord& r, const std::vector<std::byte>& ours, const std::string& where) {
+    source_.Read(r.source, &theirs_);
+    const uint32_t want = workloads::Crc32c(theirs_);
+    const uint32_t got = workloads::Crc32c(ours);
+    if (got != want || ours.size() != theirs_.size()) {
+      throw std::runtime_error("verification failed: sample " + std::to_string(r.source) + " (" +
+                               source_.Name(r.source) + "): " + where + " holds " + std::to_string(ours.size()) +
+                               " bytes with CRC32C " + workloads::Hex32(got) + ", the source " +
+                               std::to_string(theirs_.size()) + " bytes with " + workloads::Hex32(want) +
+                               "; DST has no manifest: remove " + dst_ + " and convert again");
+    }
+    if (o_.layout == "tar" && r.label != source_.label(r.source)) {
+      throw std::runtime_error("verification failed: sample " + std::to_string(r.source) + " (" +
+                               source_.Name(r.source) + "): label " + std::to_string(r.label) + " in " + where +
+                               ", " + std::to_string(source_.label(r.source)) + " in the source");
+    }
+    r.label = source_.label(r.source);
+    r.bytes = static_cast<int64_t>(ours.size());
+    r.crc32c = got;
+  }
+
+  // Every sample of DST read back (a store's shard by shard, each into
+  // staging and gone when checked) against the source; then the counts:
+  // every sample the source has, but the skipped, once.
   void Verify() {
     std::vector<bool> skip(static_cast<size_t>(source_.size()), false);
     for (const SkippedSample& s : result_.skipped) skip[static_cast<size_t>(s.source)] = true;
+    const int64_t expected = source_.size() - static_cast<int64_t>(result_.skipped.size());
     std::vector<IndexRecord> records;
+    std::vector<std::byte> ours;
+    int64_t bytes = 0;
     if (o_.layout == "tar") {
-      records = ScanShards();
+      std::map<int64_t, IndexRecord> found;
+      for (size_t k = 0; k < files_.size(); ++k) {
+        const std::string path = dest_.Fetch(files_[k]);
+        const workloads::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+        if (!fd.valid()) throw std::runtime_error(path + ": cannot open: " + workloads::ErrnoText(errno));
+        for (IndexRecord& r : ScanShard(k, path, fd.get())) {
+          if (found.count(r.source) > 0) {
+            throw std::runtime_error("verification failed: sample " + std::to_string(r.source) + " (" +
+                                     source_.Name(r.source) + ") is in DST twice (again in " +
+                                     dest_.Name(files_[k]) + ")");
+          }
+          ours.resize(static_cast<size_t>(r.bytes));
+          int error = 0;
+          if (workloads::PreadFull(fd.get(), ours, static_cast<uint64_t>(r.offset), &error) != ours.size()) {
+            throw std::runtime_error(dest_.Name(files_[k]) + ": short read at byte " + std::to_string(r.offset) +
+                                     (error ? ": " + workloads::ErrnoText(error) : ""));
+          }
+          CheckSample(r, ours, dest_.Name(files_[k]) + " member " + KeyOf(r.source) + "." +
+                                   source_.payload_extension());
+          bytes += r.bytes;
+          found.emplace(r.source, r);
+          Report("verify", static_cast<int64_t>(found.size()), expected, bytes);
+        }
+        dest_.Release(files_[k]);
+      }
+      for (auto& [index, r] : found) records.push_back(r);
     } else {
       int64_t row = 0;
       for (int64_t i = 0; i < source_.size(); ++i) {
         if (!skip[static_cast<size_t>(i)]) records.push_back({i, 0, row++, 0, -1, 0});
       }
+      const OneFileReader reader(o_.layout, dest_.Name(files_.front()));
+      for (size_t j = 0; j < records.size(); ++j) {
+        IndexRecord& r = records[j];
+        reader.Read(r, &ours);
+        CheckSample(r, ours, dest_.Name(files_.front()) + " row " + std::to_string(r.offset));
+        bytes += r.bytes;
+        Report("verify", static_cast<int64_t>(j) + 1, expected, bytes);
+      }
     }
-    // The counts: every sample the source has, but the skipped, once.
-    const int64_t expected = source_.size() - static_cast<int64_t>(result_.skipped.size());
     size_t at = 0;
     for (int64_t i = 0; i < source_.size(); ++i) {
       if (skip[static_cast<size_t>(i)]) continue;
@@ -493,53 +495,23 @@ class ConvertRun {
       throw std::runtime_error("verification failed: " + dst_ + " holds " + std::to_string(records.size()) +
                                " samples, the source " + std::to_string(expected));
     }
-    const DstReader reader(o_.layout, shard_paths_);
-    std::vector<std::byte> ours, theirs;
-    int64_t bytes = 0;
-    for (size_t j = 0; j < records.size(); ++j) {
-      IndexRecord& r = records[j];
-      source_.Read(r.source, &theirs);
-      reader.Read(r, &ours);
-      const uint32_t want = workloads::Crc32c(theirs);
-      const uint32_t got = workloads::Crc32c(ours);
-      const std::string where = o_.layout == "tar" ? shard_paths_[static_cast<size_t>(r.file)] + " member " +
-                                                         KeyOf(r.source) + "." + source_.payload_extension()
-                                                   : shard_paths_.front() + " row " + std::to_string(r.offset);
-      if (got != want || ours.size() != theirs.size()) {
-        throw std::runtime_error("verification failed: sample " + std::to_string(r.source) + " (" +
-                                 source_.Name(r.source) + "): " + where + " holds " + std::to_string(ours.size()) +
-                                 " bytes with CRC32C " + workloads::Hex32(got) + ", the source " +
-                                 std::to_string(theirs.size()) + " bytes with " + workloads::Hex32(want) +
-                                 "; DST has no manifest: remove " + dst_ + " and convert again");
-      }
-      if (o_.layout == "tar" && r.label != source_.label(r.source)) {
-        throw std::runtime_error("verification failed: sample " + std::to_string(r.source) + " (" +
-                                 source_.Name(r.source) + "): label " + std::to_string(r.label) + " in " + where +
-                                 ", " + std::to_string(source_.label(r.source)) + " in the source");
-      }
-      r.label = source_.label(r.source);
-      r.bytes = static_cast<int64_t>(ours.size());
-      r.crc32c = got;
-      bytes += r.bytes;
-      Report("verify", static_cast<int64_t>(j) + 1, static_cast<int64_t>(records.size()), bytes);
-    }
     Finish(records);
   }
 
   // The index, then the manifest (its presence says DST is whole), then the
   // state goes.
   void Finish(const std::vector<IndexRecord>& records) {
-    WriteIndex((fs::path(dst_) / kIndexName).string(), records);
+    dest_.WriteSmall(kIndexName, IndexBytes(records));
     json files = json::array();
-    for (const std::string& p : shard_paths_) files.push_back(fs::path(p).filename().string());
+    for (const std::string& f : files_) files.push_back(f);
     json skipped = json::array();
     for (const SkippedSample& s : result_.skipped) {
       skipped.push_back({{"source", s.source}, {"name", s.name}, {"error", s.error}});
     }
     result_.samples = static_cast<int64_t>(records.size());
-    result_.files = static_cast<int64_t>(shard_paths_.size());
+    result_.files = static_cast<int64_t>(files_.size());
     int64_t bytes = 0;
-    for (const std::string& p : shard_paths_) bytes += BytesUnder(p);
+    for (const std::string& f : files_) bytes += dest_.Bytes(f);
     result_.bytes_on_disk = bytes;
     json manifest{{"format", kManifestFormat},
                   {"version", kManifestVersion},
@@ -560,24 +532,29 @@ class ConvertRun {
                           {"compression", o_.gzip_level < 0 ? "none" : "gzip:" + std::to_string(o_.gzip_level)}};
     }
     if (o_.layout == "hdf5" || o_.layout == "npy") manifest["sample_bytes"] = source_.fixed_sample_bytes();
-    WriteFileAtomically((fs::path(dst_) / kManifestName).string(), manifest.dump(1) + "\n");
-    std::error_code ec;
-    fs::remove(state_path_, ec);
-    SyncDirectory(dst_);
+    dest_.WriteSmall(kManifestName, manifest.dump(1) + "\n");
+    dest_.Remove(kStateName);
+    dest_.Sync();
   }
 
   const SampleSource& source_;
-  const std::string dst_;
+  Destination& dest_;
+  const std::string dst_;  // as the user wrote it, for messages
   const ConvertOptions o_;
   const std::function<void(const ConvertProgress&)>& progress_;
   const std::atomic<bool>& stop_;
   const json plan_;
-  const std::string state_path_;
-  std::vector<std::string> shard_paths_;
+  std::vector<std::string> files_;  // DST's data files, relative to it
+  std::vector<std::byte> theirs_;   // the source's copy of the sample being checked
   ConvertResult result_;
 };
 
 }  // namespace
+
+int64_t ShardCount(const SampleSource& source, int64_t shard_bytes) {
+  const int64_t per_shard = SamplesPerShard(source, shard_bytes);
+  return (source.size() + per_shard - 1) / per_shard;
+}
 
 const std::vector<std::string>& ConvertLayouts() {
   static const std::vector<std::string> layouts = {"tar", "hdf5", "npy", "lmdb"};
@@ -593,57 +570,81 @@ double EstimateConvertBytes(const SampleSource& source, const ConvertOptions& op
   return bytes;
 }
 
-void CheckDestination(const SampleSource& source, const std::string& source_path, const std::string& dst,
+std::unique_ptr<Destination> OpenDestination(const std::string& dst, const ConvertOptions& options) {
+  if (!workloads::IsRemotePath(dst)) return LocalDestination(dst);
+  if (options.layout != "tar") {
+    throw ConvertUsageError("DST " + dst + ": a store takes --layout tar (WebDataset shards, which training jobs "
+                            "and sweeps read by ranges or stream); " + options.layout +
+                            " is read from local paths only, so convert to a local folder");
+  }
+  try {
+    return StoreDestination(dst, options.staging_dir.empty() ? DefaultStagingDir() : options.staging_dir,
+                            options.part_bytes);
+  } catch (const std::invalid_argument& e) {
+    throw ConvertUsageError(e.what());
+  }
+}
+
+void CheckDestination(const SampleSource& /*source*/, const std::string& source_path, Destination& dest,
                       const ConvertOptions& options) {
-  std::error_code ec;
-  const fs::path src = fs::weakly_canonical(source_path, ec);
-  const fs::path out = fs::weakly_canonical(dst, ec);
-  const auto [s_end, o_it] = std::mismatch(src.begin(), src.end(), out.begin(), out.end());
-  if (s_end == src.end()) {
-    throw ConvertUsageError("DST " + dst + " is " + (o_it == out.end() ? "SRC itself" : "inside SRC " + source_path) +
-                            ": the converted files would change the source (which convert never writes); "
-                            "choose a DST outside it");
-  }
-  (void)source;
-  if (!fs::exists(out, ec)) {
-    if (options.resume) {
-      throw ConvertUsageError("--resume: " + dst + " does not exist, so there is no convert to go on with; "
-                              "leave out --resume to start one");
+  const std::string& dst = dest.root();
+  const char* what = dest.remote() ? "prefix" : "folder";
+  if (!dest.remote()) {
+    std::error_code ec;
+    const fs::path src = fs::weakly_canonical(source_path, ec);
+    const fs::path out = fs::weakly_canonical(dst, ec);
+    const auto [s_end, o_it] = std::mismatch(src.begin(), src.end(), out.begin(), out.end());
+    if (s_end == src.end()) {
+      throw ConvertUsageError("DST " + dst + " is " +
+                              (o_it == out.end() ? "SRC itself" : "inside SRC " + source_path) +
+                              ": the converted files would change the source (which convert never writes); "
+                              "choose a DST outside it");
     }
-    return;
+    if (!fs::exists(out, ec)) {
+      if (options.resume) {
+        throw ConvertUsageError("--resume: " + dst + " does not exist, so there is no convert to go on with; "
+                                "leave out --resume to start one");
+      }
+      return;
+    }
+    if (!fs::is_directory(out, ec)) {
+      throw ConvertUsageError("DST " + dst + " exists and is not a folder; convert writes a new or empty folder");
+    }
+  } else if (workloads::IsRemotePath(source_path) && source_path == dst) {
+    throw ConvertUsageError("DST " + dst + " is SRC itself: convert never writes the source; choose another prefix");
   }
-  if (!fs::is_directory(out, ec)) {
-    throw ConvertUsageError("DST " + dst + " exists and is not a folder; convert writes a new or empty folder");
-  }
-  if (fs::exists(out / kManifestName, ec)) {
-    std::string what;
+  const std::vector<std::string> files = dest.Files();
+  const auto holds = [&files](const std::string& name) {
+    return std::find(files.begin(), files.end(), name) != files.end();
+  };
+  if (holds(kManifestName)) {
+    std::string held;
     try {
-      const json m = json::parse(ReadText((out / kManifestName).string()));
-      what = " (" + std::to_string(m.at("samples").get<int64_t>()) + " samples of " +
+      const json m = json::parse(dest.ReadSmall(kManifestName).value_or(""));
+      held = " (" + std::to_string(m.at("samples").get<int64_t>()) + " samples of " +
              m.at("source").at("path").get<std::string>() + ", layout " + m.at("layout").get<std::string>() + ")";
     } catch (const std::exception&) {
     }
-    throw ConvertUsageError("DST " + dst + " already holds a converted dataset" + what +
+    throw ConvertUsageError("DST " + dst + " already holds a converted dataset" + held +
                             "; remove it or choose another DST");
   }
-  const bool interrupted = fs::exists(out / kStateName, ec);
+  const bool interrupted = holds(kStateName);
   if (interrupted && !options.resume) {
     throw ConvertUsageError("DST " + dst + " holds an interrupted convert (" + kStateName +
                             "); add --resume to go on where it stopped, or remove it to start over");
   }
   if (!interrupted && options.resume) {
     throw ConvertUsageError("--resume: " + dst + " holds no interrupted convert (no " + std::string(kStateName) +
-                            "); leave out --resume to convert into a new or empty folder");
+                            "); leave out --resume to convert into a new or empty " + what);
   }
-  if (!interrupted) {
-    for (const auto& entry : fs::directory_iterator(out, ec)) {
-      throw ConvertUsageError("DST " + dst + " holds other files (" + entry.path().filename().string() +
-                              "...); convert writes into a new or empty folder: choose another DST");
-    }
+  if (!interrupted && !files.empty()) {
+    throw ConvertUsageError("DST " + dst + " holds other " + (dest.remote() ? "objects" : "files") + " (" +
+                            files.front() + "...); convert writes into a new or empty " + what +
+                            ": choose another DST");
   }
 }
 
-ConvertResult Convert(const SampleSource& source, const std::string& source_path, const std::string& dst,
+ConvertResult Convert(const SampleSource& source, const std::string& source_path, Destination& dst,
                       const ConvertOptions& options, const std::function<void(const ConvertProgress&)>& progress,
                       const std::atomic<bool>& stop) {
   if (std::find(ConvertLayouts().begin(), ConvertLayouts().end(), options.layout) == ConvertLayouts().end()) {
@@ -652,6 +653,10 @@ ConvertResult Convert(const SampleSource& source, const std::string& source_path
   if (options.shuffle_seed && options.layout != "tar") {
     throw ConvertUsageError("--shuffle is for --layout tar (streaming readers read shards front to back); " +
                             options.layout + " is read by index, in any order");
+  }
+  if (dst.remote() && options.layout != "tar") {
+    throw ConvertUsageError("DST " + dst.root() + ": a store takes --layout tar; " + options.layout +
+                            " is read from local paths only");
   }
   std::unique_ptr<SampleSource> pixels;
   if (options.pixels) {
@@ -665,6 +670,13 @@ ConvertResult Convert(const SampleSource& source, const std::string& source_path
   CheckDestination(samples, source_path, dst, options);
   ConvertRun run(samples, source_path, dst, options, progress, stop);
   return run.Run();
+}
+
+ConvertResult Convert(const SampleSource& source, const std::string& source_path, const std::string& dst,
+                      const ConvertOptions& options, const std::function<void(const ConvertProgress&)>& progress,
+                      const std::atomic<bool>& stop) {
+  const std::unique_ptr<Destination> dest = OpenDestination(dst, options);
+  return Convert(source, source_path, *dest, options, progress, stop);
 }
 
 }  // namespace feedtune::layout

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "layout/destination.h"
 #include "layout/source.h"
 
 namespace feedtune::layout {
@@ -41,6 +42,10 @@ struct ConvertOptions {
   bool pixels = false;                      // JPEG samples stored decoded, as raw pixels (DecodedPixelsOf)
   bool resume = false;
   bool skip_bad = false;
+  // An s3:// DST (layout/destination.h): shards larger than part_bytes go up
+  // in parts of it, each staged in staging_dir first (empty: $TMPDIR, else /tmp).
+  int64_t part_bytes = kDefaultPartBytes;
+  std::string staging_dir;
 };
 
 // The layouts convert writes, in the order --help lists them.
@@ -66,6 +71,7 @@ struct ConvertResult {
   int64_t files = 0;
   std::vector<SkippedSample> skipped;
   bool interrupted = false;     // `stop` was raised; DST holds the files finished so far
+  UploadFigures upload;         // an s3:// DST's requests (zero for a folder)
 };
 
 // A problem with the user's input (the source, DST, the options): exit code 2.
@@ -84,19 +90,31 @@ inline bool FitsInFreeSpace(double need, int64_t free_bytes) {
   return free_bytes < 0 || need <= static_cast<double>(free_bytes) * kUsableFreeFraction;
 }
 
+// The tar shards of about shard_bytes that the source fills.
+int64_t ShardCount(const SampleSource& source, int64_t shard_bytes);
+
 // Bytes DST will take: the samples plus what each layout adds per sample.
 double EstimateConvertBytes(const SampleSource& source, const ConvertOptions& options);
 
+// DST, a local folder or an s3:// prefix (a store takes --layout tar only).
+// Throws ConvertUsageError.
+std::unique_ptr<Destination> OpenDestination(const std::string& dst, const ConvertOptions& options);
+
 // Checks DST against the source and the options before anything is written:
 // DST not the source nor inside it, not holding another dataset or files of
-// its own, --resume only over an interrupted convert. Throws ConvertUsageError.
-void CheckDestination(const SampleSource& source, const std::string& source_path, const std::string& dst,
+// its own, --resume only over an interrupted convert. Throws ConvertUsageError
+// (and storage::StorageError when a store's prefix cannot be listed).
+void CheckDestination(const SampleSource& source, const std::string& source_path, Destination& dst,
                       const ConvertOptions& options);
 
 // Runs the three steps. Throws ConvertUsageError (bad input: a sample that
 // fails without skip_bad, sizes npy/hdf5 cannot hold, a resume that does not
 // match) or std::runtime_error (a write or a verification that fails, naming
 // the file or the sample).
+ConvertResult Convert(const SampleSource& source, const std::string& source_path, Destination& dst,
+                      const ConvertOptions& options, const std::function<void(const ConvertProgress&)>& progress,
+                      const std::atomic<bool>& stop);
+// The same into OpenDestination(dst, options).
 ConvertResult Convert(const SampleSource& source, const std::string& source_path, const std::string& dst,
                       const ConvertOptions& options, const std::function<void(const ConvertProgress&)>& progress,
                       const std::atomic<bool>& stop);

@@ -58,7 +58,7 @@ void WriteFileAtomically(const std::string& path, std::string_view text) {
   RenameDurably(partial, path);
 }
 
-void WriteIndex(const std::string& path, const std::vector<IndexRecord>& records) {
+std::string IndexBytes(const std::vector<IndexRecord>& records) {
   std::string bytes(kIndexHeaderBytes + records.size() * kIndexRecordBytes, '\0');
   std::memcpy(bytes.data(), kIndexMagic, 8);
   const uint64_t count = records.size();
@@ -70,7 +70,7 @@ void WriteIndex(const std::string& path, const std::vector<IndexRecord>& records
     std::memcpy(at + 40, &r.crc32c, 4);
     at += kIndexRecordBytes;
   }
-  WriteFileAtomically(path, bytes);
+  return bytes;
 }
 
 std::vector<IndexRecord> ReadIndex(const std::string& path) {

@@ -47,8 +47,8 @@ struct IndexRecord {
   uint32_t crc32c = 0;
 };
 
-// Writes the index at `path` atomically. Throws std::runtime_error.
-void WriteIndex(const std::string& path, const std::vector<IndexRecord>& records);
+// The index's bytes, as DST holds them.
+std::string IndexBytes(const std::vector<IndexRecord>& records);
 // Reads and checks it (magic, size). Throws workloads::DatasetCorrupt naming the file.
 std::vector<IndexRecord> ReadIndex(const std::string& path);
 

@@ -124,6 +124,18 @@ std::optional<std::string> XmlTag(std::string_view xml, std::string_view tag, si
   return XmlDecode(xml.substr(start + open.size(), end - start - open.size()));
 }
 
+// Text for an XML element's content (an ETag is quoted: &quot; is allowed, " too, but & and < are not).
+std::string XmlEscape(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '&') out += "&amp;";
+    else if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else out.push_back(c);
+  }
+  return out;
+}
+
 // "host:port" of a URL, the scheme's port when none is written.
 std::string HostPort(const std::string& url) {
   const size_t scheme_end = url.find("://");
@@ -151,6 +163,11 @@ struct Transfer {
   std::string name;  // s3://bucket/key or the URL, for messages
   bool head = false;
   bool object_read = false;  // counts in FetchStats objects, bytes, first_byte_s
+  // A write: the method ("PUT", "POST", "DELETE") and the body sent whole
+  // with it (which must outlive the request; empty: none).
+  const char* method = nullptr;
+  std::span<const std::byte> send;
+  const char* content_type = "application/octet-stream";
   std::optional<ByteRange> range;
   std::span<std::byte> fixed;              // the caller's buffer, or
   std::vector<std::byte>* grow = nullptr;  // a buffer that grows
@@ -440,6 +457,65 @@ class ObjectClient::Impl {
     return written;
   }
 
+  void Put(std::string_view key, std::span<const std::byte> body) { Write(key, "PUT", "", body); }
+
+  std::string CreateMultipartUpload(std::string_view key) {
+    std::vector<std::byte> answer;
+    Write(key, "POST", "?uploads=", {}, &answer);
+    const std::string_view xml(reinterpret_cast<const char*>(answer.data()), answer.size());
+    auto id = XmlTag(xml, "UploadId");
+    if (!id || id->empty()) {
+      throw StorageError(StorageError::Kind::kProtocol, ObjectName(key) + ": the answer to starting a multipart "
+                                                                          "upload has no <UploadId>: " +
+                                                            std::string(xml.substr(0, 200)));
+    }
+    return *id;
+  }
+
+  std::string UploadPart(std::string_view key, std::string_view upload_id, int part_number,
+                         std::span<const std::byte> body) {
+    if (part_number < 1 || part_number > 10000) {
+      throw std::invalid_argument("UploadPart: part numbers are 1..10000, got " + std::to_string(part_number));
+    }
+    // Parameters sorted by name: curl signs the query as written.
+    const auto headers = Write(key, "PUT", "?partNumber=" + std::to_string(part_number) + "&uploadId=" +
+                                               PercentEncode(upload_id, false),
+                               body);
+    const auto etag = headers.find("etag");
+    if (etag == headers.end() || etag->second.empty()) {
+      throw StorageError(StorageError::Kind::kProtocol,
+                         ObjectName(key) + ": the answer to part " + std::to_string(part_number) + " has no ETag");
+    }
+    return etag->second;
+  }
+
+  void CompleteMultipartUpload(std::string_view key, std::string_view upload_id,
+                               std::span<const UploadedPart> parts) {
+    std::string xml = "<CompleteMultipartUpload>";
+    for (const UploadedPart& part : parts) {
+      xml += "<Part><PartNumber>" + std::to_string(part.number) + "</PartNumber><ETag>" + XmlEscape(part.etag) +
+             "</ETag></Part>";
+    }
+    xml += "</CompleteMultipartUpload>";
+    std::vector<std::byte> answer;
+    Write(key, "POST", "?uploadId=" + PercentEncode(upload_id, false), std::as_bytes(std::span(xml)), &answer,
+          "application/xml");
+    // S3 answers 200 at once and may still fail the assembly: the error is then in the body.
+    const std::string_view body(reinterpret_cast<const char*>(answer.data()), answer.size());
+    if (body.find("<Error>") != std::string_view::npos) {
+      throw StorageError(StorageError::Kind::kOther,
+                         ObjectName(key) + ": completing the multipart upload failed: " +
+                             XmlTag(body, "Code").value_or("?") + ": " + XmlTag(body, "Message").value_or(""),
+                         200);
+    }
+  }
+
+  void AbortMultipartUpload(std::string_view key, std::string_view upload_id) {
+    Write(key, "DELETE", "?uploadId=" + PercentEncode(upload_id, false), {});
+  }
+
+  void Delete(std::string_view key) { Write(key, "DELETE", "", {}); }
+
   const Location& source() const { return source_; }
   FetchStats& stats() { return stats_; }
 
@@ -448,6 +524,30 @@ class ObjectClient::Impl {
     if (range && (range->offset < 0 || range->length < 0)) {
       throw std::invalid_argument("a byte range of " + ObjectName(key) + " has a negative offset or length");
     }
+  }
+
+  // One write request to `key` (+ `query`), retried as reads are (a part, a
+  // PUT and a DELETE are idempotent; a second CreateMultipartUpload only
+  // leaves an unused upload). Returns the answer's headers; its body goes to
+  // *answer when given.
+  std::map<std::string, std::string> Write(std::string_view key, const char* method, const std::string& query,
+                                           std::span<const std::byte> body, std::vector<std::byte>* answer = nullptr,
+                                           const char* content_type = "application/octet-stream") {
+    if (!source_.is_s3()) {
+      throw std::logic_error("writes need an s3:// destination; " + source_.url + " is read-only (plain HTTP)");
+    }
+    std::vector<std::byte> ignored;
+    Transfer transfer;
+    transfer.url = ObjectUrl(key) + query;
+    transfer.name = ObjectName(key);
+    transfer.method = method;
+    transfer.send = body;
+    transfer.content_type = content_type;
+    transfer.grow = answer != nullptr ? answer : &ignored;
+    std::vector<Transfer*> one = {&transfer};
+    Run(one, 1);
+    stats_.bytes_sent += static_cast<int64_t>(body.size());
+    return transfer.headers;
   }
 
   CURL* AcquireEasy() {
@@ -497,6 +597,20 @@ class ObjectClient::Impl {
       curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, static_cast<long>(std::ceil(options_.low_speed_time_s)));
     }
     if (t->head) curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
+    if (t->method != nullptr) {
+      // The body from memory with its length (no chunked encoding, which S3
+      // refuses without its own framing); the method named over POST's.
+      curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, t->method);
+      if (std::strcmp(t->method, "DELETE") != 0) {
+        static const char kEmpty[] = "";
+        curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t->send.size()));
+        curl_easy_setopt(easy, CURLOPT_POSTFIELDS,
+                         t->send.empty() ? kEmpty : reinterpret_cast<const char*>(t->send.data()));
+        // A body over 1 MiB asks "Expect: 100-continue" first; send it at once
+        // instead of waiting a round trip (or curl's 1 s) for the go-ahead.
+        curl_easy_setopt(easy, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
+      }
+    }
     if (!source_.is_s3()) {  // a web server may send the file from elsewhere; S3's redirects are errors here
       curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 1L);
       curl_easy_setopt(easy, CURLOPT_MAXREDIRS, 5L);
@@ -513,6 +627,11 @@ class ObjectClient::Impl {
     if (t->range) {
       add("Range: bytes=" + std::to_string(t->range->offset) + "-" +
           std::to_string(t->range->offset + t->range->length - 1));
+    }
+    if (t->method != nullptr && std::strcmp(t->method, "DELETE") != 0) {
+      // Not curl's form encoding. (No "Expect:" here to turn 100-continue
+      // off: curl would sign the empty header it does not send.)
+      add(std::string("Content-Type: ") + t->content_type);
     }
     if (signed_) {
       // curl 7.88 neither adds this header nor hashes the payload; S3 refuses a
@@ -685,7 +804,7 @@ class ObjectClient::Impl {
       return StorageError(Kind::kWrongRegion, text, status);
     }
     if (status == 401 || status == 403) {
-      return StorageError(Kind::kForbidden, t->name + ": " + said + "; " + ForbiddenAdvice(code, t->head), status);
+      return StorageError(Kind::kForbidden, t->name + ": " + said + "; " + ForbiddenAdvice(code, t->head, t->method != nullptr), status);
     }
     if (status == 404) {
       std::string text = t->name + ": ";
@@ -719,7 +838,7 @@ class ObjectClient::Impl {
     return StorageError(Kind::kOther, t->name + ": " + said + (t->head ? " (a HEAD answer has no body)" : ""), status);
   }
 
-  std::string ForbiddenAdvice(const std::string& code, bool head) const {
+  std::string ForbiddenAdvice(const std::string& code, bool head, bool write) const {
     if (!source_.is_s3()) return "the server refuses the file; check that it is readable without credentials";
     if (!signed_) {
       return "the request was unsigned: " + config_.DescribeKeys() +
@@ -749,6 +868,10 @@ class ObjectClient::Impl {
     }
     if (code == "RequestTimeTooSkewed") {
       return "this machine's clock differs from the store's by more than 15 minutes; set the clock (NTP)";
+    }
+    if (write) {
+      return "signed with " + keys + ", which may not write this: the key's IAM policy or the bucket policy must "
+             "allow s3:PutObject (which covers multipart uploads), s3:AbortMultipartUpload and s3:DeleteObject";
     }
     return "signed with " + keys + ", which may not read this: the key's IAM policy or the bucket policy must allow "
            "s3:GetObject (and s3:ListBucket to list)";
@@ -890,6 +1013,38 @@ std::vector<std::byte> ObjectClient::Get(std::string_view key, std::optional<Byt
 std::vector<int64_t> ObjectClient::GetMany(std::span<const GetRequest> requests, int concurrency) {
   impl_->CheckProcess();
   return impl_->GetMany(requests, concurrency);
+}
+
+void ObjectClient::Put(std::string_view key, std::span<const std::byte> body) {
+  impl_->CheckProcess();
+  impl_->Put(key, body);
+}
+
+std::string ObjectClient::CreateMultipartUpload(std::string_view key) {
+  impl_->CheckProcess();
+  return impl_->CreateMultipartUpload(key);
+}
+
+std::string ObjectClient::UploadPart(std::string_view key, std::string_view upload_id, int part_number,
+                                     std::span<const std::byte> body) {
+  impl_->CheckProcess();
+  return impl_->UploadPart(key, upload_id, part_number, body);
+}
+
+void ObjectClient::CompleteMultipartUpload(std::string_view key, std::string_view upload_id,
+                                           std::span<const UploadedPart> parts) {
+  impl_->CheckProcess();
+  impl_->CompleteMultipartUpload(key, upload_id, parts);
+}
+
+void ObjectClient::AbortMultipartUpload(std::string_view key, std::string_view upload_id) {
+  impl_->CheckProcess();
+  impl_->AbortMultipartUpload(key, upload_id);
+}
+
+void ObjectClient::Delete(std::string_view key) {
+  impl_->CheckProcess();
+  impl_->Delete(key);
 }
 
 const FetchStats& ObjectClient::stats() const { return impl_->stats(); }

@@ -1,6 +1,7 @@
 // ObjectClient: reads objects from S3 (or an S3-compatible store) and byte
 // ranges from an http(s) URL, through libcurl, with SigV4 signing, retries
-// and the figures a sweep reports (docs/storage.md).
+// and the figures a sweep reports (docs/storage.md); writes objects to S3
+// whole (Put, multipart uploads) for `feedtune convert`.
 //
 //   ObjectClient client(ParseLocation("s3://bucket/train/"), ResolveAwsConfig(ProcessEnvironment()));
 //   std::vector<ObjectInfo> objects = client.List("train/");       // once, in the consumer
@@ -96,6 +97,7 @@ struct FetchStats {
   // byte of the answer (connection setup excluded). Grows until reset.
   std::vector<double> first_byte_s;
   double seconds = 0;                // wall time spent in the client's calls
+  int64_t bytes_sent = 0;            // bodies of writes that succeeded (Put, UploadPart)
 
   int64_t retries() const { return retries_slowdown + retries_server_error + retries_connection; }
 };
@@ -114,6 +116,11 @@ struct GetRequest {
   std::string key;                 // the object's key; "" for an http(s) source's URL
   std::optional<ByteRange> range;  // none: the whole object
   std::span<std::byte> out;        // the bytes land here; too small is an error (kOther)
+};
+
+struct UploadedPart {
+  int number = 0;    // 1..10000
+  std::string etag;  // as the store answered it, quotes included
 };
 
 class ObjectClient {
@@ -143,6 +150,21 @@ class ObjectClient {
   // The first request that fails (after its retries) stops the others and
   // throws its StorageError; the buffers' contents are then unspecified.
   std::vector<int64_t> GetMany(std::span<const GetRequest> requests, int concurrency);
+
+  // Writes, s3:// only (std::logic_error for an http(s) source). Each is
+  // whole or absent on the store: nothing is under a key until its PUT or
+  // its multipart upload's completion returns.
+  void Put(std::string_view key, std::span<const std::byte> body);
+  // A multipart upload: its id; parts of at least 5 MiB but the last, each
+  // sent with UploadPart (which returns its ETag), then Complete with every
+  // part in order, or Abort. An upload neither completed nor aborted holds
+  // its parts on the store (and is billed) until a lifecycle rule clears it.
+  std::string CreateMultipartUpload(std::string_view key);
+  std::string UploadPart(std::string_view key, std::string_view upload_id, int part_number,
+                         std::span<const std::byte> body);
+  void CompleteMultipartUpload(std::string_view key, std::string_view upload_id, std::span<const UploadedPart> parts);
+  void AbortMultipartUpload(std::string_view key, std::string_view upload_id);
+  void Delete(std::string_view key);
 
   const FetchStats& stats() const;
   // Returns the figures so far and starts them again from zero.

@@ -77,7 +77,9 @@ class _Prefix:
     def _executor(self, in_flight):
         self.client()
         with self._lock:
-            if self._pool is None or self._pool_size < in_flight:
+            # Exactly `in_flight` threads: a larger pool kept from an earlier
+            # call would put more requests in flight than asked.
+            if self._pool is None or self._pool_size != in_flight:
                 if self._pool is not None:
                     self._pool.shutdown(wait=False)
                 self._pool = concurrent.futures.ThreadPoolExecutor(in_flight, thread_name_prefix="feedtune-fetch")

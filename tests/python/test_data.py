@@ -212,5 +212,39 @@ class OpenConverted(unittest.TestCase):
             data.open(self.p("h5-hdf5"), iterable=True)
 
 
+
+class FetchThreads(unittest.TestCase):
+    """get_many keeps exactly the requests in flight it is asked for, also
+    after a call that asked for more (one process's pool is not kept larger)."""
+
+    def test_in_flight_is_what_each_call_asks(self):
+        import threading
+        import time
+        from feedtune import objects
+
+        class Counting(objects._Prefix):
+            def __init__(self):
+                super().__init__("http://counting.invalid/x")
+                self.now, self.most, self.count_lock = 0, 0, threading.Lock()
+
+            def _make_client(self):
+                return object()
+
+            def get(self, key, offset=None, size=None):
+                with self.count_lock:
+                    self.now += 1
+                    self.most = max(self.most, self.now)
+                time.sleep(0.02)
+                with self.count_lock:
+                    self.now -= 1
+                return key
+
+        store = Counting()
+        reads = [("k%d" % i, None, None) for i in range(16)]
+        for in_flight in (8, 2, 4, 1, 3):
+            store.most = 0
+            self.assertEqual(store.get_many(reads, in_flight), [r[0] for r in reads])
+            self.assertEqual(store.most, in_flight, "asked for %d in flight" % in_flight)
+
 if __name__ == "__main__":
     unittest.main()

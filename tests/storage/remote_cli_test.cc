@@ -4,16 +4,25 @@
 // per sample, requests in flight per worker, `inspect s3://`, and the errors
 // a user meets named (a wrong secret, an empty prefix, a refused connection,
 // SlowDown). One rig for the suite; every test skips without s3rver.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "storage/credentials.h"
+#include "storage/location.h"
+#include "storage/object_client.h"
 #include "tests/common/cli_scratch.h"
 #include "tests/storage/rig.h"
 
@@ -22,6 +31,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using feedtune::testing_util::CliResult;
+using ::testing::HasSubstr;
 
 constexpr int kObjects = 96;
 constexpr size_t kObjectBytes = 16 * 1024;
@@ -219,6 +229,148 @@ TEST_F(RemoteCli, SlowDownIsRetriedAndAStoreThatKeepsRefusingIsNamed) {
   r = Run("trial " + Config("train/"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("SlowDown"), std::string::npos) << r.err;
+}
+
+// convert to an s3:// prefix: the store's objects against a local convert of
+// the same source with the same options (tar shards and the index are
+// byte-for-byte the same), read back through the client the test makes.
+class RemoteConvert : public RemoteCli {
+ protected:
+  std::string P(const std::string& name) const { return (dir_ / name).string(); }
+  static storage::ObjectClient Client() {
+    return storage::ObjectClient(ParseLocation("s3://feedtune/"), ResolveAwsConfig(rig_->env()));
+  }
+  static std::string Object(storage::ObjectClient& client, const std::string& key) {
+    const std::vector<std::byte> bytes = client.Get(key);
+    return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  }
+  static std::vector<std::string> Keys(storage::ObjectClient& client, const std::string& prefix) {
+    std::vector<std::string> keys;
+    for (const auto& o : client.List(prefix)) keys.push_back(o.key.substr(prefix.size()));
+    return keys;
+  }
+  // Every file of the local convert at `local` is an object under `prefix` with its bytes.
+  void ExpectSameAsLocal(storage::ObjectClient& client, const fs::path& local, const std::string& prefix) {
+    for (const auto& e : fs::directory_iterator(local)) {
+      const std::string name = e.path().filename().string();
+      if (name == "feedtune-dataset.json") continue;  // it names DST's bytes, the same, and nothing else differs
+      std::ifstream in(e.path(), std::ios::binary);
+      const std::string want((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      EXPECT_EQ(Object(client, prefix + name), want) << name;
+    }
+  }
+};
+
+TEST_F(RemoteConvert, ToTheStoreInPartsVerifiedAndTheSameBytesAsALocalConvert) {
+  // 240 samples of 50 KB in shards of 6 MB: two of about 5.9 MB (two parts of
+  // 5 MiB each way up) and one of 0.3 MB (one PUT).
+  ASSERT_EQ(Run("gen-data --out " + P("src") + " --layout files --samples 240 --sample-bytes 50000 -q").code, 0);
+  const std::string options = " --layout tar --shard-bytes 6000000 --part-bytes 5242880 --shuffle 5";
+  const CliResult local = Run("convert " + P("src") + " " + P("local") + options + " -q");
+  ASSERT_EQ(local.code, 0) << local.err;
+  const CliResult up = Run("convert " + P("src") + " s3://feedtune/conv" + options + " --format json");
+  ASSERT_EQ(up.code, 0) << up.err;
+  EXPECT_THAT(up.err, HasSubstr("-> s3://feedtune/conv, layout tar: 3 shard objects + index and manifest, about"));
+  const auto summary = nlohmann::json::parse(up.out);
+  EXPECT_EQ(summary.at("samples"), 240);
+  EXPECT_EQ(summary.at("verified"), true);
+  EXPECT_EQ(summary.at("upload").at("objects"), 3);
+  EXPECT_EQ(summary.at("upload").at("parts_sent"), 4);
+  EXPECT_EQ(summary.at("upload").at("parts_resumed"), 0);
+  EXPECT_EQ(summary.at("upload").at("bytes_read_back"), summary.at("bytes_on_disk"));
+  storage::ObjectClient client = Client();
+  EXPECT_EQ(Keys(client, "conv/"),
+            (std::vector<std::string>{"data-00000-of-00003.tar", "data-00001-of-00003.tar", "data-00002-of-00003.tar",
+                                      "feedtune-dataset.json", "index.ftmap"}));
+  ExpectSameAsLocal(client, dir_ / "local", "conv/");
+  const auto manifest = nlohmann::json::parse(Object(client, "conv/feedtune-dataset.json"));
+  EXPECT_EQ(manifest.at("samples"), 240);
+  EXPECT_EQ(manifest.at("layout"), "tar");
+
+  const CliResult again = Run("convert " + P("src") + " s3://feedtune/conv" + options);
+  EXPECT_EQ(again.code, 2);
+  EXPECT_THAT(again.err, HasSubstr("DST s3://feedtune/conv already holds a converted dataset (240 samples of"));
+}
+
+// kill -9 while a shard's parts go up (at 150 ms a request), then --resume:
+// no shard under its final key before it is whole, and the parts the killed
+// run recorded are not sent again.
+TEST_F(RemoteConvert, KillNineMidUploadThenResumeSendsOnlyTheMissingParts) {
+  ASSERT_EQ(Run("gen-data --out " + P("src") + " --layout files --samples 400 --sample-bytes 50000 -q").code, 0);
+  const std::string options = " --layout tar --shard-bytes 12000000 --part-bytes 5242880";
+  ASSERT_EQ(Run("convert " + P("src") + " " + P("local") + options + " -q").code, 0);
+  rig_->Set("--latency-ms 150 --slowdown-every 0");
+  const std::string args = "convert " + P("src") + " s3://feedtune/killed" + options + " -q";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", (std::string("exec ") + FEEDTUNE_BINARY + " " + args + " 2>/dev/null").c_str(),
+            static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  storage::ObjectClient client = Client();
+  const auto parts_recorded = [&] {
+    try {
+      return nlohmann::json::parse(Object(client, "killed/.data-00000-of-00002.tar.upload.json")).at("parts").size();
+    } catch (const std::exception&) {
+      return size_t{0};  // not there yet
+    }
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (parts_recorded() < 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the convert ended before it was killed";
+  const size_t recorded = parts_recorded();
+  ASSERT_GE(recorded, 1u);
+  ASSERT_LT(recorded, 3u) << "the first shard's three parts were all sent before the kill";
+  const std::vector<std::string> left = Keys(client, "killed/");
+  EXPECT_EQ(left, (std::vector<std::string>{".data-00000-of-00002.tar.upload.json", "convert-state.json"}))
+      << "nothing under a final key until it is whole";
+
+  rig_->Set("--latency-ms 20 --slowdown-every 0");
+  const CliResult again = Run(args);
+  EXPECT_EQ(again.code, 2);
+  EXPECT_THAT(again.err, HasSubstr("holds an interrupted convert (convert-state.json); add --resume to go on"));
+  const CliResult resumed = Run(args + " --resume --format json");
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  const auto summary = nlohmann::json::parse(resumed.out);
+  EXPECT_EQ(summary.at("samples"), 400);
+  EXPECT_EQ(summary.at("upload").at("parts_resumed"), recorded);
+  EXPECT_EQ(summary.at("upload").at("parts_sent").get<size_t>() + recorded, 5u) << "3 parts and 2";
+  EXPECT_EQ(Keys(client, "killed/"),
+            (std::vector<std::string>{"data-00000-of-00002.tar", "data-00001-of-00002.tar", "feedtune-dataset.json",
+                                      "index.ftmap"}));
+  ExpectSameAsLocal(client, dir_ / "local", "killed/");
+}
+
+TEST_F(RemoteConvert, WhatAStoreCannotTakeIsRefusedNamingIt) {
+  ASSERT_EQ(Run("gen-data --out " + P("src") + " --layout files --samples 20 --sample-bytes 1000 -q").code, 0);
+  const CliResult hdf5 = Run("convert " + P("src") + " s3://feedtune/h5 --layout hdf5");
+  EXPECT_EQ(hdf5.code, 2);
+  EXPECT_THAT(hdf5.err, HasSubstr("DST s3://feedtune/h5: a store takes --layout tar"));
+  const CliResult occupied = Run("convert " + P("src") + " s3://feedtune/train --layout tar");
+  EXPECT_EQ(occupied.code, 2);
+  EXPECT_THAT(occupied.err, HasSubstr("DST s3://feedtune/train holds other objects (s00000.bin...)"));
+  const CliResult nothing = Run("convert " + P("src") + " s3://feedtune/none --layout tar --resume");
+  EXPECT_EQ(nothing.code, 2);
+  EXPECT_THAT(nothing.err, HasSubstr("--resume: s3://feedtune/none holds no interrupted convert"));
+  const CliResult part = Run("convert " + P("src") + " s3://feedtune/p --layout tar --part-bytes 1000000");
+  EXPECT_EQ(part.code, 2);
+  EXPECT_THAT(part.err, HasSubstr("--part-bytes: S3 takes parts of at least 5 MiB"));
+  const CliResult web = Run("convert " + P("src") + " " + rig_->http_url() + "/out --layout tar");
+  EXPECT_EQ(web.code, 2);
+  EXPECT_THAT(web.err, HasSubstr("an http(s) server is read-only"));
+
+  setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret", 1);
+  const CliResult forbidden = Run("convert " + P("src") + " s3://feedtune/forbidden --layout tar");
+  setenv("AWS_SECRET_ACCESS_KEY", rig_->env().at("AWS_SECRET_ACCESS_KEY").c_str(), 1);
+  EXPECT_EQ(forbidden.code, 1);
+  EXPECT_THAT(forbidden.err, HasSubstr("SignatureDoesNotMatch"));
+  EXPECT_THAT(forbidden.err, HasSubstr("the secret access key (from AWS_SECRET_ACCESS_KEY in the environment)"));
 }
 
 }  // namespace

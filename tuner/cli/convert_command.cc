@@ -13,6 +13,7 @@
 #include "layout/convert.h"
 #include "layout/source.h"
 #include "results/units.h"
+#include "storage/object_client.h"
 #include "tuner/cli/cli_util.h"
 #include "workloads/format_io.h"
 #include "workloads/shard_format.h"
@@ -53,6 +54,16 @@ whether the trade pays on this box.
 Safe to stop: each file is written under a temporary name, synced and
 renamed, so an interrupted convert (Ctrl-C, kill -9, a full disk) leaves only
 whole files under final names; run the same command with --resume to go on.
+
+DST may be an s3:// prefix (--layout tar; credentials and endpoint as the
+AWS tools take them, docs/storage.md). Each shard is written to a staging
+folder (--staging, default $TMPDIR or /tmp) and put whole: one PUT, or a
+multipart upload in parts of --part-bytes (default 8 MiB, at least 5 MiB)
+when it is larger. No object is under a final key until it is whole; a
+resumed upload sends only the parts the interrupted one had not (it checks
+each part's CRC32C against what it wrote again). The verification reads
+every shard back from the store. The object count and bytes to upload are
+printed before the convert starts.
 Free space is checked from an estimate before anything is written. A sample
 that does not read (or, for JPEGs, does not decode) fails the convert, naming
 it; --skip-bad leaves it out and lists it (in the summary and the manifest).
@@ -68,7 +79,8 @@ Examples:
   feedtune convert data/train data/train-tar --layout tar --labels folder --shuffle 7
   feedtune convert data/bad-chunks.h5 data/good.h5 --layout hdf5 --chunk-samples 1
   feedtune convert data/jpeg data/jpeg-pixels --layout tar --pixels
-  feedtune convert data/jpeg data/jpeg-tar --layout tar --resume)";
+  feedtune convert data/jpeg data/jpeg-tar --layout tar --resume
+  feedtune convert data/train s3://bucket/train-tar --layout tar --shard-bytes 500000000)";
 
 class ConvertProgressLine {
  public:
@@ -137,6 +149,11 @@ void PrintSummary(const std::string& format_name, const std::string& src, const 
                                 {"resumed_files", result.resumed_files},
                                 {"bytes_on_disk", result.bytes_on_disk},
                                 {"pixels", convert.pixels},
+                                {"upload", {{"objects", result.upload.objects},
+                                            {"parts_sent", result.upload.parts_sent},
+                                            {"parts_resumed", result.upload.parts_resumed},
+                                            {"bytes_sent", result.upload.bytes_sent},
+                                            {"bytes_read_back", result.upload.bytes_read_back}}},
                                 {"verified", true},
                                 {"skipped", skipped}}
                      .dump()
@@ -148,6 +165,13 @@ void PrintSummary(const std::string& format_name, const std::string& src, const 
                 workloads::FormatMegabytes(static_cast<double>(result.bytes_on_disk)).c_str(),
                 result.resumed_files > 0 ? (", " + std::to_string(result.resumed_files) + " from before").c_str() : "",
                 result.skipped.empty() ? "" : ("; " + std::to_string(result.skipped.size()) + " bad samples skipped").c_str());
+    const layout::UploadFigures& up = result.upload;
+    if (up.objects > 0 || up.parts_resumed > 0) {
+      std::printf("uploaded %lld objects, %s (%lld parts sent, %lld sent before and not again); read back %s\n",
+                  static_cast<long long>(up.objects), workloads::FormatMegabytes(static_cast<double>(up.bytes_sent)).c_str(),
+                  static_cast<long long>(up.parts_sent), static_cast<long long>(up.parts_resumed),
+                  workloads::FormatMegabytes(static_cast<double>(up.bytes_read_back)).c_str());
+    }
   }
 }
 
@@ -160,7 +184,7 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
   layout::SourceOptions source_options;
   uint64_t seed = 0;
   options.add_options()("help,h", "this help")("src", po::value(&src)->required(), "the dataset to convert")(
-      "dst", po::value(&dst)->required(), "a new or empty folder for the result")(
+      "dst", po::value(&dst)->required(), "a new or empty folder, or s3:// prefix, for the result")(
       "layout", po::value(&convert.layout)->required(), "tar | hdf5 | npy | lmdb")(
       "shard-bytes", po::value(&convert.shard_bytes)->default_value(int64_t{256} << 20),
       "tar: about this many bytes per shard")("shuffle", po::value(&seed),
@@ -175,6 +199,9 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
       "resume", "go on with an interrupted convert into DST")(
       "skip-bad", "leave out samples that do not read or decode, and list them")(
       "pixels", "JPEG samples: store them decoded, as raw pixels (PPM), for tar or lmdb")(
+      "part-bytes", po::value(&convert.part_bytes)->default_value(layout::kDefaultPartBytes),
+      "s3:// DST: a multipart upload's part size (at least 5 MiB)")(
+      "staging", po::value(&convert.staging_dir), "s3:// DST: where a shard is written before its upload")(
       "format", po::value(&format_name)->default_value("table"), "the summary on stdout: table | json")(
       "quiet,q", "no progress");
   po::positional_options_description positional;
@@ -209,6 +236,7 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
   const bool quiet = vm->count("quiet") > 0;
 
   std::unique_ptr<layout::SampleSource> source, pixels;
+  std::unique_ptr<layout::Destination> destination;
   try {
     source = layout::OpenSource(src, source_options);
     if (convert.pixels) pixels = layout::DecodedPixelsOf(*source);  // for the estimate; Convert decodes its own
@@ -216,34 +244,53 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
         layout::ConvertLayouts().end()) {
       return UsageError("convert", "--layout: expected tar | hdf5 | npy | lmdb, got '" + convert.layout + "'");
     }
-    layout::CheckDestination(*source, src, dst, convert);
+    destination = layout::OpenDestination(dst, convert);
+    layout::CheckDestination(*source, src, *destination, convert);
+  } catch (const storage::StorageError& e) {  // a prefix that cannot be listed: the store's answer, named
+    std::cerr << "feedtune convert: " << e.what() << "\n";
+    return kExitFailure;
   } catch (const std::exception& e) {  // DatasetNotFound, DatasetCorrupt, invalid_argument, ConvertUsageError
     return UsageError("convert", e.what());
   }
-  // The free space, from an estimate, before anything is written.
+  // The free space, from an estimate, before anything is written: DST's, or
+  // for a store the staging folder's, which holds a shard at a time.
   const double estimate = layout::EstimateConvertBytes(pixels ? *pixels : *source, convert);
-  const int64_t free_bytes = workloads::FreeBytesFor(dst);
+  const bool remote = destination->remote();
+  const std::string staging = convert.staging_dir.empty() ? layout::DefaultStagingDir() : convert.staging_dir;
+  const double staged = remote ? std::min<double>(estimate, 2.0 * static_cast<double>(convert.shard_bytes)) : estimate;
+  const int64_t free_bytes = workloads::FreeBytesFor(remote ? staging : dst);
   if (!quiet) {
-    std::fprintf(stderr, "convert: %s (%s, %lld samples%s) -> %s, layout %s: about %s to write (%s free there)\n",
-                 src.c_str(), source->kind().c_str(), static_cast<long long>(source->size()),
-                 source->has_labels() ? ", labelled" : "", dst.c_str(), convert.layout.c_str(),
-                 workloads::FormatMegabytes(estimate).c_str(),
-                 free_bytes >= 0 ? workloads::FormatMegabytes(static_cast<double>(free_bytes)).c_str() : "unknown");
+    const std::string free_text =
+        free_bytes >= 0 ? workloads::FormatMegabytes(static_cast<double>(free_bytes)) : std::string("unknown");
+    std::fprintf(stderr, "convert: %s (%s, %lld samples%s) -> %s, layout %s: ", src.c_str(), source->kind().c_str(),
+                 static_cast<long long>(source->size()), source->has_labels() ? ", labelled" : "", dst.c_str(),
+                 convert.layout.c_str());
+    if (remote) {
+      const int64_t shards = layout::ShardCount(pixels ? *pixels : *source, convert.shard_bytes);
+      std::fprintf(stderr, "%lld shard objects + index and manifest, about %s to upload (staged a shard at a time in "
+                           "%s, %s free there)\n",
+                   static_cast<long long>(shards), workloads::FormatMegabytes(estimate).c_str(), staging.c_str(),
+                   free_text.c_str());
+    } else {
+      std::fprintf(stderr, "about %s to write (%s free there)\n", workloads::FormatMegabytes(estimate).c_str(),
+                   free_text.c_str());
+    }
   }
-  if (!layout::FitsInFreeSpace(estimate, free_bytes)) {
-    return UsageError("convert", "DST " + dst + ": about " + workloads::FormatMegabytes(estimate) +
-                                     " to write, but only " +
+  if (!layout::FitsInFreeSpace(staged, free_bytes)) {
+    return UsageError("convert", (remote ? "the staging folder " + staging : "DST " + dst) + ": about " +
+                                     workloads::FormatMegabytes(staged) + " to write, but only " +
                                      workloads::FormatMegabytes(static_cast<double>(free_bytes)) +
                                      " free on that file system (a write plans on at most " +
                                      results::Format("%.0f%%", layout::kUsableFreeFraction * 100) +
-                                     " of it); free some space or choose another place");
+                                     " of it); free some space or choose another place" +
+                                     (remote ? " (--staging)" : ""));
   }
 
   ConvertProgressLine line(quiet);
   layout::ConvertResult result;
   try {
-    result = layout::Convert(*source, src, dst, convert, [&line](const layout::ConvertProgress& p) { line.Update(p); },
-                             stop);
+    result = layout::Convert(*source, src, *destination, convert,
+                             [&line](const layout::ConvertProgress& p) { line.Update(p); }, stop);
   } catch (const layout::ConvertUsageError& e) {
     line.Finish();
     return UsageError("convert", e.what());
