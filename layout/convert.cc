@@ -48,7 +48,8 @@ json PlanOf(const SampleSource& source, const std::string& source_path, const Co
   std::error_code ec;
   return json{{"format", "feedtune-convert-state"},
               {"version", 1},
-              {"source", fs::weakly_canonical(source_path, ec).string()},
+              {"source", workloads::IsRemotePath(source_path) ? source_path
+                                                              : fs::weakly_canonical(source_path, ec).string()},
               {"source_kind", source.kind()},
               {"source_samples", source.size()},
               {"layout", o.layout},
@@ -106,6 +107,9 @@ std::string ReadChecked(const SampleSource& source, int64_t index, std::vector<s
   }
   return {};
 }
+
+// Samples a source is told of ahead of their reads (SampleSource::WillRead).
+constexpr size_t kReadAhead = 64;
 
 // One convert's state: the plan, the files, what was skipped so far.
 class ConvertRun {
@@ -180,6 +184,14 @@ class ConvertRun {
     result_.skipped.push_back({index, source_.Name(index), error});
   }
 
+  // Tells the source which samples come next, kReadAhead at a time from
+  // position `at` of `order` (not past `end`): a remote source fetches each
+  // window together. Called at every position; acts at a window's start.
+  void ReadAhead(std::span<const int64_t> order, size_t at, size_t end, size_t window_start = 0) const {
+    if ((at - window_start) % kReadAhead != 0) return;
+    source_.WillRead(order.subspan(at, std::min(end, at + kReadAhead) - at));
+  }
+
   void Report(const char* phase, int64_t done, int64_t total, int64_t bytes) {
     if (progress_) progress_(ConvertProgress{phase, done, total, bytes});
   }
@@ -216,6 +228,7 @@ class ConvertRun {
           result_.skipped.resize(skipped_before);
           return false;
         }
+        ReadAhead(order, static_cast<size_t>(n), static_cast<size_t>(last), static_cast<size_t>(first));
         const int64_t index = order[static_cast<size_t>(n)];
         const std::string error = ReadChecked(source_, index, &sample);
         if (!error.empty()) {
@@ -269,8 +282,10 @@ class ConvertRun {
     if (o_.skip_bad) {
       result_.skipped.clear();
       int64_t bytes = 0;
+      const std::vector<int64_t> all = WriteOrder(source_.size(), std::nullopt);
       for (int64_t i = 0; i < source_.size(); ++i) {
         if (stop_.load(std::memory_order_relaxed)) return false;
+        ReadAhead(all, static_cast<size_t>(i), all.size());
         const std::string error = ReadChecked(source_, i, &sample);
         if (!error.empty()) Bad(i, error);
         bytes += static_cast<int64_t>(sample.size());
@@ -280,6 +295,10 @@ class ConvertRun {
     }
     std::vector<bool> skip(static_cast<size_t>(source_.size()), false);
     for (const SkippedSample& s : result_.skipped) skip[static_cast<size_t>(s.source)] = true;
+    std::vector<int64_t> kept;
+    for (int64_t i = 0; i < source_.size(); ++i) {
+      if (!skip[static_cast<size_t>(i)]) kept.push_back(i);
+    }
     const int64_t rows = source_.size() - static_cast<int64_t>(result_.skipped.size());
     if (rows == 0) throw ConvertUsageError("every sample of the source was skipped as bad; nothing to write");
     const std::string partial = PartialName(path);
@@ -312,6 +331,7 @@ class ConvertRun {
         return false;
       }
       if (skip[static_cast<size_t>(i)]) continue;
+      ReadAhead(kept, static_cast<size_t>(labels.size()), kept.size());
       const std::string error = ReadChecked(source_, i, &sample);
       if (!error.empty()) {
         hdf5.reset();
@@ -446,7 +466,12 @@ class ConvertRun {
         const std::string path = dest_.Fetch(files_[k]);
         const workloads::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
         if (!fd.valid()) throw std::runtime_error(path + ": cannot open: " + workloads::ErrnoText(errno));
-        for (IndexRecord& r : ScanShard(k, path, fd.get())) {
+        std::vector<IndexRecord> shard = ScanShard(k, path, fd.get());
+        std::vector<int64_t> sources;
+        for (const IndexRecord& r : shard) sources.push_back(r.source);
+        for (size_t j = 0; j < shard.size(); ++j) {
+          IndexRecord& r = shard[j];
+          ReadAhead(sources, j, sources.size());
           if (found.count(r.source) > 0) {
             throw std::runtime_error("verification failed: sample " + std::to_string(r.source) + " (" +
                                      source_.Name(r.source) + ") is in DST twice (again in " +
@@ -473,8 +498,11 @@ class ConvertRun {
         if (!skip[static_cast<size_t>(i)]) records.push_back({i, 0, row++, 0, -1, 0});
       }
       const OneFileReader reader(o_.layout, dest_.Name(files_.front()));
+      std::vector<int64_t> sources;
+      for (const IndexRecord& r : records) sources.push_back(r.source);
       for (size_t j = 0; j < records.size(); ++j) {
         IndexRecord& r = records[j];
+        ReadAhead(sources, j, sources.size());
         reader.Read(r, &ours);
         CheckSample(r, ours, dest_.Name(files_.front()) + " row " + std::to_string(r.offset));
         bytes += r.bytes;

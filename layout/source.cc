@@ -13,6 +13,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "storage/credentials.h"
+#include "storage/location.h"
 #include "workloads/cpu_work.h"
 #include "workloads/files_dataset.h"
 #include "workloads/format_inspect.h"
@@ -21,6 +23,7 @@
 #include "workloads/jpeg_image.h"
 #include "workloads/lmdb_dataset.h"
 #include "workloads/npy_dataset.h"
+#include "workloads/remote_dataset.h"
 #include "workloads/shard_format.h"
 #include "workloads/tar_dataset.h"
 #include "workloads/tfrecord_dataset.h"
@@ -61,6 +64,30 @@ std::string SharedExtension(const std::vector<std::string>& names) {
     if (ext != shared) return "bin";
   }
   return shared.empty() ? "bin" : shared;
+}
+
+// ImageFolder's classes: sample i's is the first folder of relative[i] (its
+// path under `root`), the folders numbered in name order. `names` are the
+// samples as messages name them.
+std::vector<int64_t> ImageFolderLabels(const std::vector<std::string>& relative, const std::vector<std::string>& names,
+                                       const std::string& root) {
+  std::vector<std::string> classes(relative.size());
+  std::set<std::string> folders;
+  for (size_t i = 0; i < relative.size(); ++i) {
+    const fs::path rel(relative[i]);
+    if (std::distance(rel.begin(), rel.end()) < 2) {
+      throw std::invalid_argument("--labels folder: " + names[i] + " is not inside a class folder of " + root +
+                                  " (ImageFolder: PATH/CLASS/FILE); move it into one, or use --labels none");
+    }
+    classes[i] = rel.begin()->string();
+    folders.insert(classes[i]);
+  }
+  std::map<std::string, int64_t> number;
+  for (const std::string& folder : folders) number.emplace(folder, static_cast<int64_t>(number.size()));
+  std::vector<int64_t> labels;
+  labels.reserve(classes.size());
+  for (const std::string& c : classes) labels.push_back(number.at(c));
+  return labels;
 }
 
 // A source over one of the loader's datasets of workloads/: sample i is its Read(i).
@@ -124,24 +151,9 @@ class FolderSource final : public DatasetSource {
   // holds it, the folders numbered in name order.
   void LabelByFolder() {
     const fs::path root = fs::path(root_);
-    std::vector<std::string> classes(static_cast<size_t>(size()));
-    std::set<std::string> names;
-    for (int64_t i = 0; i < size(); ++i) {
-      const fs::path rel = fs::path(files_->files()[static_cast<size_t>(i)]).lexically_relative(root);
-      if (std::distance(rel.begin(), rel.end()) < 2) {
-        throw std::invalid_argument("--labels folder: " + files_->files()[static_cast<size_t>(i)] +
-                                    " is not inside a class folder of " + root_ +
-                                    " (ImageFolder: PATH/CLASS/FILE); move it into one, or use --labels none");
-      }
-      classes[static_cast<size_t>(i)] = rel.begin()->string();
-      names.insert(*rel.begin());
-    }
-    std::map<std::string, int64_t> number;
-    for (const std::string& name : names) number.emplace(name, static_cast<int64_t>(number.size()));
-    std::vector<int64_t> labels;
-    labels.reserve(classes.size());
-    for (const std::string& c : classes) labels.push_back(number.at(c));
-    SetLabels(std::move(labels));
+    std::vector<std::string> relative;
+    for (const std::string& file : files_->files()) relative.push_back(fs::path(file).lexically_relative(root).string());
+    SetLabels(ImageFolderLabels(relative, files_->files(), root_));
     kind_ = "imagefolder";
   }
 
@@ -356,6 +368,79 @@ void RefuseLabels(const SourceOptions& options, const std::string& path, const c
   }
 }
 
+// One object per sample under an s3:// prefix (RemoteDataset: the prefix
+// listed once, in key order; a console's 0-byte "folders" left out), named
+// s3://bucket/key. A read is a round trip, so WillRead fetches the samples
+// about to be read together, kReadAheadInFlight GETs in flight, and Read
+// takes them from there.
+class RemoteObjectsSource final : public SampleSource {
+ public:
+  static constexpr int kReadAheadInFlight = 16;
+  static constexpr int64_t kReadAheadBytes = int64_t{64} << 20;
+
+  RemoteObjectsSource(const std::string& path, bool folder_labels) {
+    workloads::FilesOptions files;
+    files.path = path;
+    files.layout = workloads::FilesLayout::kFiles;
+    dataset_ = std::make_unique<workloads::RemoteDataset>(files, NoSourceCost(), workloads::CpuCalibration{},
+                                                          storage::ProcessEnvironment());
+    kind_ = folder_labels ? "imagefolder" : "folder";
+    root_ = path;
+    const storage::Location& at = dataset_->location();
+    std::string prefix = at.prefix;
+    if (!prefix.empty() && prefix.back() != '/') prefix += '/';
+    std::vector<std::string> relative;
+    int64_t fixed = dataset_->objects().front().size;
+    for (const storage::ObjectInfo& o : dataset_->objects()) {
+      names_.push_back("s3://" + at.bucket + "/" + o.key);
+      relative.push_back(o.key.substr(std::min(prefix.size(), o.key.size())));
+      if (o.size != fixed) fixed = 0;
+    }
+    fixed_ = fixed;
+    extension_ = SharedExtension(relative);
+    if (folder_labels) labels_ = ImageFolderLabels(relative, names_, root_);
+  }
+  int64_t size() const override { return dataset_->size(); }
+  void Read(int64_t index, std::vector<std::byte>* bytes) const override {
+    if (auto it = ahead_.find(index); it != ahead_.end()) {
+      *bytes = std::move(it->second);
+      ahead_.erase(it);
+      return;
+    }
+    bytes->resize(static_cast<size_t>(dataset_->objects()[static_cast<size_t>(index)].size));
+    bytes->resize(static_cast<size_t>(dataset_->Read(index, *bytes)));
+  }
+  void WillRead(std::span<const int64_t> indices) const override {
+    ahead_.clear();  // what was fetched and not read is not read now
+    std::vector<int64_t> batch;
+    int64_t bytes = 0;
+    for (int64_t i : indices) {
+      const int64_t size = dataset_->objects()[static_cast<size_t>(i)].size;
+      if (!batch.empty() && bytes + size > kReadAheadBytes) break;
+      batch.push_back(i);
+      bytes += size;
+    }
+    if (batch.empty()) return;
+    const int64_t stride = std::max<int64_t>(1, dataset_->max_sample_bytes());
+    std::vector<std::byte> slot(static_cast<size_t>(stride) * batch.size());
+    std::vector<int64_t> got(batch.size());
+    dataset_->ReadMany(batch, slot, stride, kReadAheadInFlight, got);
+    for (size_t k = 0; k < batch.size(); ++k) {
+      const auto* first = slot.data() + k * static_cast<size_t>(stride);
+      ahead_[batch[k]].assign(first, first + got[k]);
+    }
+  }
+  std::string Name(int64_t index) const override { return names_[static_cast<size_t>(index)]; }
+  int64_t total_bytes() const override { return dataset_->total_bytes(); }
+  int64_t fixed_sample_bytes() const override { return fixed_; }
+
+ private:
+  std::unique_ptr<workloads::RemoteDataset> dataset_;
+  std::vector<std::string> names_;
+  int64_t fixed_ = 0;
+  mutable std::map<int64_t, std::vector<std::byte>> ahead_;  // fetched by WillRead, not yet read
+};
+
 // Some samples of another source, renumbered.
 class SubsetSource final : public SampleSource {
  public:
@@ -373,6 +458,11 @@ class SubsetSource final : public SampleSource {
   }
   int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
   void Read(int64_t index, std::vector<std::byte>* bytes) const override { source_.Read(At(index), bytes); }
+  void WillRead(std::span<const int64_t> indices) const override {
+    std::vector<int64_t> theirs;
+    for (int64_t i : indices) theirs.push_back(At(i));
+    source_.WillRead(theirs);
+  }
   std::string Name(int64_t index) const override { return source_.Name(At(index)); }
   int64_t total_bytes() const override { return total_; }
   int64_t fixed_sample_bytes() const override { return source_.fixed_sample_bytes(); }
@@ -407,6 +497,7 @@ class DecodedPixelsSource final : public SampleSource {
       throw std::runtime_error(source_.Name(index) + ": does not decode as a JPEG: " + e.what());
     }
   }
+  void WillRead(std::span<const int64_t> indices) const override { source_.WillRead(indices); }
   std::string Name(int64_t index) const override { return source_.Name(index); }
   int64_t total_bytes() const override { return total_; }
   // Images may differ in size: the pixels are for the layouts that hold any size.
@@ -475,6 +566,21 @@ std::unique_ptr<SampleSource> OpenSource(const std::string& path, const SourceOp
   if (!known) {
     throw std::invalid_argument("--labels: expected auto, none, folder, cls or /NAME (an HDF5 dataset), got '" +
                                 options.labels + "'");
+  }
+  if (workloads::IsRemotePath(path)) {
+    const storage::Location at = storage::ParseLocation(path);  // throws invalid_argument, naming what is wrong
+    if (!at.is_s3()) {
+      throw std::invalid_argument("SRC " + path + ": a web server gives no listing; convert reads an s3:// prefix "
+                                  "of one object per sample, or a local dataset");
+    }
+    if (hdf5_labels || options.labels == "cls") RefuseLabels(options, path, "an s3:// prefix of objects");
+    auto source = std::make_unique<RemoteObjectsSource>(path, folder_labels);
+    if (source->payload_extension() == "tar") {
+      throw std::invalid_argument("SRC " + path + " holds tar shards: read from a store they are read as tar "
+                                  "shards (workload kind tar), not yet as a convert source; copy them to a local "
+                                  "folder (aws s3 cp --recursive) and convert that");
+    }
+    return source;
   }
   std::error_code ec;
   if (fs::is_directory(path, ec) && fs::exists(fs::path(path) / workloads::kIndexFileName, ec)) {

@@ -17,6 +17,8 @@
 //   tar shards     sample i's one payload member; its label from its .cls
 //                  member (WebDataset's convention), when every sample has
 //                  one (--labels cls: every sample must)
+//   s3://B/P       one object per sample, in key order (RemoteDataset);
+//                  --labels folder: the first folder of the key under P
 //
 // Opening reads indexes and headers only. Read() may be called from one
 // thread at a time per process; the source is opened read-only and nothing
@@ -27,6 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,6 +54,10 @@ class SampleSource {
   // Sample `index`'s bytes into *bytes (resized to fit). Throws
   // std::runtime_error naming the sample (Name) and what went wrong.
   virtual void Read(int64_t index, std::vector<std::byte>* bytes) const = 0;
+  // A hint: these samples are read next, in this order. A remote source
+  // fetches them together (requests in flight) for the Reads that follow;
+  // a local one ignores it.
+  virtual void WillRead(std::span<const int64_t> /*indices*/) const {}
   // Where sample `index` lives, for messages: "src/cat/001.jpg",
   // "data.h5 /images row 17", "data-00001.tar member 000000017.jpg".
   virtual std::string Name(int64_t index) const = 0;

@@ -80,6 +80,30 @@ class RemoteCli : public feedtune::testing_util::CliScratchTest {
                  "        measure_seconds: 0.4, diagnose: false, background: {sample_seconds: 0.2}}\n");
   }
 
+  std::string P(const std::string& name) const { return (dir_ / name).string(); }
+  static storage::ObjectClient Client() {
+    return storage::ObjectClient(ParseLocation("s3://feedtune/"), ResolveAwsConfig(rig_->env()));
+  }
+  static std::string Object(storage::ObjectClient& client, const std::string& key) {
+    const std::vector<std::byte> bytes = client.Get(key);
+    return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  }
+  static std::vector<std::string> Keys(storage::ObjectClient& client, const std::string& prefix) {
+    std::vector<std::string> keys;
+    for (const auto& o : client.List(prefix)) keys.push_back(o.key.substr(prefix.size()));
+    return keys;
+  }
+  // Every file of the local convert at `local` is an object under `prefix` with its bytes.
+  void ExpectSameAsLocal(storage::ObjectClient& client, const fs::path& local, const std::string& prefix) {
+    for (const auto& e : fs::directory_iterator(local)) {
+      const std::string name = e.path().filename().string();
+      if (name == "feedtune-dataset.json") continue;  // it names the source and DST's bytes; the rest is the same
+      std::ifstream in(e.path(), std::ios::binary);
+      const std::string want((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      EXPECT_EQ(Object(client, prefix + name), want) << name;
+    }
+  }
+
   static Rig* rig_;
   static std::string skip_;
 };
@@ -231,37 +255,12 @@ TEST_F(RemoteCli, SlowDownIsRetriedAndAStoreThatKeepsRefusingIsNamed) {
   EXPECT_NE(r.err.find("SlowDown"), std::string::npos) << r.err;
 }
 
-// convert to an s3:// prefix: the store's objects against a local convert of
-// the same source with the same options (tar shards and the index are
-// byte-for-byte the same), read back through the client the test makes.
-class RemoteConvert : public RemoteCli {
- protected:
-  std::string P(const std::string& name) const { return (dir_ / name).string(); }
-  static storage::ObjectClient Client() {
-    return storage::ObjectClient(ParseLocation("s3://feedtune/"), ResolveAwsConfig(rig_->env()));
-  }
-  static std::string Object(storage::ObjectClient& client, const std::string& key) {
-    const std::vector<std::byte> bytes = client.Get(key);
-    return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  }
-  static std::vector<std::string> Keys(storage::ObjectClient& client, const std::string& prefix) {
-    std::vector<std::string> keys;
-    for (const auto& o : client.List(prefix)) keys.push_back(o.key.substr(prefix.size()));
-    return keys;
-  }
-  // Every file of the local convert at `local` is an object under `prefix` with its bytes.
-  void ExpectSameAsLocal(storage::ObjectClient& client, const fs::path& local, const std::string& prefix) {
-    for (const auto& e : fs::directory_iterator(local)) {
-      const std::string name = e.path().filename().string();
-      if (name == "feedtune-dataset.json") continue;  // it names DST's bytes, the same, and nothing else differs
-      std::ifstream in(e.path(), std::ios::binary);
-      const std::string want((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      EXPECT_EQ(Object(client, prefix + name), want) << name;
-    }
-  }
-};
-
-TEST_F(RemoteConvert, ToTheStoreInPartsVerifiedAndTheSameBytesAsALocalConvert) {
+// convert to and from an s3:// prefix: the store's objects against a local
+// convert of the same source with the same options (tar shards and the index
+// are byte-for-byte the same), read back through a client the test makes.
+// In RemoteCli's suite: one rig (a second suite would start its own with the
+// first one's environment, HOME included).
+TEST_F(RemoteCli, ConvertToTheStoreInPartsVerifiedAndTheSameBytesAsALocalConvert) {
   // 240 samples of 50 KB in shards of 6 MB: two of about 5.9 MB (two parts of
   // 5 MiB each way up) and one of 0.3 MB (one PUT).
   ASSERT_EQ(Run("gen-data --out " + P("src") + " --layout files --samples 240 --sample-bytes 50000 -q").code, 0);
@@ -295,7 +294,7 @@ TEST_F(RemoteConvert, ToTheStoreInPartsVerifiedAndTheSameBytesAsALocalConvert) {
 // kill -9 while a shard's parts go up (at 150 ms a request), then --resume:
 // no shard under its final key before it is whole, and the parts the killed
 // run recorded are not sent again.
-TEST_F(RemoteConvert, KillNineMidUploadThenResumeSendsOnlyTheMissingParts) {
+TEST_F(RemoteCli, ConvertKillNineMidUploadThenResumeSendsOnlyTheMissingParts) {
   ASSERT_EQ(Run("gen-data --out " + P("src") + " --layout files --samples 400 --sample-bytes 50000 -q").code, 0);
   const std::string options = " --layout tar --shard-bytes 12000000 --part-bytes 5242880";
   ASSERT_EQ(Run("convert " + P("src") + " " + P("local") + options + " -q").code, 0);
@@ -347,7 +346,46 @@ TEST_F(RemoteConvert, KillNineMidUploadThenResumeSendsOnlyTheMissingParts) {
   ExpectSameAsLocal(client, dir_ / "local", "killed/");
 }
 
-TEST_F(RemoteConvert, WhatAStoreCannotTakeIsRefusedNamingIt) {
+// convert from an s3:// prefix of one object per sample (ImageFolder
+// classes from the keys' folders): to a local folder and to another prefix,
+// the same shards and index as a convert of the local folder they came from.
+TEST_F(RemoteCli, ConvertFromObjectsOnTheStoreTheSameAsFromTheLocalFolder) {
+  ASSERT_EQ(Run("gen-data --out " + P("src") + " --layout files --samples 300 --sample-bytes 20000 -q").code, 0);
+  rig_->Put(dir_ / "src", "s3://feedtune/objs/");
+  const std::string options = " --layout tar --labels folder --shard-bytes 2000000 --shuffle 9 -q";
+  ASSERT_EQ(Run("convert " + P("src") + " " + P("local") + options).code, 0);
+  const CliResult down = Run("convert s3://feedtune/objs " + P("down") + options + " --format json");
+  ASSERT_EQ(down.code, 0) << down.err;
+  EXPECT_EQ(nlohmann::json::parse(down.out).at("labels"), true);
+  for (const auto& e : fs::directory_iterator(dir_ / "local")) {
+    const std::string name = e.path().filename().string();
+    if (name == "feedtune-dataset.json") continue;  // names the source, which differs
+    std::ifstream a(e.path(), std::ios::binary), b(dir_ / "down" / name, std::ios::binary);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(a), {}), std::string(std::istreambuf_iterator<char>(b), {}))
+        << name;
+  }
+  std::ifstream manifest(dir_ / "down" / "feedtune-dataset.json");
+  EXPECT_EQ(nlohmann::json::parse(manifest).at("source").at("path"), "s3://feedtune/objs");
+
+  const CliResult across = Run("convert s3://feedtune/objs s3://feedtune/objs-tar" + options);
+  ASSERT_EQ(across.code, 0) << across.err;
+  storage::ObjectClient client = Client();
+  ExpectSameAsLocal(client, dir_ / "local", "objs-tar/");
+
+  ASSERT_EQ(Run("gen-data --out " + P("tars") + " --layout tar --samples 20 --sample-bytes 1000 --shards 2 -q").code, 0);
+  rig_->Put(dir_ / "tars", "s3://feedtune/srctars/");
+  const CliResult tars = Run("convert s3://feedtune/srctars " + P("t") + " --layout tar");
+  EXPECT_EQ(tars.code, 2);
+  EXPECT_THAT(tars.err, HasSubstr("SRC s3://feedtune/srctars holds tar shards"));
+  const CliResult web = Run("convert " + rig_->http_url() + "/one.tar " + P("w") + " --layout tar");
+  EXPECT_EQ(web.code, 2);
+  EXPECT_THAT(web.err, HasSubstr("a web server gives no listing"));
+  const CliResult layout = Run("layout s3://feedtune/objs");
+  EXPECT_EQ(layout.code, 2);
+  EXPECT_THAT(layout.err, HasSubstr("layout measures a local dataset's candidates; on a store it does not yet"));
+}
+
+TEST_F(RemoteCli, ConvertWhatAStoreCannotTakeIsRefusedNamingIt) {
   ASSERT_EQ(Run("gen-data --out " + P("src") + " --layout files --samples 20 --sample-bytes 1000 -q").code, 0);
   const CliResult hdf5 = Run("convert " + P("src") + " s3://feedtune/h5 --layout hdf5");
   EXPECT_EQ(hdf5.code, 2);

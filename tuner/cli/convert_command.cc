@@ -34,7 +34,9 @@ of files (JPEGs or others; with --labels folder, an ImageFolder tree whose
 class is the folder under SRC), a folder of feedtune shards, a .npy file, an
 HDF5 file (--dataset, and labels from /labels or --labels /NAME), an LMDB
 environment, TFRecord shards (--feature), or WebDataset tar shards (labels
-from their .cls members).
+from their .cls members). SRC may also be an s3:// prefix of one object per
+sample (--labels folder: the first folder of each key under it), read 16
+objects in flight at a time.
 
 Layouts:
   tar    WebDataset shards DST/data-SSSSS-of-NNNNN.tar of about --shard-bytes,
@@ -80,7 +82,8 @@ Examples:
   feedtune convert data/bad-chunks.h5 data/good.h5 --layout hdf5 --chunk-samples 1
   feedtune convert data/jpeg data/jpeg-pixels --layout tar --pixels
   feedtune convert data/jpeg data/jpeg-tar --layout tar --resume
-  feedtune convert data/train s3://bucket/train-tar --layout tar --shard-bytes 500000000)";
+  feedtune convert data/train s3://bucket/train-tar --layout tar --shard-bytes 500000000
+  feedtune convert s3://bucket/jpegs s3://bucket/jpeg-tar --layout tar --labels folder)";
 
 class ConvertProgressLine {
  public:
@@ -183,7 +186,7 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
   layout::ConvertOptions convert;
   layout::SourceOptions source_options;
   uint64_t seed = 0;
-  options.add_options()("help,h", "this help")("src", po::value(&src)->required(), "the dataset to convert")(
+  options.add_options()("help,h", "this help")("src", po::value(&src)->required(), "the dataset to convert (a path, or an s3:// prefix of objects)")(
       "dst", po::value(&dst)->required(), "a new or empty folder, or s3:// prefix, for the result")(
       "layout", po::value(&convert.layout)->required(), "tar | hdf5 | npy | lmdb")(
       "shard-bytes", po::value(&convert.shard_bytes)->default_value(int64_t{256} << 20),

@@ -27,6 +27,7 @@
 #include "tuner/cli/version.h"
 #include "workloads/crc32c.h"
 #include "workloads/format_io.h"
+#include "workloads/remote_dataset.h"
 
 namespace feedtune::cli {
 namespace {
@@ -482,6 +483,11 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
 
   if (r.decode != "auto" && r.decode != "jpeg" && r.decode != "none") {
     return UsageError("layout", "--decode: expected auto, jpeg or none, got '" + r.decode + "'");
+  }
+  if (workloads::IsRemotePath(r.path)) {
+    return UsageError("layout", r.path + ": layout measures a local dataset's candidates; on a store it does not "
+                                "yet (convert reads an s3:// prefix: `feedtune convert " + r.path +
+                                " DST --layout tar`, and sweep and trial read the result there)");
   }
   std::unique_ptr<layout::SampleSource> source;
   try {
