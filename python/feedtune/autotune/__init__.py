@@ -26,11 +26,12 @@ How (docs/python.md, "Tuning inside the job"):
   from the next undelivered batch on, with one warning.
 
 The parts, each a module of this package:
-    loader.py      autotune() and AutotunedLoader: what the job calls and iterates
-    order.py       the epoch's order and the batch feed that keeps it
+    loader.py      autotune() and AutotunedLoader: what the job calls and iterates; it holds
+                   the order, the tuning and the answer (below) and hands each epoch to them
+    order.py       the epoch's order, the batch feed that keeps it, the DataLoaders over it
     tuning.py      the tuning phase: the probe, the controller's start, the trials in turn
-    trial.py       a trial's windows and their figures
-    controller.py  the feedtune child process and its socket; the job's ranks
+    windows.py     a trial's windows and their figures
+    controller.py  the feedtune child process and its socket; where it runs (its stage); the job's ranks
     verdict.py     the verdict on the search's answer, the steady run, the fallback
 
 Stdlib and torch only.
@@ -38,11 +39,11 @@ Stdlib and torch only.
 
 from .loader import AutotuneError, AutotunedLoader, autotune  # noqa: F401
 
-# The package's inner names, where they were when this was one module
-# (tests/python/test_autotune.py imports _Trial and _verdict from here).
-from .controller import (_REMOTE, _STOP_GRACE_S, _Controller, _end_controller, _find_binary,  # noqa: F401
-                         _Ranks, _Remote, _stop, _yaml_str)
-from .order import _Feed  # noqa: F401
-from .trial import _KEPT, _KNOBS, _MIN_WINDOW_BATCHES, _Trial, _TrialFailed  # noqa: F401
+# The package's inner names, importable from here as when this was one module
+# (tests/python/test_autotune.py imports _Trial, _default_budget and _verdict from here).
+from .controller import (_STOP_GRACE_S, _Controller, _end_controller, _find_binary, _Ranks, _stop,  # noqa: F401
+                         _yaml_str)
+from .order import _KEPT, _KNOBS, _Feed, _TrialFailed  # noqa: F401
+from .windows import _MIN_WINDOW_BATCHES, _Trial  # noqa: F401
 from .tuning import _MIN_BUDGET_S, _PROBE_BATCHES, _default_budget  # noqa: F401
 from .verdict import _verdict  # noqa: F401

@@ -6,10 +6,13 @@ Apart because this is the one part that holds a process and a wire protocol
 (docs/command-protocol.md, turned around: feedtune asks, the job answers):
 the tuning (tuning.py) sees a request as a dict and answers with a dict, and
 never a pid or a file descriptor. The job's torch.distributed ranks are here
-too (_Ranks, _Remote): rank 0 runs the controller, and the other ranks see it
-only through rank 0's collectives.
+too (_Ranks): rank 0 runs the controller, and the other ranks see it only
+through rank 0's collectives. _ControllerState is where the job's parts
+(tuning.py, verdict.py) find the controller: its stage (_Stage), the
+_Controller while it runs here, the ranks, its start and its budget.
 """
 
+import enum
 import json
 import os
 import shutil
@@ -17,6 +20,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import time
 import weakref
 
 # How long a controller told to stop (SIGINT) may take to mark its run
@@ -83,14 +87,61 @@ class _Ranks:
         return out
 
 
-class _Remote:
-    """The controller as a rank other than 0 sees it: on rank 0."""
+class _Stage(enum.Enum):
+    """Where the job's controller is."""
+    NOT_RUNNING = "not running"  # before the first batch, and again once it ended or could not start
+    PROBING = "probing"  # the checks before the first batch passed: it starts after the probe's batches
+    HERE = "here"  # it runs in this process: _ControllerState.controller
+    ON_RANK_0 = "on rank 0"  # this rank is not 0: it sees the controller only through rank 0's collectives
+
+
+class _ControllerState:
+    """The job's controller as the tuning (tuning.py) and the answer
+    (verdict.py) share it: `stage` (a _Stage), `controller` (the _Controller
+    while the stage is HERE, else None), `ranks` (_Ranks under
+    torch.distributed with 2 or more ranks, else None; set as the tuning
+    starts), `started_s` (time.monotonic() when it started, here or on rank
+    0; None before) and `budget_s` (the tuning's budget, set as it starts;
+    None before)."""
+
+    def __init__(self):
+        self.stage = _Stage.NOT_RUNNING
+        self.controller = None
+        self.ranks = None
+        self.started_s = None
+        self.budget_s = None
+
+    @property
+    def running(self):
+        """It runs, here or on rank 0."""
+        return self.stage in (_Stage.HERE, _Stage.ON_RANK_0)
+
+    @property
+    def on_rank_0(self):
+        return self.stage is _Stage.ON_RANK_0
+
+    def probing(self):
+        self.stage, self.controller = _Stage.PROBING, None
+
+    def run_here(self, controller):
+        self.stage, self.controller = _Stage.HERE, controller
+        self.started_s = time.monotonic()
+
+    def run_on_rank_0(self):
+        self.stage, self.controller = _Stage.ON_RANK_0, None
+        self.started_s = time.monotonic()
+
+    def release(self):
+        """Back to NOT_RUNNING; returns the _Controller that ran here (for the caller to end), or None."""
+        controller = self.controller
+        self.stage, self.controller = _Stage.NOT_RUNNING, None
+        return controller
 
     def close(self):
-        pass
-
-
-_REMOTE = _Remote()
+        """Back to NOT_RUNNING, closing the _Controller that ran here (rank 0's is rank 0's to close)."""
+        controller = self.release()
+        if controller is not None:
+            controller.close()
 
 
 def _stop(process, parent_pid, grace_s=_STOP_GRACE_S):

@@ -1,18 +1,37 @@
 """feedtune.autotune's order and batch feed: each epoch's index batches drawn
-once, as the user's DataLoader would draw them (_draw_epoch), the
-batch_sampler that hands them to a trial's DataLoader (_Feed), the delivery
-of those batches to the job's loop (_deliver), and the shutdown of the
-DataLoaders that did it.
+once, as the user's DataLoader would draw them (_Delivery.draw_epoch), the
+batch_sampler that hands them to a trial's DataLoader (_Feed), the
+DataLoader of a setting over that feed (_Delivery.make_loader), the delivery
+of its batches to the job's loop (_Delivery.deliver, which raises
+_TrialFailed when the DataLoader fails), and the shutdown of a DataLoader's
+workers (_shutdown_loader).
 
 Apart because this is what keeps the promise of feedtune.autotune (the same
 batches, in the same order, each once, whatever the setting): a reader
-checking it needs this module and no other. _Delivery is a part of
-AutotunedLoader (loader.py), which sets up the state its methods use.
+checking it needs this module and no other. It imports no other module of
+the package: _Delivery is given what it reads of the job's loader as
+arguments (loader.py builds it), and it holds no controller, trial or
+decision; the tuning (tuning.py) and the steady run (verdict.py) ask it for
+DataLoaders and batches, and shut theirs down.
 """
 
 import time
 
-from .trial import _KEPT, _TrialFailed
+# The knobs a setting sets, and the user's DataLoader arguments kept for every DataLoader made here.
+_KNOBS = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+_KEPT = ("collate_fn", "worker_init_fn", "timeout", "pin_memory_device")
+
+
+class _TrialFailed(Exception):
+    """A DataLoader made here failed (a trial's, the probe's or the steady
+    one's): `error` the exception, `delivered` the position of the first
+    batch not delivered, so that none is lost or given twice; `text` a line
+    for the warning."""
+
+    def __init__(self, error, delivered):
+        super().__init__(str(error))
+        self.error, self.delivered = error, delivered
+        self.text = "%s: %s" % (type(error).__name__, str(error).splitlines()[0] if str(error) else "")
 
 
 class _Feed:
@@ -38,12 +57,27 @@ class _Feed:
 
 
 class _Delivery:
-    """AutotunedLoader's DataLoaders: the epoch's order, the DataLoader of a
-    setting over a _Feed, the batches delivered, the workers shut down."""
+    """The job's order and the DataLoaders that keep it: each epoch's batches
+    drawn once, the DataLoader of a setting over a _Feed, its batches
+    delivered.
 
-    # --- the order ------------------------------------------------------------
+    torch: the torch module. user: the user's DataLoader. batches: its
+    batch_sampler (or its sampler of batches). seeds: the generator the
+    DataLoaders made here draw their workers' base seeds from. own: the
+    user's own setting (its fetch_concurrency is the one set where a
+    setting gives none). remote: the dataset reads a store, and its
+    fetch_concurrency is set for each DataLoader."""
 
-    def _draw_epoch(self):
+    def __init__(self, torch, user, batches, seeds, own, remote):
+        self._torch = torch
+        self._user = user
+        self._batches = batches
+        self._seeds = seeds
+        self._own = own
+        self._remote = remote
+        self._epochs = 0
+
+    def draw_epoch(self):
         """This epoch's batches of indices, drawn as the user's DataLoader's
         iterator would: the base seed from its generator (once in all with
         persistent workers, which keep one iterator), then its batch_sampler."""
@@ -53,7 +87,10 @@ class _Delivery:
         self._epochs += 1
         return [list(b) for b in self._batches]
 
-    def _make_loader(self, knobs):
+    def make_loader(self, knobs):
+        """A DataLoader of the setting `knobs` (a dict keyed by _KNOBS, with
+        multiprocessing_context and fetch_concurrency where they apply) over a
+        new _Feed, which it carries as .feedtune_feed."""
         torch = self._torch
         user = self._user
         kwargs = {k: getattr(user, k) for k in _KEPT}
@@ -85,7 +122,7 @@ class _Delivery:
             return True
         return hasattr(self._user.dataset, "__getitems__") and int(self._torch.__version__.split(".")[0]) < 2
 
-    def _deliver(self, loader, plan, pos, on_batch=None):
+    def deliver(self, loader, plan, pos, on_batch=None):
         """Yields `loader`'s batches of plan[pos:], until cut off; returns the
         next undelivered position. A failure inside the DataLoader rewinds to
         the first batch not delivered and raises _TrialFailed."""
@@ -108,9 +145,9 @@ class _Delivery:
                 # SIGCHLD table: a later SIGCHLD then raises "DataLoader worker
                 # ... is killed by signal" wherever the job happens to be (once
                 # inside the message to the controller, out to the user's loop).
-                self._shutdown_iterator(it)
+                _shutdown_iterator(it)
                 it = None
-                self._shutdown_loader(loader)
+                _shutdown_loader(loader)
                 raise _TrialFailed(e, delivered) from e
             t1 = time.monotonic()
             yield batch
@@ -118,32 +155,20 @@ class _Delivery:
             if on_batch is not None:
                 on_batch(batch, t1 - t0, time.monotonic() - t1)
 
-    # --- shutting down ------------------------------------------------------------
 
-    @staticmethod
-    def _shutdown_iterator(it):
-        """Stops a DataLoader iterator's workers and takes their pids out of
-        torch's SIGCHLD table; a worker already dead is no error here."""
-        if it is not None and hasattr(it, "_shutdown_workers"):
-            try:
-                it._shutdown_workers()
-            except Exception:  # the SIGCHLD of the dead worker, raised while the others are joined
-                pass
+# --- shutting down ------------------------------------------------------------
 
-    @classmethod
-    def _shutdown_loader(cls, loader):
-        cls._shutdown_iterator(getattr(loader, "_iterator", None))  # persistent workers outlive the epoch's iterator
-        loader._iterator = None
+def _shutdown_iterator(it):
+    """Stops a DataLoader iterator's workers and takes their pids out of
+    torch's SIGCHLD table; a worker already dead is no error here."""
+    if it is not None and hasattr(it, "_shutdown_workers"):
+        try:
+            it._shutdown_workers()
+        except Exception:  # the SIGCHLD of the dead worker, raised while the others are joined
+            pass
 
-    def _stop_trial_loader(self):
-        if self._trial is not None and self._trial.loader is not None:
-            self._shutdown_loader(self._trial.loader)
-            self._trial.loader = None
 
-    def _stop_loaders(self):
-        """Every DataLoader's workers: the trial's and the steady one's."""
-        self._stop_trial_loader()
-        self._trial = None
-        if self._final is not None:
-            self._shutdown_loader(self._final)
-            self._final = None
+def _shutdown_loader(loader):
+    """Stops a DataLoader's workers, those of its current iterator included."""
+    _shutdown_iterator(getattr(loader, "_iterator", None))  # persistent workers outlive the epoch's iterator
+    loader._iterator = None

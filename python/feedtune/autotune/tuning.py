@@ -5,23 +5,27 @@ its trial DataLoader, its windows handed back, a failure turned into a
 fallback (alone) or passed to every rank (under torch.distributed).
 
 Apart because this is the conversation with the controller, batch by batch:
-the process itself is controller.py's, a window's figures trial.py's, the
+the process itself is controller.py's, a window's figures windows.py's, the
 batches' order order.py's, and what happens once the search is over
-verdict.py's. _Tuning is a part of AutotunedLoader (loader.py), which sets
-up the state its methods use.
+verdict.py's. _Tuning is one of the parts AutotunedLoader (loader.py) holds;
+it is given the job (loader.py's _Job), the order (order.py's _Delivery),
+the answer (verdict.py's _Answer, which it hands the search's end and every
+fallback), the controller's state (controller.py's _ControllerState, which
+it starts) and what the job sees (loader.py's _View, whose settings and
+non_blocking it sets to each trial's).
 """
 
 import math
 import os
 import sys
-import time
 import types
 
 from .. import preflight
 from ..measure import percentile
 from ..session import UserParts
-from .controller import _REMOTE, _Controller, _Ranks, _yaml_str
-from .trial import _KNOBS, _MIN_WINDOW_BATCHES, _Trial, _TrialFailed
+from .controller import _Controller, _Ranks, _Stage, _yaml_str
+from .order import _KNOBS, _TrialFailed, _shutdown_loader
+from .windows import _MIN_WINDOW_BATCHES, _Trial
 
 # Batches run at the user's own setting before the controller starts, to size
 # the windows and the default budget (the first one pays the workers' start).
@@ -55,35 +59,50 @@ def _default_budget(epoch_s):
 class _Tuning:
     """AutotunedLoader while its phase is "tuning": from the first batch to the search's end."""
 
-    def _tuning(self, plan, pos):
-        if self._controller is None and not self._start(plan, pos):
+    def __init__(self, job, order, answer, link, view):
+        self._job = job
+        self._order = order
+        self._answer = answer
+        self._link = link
+        self._view = view
+        self.trial = None  # the _Trial of the request being answered
+        self.probe = []  # (wait + step) of the first batches at the user's setting
+        self._window_batches = 0  # across ranks: a window's batches (0: measure_seconds)
+        self._rank_failure = None  # across ranks: a trial that failed here, until the next collective
+
+    def run(self, plan, pos):
+        """One step of the tuning over the epoch's `plan` from `pos` on (the
+        start, the probe, or a request and its trial, until it ends, falls
+        back or the epoch ends): yields the batches it delivers and returns
+        the next undelivered position."""
+        job, view = self._job, self._view
+        if self._link.stage is _Stage.NOT_RUNNING and not self._start(plan, pos):
             return pos
-        if len(self._probe) < _PROBE_BATCHES:
+        if len(self.probe) < _PROBE_BATCHES:
             return (yield from self._probe_batches(plan, pos))
-        if self._trial is None:
+        if self.trial is None:
             message = self._next_message()
             if "broken" in message:
-                self._fall_back(message["broken"])
+                self._answer.fall_back(message["broken"])
                 return pos
             if "end" in message:
-                self._decide()
+                self._answer.decide()
                 return pos
             request = message["request"]
-            self._trial = _Trial(request, len(plan), self._window_batches)
-            self._non_blocking = bool(request["non_blocking"])
-            self._settings = {k: request[k] for k in _KNOBS}
-            self._settings["multiprocessing_context"] = request.get("multiprocessing_context")
-            if self._remote:
-                self._settings["fetch_concurrency"] = request.get("fetch_concurrency",
-                                                                  self._own["fetch_concurrency"])
-        trial = self._trial
+            self.trial = _Trial(request, len(plan), self._window_batches)
+            view.non_blocking = bool(request["non_blocking"])
+            view.settings = {k: request[k] for k in _KNOBS}
+            view.settings["multiprocessing_context"] = request.get("multiprocessing_context")
+            if job.remote:
+                view.settings["fetch_concurrency"] = request.get("fetch_concurrency", job.own["fetch_concurrency"])
+        trial = self.trial
         if trial.loader is None:  # the loop left the last epoch mid-trial
-            trial.loader = self._make_loader(self._own if trial.failed else trial.request)
+            trial.loader = self._order.make_loader(job.own if trial.failed else trial.request)
         trial.epoch_first = pos == 0
         broken = []
 
         def on_batch(batch, wait_s, step_s):
-            report = trial.add(batch, wait_s, step_s, self._batch_size)
+            report = trial.add(batch, wait_s, step_s, job.batch_size)
             if report is None or broken:
                 return
             report["batches_per_epoch"] = len(plan)
@@ -95,139 +114,155 @@ class _Tuning:
 
         while True:
             try:
-                pos = yield from self._deliver(trial.loader, plan, pos, on_batch)
+                pos = yield from self._order.deliver(trial.loader, plan, pos, on_batch)
                 if pos >= len(plan) and trial.measuring:  # the trial goes on in the next epoch
                     trial.epoch_end_s = trial.loader.feedtune_feed.end_s
                 break
             except _TrialFailed as failure:
                 what = "%s, with num_workers=%d" % (failure.text, trial.request["num_workers"])
-                if self._ranks is None:
-                    self._trial = None
+                ranks = self._link.ranks
+                if ranks is None:
+                    self.trial = None
                     try:
-                        self._controller.say({"error": "in the job: %s" % failure.text})
+                        self._link.controller.say({"error": "in the job: %s" % failure.text})
                     except OSError:
                         pass
-                    self._fall_back("a trial's DataLoader failed (%s)" % what)
+                    self._answer.fall_back("a trial's DataLoader failed (%s)" % what)
                     return failure.delivered
                 # One rank's failure reaches the others at the next collective
                 # (the window's end, or the next request); until then this rank
                 # goes on at its own setting, so every rank passes it.
-                trial.failed = self._rank_failure = "on rank %d: %s" % (self._ranks.rank, what)
-                trial.loader = self._make_loader(self._own)
+                trial.failed = self._rank_failure = "on rank %d: %s" % (ranks.rank, what)
+                trial.loader = self._order.make_loader(job.own)
                 pos = failure.delivered
         if broken:
-            self._shutdown_loader(trial.loader)
-            self._trial = None
-            self._fall_back(broken[0])
+            _shutdown_loader(trial.loader)
+            self.trial = None
+            self._answer.fall_back(broken[0])
         elif not trial.measuring:
-            self._shutdown_loader(trial.loader)
-            self._trial = None
+            _shutdown_loader(trial.loader)
+            self.trial = None
         return pos  # an epoch that ended mid-trial: the trial goes on in the next one
+
+    def stop_trial_loader(self):
+        """Stops the trial DataLoader's workers (the loop left the epoch); the
+        trial makes a new one if it goes on in the next epoch."""
+        if self.trial is not None and self.trial.loader is not None:
+            _shutdown_loader(self.trial.loader)
+            self.trial.loader = None
+
+    def stop(self):
+        """Stops the trial DataLoader's workers and drops the trial (close())."""
+        self.stop_trial_loader()
+        self.trial = None
 
     def _next_message(self):
         """What comes next, the same on every rank: {"request": ...}, {"end":
         True} (the search is over) or {"broken": why}. Rank 0 reads it from the
         controller and broadcasts it; a trial that failed on any rank ends the
         tuning on all of them."""
+        link = self._link
         failures = []
-        if self._ranks is not None:
-            failures = [f for f in self._ranks.gather(self._rank_failure) if f]
+        if link.ranks is not None:
+            failures = [f for f in link.ranks.gather(self._rank_failure) if f]
         message = None
-        if self._controller is not _REMOTE:
+        if not link.on_rank_0:
             if failures:
                 try:
-                    self._controller.say({"error": "in the job: %s" % failures[0]})
+                    link.controller.say({"error": "in the job: %s" % failures[0]})
                 except OSError:
                     pass
                 message = {"broken": "a trial's DataLoader failed (%s)" % failures[0]}
             else:
                 try:
-                    request = self._controller.next_request()
+                    request = link.controller.next_request()
                     message = {"end": True} if request is None else {"request": request}
                 except (OSError, ValueError) as e:
                     message = {"broken": "the feedtune controller broke the connection (%s)" % e}
-        return self._ranks.share(message) if self._ranks is not None else message
+        return link.ranks.share(message) if link.ranks is not None else message
 
     def _send_window(self, trial, report):
         """Hands a finished window to the controller (across ranks: the slowest
         rank's, by rank 0); returns why the tuning must stop, or None."""
+        link = self._link
         why = None
-        if self._ranks is not None:
-            reports = self._ranks.gather({"failed": trial.failed} if trial.failed else report)
+        if link.ranks is not None:
+            reports = link.ranks.gather({"failed": trial.failed} if trial.failed else report)
             failed = [r["failed"] for r in reports if "failed" in r]
             if failed:
                 report, why = {"error": "in the job: %s" % failed[0]}, "a trial's DataLoader failed (%s)" % failed[0]
             else:
                 report = min(reports, key=lambda r: r["samples_per_s"])
-        if self._controller is not _REMOTE:
+        if not link.on_rank_0:
             try:
-                self._controller.say(report)
+                link.controller.say(report)
                 if not why and not trial.measuring:
-                    self._controller.say({"trial_end": trial.request["trial"]})
+                    link.controller.say({"trial_end": trial.request["trial"]})
             except OSError as e:
                 why = why or "the feedtune controller went away (%s)" % e
-        return self._ranks.share(why) if self._ranks is not None else why
+        return link.ranks.share(why) if link.ranks is not None else why
 
     def _probe_batches(self, plan, pos):
         """The first batches at the user's own setting: they size the windows and the default budget."""
-        loader = self._make_loader(self._own)
+        loader = self._order.make_loader(self._job.own)
 
         def on_batch(batch, wait_s, step_s):
-            self._probe.append(wait_s + step_s)
-            if len(self._probe) >= _PROBE_BATCHES:
+            self.probe.append(wait_s + step_s)
+            if len(self.probe) >= _PROBE_BATCHES:
                 loader.feedtune_feed.cut = True
 
         try:
-            pos = yield from self._deliver(loader, plan, pos, on_batch)
+            pos = yield from self._order.deliver(loader, plan, pos, on_batch)
         except _TrialFailed as failure:
-            self._fall_back("the DataLoader at your own setting failed (%s)" % failure.text)
+            self._answer.fall_back("the DataLoader at your own setting failed (%s)" % failure.text)
             return failure.delivered
-        self._shutdown_loader(loader)
-        if len(self._probe) >= _PROBE_BATCHES:
+        _shutdown_loader(loader)
+        if len(self.probe) >= _PROBE_BATCHES:
             self._launch(len(plan))  # on failure it falls back itself
         return pos
 
     def _start(self, plan, pos):
         """Checks what tuning needs before the first batch; False: fallback.
         Across ranks, rank 0's binary is the one that runs."""
-        self._ranks = _Ranks.of_job()
-        why = self._no_binary if self._binary is None else None
-        if self._ranks is not None:
-            why = self._ranks.share(why)
+        link, job = self._link, self._job
+        link.ranks = _Ranks.of_job()
+        why = job.no_binary if job.binary is None else None
+        if link.ranks is not None:
+            why = link.ranks.share(why)
         if why:
-            self._fall_back(why)
+            self._answer.fall_back(why)
             return False
-        self._controller = False  # probing: started after the first batches
+        link.probing()  # started after the first batches
         return True
 
     def _launch(self, batches_per_epoch):
         """Starts the controller, sized by the probe's batches; False: fallback.
         Across ranks: sized by the slowest rank, started by rank 0, and its
         windows counted in batches, so that every rank ends each at the same batch."""
-        per_batch = percentile(self._probe[1:], 50)  # the first batch paid the workers' start
-        if self._ranks is not None:
-            per_batch = max(self._ranks.gather(per_batch))
+        link = self._link
+        per_batch = percentile(self.probe[1:], 50)  # the first batch paid the workers' start
+        if link.ranks is not None:
+            per_batch = max(link.ranks.gather(per_batch))
         epoch_s = per_batch * batches_per_epoch
-        budget = self._budget_s if self._budget_s else _default_budget(epoch_s)
-        self._budget_used_s = budget
+        budget = self._job.budget_s if self._job.budget_s else _default_budget(epoch_s)
+        link.budget_s = budget
         # Windows short enough for the whole sequence (about 20 trials of
         # three windows, a warm-up and the workers' start) in the budget; each
         # also holds _MIN_WINDOW_BATCHES batches (_Trial.add).
         seconds = min(2.0, max(0.25, budget / 120.0))
-        if self._ranks is not None:
+        if link.ranks is not None:
             self._window_batches = max(_MIN_WINDOW_BATCHES, int(math.ceil(seconds / per_batch)) if per_batch > 0 else 0)
-            why = self._start_controller(budget, seconds) if self._ranks.leader else None
-            why = self._ranks.share(why)
+            why = self._start_controller(budget, seconds) if link.ranks.leader else None
+            why = link.ranks.share(why)
             if why:
-                self._fall_back(why)
+                self._answer.fall_back(why)
                 return False
-            if not self._ranks.leader:
-                self._controller = _REMOTE
-                self._tuning_started = time.monotonic()
+            if not link.ranks.leader:
+                link.run_on_rank_0()
             return True
         why = self._start_controller(budget, seconds)
         if why:
-            self._fall_back(why)
+            self._answer.fall_back(why)
             return False
         return True
 
@@ -237,24 +272,26 @@ class _Tuning:
         tuner/measure/python_preflight.cc): always when the user's start method
         (`method`, None: the default) pickles, else when the interpreter's
         default is not fork."""
-        user = self._user
+        user = self._job.user
         check = preflight.CHECK_ALWAYS if method in ("forkserver", "spawn") else preflight.CHECK_UNLESS_FORK
         names = {"collate_fn": "the DataLoader's collate_fn", "worker_init_fn": "the DataLoader's worker_init_fn"}
         parts = UserParts(collate_fn=user.collate_fn, worker_init_fn=user.worker_init_fn, names=names)
-        setup = types.SimpleNamespace(dataset=user.dataset, parts=parts, torch=self._torch)
+        setup = types.SimpleNamespace(dataset=user.dataset, parts=parts, torch=self._job.torch)
         return preflight.preflight_report(setup, check)
 
     def _start_method(self):
         """The user's multiprocessing_context by name, or None (the interpreter's default)."""
-        context = self._own["multiprocessing_context"]
+        context = self._job.own["multiprocessing_context"]
         if context is None or isinstance(context, str):
             return context
         return context.get_start_method()
 
     def _start_controller(self, budget, seconds):
-        """Writes the config and starts `feedtune sweep --serve-fd`; returns why it could not, or None."""
-        user = self._user
-        knobs = self._own
+        """Writes the config and starts `feedtune sweep --serve-fd` here;
+        returns why it could not, or None."""
+        job = self._job
+        user = job.user
+        knobs = job.own
         method = self._start_method()
         report = self._preflight(method)
         if report["pickle_error"]:
@@ -262,21 +299,21 @@ class _Tuning:
             return "the trials' workers cannot be started: " + report["pickle_error"]
         lines = [
             "# written by feedtune.autotune for one run inside the job; not a config to sweep by hand",
-            "name: %s" % _yaml_str(self._config),
+            "name: %s" % _yaml_str(job.config),
             "workload:",
             "  kind: command",
             "  protocol: serve",
             "  argv: [%s, %s]" % (_yaml_str(sys.executable), _yaml_str(os.path.abspath(sys.argv[0] or "job"))),
             "  timeout_s: %g" % max(600.0, 20 * budget),
-        ] + (["  remote_reads: true"] if self._remote else []) + [
+        ] + (["  remote_reads: true"] if job.remote else []) + [
             "loader:",
-            "  batch_size: %d" % self._batch_size,
-            "  drop_last: %s" % ("true" if getattr(self._batches, "drop_last", user.drop_last) else "false"),
+            "  batch_size: %d" % job.batch_size,
+            "  drop_last: %s" % ("true" if getattr(job.batches, "drop_last", user.drop_last) else "false"),
             "  num_workers: %d" % knobs["num_workers"],
             "  pin_memory: %s" % ("true" if knobs["pin_memory"] else "false"),
             "  prefetch_factor: %d" % knobs["prefetch_factor"],
             "  persistent_workers: %s" % ("true" if knobs["persistent_workers"] else "false"),
-        ] + (["  fetch_concurrency: %d" % knobs["fetch_concurrency"]] if self._remote else []) + [
+        ] + (["  fetch_concurrency: %d" % knobs["fetch_concurrency"]] if job.remote else []) + [
         ] + (["  multiprocessing_context: %s" % method] if method else []) + [
             "device:",
             "  backend: host-sim",  # the job owns the GPU; the controller needs none
@@ -289,12 +326,12 @@ class _Tuning:
             "  diagnose: false",
             # Training on the CPU, no batch is copied and torch ignores
             # pin_memory: the pin_memory and non_blocking phases are skipped.
-            "  copy_phases: %s" % ("true" if self._torch.cuda.is_available() else "false"),
+            "  copy_phases: %s" % ("true" if job.torch.cuda.is_available() else "false"),
         ]
         try:
-            self._controller = _Controller(self._binary, "\n".join(lines) + "\n", self._results, self._label, report)
+            controller = _Controller(job.binary, "\n".join(lines) + "\n", job.results, job.label, report)
         except OSError as e:
-            self._controller = None
-            return "cannot start %s (%s)" % (self._binary, e)
-        self._tuning_started = time.monotonic()
+            self._link.release()
+            return "cannot start %s (%s)" % (job.binary, e)
+        self._link.run_here(controller)
         return None

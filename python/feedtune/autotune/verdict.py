@@ -1,55 +1,67 @@
 """feedtune.autotune's ends: the verdict on the search's answer (_verdict:
 the best found, or the job's own setting when the final check put the best
 slower beyond the noise), the decision every rank takes at the same batch,
-the steady run at the decided setting, and the fallback to the user's own
-setting when anything goes wrong.
+the steady run at the decided setting, the fallback to the user's own
+setting when anything goes wrong, and the controller's end when the job
+ends while tuning.
 
 Apart because these are the rules for what the job runs after the tuning,
 and the one way out of it on a failure: a reader asking "what will my job
-run, and when does it give up?" reads this module. _Answer is a part of
-AutotunedLoader (loader.py), which sets up the state its methods use.
+run, and when does it give up?" reads this module. _Answer is one of the
+parts AutotunedLoader (loader.py) holds; it is given the job (loader.py's
+_Job), the order (order.py's _Delivery), the controller's state
+(controller.py's _ControllerState) and what the job sees (loader.py's
+_View), and it reads and writes only those.
 """
 
 import sys
 import time
 import warnings
 
-from .controller import _REMOTE
-from .trial import _KNOBS, _TrialFailed
+from .order import _KNOBS, _TrialFailed, _shutdown_loader
 
 
 class _Answer:
-    """AutotunedLoader from the search's end on: "tuned" or "fallback"."""
+    """AutotunedLoader from the search's end on: "tuned" or "fallback". It
+    sets what the job sees (view: phase, decision, settings, non_blocking),
+    and holds the steady DataLoader of "tuned" or "fallback"."""
 
-    def _decide(self):
+    def __init__(self, job, order, link, view):
+        self._job = job
+        self._order = order
+        self._link = link
+        self._view = view
+        self._final = None  # the DataLoader of "tuned" or "fallback", kept across epochs (persistent workers)
+
+    def decide(self):
         """The search is over: every rank takes rank 0's answer at the same batch."""
-        answer = self._answer() if self._controller is not _REMOTE else None
-        if self._ranks is not None:
-            answer = self._ranks.share(answer)
+        link, view = self._link, self._view
+        answer = self._answer() if not link.on_rank_0 else None
+        if link.ranks is not None:
+            answer = link.ranks.share(answer)
         if "fallback" in answer:
-            self._fall_back(answer["fallback"])
+            self.fall_back(answer["fallback"])
             return
         knobs = dict(answer["knobs"])
         if knobs.get("multiprocessing_context") is None:  # the phase kept the job's own
-            knobs["multiprocessing_context"] = self._own["multiprocessing_context"]
-        self._settings, self._non_blocking, self.decision = knobs, answer["non_blocking"], answer["decision"]
-        if self._verbose and (self._ranks is None or self._ranks.leader):
-            sys.stderr.write(self.decision + "\n")
-        if self._controller is not _REMOTE:
-            self._controller.close()
-        self._controller = None
-        self.phase = "tuned"
+            knobs["multiprocessing_context"] = self._job.own["multiprocessing_context"]
+        view.settings, view.non_blocking, view.decision = knobs, answer["non_blocking"], answer["decision"]
+        if self._job.verbose and (link.ranks is None or link.ranks.leader):
+            sys.stderr.write(view.decision + "\n")
+        link.close()
+        view.phase = "tuned"
 
     def _answer(self):
         """The controller's answer: {"knobs", "non_blocking", "decision"}, or {"fallback": why}."""
-        events, code = self._controller.finish()
+        controller, ranks = self._link.controller, self._link.ranks
+        events, code = controller.finish()
         done, seed, start = events.get("done"), events.get("seed"), events.get("start") or {}
         if done is None or not done.get("best"):
             why = "the search ended with exit %d and no best setting" % code
-            tail = self._controller.stderr_tail()
+            tail = controller.stderr_tail()
             return {"fallback": why + (": " + tail if tail else "")}
-        spent = time.monotonic() - self._tuning_started
-        knobs, non_blocking, verdict = _verdict(done, self._own)
+        spent = time.monotonic() - self._link.started_s
+        knobs, non_blocking, verdict = _verdict(done, self._job.own)
         budget_note = ""
         if start.get("resumed"):
             budget_note += ("; went on from the %d trials of run %s, left unfinished by an earlier job"
@@ -65,69 +77,81 @@ class _Answer:
         for phase in done.get("phases", []):
             if phase.get("phase") in ("seed_check", "time_budget"):
                 budget_note += "; " + phase.get("why", "")
-        ranks = " across %d ranks (each window the slowest rank's)" % self._ranks.size if self._ranks else ""
+        ranks = " across %d ranks (each window the slowest rank's)" % ranks.size if ranks else ""
         method = knobs["multiprocessing_context"]
         decision = ("feedtune.autotune: num_workers=%d pin_memory=%s prefetch_factor=%s persistent_workers=%s%s "
                     "non_blocking=%s%s: %s; %d trials in %.1f s%s (run %s in %s)%s"
                     % (knobs["num_workers"], knobs["pin_memory"], knobs["prefetch_factor"],
                        knobs["persistent_workers"], " multiprocessing_context=" + method if method else "",
                        non_blocking, _in_flight_text(knobs), verdict, done.get("trials", 0), spent, ranks,
-                       done.get("run_id"), self._results, budget_note))
+                       done.get("run_id"), self._job.results, budget_note))
         return {"knobs": knobs, "non_blocking": non_blocking, "decision": decision}
 
-    def _end_controller(self):
-        """The job ends (close(), or the loader collected): the controller
-        stops. Still tuning, its run is kept unfinished with its trials, and
-        the decision line says so: the next job on the same results file and
+    def end_controller(self):
+        """The job ends (close(), or the loader collected) with the controller
+        running: one that runs here stops (rank 0's is rank 0's to stop).
+        Still tuning, its run is kept unfinished with its trials, and the
+        decision line says so: the next job on the same results file and
         config goes on from them (controller.py's --continue-unfinished)."""
-        controller, self._controller = self._controller, None
-        if controller is _REMOTE or self.phase != "tuning" or controller is False:
-            if controller not in (_REMOTE, False):
-                controller.close()
+        link, view = self._link, self._view
+        controller = link.release()
+        if controller is None:
+            return
+        if view.phase != "tuning":
+            controller.close()
             return
         controller.stop()
         events = controller.events()
         controller.close()
         kept = events.get("interrupted") or {}
-        spent = time.monotonic() - self._tuning_started if self._tuning_started else 0.0
+        spent = time.monotonic() - link.started_s if link.started_s else 0.0
         if not kept and events.get("done"):
             # The search ended as the job did, before the job took its answer.
-            self.decision = ("feedtune.autotune: the job ended as its tuning did (%.1f s): run %s in %s is %s, "
+            view.decision = ("feedtune.autotune: the job ended as its tuning did (%.1f s): run %s in %s is %s, "
                              "and the next job of this config on that file starts from its answer"
-                             % (spent, events["done"].get("run_id"), self._results, events["done"].get("status")))
+                             % (spent, events["done"].get("run_id"), self._job.results, events["done"].get("status")))
         else:
-            self.decision = self._unfinished_line(spent, kept)
-        if self._verbose:
-            sys.stderr.write(self.decision + "\n")
+            view.decision = self._unfinished_line(spent, kept)
+        if self._job.verbose:
+            sys.stderr.write(view.decision + "\n")
 
     def _unfinished_line(self, spent, kept):
         """The decision line of a job that ended while tuning."""
         return ("feedtune.autotune: the job ended while tuning, %.1f s into a budget of %g s: run %s in %s "
                 "keeps its %d trials unfinished, and the next job of this config on that file goes on from them"
-                % (spent, self._budget_used_s or 0, kept.get("run_id"), self._results, kept.get("trials_kept", 0)))
+                % (spent, self._link.budget_s or 0, kept.get("run_id"), self._job.results, kept.get("trials_kept", 0)))
 
-    def _fall_back(self, why):
-        if self._controller:
-            self._controller.close()
-        self._controller = None
-        self._settings, self._non_blocking = dict(self._own), False
-        self.phase = "fallback"
-        self.decision = "feedtune.autotune: %s; the job goes on at its own DataLoader setting" % why
-        warnings.warn(self.decision, RuntimeWarning, stacklevel=3)
+    def fall_back(self, why):
+        """The job goes on at its own setting from the next undelivered batch,
+        with one warning; the controller, if it runs here, is closed."""
+        view = self._view
+        self._link.close()
+        view.settings, view.non_blocking = dict(self._job.own), False
+        view.phase = "fallback"
+        view.decision = "feedtune.autotune: %s; the job goes on at its own DataLoader setting" % why
+        # stacklevel=3: the warning is attributed to the caller of fall_back's caller.
+        warnings.warn(view.decision, RuntimeWarning, stacklevel=3)
 
-    def _steady(self, plan, pos):
+    def steady(self, plan, pos):
         """The rest of the job at the decided setting, one DataLoader for all epochs."""
+        view = self._view
         if self._final is None:
-            self._final = self._make_loader(self._settings)
+            self._final = self._order.make_loader(view.settings)
         loader = self._final
         try:
-            return (yield from self._deliver(loader, plan, pos))
+            return (yield from self._order.deliver(loader, plan, pos))
         except _TrialFailed as failure:
-            if self._settings == self._own:
+            if view.settings == self._job.own:
                 raise failure.error  # the user's own setting fails: as their DataLoader would
             self._final = None
-            self._fall_back("the tuned DataLoader failed (%s)" % failure.text)
+            self.fall_back("the tuned DataLoader failed (%s)" % failure.text)
             return failure.delivered
+
+    def stop(self):
+        """Stops the steady DataLoader's workers (close())."""
+        if self._final is not None:
+            _shutdown_loader(self._final)
+            self._final = None
 
 
 def _in_flight_text(knobs):

@@ -1,21 +1,17 @@
 """feedtune.autotune's trial windows: one request of the controller answered
 with the job's own batches (_Trial: its warm-up, its windows, a window's
-figures), and the failure of a trial's DataLoader (_TrialFailed, which
-carries how far the batches got so that none is lost or given twice).
+figures).
 
 Apart because what a window measures, and when it ends, is the figure the
 whole search stands on: it is read here alone, with no process, socket or
 DataLoader in the way (tests/python/test_autotune.py, AutotuneWindows, builds
-a _Trial by hand).
+a _Trial by hand). A trial's DataLoader is order.py's; _Trial only holds it.
 """
 
 import time
 
 from ..measure import batch_bytes, batch_len, percentile
 
-# The knobs a trial sets, and the user's DataLoader arguments kept for every trial.
-_KNOBS = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
-_KEPT = ("collate_fn", "worker_init_fn", "timeout", "pin_memory_device")
 # A time window also holds at least this many of the job's batches: a slow
 # setting's window grows to them, a fast one's stays at measure_seconds.
 # Workers deliver in bursts that a window must average over: with n workers
@@ -130,9 +126,3 @@ class _Trial:
         self._new_window()
         return report
 
-
-class _TrialFailed(Exception):
-    def __init__(self, error, delivered):
-        super().__init__(str(error))
-        self.error, self.delivered = error, delivered
-        self.text = "%s: %s" % (type(error).__name__, str(error).splitlines()[0] if str(error) else "")
