@@ -572,7 +572,7 @@ class Proxy:
         bodyless = framing == ("length", 0)
         for attempt in (0, 1):
             reused = upstream is not None
-            if upstream is not None and select.select([upstream[0]], [], [], 0)[0]:
+            if upstream is not None and readable_now(upstream[0]):
                 close_pair(upstream)  # the store closed it while idle
                 upstream, reused = None, False
             if upstream is None:
@@ -650,6 +650,15 @@ class Proxy:
                         f"Content-Length: {len(payload)}\r\nConnection: {'close' if close else 'keep-alive'}"
                         "\r\n\r\n").encode() + payload)
         return not close
+
+
+def readable_now(sock):
+    """Whether `sock` has something to read (or was closed) right now. poll,
+    not select: select refuses a descriptor numbered 1024 or more, which a
+    job with hundreds of connections in flight reaches."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def close_pair(pair):
