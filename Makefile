@@ -16,7 +16,7 @@ CMAKE_FLAGS ?=
 UNITY ?= ON
 CONFIGURE_FLAGS = -DCMAKE_UNITY_BUILD=$(UNITY) $(CMAKE_FLAGS)
 
-.PHONY: all deps build sweep test check deb build-asan test-asan build-tsan test-tsan fuzz-build fuzz bench grid-vs-sweep regret in-job-bench native-vs-torch probe-protocol formats-bench layout-bench remote-bench fleet-scale seed-bench node-bench trace-bench busy-box-bench clean
+.PHONY: all deps build sweep test check deb build-asan test-asan build-tsan test-tsan fuzz-build fuzz bench grid-vs-sweep regret in-job-bench native-vs-torch probe-protocol formats-bench layout-bench remote-bench remote-job-bench fleet-scale seed-bench node-bench trace-bench busy-box-bench clean
 
 all: build
 
@@ -131,6 +131,13 @@ formats-bench: build
 remote-bench: build
 	@scripts/setup-deps --s3
 	bench/remote --feedtune $(BUILD)/tuner/cli/feedtune $(REMOTE_ARGS)
+
+# A torch job over feedtune.data.open("s3://...") with feedtune.autotune
+# against the best num_workers x fetch_concurrency timed in its own process
+# (docs/storage.md#bench-remote-job). About 15 minutes.
+remote-job-bench: build
+	@scripts/setup-deps --s3
+	bench/remote_job --feedtune $(BUILD)/tuner/cli/feedtune $(REMOTE_JOB_ARGS)
 
 # `feedtune layout` against an exhaustive, interleaved cold measurement of
 # every candidate on three gen-data datasets (a JPEG folder, small files, the
