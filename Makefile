@@ -134,7 +134,7 @@ remote-bench: build
 
 # A torch job over feedtune.data.open("s3://...") with feedtune.autotune
 # against the best num_workers x fetch_concurrency timed in its own process
-# (docs/storage.md#bench-remote-job). About 15 minutes.
+# (docs/storage.md#benchremote_job). About 15 minutes.
 remote-job-bench: build
 	@scripts/setup-deps --s3
 	bench/remote_job --feedtune $(BUILD)/tuner/cli/feedtune $(REMOTE_JOB_ARGS)
