@@ -68,15 +68,10 @@ Candidate Converted(const std::string& name, const std::string& scratch, const s
   c.name = name;
   c.data = (fs::path(scratch) / slug).string();
   c.convert = options;
-  if (options.layout == "tar") {
-    c.workload_yaml = "  kind: tar\n  path: " + Quoted(c.data) + "\n";
-  } else if (options.layout == "hdf5") {
-    c.workload_yaml = "  kind: hdf5\n  path: " + Quoted(c.data + "/data.h5") + "\n  dataset: /images\n";
-  } else if (options.layout == "npy") {
-    c.workload_yaml = "  kind: npy\n  path: " + Quoted(c.data + "/data.npy") + "\n";
-  } else {
-    c.workload_yaml = "  kind: lmdb\n  path: " + Quoted(c.data + "/data.lmdb") + "\n";
-  }
+  const LayoutInfo& info = InfoOf(options.layout);
+  c.workload_yaml = std::string("  kind: ") + info.workload_kind + "\n  path: " +
+                    Quoted(info.file != nullptr ? c.data + "/" + info.file : c.data) + "\n";
+  if (options.layout == LayoutKind::kHdf5) c.workload_yaml += "  dataset: /images\n";
   return c;
 }
 
@@ -97,7 +92,7 @@ std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::str
     out.push_back(as_is);
   } else if (kind == "hdf5") {
     ConvertOptions o;
-    o.layout = "hdf5";
+    o.layout = LayoutKind::kHdf5;
     for (const auto& info : workloads::Hdf5Dataset::ListDatasets(source_path)) {
       if (info.rows() == source.size() && info.row_bytes == source.fixed_sample_bytes() && info.name != "/labels") {
         o.chunk_samples = std::max<int64_t>(1, info.chunk_rows());
@@ -110,10 +105,10 @@ std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::str
                             scratch, "as-is", o);
     c.as_is = true;
     out.push_back(c);
-  } else if (kind == "npy" || kind == "lmdb" || kind == "tar") {
-    ConvertOptions o;
-    o.layout = kind;
-    if (kind == "tar") {
+  } else if (const std::optional<LayoutKind> same = LayoutNamed(kind); same && *same != LayoutKind::kHdf5) {
+    ConvertOptions o;  // npy, lmdb, tar: the source's own layout, written again from the sample
+    o.layout = *same;
+    if (*same == LayoutKind::kTar) {
       const auto shards = workloads::ResolveShardPaths(source_path, {".tar"});
       o.shard_bytes = std::max<int64_t>(1, source.total_bytes() / static_cast<int64_t>(shards.size()));
     }
@@ -135,7 +130,7 @@ std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::str
   // not measured: a sample's few shards would starve the streamed readers,
   // which the whole dataset's many shards of that size would not.
   ConvertOptions tar;
-  tar.layout = "tar";
+  tar.layout = LayoutKind::kTar;
   tar.shard_bytes = std::max<int64_t>(1, source.total_bytes() / 16);
   Candidate random = Converted("tar, 16 shards, map-style", scratch, "tar", tar);
   Candidate stream = random;
@@ -159,7 +154,7 @@ std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::str
   }
   if (kind != "lmdb") {
     ConvertOptions lmdb;
-    lmdb.layout = "lmdb";
+    lmdb.layout = LayoutKind::kLmdb;
     out.push_back(Converted("lmdb", scratch, "lmdb", lmdb));
   }
   // HDF5 and npy hold rows of one size, and their readers do not decode.
@@ -167,7 +162,7 @@ std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::str
     for (int64_t chunk : {int64_t{1}, int64_t{32}}) {
       for (int gzip : {-1, 4}) {
         ConvertOptions h;
-        h.layout = "hdf5";
+        h.layout = LayoutKind::kHdf5;
         h.chunk_samples = chunk;
         h.gzip_level = gzip;
         const std::string slug = "hdf5-chunk" + std::to_string(chunk) + (gzip >= 0 ? "-gzip4" : "");
@@ -177,7 +172,7 @@ std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::str
     }
     if (kind != "npy") {
       ConvertOptions n;
-      n.layout = "npy";
+      n.layout = LayoutKind::kNpy;
       out.push_back(Converted("npy", scratch, "npy", n));
     }
   }
@@ -189,9 +184,9 @@ std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::str
 
 std::string ConvertArguments(const Candidate& candidate) {
   const ConvertOptions& o = candidate.convert;
-  std::string out = "--layout " + o.layout;
-  if (o.layout == "tar") out += " --shard-bytes " + std::to_string(o.shard_bytes);
-  if (o.layout == "hdf5") {
+  std::string out = std::string("--layout ") + NameOf(o.layout);
+  if (o.layout == LayoutKind::kTar) out += " --shard-bytes " + std::to_string(o.shard_bytes);
+  if (o.layout == LayoutKind::kHdf5) {
     out += " --chunk-samples " + std::to_string(o.chunk_samples);
     if (o.gzip_level >= 0) out += " --compression gzip:" + std::to_string(o.gzip_level);
   }
@@ -242,7 +237,7 @@ WrittenCandidate WriteCandidate(const Candidate& candidate, const SampleSource& 
                           : std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   w.bytes_on_disk = BytesOnDisk(candidate.data);
-  if (candidate.convert.layout == "hdf5" && !candidate.copy_files) {
+  if (candidate.convert.layout == LayoutKind::kHdf5 && !candidate.copy_files) {
     w.read_amplification = Hdf5Amplification(candidate.data + "/data.h5");
   }
   return w;

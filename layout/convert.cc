@@ -16,15 +16,12 @@
 
 #include "layout/converted.h"
 #include "layout/destination.h"
+#include "layout/layout_kind.h"
 #include "layout/source.h"
 #include "workloads/cpu_work.h"
 #include "workloads/crc32c.h"
 #include "workloads/format_io.h"
-#include "workloads/hdf5_dataset.h"
 #include "workloads/jpeg_image.h"
-#include "workloads/lmdb_dataset.h"
-#include "workloads/npy_dataset.h"
-#include "workloads/npy_format.h"
 #include "workloads/remote_dataset.h"
 #include "workloads/shard_format.h"
 #include "workloads/tar_dataset.h"
@@ -36,12 +33,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const char* OneFileName(const std::string& layout) {
-  if (layout == "hdf5") return "data.h5";
-  if (layout == "npy") return "data.npy";
-  return "data.lmdb";
-}
-
 // The plan: the options and the source it was made for, and the order. What
 // --resume compares: a resumed convert must write the same files.
 json PlanOf(const SampleSource& source, const std::string& source_path, const ConvertOptions& o) {
@@ -52,10 +43,10 @@ json PlanOf(const SampleSource& source, const std::string& source_path, const Co
                                                               : fs::weakly_canonical(source_path, ec).string()},
               {"source_kind", source.kind()},
               {"source_samples", source.size()},
-              {"layout", o.layout},
-              {"shard_bytes", o.layout == "tar" ? json(o.shard_bytes) : json(nullptr)},
-              {"chunk_samples", o.layout == "hdf5" ? json(o.chunk_samples) : json(nullptr)},
-              {"gzip_level", o.layout == "hdf5" ? json(o.gzip_level) : json(nullptr)},
+              {"layout", NameOf(o.layout)},
+              {"shard_bytes", o.layout == LayoutKind::kTar ? json(o.shard_bytes) : json(nullptr)},
+              {"chunk_samples", o.layout == LayoutKind::kHdf5 ? json(o.chunk_samples) : json(nullptr)},
+              {"gzip_level", o.layout == LayoutKind::kHdf5 ? json(o.gzip_level) : json(nullptr)},
               {"shuffle_seed", o.shuffle_seed ? json(*o.shuffle_seed) : json(nullptr)},
               {"pixels", o.pixels},
               {"skip_bad", o.skip_bad}};
@@ -121,7 +112,7 @@ class ConvertRun {
 
   ConvertResult Run() {
     Begin();
-    const bool done = o_.layout == "tar" ? WriteShards() : WriteOneFile();
+    const bool done = o_.layout == LayoutKind::kTar ? WriteShards() : WriteOneFile();
     result_.upload = dest_.figures();
     if (!done) {
       result_.interrupted = true;
@@ -263,18 +254,19 @@ class ConvertRun {
     return true;
   }
 
-  // hdf5, npy, lmdb: one file, written whole under its temporary name.
+  // hdf5, npy, lmdb: one file, written whole under its temporary name by its RowWriter.
   bool WriteOneFile() {
-    const std::string path = dest_.Name(OneFileName(o_.layout));  // a local folder (a store takes tar only)
-    files_ = {OneFileName(o_.layout)};
+    const LayoutInfo& info = InfoOf(o_.layout);
+    const std::string path = dest_.Name(info.file);  // a local folder (a store takes tar only)
+    files_ = {info.file};
     std::error_code ec;
     std::vector<std::byte> sample;
     if (fs::exists(path, ec)) {
       ++result_.resumed_files;
       return true;
     }
-    if ((o_.layout == "hdf5" || o_.layout == "npy") && source_.fixed_sample_bytes() == 0) {
-      throw ConvertUsageError("the samples of the source differ in size, and --layout " + o_.layout +
+    if (info.rows_of_one_size && source_.fixed_sample_bytes() == 0) {
+      throw ConvertUsageError("the samples of the source differ in size, and --layout " + std::string(info.name) +
                               " stores rows of one size; use --layout tar or lmdb");
     }
     // The file's row count comes first: with skip_bad, the bad samples are
@@ -299,97 +291,46 @@ class ConvertRun {
     for (int64_t i = 0; i < source_.size(); ++i) {
       if (!skip[static_cast<size_t>(i)]) kept.push_back(i);
     }
-    const int64_t rows = source_.size() - static_cast<int64_t>(result_.skipped.size());
+    const int64_t rows = static_cast<int64_t>(kept.size());
     if (rows == 0) throw ConvertUsageError("every sample of the source was skipped as bad; nothing to write");
     const std::string partial = PartialName(path);
     fs::remove_all(partial, ec);
     // Varied sizes (lmdb only): the mean stands for them where a writer sizes by one.
-    const int64_t max_bytes = source_.fixed_sample_bytes() > 0
-                                  ? source_.fixed_sample_bytes()
-                                  : std::max<int64_t>(1, source_.total_bytes() / source_.size());
-    std::unique_ptr<workloads::Hdf5Writer> hdf5;
-    std::unique_ptr<workloads::NpyWriter> npy;
-    std::unique_ptr<workloads::LmdbWriter> lmdb;
-    if (o_.layout == "hdf5") {
-      hdf5 = std::make_unique<workloads::Hdf5Writer>(partial, rows, max_bytes, std::min(o_.chunk_samples, rows),
-                                                     o_.gzip_level);
-    } else if (o_.layout == "npy") {
-      npy = std::make_unique<workloads::NpyWriter>(partial, rows, max_bytes);
-    } else {
-      // LmdbWriter sizes its map from the samples' bytes: the mean, with room
-      // to spare, stands for varied sizes.
-      lmdb = std::make_unique<workloads::LmdbWriter>(partial, rows, 2 * max_bytes + 4096);
-    }
+    RowShape shape;
+    shape.rows = rows;
+    shape.row_bytes = source_.fixed_sample_bytes() > 0 ? source_.fixed_sample_bytes()
+                                                       : std::max<int64_t>(1, source_.total_bytes() / source_.size());
+    shape.chunk_rows = o_.chunk_samples;
+    shape.gzip_level = o_.gzip_level;
+    std::unique_ptr<RowWriter> writer = info.writer(partial, shape);
+    const auto abandon = [&] {
+      writer.reset();
+      fs::remove_all(partial, ec);
+    };
     std::vector<int64_t> labels;
     int64_t bytes = 0;
     for (int64_t i = 0; i < source_.size(); ++i) {
       if (stop_.load(std::memory_order_relaxed)) {
-        hdf5.reset();
-        npy.reset();
-        lmdb.reset();
-        fs::remove_all(partial, ec);
+        abandon();
         return false;
       }
       if (skip[static_cast<size_t>(i)]) continue;
-      ReadAhead(kept, static_cast<size_t>(labels.size()), kept.size());
+      ReadAhead(kept, labels.size(), kept.size());
       const std::string error = ReadChecked(source_, i, &sample);
       if (!error.empty()) {
-        hdf5.reset();
-        npy.reset();
-        lmdb.reset();
-        fs::remove_all(partial, ec);
+        abandon();
         Bad(i, error);  // throws: skip_bad found every bad sample before
       }
-      if (hdf5) hdf5->Add(sample);
-      if (npy) npy->Add(sample);
-      if (lmdb) lmdb->Add(sample);
+      writer->Add(sample);
       labels.push_back(source_.label(i));
       bytes += static_cast<int64_t>(sample.size());
       Report("write", i + 1, source_.size(), bytes);
     }
-    if (hdf5) {
-      hdf5->SetLabels(std::move(labels));
-      hdf5->Finish();
-    }
-    if (npy) npy->Finish();
-    if (lmdb) {
-      lmdb->Finish();
-      SyncDirectory(partial);
-    }
+    writer->Finish(std::move(labels));
+    writer.reset();
     RenameDurably(partial, path);
     return true;
   }
-
-  // Reads row j of a one-file layout back (hdf5, npy, lmdb), as the index records it.
-  class OneFileReader {
-   public:
-    OneFileReader(const std::string& layout, const std::string& path) {
-      workloads::FilesOptions files;
-      files.path = path;
-      if (layout == "hdf5") {
-        // Rows are read in order: a cache of one chunk inflates each chunk once.
-        workloads::FormatOptions format;
-        for (const auto& info : workloads::Hdf5Dataset::ListDatasets(files.path)) {
-          if (info.name == format.dataset) {
-            format.hdf5_chunk_cache_mb = std::max<int64_t>(1, info.chunk_bytes() / (int64_t{1} << 20) + 1);
-          }
-        }
-        dataset_ = std::make_unique<workloads::Hdf5Dataset>(files, format, NoSourceCost(), workloads::CpuCalibration{});
-      } else if (layout == "npy") {
-        dataset_ = std::make_unique<workloads::NpyDataset>(files, NoSourceCost(), workloads::CpuCalibration{});
-      } else {
-        dataset_ = std::make_unique<workloads::LmdbDataset>(files, workloads::FormatOptions{}, NoSourceCost(),
-                                                            workloads::CpuCalibration{});
-      }
-    }
-    void Read(const IndexRecord& r, std::vector<std::byte>* out) const {
-      out->resize(static_cast<size_t>(dataset_->max_sample_bytes()));
-      out->resize(static_cast<size_t>(dataset_->Read(r.offset, *out)));
-    }
-
-   private:
-    std::unique_ptr<loader::Dataset> dataset_;
-  };
 
   // The records of tar shard k (held at `path`), from its headers: which
   // source sample each holds (its key), where, and its label (.cls).
@@ -440,7 +381,7 @@ class ConvertRun {
                                std::to_string(theirs_.size()) + " bytes with " + workloads::Hex32(want) +
                                "; DST has no manifest: remove " + dst_ + " and convert again");
     }
-    if (o_.layout == "tar" && r.label != source_.label(r.source)) {
+    if (o_.layout == LayoutKind::kTar && r.label != source_.label(r.source)) {
       throw std::runtime_error("verification failed: sample " + std::to_string(r.source) + " (" +
                                source_.Name(r.source) + "): label " + std::to_string(r.label) + " in " + where +
                                ", " + std::to_string(source_.label(r.source)) + " in the source");
@@ -460,7 +401,7 @@ class ConvertRun {
     std::vector<IndexRecord> records;
     std::vector<std::byte> ours;
     int64_t bytes = 0;
-    if (o_.layout == "tar") {
+    if (o_.layout == LayoutKind::kTar) {
       std::map<int64_t, IndexRecord> found;
       for (size_t k = 0; k < files_.size(); ++k) {
         const std::string path = dest_.Fetch(files_[k]);
@@ -497,13 +438,14 @@ class ConvertRun {
       for (int64_t i = 0; i < source_.size(); ++i) {
         if (!skip[static_cast<size_t>(i)]) records.push_back({i, 0, row++, 0, -1, 0});
       }
-      const OneFileReader reader(o_.layout, dest_.Name(files_.front()));
+      const std::unique_ptr<loader::Dataset> reader = InfoOf(o_.layout).reader(dest_.Name(files_.front()));
       std::vector<int64_t> sources;
       for (const IndexRecord& r : records) sources.push_back(r.source);
       for (size_t j = 0; j < records.size(); ++j) {
         IndexRecord& r = records[j];
         ReadAhead(sources, j, sources.size());
-        reader.Read(r, &ours);
+        ours.resize(static_cast<size_t>(reader->max_sample_bytes()));
+        ours.resize(static_cast<size_t>(reader->Read(r.offset, ours)));
         CheckSample(r, ours, dest_.Name(files_.front()) + " row " + std::to_string(r.offset));
         bytes += r.bytes;
         Report("verify", static_cast<int64_t>(j) + 1, expected, bytes);
@@ -543,7 +485,7 @@ class ConvertRun {
     result_.bytes_on_disk = bytes;
     json manifest{{"format", kManifestFormat},
                   {"version", kManifestVersion},
-                  {"layout", o_.layout},
+                  {"layout", NameOf(o_.layout)},
                   {"samples", result_.samples},
                   {"labels", source_.has_labels()},
                   {"payload", source_.payload_extension()},
@@ -555,11 +497,11 @@ class ConvertRun {
                   {"index", {{"file", kIndexName}, {"header_bytes", 16}, {"record_bytes", 48},
                              {"fields", {"source:i8", "file:i8", "offset:i8", "bytes:i8", "label:i8", "crc32c:u4",
                                          "zero:u4"}}}}};
-    if (o_.layout == "hdf5") {
+    if (o_.layout == LayoutKind::kHdf5) {
       manifest["hdf5"] = {{"dataset", "/images"}, {"labels", "/labels"}, {"chunk_samples", o_.chunk_samples},
                           {"compression", o_.gzip_level < 0 ? "none" : "gzip:" + std::to_string(o_.gzip_level)}};
     }
-    if (o_.layout == "hdf5" || o_.layout == "npy") manifest["sample_bytes"] = source_.fixed_sample_bytes();
+    if (InfoOf(o_.layout).rows_of_one_size) manifest["sample_bytes"] = source_.fixed_sample_bytes();
     dest_.WriteSmall(kManifestName, manifest.dump(1) + "\n");
     dest_.Remove(kStateName);
     dest_.Sync();
@@ -584,25 +526,23 @@ int64_t ShardCount(const SampleSource& source, int64_t shard_bytes) {
   return (source.size() + per_shard - 1) / per_shard;
 }
 
-const std::vector<std::string>& ConvertLayouts() {
-  static const std::vector<std::string> layouts = {"tar", "hdf5", "npy", "lmdb"};
-  return layouts;
-}
-
 double EstimateConvertBytes(const SampleSource& source, const ConvertOptions& options) {
   const auto n = static_cast<double>(source.size());
   double bytes = static_cast<double>(source.total_bytes()) + 48.0 * n + 4096.0;  // + the index and manifest
-  if (options.layout == "tar") bytes += n * (512.0 + 256.0 + (source.has_labels() ? 1024.0 : 0.0));
-  if (options.layout == "hdf5") bytes += n * 8.0 + 64.0 * 1024;  // labels, metadata
-  if (options.layout == "lmdb") bytes += n * (4096.0 / 2 + 64.0);  // overflow pages end half empty, on average
+  switch (options.layout) {
+    case LayoutKind::kTar: bytes += n * (512.0 + 256.0 + (source.has_labels() ? 1024.0 : 0.0)); break;
+    case LayoutKind::kHdf5: bytes += n * 8.0 + 64.0 * 1024; break;  // labels, metadata
+    case LayoutKind::kLmdb: bytes += n * (4096.0 / 2 + 64.0); break;  // overflow pages end half empty, on average
+    case LayoutKind::kNpy: break;
+  }
   return bytes;
 }
 
 std::unique_ptr<Destination> OpenDestination(const std::string& dst, const ConvertOptions& options) {
   if (!workloads::IsRemotePath(dst)) return LocalDestination(dst);
-  if (options.layout != "tar") {
+  if (options.layout != LayoutKind::kTar) {
     throw ConvertUsageError("DST " + dst + ": a store takes --layout tar (WebDataset shards, which training jobs "
-                            "and sweeps read by ranges or stream); " + options.layout +
+                            "and sweeps read by ranges or stream); " + NameOf(options.layout) +
                             " is read from local paths only, so convert to a local folder");
   }
   try {
@@ -675,15 +615,12 @@ void CheckDestination(const SampleSource& /*source*/, const std::string& source_
 ConvertResult Convert(const SampleSource& source, const std::string& source_path, Destination& dst,
                       const ConvertOptions& options, const std::function<void(const ConvertProgress&)>& progress,
                       const std::atomic<bool>& stop) {
-  if (std::find(ConvertLayouts().begin(), ConvertLayouts().end(), options.layout) == ConvertLayouts().end()) {
-    throw ConvertUsageError("--layout: expected tar | hdf5 | npy | lmdb, got '" + options.layout + "'");
-  }
-  if (options.shuffle_seed && options.layout != "tar") {
+  if (options.shuffle_seed && options.layout != LayoutKind::kTar) {
     throw ConvertUsageError("--shuffle is for --layout tar (streaming readers read shards front to back); " +
-                            options.layout + " is read by index, in any order");
+                            std::string(NameOf(options.layout)) + " is read by index, in any order");
   }
-  if (dst.remote() && options.layout != "tar") {
-    throw ConvertUsageError("DST " + dst.root() + ": a store takes --layout tar; " + options.layout +
+  if (dst.remote() && options.layout != LayoutKind::kTar) {
+    throw ConvertUsageError("DST " + dst.root() + ": a store takes --layout tar; " + NameOf(options.layout) +
                             " is read from local paths only");
   }
   std::unique_ptr<SampleSource> pixels;

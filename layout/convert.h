@@ -29,12 +29,13 @@
 #include <vector>
 
 #include "layout/destination.h"
+#include "layout/layout_kind.h"
 #include "layout/source.h"
 
 namespace feedtune::layout {
 
 struct ConvertOptions {
-  std::string layout = "tar";               // tar | hdf5 | npy | lmdb
+  LayoutKind layout = LayoutKind::kTar;
   int64_t shard_bytes = int64_t{256} << 20;  // tar: a shard holds about this much
   int64_t chunk_samples = 1;                // hdf5
   int gzip_level = -1;                      // hdf5: -1 none, else 1-9
@@ -47,9 +48,6 @@ struct ConvertOptions {
   int64_t part_bytes = kDefaultPartBytes;
   std::string staging_dir;
 };
-
-// The layouts convert writes, in the order --help lists them.
-const std::vector<std::string>& ConvertLayouts();
 
 struct ConvertProgress {
   const char* phase = "write";  // "check" (skip_bad's count before a one-file layout), "write", "verify"

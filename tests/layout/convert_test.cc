@@ -390,7 +390,7 @@ TEST_F(ConvertCli, VerificationNamesTheSampleThatDiffersFromTheSource) {
     std::atomic<bool> stop{true};
     const auto source = OpenSource(P("src"), SourceOptions{});
     ConvertOptions o;
-    o.layout = "tar";
+    o.layout = LayoutKind::kTar;
     o.shard_bytes = 10000;
     const auto r = Convert(*source, P("src"), P("dst"), o, {}, stop);
     ASSERT_TRUE(r.interrupted);
@@ -503,7 +503,7 @@ TEST(ConvertLibrary, UnreadableFileIsNamedAndSkipBadGoesOn) {
   fs::remove(dir / "src" / "2.bin");
   std::atomic<bool> stop{false};
   ConvertOptions o;
-  o.layout = "tar";
+  o.layout = LayoutKind::kTar;
   try {
     Convert(*source, (dir / "src").string(), (dir / "out").string(), o, {}, stop);
     ADD_FAILURE() << "a missing file converted";

@@ -143,7 +143,7 @@ void PrintSummary(const std::string& format_name, const std::string& src, const 
     nlohmann::json skipped = nlohmann::json::array();
     for (const auto& s : result.skipped) skipped.push_back({{"source", s.source}, {"name", s.name}, {"error", s.error}});
     std::cout << nlohmann::json{{"dst", dst},
-                                {"layout", convert.layout},
+                                {"layout", layout::NameOf(convert.layout)},
                                 {"source", src},
                                 {"source_samples", source.size()},
                                 {"samples", result.samples},
@@ -164,7 +164,7 @@ void PrintSummary(const std::string& format_name, const std::string& src, const 
   } else {
     std::printf("converted %lld samples%s of %s to %s (layout %s, %lld file%s, %s%s), verified%s\n",
                 static_cast<long long>(result.samples), source.has_labels() ? " with labels" : "", src.c_str(),
-                dst.c_str(), convert.layout.c_str(), static_cast<long long>(result.files), result.files == 1 ? "" : "s",
+                dst.c_str(), layout::NameOf(convert.layout), static_cast<long long>(result.files), result.files == 1 ? "" : "s",
                 workloads::FormatMegabytes(static_cast<double>(result.bytes_on_disk)).c_str(),
                 result.resumed_files > 0 ? (", " + std::to_string(result.resumed_files) + " from before").c_str() : "",
                 result.skipped.empty() ? "" : ("; " + std::to_string(result.skipped.size()) + " bad samples skipped").c_str());
@@ -182,13 +182,13 @@ void PrintSummary(const std::string& format_name, const std::string& src, const 
 
 int RunConvert(const Args& args, const std::atomic<bool>& stop) {
   po::options_description options("Options");
-  std::string src, dst, compression, format_name;
+  std::string src, dst, compression, format_name, layout_name;
   layout::ConvertOptions convert;
   layout::SourceOptions source_options;
   uint64_t seed = 0;
   options.add_options()("help,h", "this help")("src", po::value(&src)->required(), "the dataset to convert (a path, or an s3:// prefix of objects)")(
       "dst", po::value(&dst)->required(), "a new or empty folder, or s3:// prefix, for the result")(
-      "layout", po::value(&convert.layout)->required(), "tar | hdf5 | npy | lmdb")(
+      "layout", po::value(&layout_name)->required(), layout::LayoutNames().c_str())(
       "shard-bytes", po::value(&convert.shard_bytes)->default_value(int64_t{256} << 20),
       "tar: about this many bytes per shard")("shuffle", po::value(&seed),
                                               "tar: deal the samples across the shards at random, by this seed")(
@@ -215,15 +215,20 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
   if (format_name != "table" && format_name != "json") {
     return UsageError("convert", "--format: expected table or json, got '" + format_name + "'");
   }
+  const std::optional<layout::LayoutKind> kind = layout::LayoutNamed(layout_name);
+  if (!kind) return UsageError("convert", "--layout: expected " + layout::LayoutNames() + ", got '" + layout_name + "'");
+  convert.layout = *kind;
+  const layout::LayoutInfo& info = layout::InfoOf(*kind);
   const auto gzip = ParseCompression(compression);
   if (!gzip) {
     return UsageError("convert", "--compression: expected none or gzip:N with N in 1-9, got '" + compression + "'");
   }
   convert.gzip_level = *gzip;
-  if (convert.layout != "hdf5" && (!vm->at("chunk-samples").defaulted() || !vm->at("compression").defaulted())) {
+  if (*kind != layout::LayoutKind::kHdf5 &&
+      (!vm->at("chunk-samples").defaulted() || !vm->at("compression").defaulted())) {
     return UsageError("convert", "--chunk-samples and --compression are for --layout hdf5");
   }
-  if (convert.layout != "tar" && !vm->at("shard-bytes").defaulted()) {
+  if (*kind != layout::LayoutKind::kTar && !vm->at("shard-bytes").defaulted()) {
     return UsageError("convert", "--shard-bytes is for --layout tar");
   }
   if (convert.shard_bytes < 1) return UsageError("convert", "--shard-bytes: expected an integer >= 1");
@@ -232,9 +237,9 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
   convert.resume = vm->count("resume") > 0;
   convert.skip_bad = vm->count("skip-bad") > 0;
   convert.pixels = vm->count("pixels") > 0;
-  if (convert.pixels && convert.layout != "tar" && convert.layout != "lmdb") {
+  if (convert.pixels && !info.holds_any_size) {
     return UsageError("convert", "--pixels is for --layout tar or lmdb (decoded images differ in size; " +
-                                     convert.layout + " holds rows of one size)");
+                                     std::string(info.name) + " holds rows of one size)");
   }
   const bool quiet = vm->count("quiet") > 0;
 
@@ -243,10 +248,6 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
   try {
     source = layout::OpenSource(src, source_options);
     if (convert.pixels) pixels = layout::DecodedPixelsOf(*source);  // for the estimate; Convert decodes its own
-    if (std::find(layout::ConvertLayouts().begin(), layout::ConvertLayouts().end(), convert.layout) ==
-        layout::ConvertLayouts().end()) {
-      return UsageError("convert", "--layout: expected tar | hdf5 | npy | lmdb, got '" + convert.layout + "'");
-    }
     destination = layout::OpenDestination(dst, convert);
     layout::CheckDestination(*source, src, *destination, convert);
   } catch (const storage::StorageError& e) {  // a prefix that cannot be listed: the store's answer, named
@@ -267,7 +268,7 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
         free_bytes >= 0 ? workloads::FormatMegabytes(static_cast<double>(free_bytes)) : std::string("unknown");
     std::fprintf(stderr, "convert: %s (%s, %lld samples%s) -> %s, layout %s: ", src.c_str(), source->kind().c_str(),
                  static_cast<long long>(source->size()), source->has_labels() ? ", labelled" : "", dst.c_str(),
-                 convert.layout.c_str());
+                 layout::NameOf(convert.layout));
     if (remote) {
       const int64_t shards = layout::ShardCount(pixels ? *pixels : *source, convert.shard_bytes);
       std::fprintf(stderr, "%lld shard objects + index and manifest, about %s to upload (staged a shard at a time in "
