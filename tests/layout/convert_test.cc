@@ -255,26 +255,14 @@ TEST_F(ConvertCli, ShuffleDealsSamplesAcrossShardsAndTheIndexKeepsTheNumbering) 
 TEST_F(ConvertCli, KillNineMidConvertThenResumeFinishesVerified) {
   ASSERT_EQ(Run("gen-data --out " + P("src") + " --layout files --samples 1500 --sample-bytes 40000 -q").code, 0);
   const std::string args = "convert " + P("src") + " " + P("dst") + " --layout tar --shard-bytes 400000 --shuffle 3 -q";
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", (std::string("exec ") + FEEDTUNE_BINARY + " " + args + " 2>/dev/null").c_str(),
-            static_cast<char*>(nullptr));
-    _exit(127);
-  }
   const auto finished = [&] {
     int n = 0;
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir_ / "dst", ec)) n += e.path().extension() == ".tar";
     return n;
   };
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (finished() < 4 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ASSERT_EQ(::kill(pid, SIGKILL), 0);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  const int status = testing_util::SignalFeedtuneWhen(args, [&] { return finished() >= 4; }, SIGKILL,
+                                                      std::chrono::seconds(60));
   ASSERT_TRUE(WIFSIGNALED(status)) << "the convert ended before it was killed; give it more samples";
   const int kept = finished();
   ASSERT_GE(kept, 4);
@@ -308,16 +296,6 @@ TEST_F(ConvertCli, KillNineMidConvertThenResumeFinishesVerified) {
 TEST_F(ConvertCli, CtrlCStopsWithExit130AndResumeGoesOn) {
   ASSERT_EQ(Run("gen-data --out " + P("src") + " --layout files --samples 1500 --sample-bytes 40000 -q").code, 0);
   const std::string args = "convert " + P("src") + " " + P("dst") + " --layout tar --shard-bytes 400000 -q";
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const int err = ::open((dir_ / "ctrlc.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(err, 2);
-    ::execl(FEEDTUNE_BINARY, "feedtune", "convert", P("src").c_str(), P("dst").c_str(), "--layout", "tar",
-            "--shard-bytes", "400000", "-q", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   const auto written = [&] {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir_ / "dst", ec)) {
@@ -325,12 +303,9 @@ TEST_F(ConvertCli, CtrlCStopsWithExit130AndResumeGoesOn) {
     }
     return false;
   };
-  while (!written() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ASSERT_EQ(::kill(pid, SIGINT), 0);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  // exec: the signal goes to feedtune itself, not to a shell in front of it.
+  const int status = testing_util::SignalFeedtuneWhen(args, written, SIGINT, std::chrono::seconds(60),
+                                                      (dir_ / "ctrlc.err").string());
   ASSERT_TRUE(WIFEXITED(status));
   if (WEXITSTATUS(status) == 130) {
     EXPECT_THAT(ReadFile(dir_ / "ctrlc.err"), HasSubstr("interrupted; " + P("dst") +

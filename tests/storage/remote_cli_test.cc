@@ -300,13 +300,6 @@ TEST_F(RemoteCli, ConvertKillNineMidUploadThenResumeSendsOnlyTheMissingParts) {
   ASSERT_EQ(Run("convert " + P("src") + " " + P("local") + options + " -q").code, 0);
   rig_->Set("--latency-ms 150 --slowdown-every 0");
   const std::string args = "convert " + P("src") + " s3://feedtune/killed" + options + " -q";
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", (std::string("exec ") + FEEDTUNE_BINARY + " " + args + " 2>/dev/null").c_str(),
-            static_cast<char*>(nullptr));
-    _exit(127);
-  }
   storage::ObjectClient client = Client();
   const auto parts_recorded = [&] {
     try {
@@ -315,13 +308,8 @@ TEST_F(RemoteCli, ConvertKillNineMidUploadThenResumeSendsOnlyTheMissingParts) {
       return size_t{0};  // not there yet
     }
   };
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (parts_recorded() < 1 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_EQ(::kill(pid, SIGKILL), 0);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  const int status = feedtune::testing_util::SignalFeedtuneWhen(args, [&] { return parts_recorded() >= 1; }, SIGKILL,
+                                                                std::chrono::seconds(120));
   ASSERT_TRUE(WIFSIGNALED(status)) << "the convert ended before it was killed";
   const size_t recorded = parts_recorded();
   ASSERT_GE(recorded, 1u);
