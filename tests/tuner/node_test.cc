@@ -18,6 +18,7 @@
 #include "results/store.h"
 #include "tuner/measure/cpu_affinity.h"
 #include "tuner/measure/node_measurer.h"
+#include "tuner/measure/rank_aggregate.h"
 #include "tuner/measure/rank_wire.h"
 #include "tuner/search/preflight.h"
 #include "tuner/measure/rank_barrier.h"

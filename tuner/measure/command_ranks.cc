@@ -25,7 +25,7 @@
 #include "tuner/measure/command_measurer.h"
 #include "tuner/measure/command_server.h"
 #include "tuner/measure/cpu_affinity.h"
-#include "tuner/measure/node_measurer.h"
+#include "tuner/measure/rank_aggregate.h"
 #include "tuner/measure/rank_facts.h"
 #include "tuner/measure/stats.h"
 #include "tuner/measure/trial_runner.h"

@@ -1,7 +1,7 @@
 // Command workloads with ranks (sweep.ranks: N > 1, workload.kind: command,
 // workload.protocol: run): each repeat of a trial starts N processes of the
 // command at once, as `torchrun --nproc_per_node N` would, and the trial is
-// the node's aggregate, as a native node trial's (node_measurer.h).
+// the node's aggregate, as a native node trial's (rank_aggregate.h).
 //
 // Rank r gets the environment torch.distributed's env:// init reads (RANK,
 // LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a

@@ -22,6 +22,7 @@
 #include <unordered_map>
 
 #include "tuner/measure/child_output.h"
+#include "tuner/measure/line_socket.h"
 #include "tuner/measure/trial_runner.h"
 
 extern char** environ;
@@ -355,10 +356,8 @@ ServedTrial CommandServer::RunTrial(const std::string& request_line, int64_t tri
   bool leader_exited = false;
   for (;;) {
     // Whole lines first: several may have come in one read.
-    size_t nl;
-    while ((nl = stdout_buffer_.find('\n')) != std::string::npos) {
-      std::string text = stdout_buffer_.substr(0, nl);
-      stdout_buffer_.erase(0, nl + 1);
+    std::string text;
+    while (line_socket::TakeLine(stdout_buffer_, &text)) {
       const size_t first = text.find_first_not_of(" \t\r");
       if (first == std::string::npos || text[first] != '{') continue;  // a user's print
       const std::string where = "trial " + std::to_string(trial_id) + " after " + Windows(trial.windows.size(), windows);

@@ -1,6 +1,6 @@
 // NodeMeasurer: a node trial (sweep.ranks > 1). Every trial runs N loaders at
 // once, one per rank process, as data-parallel training runs one DataLoader
-// per GPU; the trial's samples/s is the node's aggregate.
+// per GPU; the trial's samples/s is the node's aggregate (rank_aggregate.h).
 //
 // The rank processes are forked once, at construction, while the tuner has
 // one thread and no device (docs/architecture.md: like the fork server). Each opens
@@ -43,12 +43,6 @@ namespace feedtune::tuner::node {
 // read without starting CUDA), 1 on host-sim or without one. Command
 // workloads: 1 unless set.
 int ResolveRanks(const SweepConfig& config);
-
-// The node's trial record from its ranks' records (all ok): samples/s is all
-// ranks' samples over the longest rank's window, median over windows; the
-// ranks' own figures go to NodeFigures::rank_rows. Exposed for tests.
-results::TrialRecord AggregateRanks(const loader::Knobs& knobs, const std::vector<results::TrialRecord>& ranks,
-                                    std::vector<results::RankRecord> rows);
 
 // Changes rank r's config before its workload opens (tests: a slower rank).
 using RankConfigFn = std::function<void(int rank, SweepConfig& config)>;
