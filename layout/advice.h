@@ -25,6 +25,13 @@ struct Rate {
   int workers = 0;    // the setting it was measured at
 };
 
+// What a candidate's cold measurement said about the page cache: the
+// eviction's words, or why its cold figure is an upper bound.
+struct CacheNote {
+  std::string note;                          // empty: nothing said
+  std::optional<double> resident_fraction;  // the share that stayed cached; none: not counted
+};
+
 struct CandidateResult {
   std::string name;
   bool as_is = false;
@@ -36,6 +43,7 @@ struct CandidateResult {
   bool measured = true;           // false: every trial failed (error says why)
   std::string error;
   std::string convert_arguments;  // what writes it: "--layout tar --shard-bytes N" (empty for the source)
+  CacheNote cache;
 };
 
 struct CandidateAdvice {

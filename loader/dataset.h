@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -28,6 +29,15 @@ class ShardReader {
   virtual bool Next(std::vector<std::byte>* sample, int64_t* index) = 0;
 };
 
+// What a dataset did before a measurement window (Dataset::BeforeRepeat).
+struct RepeatPreparation {
+  std::string note;  // for the user, e.g. a cold cache's eviction; empty: nothing to say
+  // A cold cache on local files: the share of the bytes checked that were
+  // still in the page cache after the eviction (0: cold as said). None: not
+  // evicted, or nothing local to count (a store's objects).
+  std::optional<double> resident_fraction;
+};
+
 class Dataset {
  public:
   virtual ~Dataset() = default;
@@ -42,8 +52,8 @@ class Dataset {
 
   // Called by the trial runner, in the consumer process, before each
   // measurement window (a file-backed dataset evicts its files from the page
-  // cache here). Returns a note for the user about what it did, or empty.
-  virtual std::string BeforeRepeat() const { return {}; }
+  // cache here). Returns what it did: nothing, by default.
+  virtual RepeatPreparation BeforeRepeat() const { return {}; }
 
   // Called by the DataLoader, in the consumer process, when epoch `epoch`
   // starts and before any of its samples is dispatched, so that a dataset

@@ -21,6 +21,10 @@ using internal::TableColumn;
 // reads as not there (NaN, "", the default): the answer of an older or newer
 // `feedtune layout` is shown with "-" where it lacks a figure.
 
+// A share of the data still in the page cache after an eviction that
+// prints as "0% stayed resident": the read was cold as said.
+constexpr double kResidentAsNone = 0.005;
+
 const Json& Field(const Json& j, const char* key) {
   static const Json kNone;
   if (!j.is_object()) return kNone;
@@ -152,8 +156,7 @@ std::string WhyText(const Json& answer) {
 }
 
 // Under the table: why the named one, the candidates not measured, and the
-// eviction notes worth reading (one whose cache stayed 0% resident was cold
-// as said; `feedtune layout` leaves it out too).
+// cache notes worth reading (CacheNoteLines, as `feedtune layout` prints them).
 std::vector<std::string> LayoutLines(const Json& answer) {
   std::vector<std::string> lines = {"named: " + WhyText(answer)};
   for (const Json& c : Candidates(answer)) {
@@ -161,13 +164,7 @@ std::vector<std::string> LayoutLines(const Json& answer) {
     const std::string error = Text(c, "error");
     lines.push_back("not measured: " + Text(c, "name") + (error.empty() ? "" : ": " + error));
   }
-  if (const Json& notes = Field(answer, "cache_notes"); notes.is_array()) {
-    for (const Json& note : notes) {
-      if (note.is_string() && note.get<std::string>().find(" 0% stayed resident") == std::string::npos) {
-        lines.push_back("note: " + note.get<std::string>());
-      }
-    }
-  }
+  for (std::string& line : CacheNoteLines(answer)) lines.push_back(std::move(line));
   return lines;
 }
 
@@ -241,6 +238,22 @@ constexpr const char* kDoublingTitle =
     "cold samples/s by num_workers (the doubling each layout was measured over; its row above is the best)";
 
 }  // namespace
+
+std::vector<std::string> CacheNoteLines(const Json& answer) {
+  std::vector<std::string> lines;
+  const Json& notes = Field(answer, "cache_notes");
+  if (!notes.is_array()) return lines;
+  for (const Json& n : notes) {
+    if (n.is_string()) {  // an answer stored before the notes had fields: its words alone
+      lines.push_back("note: " + n.get<std::string>());
+      continue;
+    }
+    const Json& resident = Field(n, "resident_fraction");
+    if (resident.is_number() && resident.get<double>() < kResidentAsNone) continue;  // cold as said
+    lines.push_back("note: " + Text(n, "candidate") + ": " + Text(n, "note"));
+  }
+  return lines;
+}
 
 std::optional<Json> LayoutAnswer(const RunRecord& run) {
   if (!run.workload_name.starts_with("layout ")) return std::nullopt;

@@ -23,6 +23,10 @@ namespace feedtune::results {
 // other run (a sweep's config is YAML).
 std::optional<nlohmann::ordered_json> LayoutAnswer(const RunRecord& run);
 
+// The answer's cache notes worth a line ("note: CANDIDATE: ..."): not one
+// whose cache stayed 0% resident (to the percent), which was cold as said.
+std::vector<std::string> CacheNoteLines(const nlohmann::ordered_json& answer);
+
 // `report --run N` of a layout run: the candidates' table (the named one
 // starred), why, the notes, the host and date, then the cold doubling per
 // candidate (its trials, compact).

@@ -272,7 +272,7 @@ int64_t FilesDataset::Read(int64_t index, std::span<std::byte> out) const {
   return bytes;
 }
 
-std::string FilesDataset::BeforeRepeat() const {
+loader::RepeatPreparation FilesDataset::BeforeRepeat() const {
   if (options_.cache != CacheMode::kCold) return {};
   int64_t probed = 0, resident = 0, failures = 0;
   if (options_.layout == FilesLayout::kShards) {
@@ -299,7 +299,8 @@ std::string FilesDataset::BeforeRepeat() const {
     }
   }
   const double stayed = probed > 0 ? static_cast<double>(resident) / static_cast<double>(probed) : 0;
-  return CacheColdNote(static_cast<double>(total_bytes_), static_cast<size_t>(file_count()), stayed, failures);
+  return {CacheColdNote(static_cast<double>(total_bytes_), static_cast<size_t>(file_count()), stayed, failures),
+          probed > 0 ? std::optional<double>(stayed) : std::nullopt};
 }
 
 }  // namespace feedtune::workloads

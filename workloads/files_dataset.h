@@ -66,7 +66,7 @@ class FilesDataset final : public loader::Dataset {
   int64_t max_sample_bytes() const override { return max_bytes_; }
   void InitWorker(int worker_id) const override;
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
-  std::string BeforeRepeat() const override;
+  loader::RepeatPreparation BeforeRepeat() const override;
   void SetEpoch(int64_t epoch) const override;
 
   // The bytes of the files (for decode jpeg, the compressed files).

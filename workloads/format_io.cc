@@ -97,7 +97,7 @@ int64_t ResidentBytes(int fd, int64_t size) {
   return std::min(resident, size);
 }
 
-std::string EvictFromPageCache(const std::vector<std::string>& paths) {
+loader::RepeatPreparation EvictFromPageCache(const std::vector<std::string>& paths) {
   int64_t total = 0, resident = 0, failures = 0;
   for (const std::string& path : paths) {
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -110,7 +110,8 @@ std::string EvictFromPageCache(const std::vector<std::string>& paths) {
     resident += ResidentBytes(fd.get(), st.st_size);
   }
   const double stayed = total > 0 ? static_cast<double>(resident) / static_cast<double>(total) : 0;
-  return CacheColdNote(static_cast<double>(total), paths.size(), stayed, failures);
+  return {CacheColdNote(static_cast<double>(total), paths.size(), stayed, failures),
+          total > 0 ? std::optional<double>(stayed) : std::nullopt};
 }
 
 std::string CacheColdNote(double bytes, size_t files, double stayed, int64_t failures) {

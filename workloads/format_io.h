@@ -77,8 +77,8 @@ int64_t ResidentBytes(int fd, int64_t size);
 
 // Evicts each file from the page cache (posix_fadvise DONTNEED) and says, in
 // one line for the user, how much stayed resident (tmpfs keeps everything):
-// CacheColdNote.
-std::string EvictFromPageCache(const std::vector<std::string>& paths);
+// CacheColdNote, and that share as a number.
+loader::RepeatPreparation EvictFromPageCache(const std::vector<std::string>& paths);
 
 // The line a cold cache's eviction says: "cache cold: 30.1 MB in 2 files
 // evicted from the page cache before each repeat (posix_fadvise DONTNEED); 12%

@@ -362,7 +362,7 @@ int64_t Hdf5Dataset::Read(int64_t index, std::span<std::byte> out) const {
   return bytes;
 }
 
-std::string Hdf5Dataset::BeforeRepeat() const {
+loader::RepeatPreparation Hdf5Dataset::BeforeRepeat() const {
   if (files_.cache != CacheMode::kCold) return {};
   return EvictFromPageCache({files_.path});
 }

@@ -76,7 +76,7 @@ class Hdf5Dataset final : public loader::Dataset {
   int64_t max_sample_bytes() const override { return images_.row_bytes + labels_.row_bytes; }
   void InitWorker(int /*worker_id*/) const override { cost_.InitWorker(); }
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
-  std::string BeforeRepeat() const override;
+  loader::RepeatPreparation BeforeRepeat() const override;
 
   const Hdf5DatasetInfo& images() const { return images_; }
   const Hdf5DatasetInfo& labels() const { return labels_; }  // name empty: none

@@ -242,7 +242,7 @@ int64_t LmdbDataset::Read(int64_t index, std::span<std::byte> out) const {
   return static_cast<int64_t>(bytes);
 }
 
-std::string LmdbDataset::BeforeRepeat() const {
+loader::RepeatPreparation LmdbDataset::BeforeRepeat() const {
   if (files_.cache != CacheMode::kCold) return {};
   {
     // This process's map would keep the pages resident; reads in flight keep

@@ -81,7 +81,7 @@ class LmdbDataset final : public loader::Dataset {
   }
   void InitWorker(int /*worker_id*/) const override { cost_.InitWorker(); }
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
-  std::string BeforeRepeat() const override;
+  loader::RepeatPreparation BeforeRepeat() const override;
 
   const LmdbInfo& info() const { return info_; }
   std::string Describe() const;

@@ -106,7 +106,7 @@ int64_t NpyDataset::Read(int64_t index, std::span<std::byte> out) const {
   return header_.sample_bytes;
 }
 
-std::string NpyDataset::BeforeRepeat() const {
+loader::RepeatPreparation NpyDataset::BeforeRepeat() const {
   if (files_.cache != CacheMode::kCold) return {};
   return EvictFromPageCache({files_.path});
 }

@@ -40,7 +40,7 @@ class NpyDataset final : public loader::Dataset {
   int64_t max_sample_bytes() const override { return header_.sample_bytes; }
   void InitWorker(int /*worker_id*/) const override { cost_.InitWorker(); }
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
-  std::string BeforeRepeat() const override;
+  loader::RepeatPreparation BeforeRepeat() const override;
 
   const NpyHeader& header() const { return header_; }
   int64_t file_bytes() const { return file_bytes_; }

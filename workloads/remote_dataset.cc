@@ -99,9 +99,9 @@ void RemoteDataset::ReadMany(std::span<const int64_t> indices, std::span<std::by
   }
 }
 
-std::string RemoteDataset::BeforeRepeat() const {
-  if (!cold_) return "";
-  return storage::ColdCacheNote(location());
+loader::RepeatPreparation RemoteDataset::BeforeRepeat() const {
+  if (!cold_) return {};
+  return {storage::ColdCacheNote(location()), std::nullopt};
 }
 
 std::string RemoteDataset::Describe() const {

@@ -56,7 +56,7 @@ class RemoteDataset final : public loader::Dataset {
   bool reads_concurrently() const override { return true; }
   void ReadMany(std::span<const int64_t> indices, std::span<std::byte> slot, int64_t stride, int concurrency,
                 std::span<int64_t> bytes) const override;
-  std::string BeforeRepeat() const override;
+  loader::RepeatPreparation BeforeRepeat() const override;
 
   const std::vector<storage::ObjectInfo>& objects() const { return objects_; }
   int64_t total_bytes() const { return total_bytes_; }

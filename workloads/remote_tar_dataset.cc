@@ -144,7 +144,7 @@ void RemoteTarDataset::InitWorker(int /*worker_id*/) const {
   client_.Get();  // the worker's own connections, before its first batch
 }
 
-std::string RemoteTarDataset::BeforeRepeat() const { return cold_ ? storage::ColdCacheNote(client_.source()) : ""; }
+loader::RepeatPreparation RemoteTarDataset::BeforeRepeat() const { return {cold_ ? storage::ColdCacheNote(client_.source()) : "", std::nullopt}; }
 
 int64_t RemoteTarDataset::CopyFields(const Sample& sample, std::span<const std::byte> span, std::span<std::byte> out) {
   uint64_t at = 0;

@@ -80,7 +80,7 @@ class RemoteTarDataset final : public loader::Dataset {
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
   int64_t max_sample_bytes() const override { return max_bytes_; }
   void InitWorker(int worker_id) const override;
-  std::string BeforeRepeat() const override;
+  loader::RepeatPreparation BeforeRepeat() const override;
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
   // Random access reads a batch's samples concurrently; a stream's requests
   // in flight are its workers (one window each), so fetch_concurrency is not its knob.

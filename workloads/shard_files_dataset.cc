@@ -47,7 +47,7 @@ void ShardFilesDataset::SetEpoch(int64_t epoch) const {
   if (jpeg_) jpeg_->SetEpoch(epoch);
 }
 
-std::string ShardFilesDataset::BeforeRepeat() const {
+loader::RepeatPreparation ShardFilesDataset::BeforeRepeat() const {
   if (files_.cache != CacheMode::kCold) return {};
   return EvictFromPageCache(paths_);
 }

@@ -26,7 +26,7 @@ class ShardFilesDataset : public loader::Dataset {
   int64_t size() const override { return sample_count_; }
   int64_t max_sample_bytes() const override { return jpeg_ ? jpeg_->sample_bytes() : max_stored_bytes_; }
   void InitWorker(int /*worker_id*/) const override { cost_.InitWorker(); }
-  std::string BeforeRepeat() const override;  // cache: cold evicts every file
+  loader::RepeatPreparation BeforeRepeat() const override;  // cache: cold evicts every file
   void SetEpoch(int64_t epoch) const override;
   int64_t num_shards() const override;  // stream: one a file; random: none (map-style)
   int64_t shard_samples(int64_t shard) const override;

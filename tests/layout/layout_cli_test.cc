@@ -56,6 +56,20 @@ TEST_F(LayoutCli, MeasuresEveryCandidateAndNamesByTheRule) {
       fastest_low = cold.at("ci")[0];
     }
   }
+  // Each cache note names its candidate and carries the eviction's residency as a number, or null where a
+  // window read its sample warm (the figure an upper bound), never only as words.
+  for (const auto& n : j.at("cache_notes")) {
+    ASSERT_TRUE(n.is_object()) << n.dump();
+    EXPECT_THAT(names, testing::Contains(n.at("candidate").get<std::string>()));
+    const auto& resident = n.at("resident_fraction");
+    if (resident.is_null()) {
+      EXPECT_THAT(n.at("note").get<std::string>(), HasSubstr("a cold window read the sample")) << n.dump();
+    } else {
+      EXPECT_GE(resident.get<double>(), 0.0);
+      EXPECT_LE(resident.get<double>(), 1.0);
+      EXPECT_THAT(n.at("note").get<std::string>(), HasSubstr("stayed resident")) << n.dump();
+    }
+  }
   // The gzip chunk of 32 over the cache: a shuffled read inflates the whole chunk.
   EXPECT_DOUBLE_EQ(j.at("candidates")[8].at("read_amplification").get<double>(), 32.0);
   EXPECT_DOUBLE_EQ(j.at("candidates")[5].at("read_amplification").get<double>(), 1.0);

@@ -102,6 +102,23 @@ TEST_F(LayoutReportTest, AnAnswerWithoutItsFiguresShowsDashes) {
   EXPECT_THAT(text, Not(HasSubstr("by num_workers")));  // no trials, no doubling
 }
 
+// A note is shown by its number, never by its words: a cache under half a
+// percent resident was cold as said; one not counted (a store's objects, a
+// window that read its sample warm) always shows; an answer stored before the
+// notes had fields shows its words as they are.
+TEST(LayoutCacheNotes, ShownByTheResidentShareNotByTheirWords) {
+  const nlohmann::ordered_json answer = nlohmann::ordered_json::parse(R"({"cache_notes": [
+      {"candidate": "npy", "note": "cache cold: 1 file evicted; 0% stayed resident", "resident_fraction": 0.0049},
+      {"candidate": "lmdb", "note": "cache cold: words that do not say 0% stayed resident", "resident_fraction": 0.005},
+      {"candidate": "tar", "note": "a cold window read the sample 1.30 times", "resident_fraction": null},
+      "hdf5: cache cold: an older answer's note; 0% stayed resident"]})");
+  EXPECT_THAT(CacheNoteLines(answer),
+              ::testing::ElementsAre("note: lmdb: cache cold: words that do not say 0% stayed resident",
+                                   "note: tar: a cold window read the sample 1.30 times",
+                                   "note: hdf5: cache cold: an older answer's note; 0% stayed resident"));
+  EXPECT_THAT(CacheNoteLines(nlohmann::ordered_json::object()), ::testing::IsEmpty());
+}
+
 TEST_F(LayoutReportTest, JsonReportKeepsItsKeysAndAddsTheAnswer) {
   const json report = json::parse(RenderJson(view_));
   EXPECT_EQ(report.at("workload"), "layout train.npy");

@@ -263,8 +263,13 @@ inline nlohmann::json ScriptedLayoutAnswer(const std::string& hostname, double s
               {"named", named},
               {"layout_matters", named != "as-is: npy"},
               {"why", why},
-              {"cache_notes", {"as-is: npy: cache cold: 29.5 MB in 1 file evicted; 0% stayed resident",
-                               "lmdb: cache cold: 30.1 MB in 2 files evicted; 12% stayed resident"}}};
+              {"cache_notes",
+               {{{"candidate", "as-is: npy"},
+                 {"note", "cache cold: 29.5 MB in 1 file evicted; 0% stayed resident"},
+                 {"resident_fraction", 0.004}},
+                {{"candidate", "lmdb"},
+                 {"note", "cache cold: 30.1 MB in 2 files evicted; 12% stayed resident"},
+                 {"resident_fraction", 0.12}}}}};
 }
 
 // Stores `answer` as `feedtune layout` does: workload "layout train.npy", a

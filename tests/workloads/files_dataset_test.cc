@@ -298,9 +298,14 @@ TEST_F(FilesDatasetTest, MissingOrEmptyDirectories) {
 TEST_F(FilesDatasetTest, ColdCacheEvictsAndSaysSo) {
   const std::string path = Write(FilesLayout::kShards, 100);
   const FilesDataset warm = Open(path, FilesLayout::kShards);
-  EXPECT_EQ(warm.BeforeRepeat(), "");
+  EXPECT_EQ(warm.BeforeRepeat().note, "");
+  EXPECT_FALSE(warm.BeforeRepeat().resident_fraction.has_value());
   const FilesDataset cold = Open(path, FilesLayout::kShards, FilesIo::kPread, CacheMode::kCold);
-  const std::string note = cold.BeforeRepeat();
+  const loader::RepeatPreparation prep = cold.BeforeRepeat();
+  const std::string& note = prep.note;
+  ASSERT_TRUE(prep.resident_fraction.has_value());  // counted, as a number beside the words
+  EXPECT_GE(*prep.resident_fraction, 0.0);
+  EXPECT_LE(*prep.resident_fraction, 1.0);
   EXPECT_EQ(note.rfind("cache cold: 0.0 MB in " + std::to_string(cold.file_count()) +
                            " files evicted from the page cache before each repeat (posix_fadvise DONTNEED); ",
                        0),
@@ -316,7 +321,7 @@ TEST_F(FilesDatasetTest, ColdCacheEvictsAndSaysSo) {
     writer.Finish();
   }
   const FilesDataset cold_files = Open(files, FilesLayout::kFiles, FilesIo::kMmap, CacheMode::kCold);
-  EXPECT_NE(cold_files.BeforeRepeat().find("20 files evicted"), std::string::npos);
+  EXPECT_NE(cold_files.BeforeRepeat().note.find("20 files evicted"), std::string::npos);
 }
 
 TEST_F(FilesDatasetTest, WorkerProcessesReadEverySampleRight) {

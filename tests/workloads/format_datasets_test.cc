@@ -368,10 +368,13 @@ TEST_F(FormatDatasetsTest, LmdbColdCacheEvictsAfterReads) {
   LmdbDataset dataset(files, FormatOptions{}, FormatNoCost(), CpuCalibration{});
   std::vector<std::byte> out(20000);
   for (int64_t i = 0; i < 100; ++i) ASSERT_EQ(dataset.Read(i, out), 20000);
-  const std::string note = dataset.BeforeRepeat();
+  const loader::RepeatPreparation prep = dataset.BeforeRepeat();
+  const std::string& note = prep.note;
   bool network = false;
   if (FileSystemType(path, &network) == "tmpfs") GTEST_SKIP() << "tmpfs cannot evict: " << note;
   EXPECT_NE(note.find("; 0% stayed resident"), std::string::npos) << note;
+  ASSERT_TRUE(prep.resident_fraction.has_value()) << note;  // the same, as the number `feedtune layout` decides on
+  EXPECT_LT(*prep.resident_fraction, 0.005) << note;
   ASSERT_EQ(dataset.Read(7, out), 20000);  // reopened
   EXPECT_EQ(out, FormatContent(7, 20000));
 }
@@ -532,6 +535,15 @@ TEST_F(FormatDatasetsTest, GenDataJpegShardsDecodeThroughTheBinary) {
     ASSERT_EQ(t["status"], "ok") << r.out;
     const double bytes_per_sample = t["mb_per_s"].get<double>() * 1e6 / t["samples_per_s"].get<double>();
     EXPECT_NEAR(bytes_per_sample, 224 * 224 * 3, 224 * 224 * 3 * 0.005) << r.out;
+    // Cold, the eviction's residency comes as a number beside its words (for `feedtune layout`); warm, null.
+    EXPECT_TRUE(t["cache_resident_fraction"].is_null()) << r.out;
+    r = RunFeedtune("trial " + config + " --set loader.num_workers=1 --set workload.cache=cold --json", dir_);
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    const nlohmann::json cold = nlohmann::json::parse(r.out);
+    ASSERT_TRUE(cold["cache_resident_fraction"].is_number()) << r.out;
+    EXPECT_GE(cold["cache_resident_fraction"].get<double>(), 0.0);
+    EXPECT_LE(cold["cache_resident_fraction"].get<double>(), 1.0);
+    EXPECT_NE(cold["warning"].get<std::string>().find("stayed resident"), std::string::npos) << r.out;
   }
 }
 

@@ -21,10 +21,13 @@
 #include "layout/candidates.h"
 #include "layout/source.h"
 #include "results/fingerprint.h"
+#include "results/layout_report.h"
 #include "results/store.h"
 #include "results/units.h"
 #include "tuner/cli/cli_util.h"
 #include "tuner/cli/version.h"
+#include "tuner/config/config.h"
+#include "tuner/search/cold_doubling.h"
 #include "workloads/crc32c.h"
 #include "workloads/format_io.h"
 #include "workloads/remote_dataset.h"
@@ -118,7 +121,8 @@ struct TrialOutcome {
   bool over_budget = false;
   layout::Rate rate;
   std::string error;
-  std::string cache_note;  // the eviction's words ("...; 0% stayed resident")
+  std::string cache_note;                    // the eviction's words, for the user
+  std::optional<double> resident_fraction;   // and what stayed in the page cache, as a number
 };
 
 // The figures of a trial's --json line that the results file keeps.
@@ -169,6 +173,9 @@ TrialOutcome RunTrialOf(const LayoutRequest& r, const std::string& config, int w
       return t;
     }
     if (j.contains("warning") && j["warning"].is_string()) t.cache_note = j["warning"].get<std::string>();
+    if (j.contains("cache_resident_fraction") && j["cache_resident_fraction"].is_number()) {
+      t.resident_fraction = j["cache_resident_fraction"].get<double>();
+    }
     t.record = RecordOf(j, workers);
     if (j.at("status") == "ok") {
       t.ok = true;
@@ -217,15 +224,6 @@ TrialOutcome ColdPoint(const LayoutRequest& r, const std::string& config, int wo
   return t;
 }
 
-// A gain beyond the noise: 5% over the best so far, and either its interval
-// above that median or its median above that interval. Either: a median of
-// three windows stands against one wild window, and a streamed window that
-// meets an epoch's end reads a third as fast, so one interval alone can be
-// wide (1790 samples/s, 95% CI 593-4286, against 969 at one worker).
-bool Gains(const layout::Rate& next, const layout::Rate& best) {
-  return next.median > best.median * 1.05 && (next.ci_low > best.median || next.median > best.ci_high);
-}
-
 // The config `feedtune trial` reads candidate `c` with, written beside the
 // candidates: the loader alone (host-sim, no step), the job's CPU cost.
 std::string WriteTrialConfig(const LayoutRequest& r, const layout::Candidate& c) {
@@ -238,32 +236,36 @@ std::string WriteTrialConfig(const LayoutRequest& r, const layout::Candidate& c)
   return config;
 }
 
-// One candidate's cold doubling: num_workers 0, 1, 2, 4, ... (see the help).
-struct ColdDoubling {
-  layout::Rate best;                          // median 0: nothing measured (error says why)
+// A cold window that read the sample more than this many times read its
+// later passes warm (ColdPoint shortens it first).
+constexpr double kMostColdPasses = 1.05;
+
+// One candidate's cold doubling (tuner/search/cold_doubling.h), with what it
+// says about the cache.
+struct ColdMeasurement {
+  layout::Rate best;  // median 0: nothing measured (error says why)
   std::string error;
-  std::string note;                           // the cache's words, or why the figure is an upper bound
+  layout::CacheNote note;  // the cache's words, or why the figure is an upper bound (note empty: nothing)
   std::vector<results::TrialRecord> records;  // every trial, for the results file
   bool interrupted = false;
 };
 
-ColdDoubling MeasureCold(const LayoutRequest& r, const std::string& config, const std::string& label, int64_t count,
+ColdMeasurement MeasureCold(const LayoutRequest& r, const std::string& config, const std::string& label, int64_t count,
                          bool sample_is_part, const std::string& err_path, const std::atomic<bool>& stop) {
-  ColdDoubling out;
-  for (int workers = 0; workers <= r.max_workers; workers = workers == 0 ? 1 : workers * 2) {
-    if (stop.load()) {
-      out.interrupted = true;
-      return out;
-    }
+  ColdMeasurement out;
+  bool upper_bound = false;  // a window read its sample warm: that note stands over the cache's
+  const auto measure = [&](int workers) {
     double passes = 0;
     const TrialOutcome t = ColdPoint(r, config, workers, count, err_path, &passes);
-    if (passes > 1.05) {
-      out.note = "a cold window read the sample " + std::to_string(passes).substr(0, 4) + " times even at " +
-                 std::to_string(kShortestWindow).substr(0, 4) + " s, so its later passes were warm (the cold figure " +
-                 "is an upper bound)" +
-                 (sample_is_part ? "; give a larger --sample-mb" : ": the whole dataset is read that fast here");
+    if (passes > kMostColdPasses) {
+      upper_bound = true;
+      out.note = {"a cold window read the sample " + std::to_string(passes).substr(0, 4) + " times even at " +
+                      std::to_string(kShortestWindow).substr(0, 4) + " s, so its later passes were warm (the cold " +
+                      "figure is an upper bound)" +
+                      (sample_is_part ? "; give a larger --sample-mb" : ": the whole dataset is read that fast here"),
+                  std::nullopt};
     }
-    if (!t.cache_note.empty() && out.note.find("cold window") == std::string::npos) out.note = t.cache_note;
+    if (!t.cache_note.empty() && !upper_bound) out.note = {t.cache_note, t.resident_fraction};
     if (!r.quiet) {
       std::fprintf(stderr, "layout: %s, cold, %d workers: %s\n", label.c_str(), workers,
                    t.ok ? (std::to_string(static_cast<int64_t>(t.rate.median)) + " samples/s").c_str()
@@ -271,26 +273,23 @@ ColdDoubling MeasureCold(const LayoutRequest& r, const std::string& config, cons
     }
     results::TrialRecord rec = t.record;
     rec.knobs.num_workers = workers;
-    if (!t.ok && !rec.error) rec.error = t.error;
-    if (!t.ok) rec.status = t.over_budget ? results::TrialStatus::kSkipped : results::TrialStatus::kFailed;
-    out.records.push_back(std::move(rec));
     if (!t.ok) {
+      if (!rec.error) rec.error = t.error;
+      rec.status = t.over_budget ? results::TrialStatus::kSkipped : results::TrialStatus::kFailed;
       out.error = t.error;
-      return out;  // over a budget, or failed: the doubling ends here
     }
-    // 0 -> 1 worker moves the one reader into a process; the doubling from
-    // 1 adds readers. So the doubling ends only at a step from 1 or more
-    // that does not gain (a cold LMDB gains nothing at 1 and 3x at 4).
-    if (out.best.median > 0 && !Gains(t.rate, out.best)) {
-      if (workers >= 2) break;
-      if (t.rate.median > out.best.median) out.best = t.rate;
-      continue;
-    }
-    out.best = t.rate;
+    return rec;
+  };
+  // THE RULE's threshold is the sweep's own default.
+  tuner::ColdCurve curve = tuner::ColdDoubling(r.max_workers, tuner::SweepOptions{}.gain_threshold, measure, stop);
+  out.interrupted = curve.interrupted;
+  if (curve.best) {
+    const results::TrialRecord& b = curve.points[*curve.best];
+    out.best = {b.samples_per_s, b.ci_low, b.ci_high, b.knobs.num_workers};
   }
+  out.records = std::move(curve.points);
   return out;
 }
-
 
 // The sample's sizing: at least kFewestSampled samples (a smaller dataset
 // whole); each candidate's files take about kCandidateBytesPerByte of the
@@ -309,15 +308,21 @@ int64_t SampleBudgetBytes(const LayoutRequest& r) {
 // The answer as `--format json` prints it and the results file keeps it.
 nlohmann::json AnswerJson(const LayoutRequest& r, const layout::SampleSource& source, int64_t count,
                           int64_t sample_bytes, const std::vector<layout::CandidateResult>& results,
-                          const layout::Advice& advice, const results::Fingerprint& machine,
-                          const std::vector<std::string>& cache_notes) {
+                          const layout::Advice& advice, const results::Fingerprint& machine) {
   nlohmann::json rows = nlohmann::json::array();
   const auto rate = [](const layout::Rate& x) {
     return nlohmann::json{{"samples_per_s", x.median}, {"ci", {x.ci_low, x.ci_high}}, {"num_workers", x.workers}};
   };
+  nlohmann::json cache_notes = nlohmann::json::array();
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& res = results[i];
     const auto& a = advice.rows[i];
+    if (!res.cache.note.empty()) {
+      cache_notes.push_back({{"candidate", res.name},
+                             {"note", res.cache.note},
+                             {"resident_fraction", res.cache.resident_fraction ? nlohmann::json(*res.cache.resident_fraction)
+                                                                               : nlohmann::json(nullptr)}});
+    }
     rows.push_back({{"name", res.name},
                     {"as_is", res.as_is},
                     {"measured", res.measured},
@@ -400,7 +405,7 @@ int64_t StoreAnswer(const LayoutRequest& r, const layout::SampleSource& source,
 // convert command that writes the named layout, and the cache notes.
 void PrintTable(const LayoutRequest& r, const layout::SampleSource& source, int64_t count,
                 const std::vector<layout::CandidateResult>& results, const layout::Advice& advice,
-                const results::Fingerprint& machine, const std::vector<std::string>& cache_notes) {
+                const results::Fingerprint& machine, const nlohmann::json& answer) {
   std::printf("%-36s %7s %24s %10s %10s %6s %9s %9s %8s\n", "layout", "workers", "cold samples/s (95% CI)", "warm",
               "on disk", "ampl.", "convert", "epoch", "payback");
   for (size_t i = 0; i < results.size(); ++i) {
@@ -430,16 +435,42 @@ void PrintTable(const LayoutRequest& r, const layout::SampleSource& source, int6
               "the whole dataset, extrapolated)\n",
               static_cast<long long>(count), static_cast<long long>(source.size()), machine.hostname.c_str(),
               machine.usable_cpus, r.decode_images ? ", each JPEG decoded, cropped and resized to 224x224" : "");
-  for (const std::string& n : cache_notes) {
-    if (n.find(" 0% stayed resident") == std::string::npos) std::printf("note: %s\n", n.c_str());  // else cold as said
-  }
+  for (const std::string& line : results::CacheNoteLines(answer)) std::printf("%s\n", line.c_str());
 }
 
 }  // namespace
 
-int RunLayout(const Args& args, const std::atomic<bool>& stop) {
+// How many samples the sample holds: SampleBudgetBytes of them at the
+// source's mean size, at least kFewestSampled (a smaller dataset whole).
+int64_t SampleCount(const LayoutRequest& r, const layout::SampleSource& source) {
+  const double mean = static_cast<double>(source.total_bytes()) / static_cast<double>(source.size());
+  const int64_t budget = SampleBudgetBytes(r);
+  return std::clamp<int64_t>(static_cast<int64_t>(static_cast<double>(budget) / std::max(1.0, mean)),
+                             std::min<int64_t>(source.size(), kFewestSampled), source.size());
+}
+
+// The scratch folder, made when `candidates` copies of the sample fit in its
+// free space (layout::FitsInFreeSpace): nullopt, or a usage error's exit code.
+std::optional<int> MakeScratch(const LayoutRequest& r, const layout::SampleSource& sample, size_t candidates) {
+  double need = static_cast<double>(sample.total_bytes()) * kCandidateBytesPerByte * static_cast<double>(candidates);
+  if (r.decode_images) need += kPixelsBytesPerByte * static_cast<double>(layout::DecodedPixelsOf(sample)->total_bytes());
+  const int64_t free_bytes = workloads::FreeBytesFor(r.scratch);
+  if (!layout::FitsInFreeSpace(need, free_bytes)) {
+    return UsageError("layout", "--scratch " + r.scratch + ": the candidates take about " +
+                                    workloads::FormatMegabytes(need) + ", but only " +
+                                    workloads::FormatMegabytes(static_cast<double>(free_bytes)) +
+                                    " is free there; choose another place or a smaller --sample-mb");
+  }
+  std::error_code ec;
+  fs::create_directories(r.scratch, ec);
+  if (ec) return UsageError("layout", "--scratch " + r.scratch + ": cannot create: " + ec.message());
+  return std::nullopt;
+}
+
+// The request from the command line, checked: nullopt, or the exit code
+// (help, or a usage error that says what to change).
+std::optional<int> ParseRequest(const Args& args, LayoutRequest& r) {
   po::options_description options("Options");
-  LayoutRequest r;
   options.add_options()("help,h", "this help")("path", po::value(&r.path)->required(), "the dataset")(
       "scratch", po::value(&r.scratch), "where the candidates are written (default: PATH.layout-scratch beside it)")(
       "sample-mb", po::value(&r.sample_mb)->default_value(0),
@@ -489,6 +520,88 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
                                 "yet (convert reads an s3:// prefix: `feedtune convert " + r.path +
                                 " DST --layout tar`, and sweep and trial read the result there)");
   }
+  return std::nullopt;
+}
+
+// Every candidate written and measured: cold over the doubling, then warm
+// at its best. Stops early, with `interrupted`, when `stop` is raised.
+struct Measured {
+  std::vector<layout::CandidateResult> results;
+  // Every trial, for the results file: its phase says the candidate and the cache.
+  std::vector<std::pair<size_t, results::TrialRecord>> trials;  // (index into results, record)
+  bool interrupted = false;
+};
+
+Measured MeasureCandidates(const LayoutRequest& r, const std::vector<layout::Candidate>& candidates,
+                           const layout::SampleSource& sample, int64_t count, bool sample_is_part,
+                           const std::atomic<bool>& stop) {
+  Measured m;
+  auto& results = m.results;
+  auto& trials = m.trials;
+  std::map<std::string, layout::WrittenCandidate> written;  // by folder: two candidates share the tar copy
+  const std::string err_path = (fs::path(r.scratch) / "trial.err").string();
+  for (size_t k = 0; k < candidates.size() && !m.interrupted; ++k) {
+    const layout::Candidate& c = candidates[k];
+    layout::CandidateResult res;
+    res.name = c.name;
+    res.as_is = c.as_is;
+    if (!c.as_is) res.convert_arguments = layout::ConvertArguments(c);
+    try {
+      if (!written.count(c.data)) written[c.data] = layout::WriteCandidate(c, sample, stop);
+      const layout::WrittenCandidate& w = written[c.data];
+      res.sample_bytes_on_disk = w.bytes_on_disk;
+      res.write_seconds = w.write_seconds;
+      res.read_amplification = w.read_amplification;
+    } catch (const std::exception& e) {
+      if (stop.load()) {
+        m.interrupted = true;
+        break;
+      }
+      res.measured = false;
+      res.error = std::string("write: ") + e.what();
+      results.push_back(res);
+      continue;
+    }
+    const std::string config = WriteTrialConfig(r, c);
+    const std::string label = "[" + std::to_string(k + 1) + "/" + std::to_string(candidates.size()) + "] " + c.name;
+    ColdMeasurement cold = MeasureCold(r, config, label, count, sample_is_part, err_path, stop);
+    for (results::TrialRecord& rec : cold.records) {
+      rec.phase = "layout-cold: " + c.name;
+      trials.emplace_back(results.size(), std::move(rec));
+    }
+    if (cold.interrupted) {
+      m.interrupted = true;
+      break;
+    }
+    const layout::Rate& best = cold.best;
+    if (best.median <= 0) {
+      res.measured = false;
+      res.error = cold.error;
+      results.push_back(res);
+      continue;
+    }
+    res.cold = best;
+    const TrialOutcome warm = RunTrialOf(r, config, best.workers, false, err_path, r.measure_seconds, r.repeats);
+    if (warm.ok) {
+      res.warm = warm.rate;
+      results::TrialRecord rec = warm.record;
+      rec.phase = "layout-warm: " + c.name;
+      trials.emplace_back(results.size(), rec);
+    }
+    if (!r.quiet) {
+      std::fprintf(stderr, "layout: %s, warm, %d workers: %s\n", label.c_str(), best.workers,
+                   warm.ok ? (std::to_string(static_cast<int64_t>(warm.rate.median)) + " samples/s").c_str()
+                           : warm.error.c_str());
+    }
+    res.cache = cold.note;
+    results.push_back(res);
+  }
+  return m;
+}
+
+int RunLayout(const Args& args, const std::atomic<bool>& stop) {
+  LayoutRequest r;
+  if (const std::optional<int> code = ParseRequest(args, r)) return *code;
   std::unique_ptr<layout::SampleSource> source;
   try {
     source = layout::OpenSource(r.path, r.source);
@@ -512,26 +625,10 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
     return UsageError("layout", "--scratch " + r.scratch + " exists and is not empty; choose another, or remove it");
   }
   // The sample: spread over the dataset, sized from the box's memory.
-  const double mean = static_cast<double>(source->total_bytes()) / static_cast<double>(source->size());
-  const int64_t budget = SampleBudgetBytes(r);
-  const int64_t count = std::clamp<int64_t>(static_cast<int64_t>(static_cast<double>(budget) / std::max(1.0, mean)),
-                                            std::min<int64_t>(source->size(), kFewestSampled), source->size());
+  const int64_t count = SampleCount(r, *source);
   const auto sample = layout::SubsetOf(*source, layout::SpreadIndices(source->size(), count));
   const auto candidates = layout::PlanCandidates(*source, r.path, r.scratch, r.decode_images);
-  double need =
-      static_cast<double>(sample->total_bytes()) * kCandidateBytesPerByte * static_cast<double>(candidates.size());
-  if (r.decode_images) {
-    need += kPixelsBytesPerByte * static_cast<double>(layout::DecodedPixelsOf(*sample)->total_bytes());
-  }
-  const int64_t free_bytes = workloads::FreeBytesFor(r.scratch);
-  if (!layout::FitsInFreeSpace(need, free_bytes)) {
-    return UsageError("layout", "--scratch " + r.scratch + ": the candidates take about " +
-                                    workloads::FormatMegabytes(need) + ", but only " +
-                                    workloads::FormatMegabytes(static_cast<double>(free_bytes)) +
-                                    " is free there; choose another place or a smaller --sample-mb");
-  }
-  fs::create_directories(r.scratch, ec);
-  if (ec) return UsageError("layout", "--scratch " + r.scratch + ": cannot create: " + ec.message());
+  if (const std::optional<int> code = MakeScratch(r, *sample, candidates.size())) return *code;
   if (!r.quiet) {
     std::fprintf(stderr,
                  "layout: %s (%s, %lld samples, %s): a sample of %lld samples (%s) in %zu candidate layouts in %s\n",
@@ -542,72 +639,11 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
   }
 
   const std::string started_at = NowIso8601();
-  std::vector<layout::CandidateResult> results;
-  std::vector<std::string> cache_notes;
-  // Every trial, for the results file: its phase says the candidate and the cache.
-  std::vector<std::pair<size_t, results::TrialRecord>> trials;  // (index into results, record)
-  std::map<std::string, layout::WrittenCandidate> written;  // by folder: two candidates share the tar copy
-  const std::string err_path = (fs::path(r.scratch) / "trial.err").string();
-  int status = kExitOk;
-  for (size_t k = 0; k < candidates.size() && status == kExitOk; ++k) {
-    const layout::Candidate& c = candidates[k];
-    layout::CandidateResult res;
-    res.name = c.name;
-    res.as_is = c.as_is;
-    if (!c.as_is) res.convert_arguments = layout::ConvertArguments(c);
-    try {
-      if (!written.count(c.data)) written[c.data] = layout::WriteCandidate(c, *sample, stop);
-      const layout::WrittenCandidate& w = written[c.data];
-      res.sample_bytes_on_disk = w.bytes_on_disk;
-      res.write_seconds = w.write_seconds;
-      res.read_amplification = w.read_amplification;
-    } catch (const std::exception& e) {
-      if (stop.load()) {
-        status = kExitInterrupted;
-        break;
-      }
-      res.measured = false;
-      res.error = std::string("write: ") + e.what();
-      results.push_back(res);
-      continue;
-    }
-    const std::string config = WriteTrialConfig(r, c);
-    const std::string label = "[" + std::to_string(k + 1) + "/" + std::to_string(candidates.size()) + "] " + c.name;
-    ColdDoubling cold = MeasureCold(r, config, label, count, count < source->size(), err_path, stop);
-    for (results::TrialRecord& rec : cold.records) {
-      rec.phase = "layout-cold: " + c.name;
-      trials.emplace_back(results.size(), std::move(rec));
-    }
-    if (cold.interrupted) {
-      status = kExitInterrupted;
-      break;
-    }
-    const layout::Rate& best = cold.best;
-    const std::string& note = cold.note;
-    if (best.median <= 0) {
-      res.measured = false;
-      res.error = cold.error;
-      results.push_back(res);
-      continue;
-    }
-    res.cold = best;
-    const TrialOutcome warm = RunTrialOf(r, config, best.workers, false, err_path, r.measure_seconds, r.repeats);
-    if (warm.ok) {
-      res.warm = warm.rate;
-      results::TrialRecord rec = warm.record;
-      rec.phase = "layout-warm: " + c.name;
-      trials.emplace_back(results.size(), rec);
-    }
-    if (!r.quiet) {
-      std::fprintf(stderr, "layout: %s, warm, %d workers: %s\n", label.c_str(), best.workers,
-                   warm.ok ? (std::to_string(static_cast<int64_t>(warm.rate.median)) + " samples/s").c_str()
-                           : warm.error.c_str());
-    }
-    if (!note.empty()) cache_notes.push_back(c.name + ": " + note);
-    results.push_back(res);
-  }
+  const Measured m = MeasureCandidates(r, candidates, *sample, count, count < source->size(), stop);
+  const auto& results = m.results;
   if (!r.keep) fs::remove_all(r.scratch, ec);
-  if (status == kExitInterrupted) {
+  int status = kExitOk;
+  if (m.interrupted) {
     std::cerr << "feedtune layout: interrupted" << (r.keep ? "; the candidates written so far are in " + r.scratch : "")
               << "\n";
     return kExitInterrupted;
@@ -616,12 +652,12 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
   const layout::Advice advice = layout::Advise(results, source->size(), count);
   const results::Fingerprint machine = results::ReadFingerprint();
   const nlohmann::json answer =
-      AnswerJson(r, *source, count, sample->total_bytes(), results, advice, machine, cache_notes);
+      AnswerJson(r, *source, count, sample->total_bytes(), results, advice, machine);
   // The run in the results file, with this host's fingerprint: one trial per
   // measurement, the named layout's cold trial as its best, the source's as
   // its baseline, and the whole answer as its config.
   try {
-    const int64_t run_id = StoreAnswer(r, *source, results, trials, advice, answer, machine, started_at);
+    const int64_t run_id = StoreAnswer(r, *source, results, m.trials, advice, answer, machine, started_at);
     if (!r.quiet) std::cerr << "layout: stored as run " << run_id << " in " << r.db << "\n";
   } catch (const results::StoreError& e) {
     std::cerr << "feedtune layout: " << e.what() << "\n";
@@ -630,7 +666,7 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
   if (r.format == "json") {
     std::cout << answer.dump() << "\n";
   } else {
-    PrintTable(r, *source, count, results, advice, machine, cache_notes);
+    PrintTable(r, *source, count, results, advice, machine, answer);
   }
   if (status != kExitOk) return status;
   return advice.named >= 0 ? kExitOk : kExitFailure;

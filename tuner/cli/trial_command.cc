@@ -179,6 +179,9 @@ int MeasureTrial(const po::variables_map& vm, const std::string& config_path, co
     // What the measurer said about the trial's data (cache cold's eviction and what stayed resident): null when nothing.
     j["warning"] = runner.last_warning().empty() ? nlohmann::ordered_json(nullptr)
                                                  : nlohmann::ordered_json(runner.last_warning());
+    // The same eviction as a number, for a caller that decides on it (`feedtune layout`): null when not counted.
+    const std::optional<double> resident = runner.last_cache_resident_fraction();
+    j["cache_resident_fraction"] = resident ? nlohmann::ordered_json(*resident) : nlohmann::ordered_json(nullptr);
     std::cout << j.dump() << "\n";
   } else if (t.status == results::TrialStatus::kOk) {
     PrintTrialText(t, session->device->backend_name());

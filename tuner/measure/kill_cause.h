@@ -47,6 +47,9 @@ class KillNamingMeasurer final : public TrialMeasurer {
   results::TrialRecord Measure(const loader::Knobs& knobs) override { return MeasurePlanned(knobs, {}); }
   results::TrialRecord MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) override;
   std::string last_warning() const override { return inner_->last_warning(); }
+  std::optional<double> last_cache_resident_fraction() const override {
+    return inner_->last_cache_resident_fraction();
+  }
 
  private:
   std::unique_ptr<TrialMeasurer> inner_;

@@ -77,6 +77,10 @@ class TrialMeasurer {
   }
   // A warning about the last trial (e.g. the pinned pool could not be locked), or empty.
   virtual std::string last_warning() const { return {}; }
+  // The last trial's cold cache on local files: the largest share of the
+  // data still in the page cache after an eviction, over its windows (0:
+  // cold as said). None: nothing evicted, or nothing local to count.
+  virtual std::optional<double> last_cache_resident_fraction() const { return std::nullopt; }
   // The run's quiet reference for other processes' CPU (docs/measurement.md):
   // a window whose background differs from it beyond
   // sweep.background.disturbed_cpu is measured again. NaN (the default): no

@@ -126,7 +126,7 @@ std::unique_ptr<loader::ShardReader> StageDataset::OpenShard(int64_t shard) cons
                                                               shared_->transport_bytes.load(std::memory_order_relaxed))));
 }
 
-std::string StageDataset::BeforeRepeat() const {
+loader::RepeatPreparation StageDataset::BeforeRepeat() const {
   switch (policy_) {
     case CachePolicy::kAsConfigured:
       return inner_->BeforeRepeat();

@@ -60,7 +60,7 @@ class StageDataset final : public loader::Dataset {
   int64_t max_sample_bytes() const override { return inner_->max_sample_bytes(); }
   void InitWorker(int worker_id) const override { inner_->InitWorker(worker_id); }
   void SetEpoch(int64_t epoch) const override { inner_->SetEpoch(epoch); }  // per-epoch random crops
-  std::string BeforeRepeat() const override;
+  loader::RepeatPreparation BeforeRepeat() const override;
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
   bool reads_concurrently() const override { return inner_->reads_concurrently(); }
   // kTransport: each sample's zeros, as Read writes them.

@@ -34,7 +34,7 @@ class TorchCostDataset final : public loader::Dataset {
   int64_t size() const override { return inner_->size(); }
   int64_t max_sample_bytes() const override { return inner_->max_sample_bytes(); }
   void InitWorker(int worker_id) const override;
-  std::string BeforeRepeat() const override { return inner_->BeforeRepeat(); }
+  loader::RepeatPreparation BeforeRepeat() const override { return inner_->BeforeRepeat(); }
   void SetEpoch(int64_t epoch) const override { inner_->SetEpoch(epoch); }
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
   bool reads_concurrently() const override { return inner_->reads_concurrently(); }

@@ -183,8 +183,8 @@ class TrialSession {
   };
 
   TrialSession(const Parts& parts, loader::DataLoader& data_loader, Loop& loop,
-               loader::DeviceTraceRecorder* recorder, results::TrialRecord& trial, std::string& warning)
-      : p_(parts), loader_(data_loader), loop_(loop), recorder_(recorder), trial_(trial), warning_(warning),
+               loader::DeviceTraceRecorder* recorder, results::TrialRecord& trial, TrialNotes& notes)
+      : p_(parts), loader_(data_loader), loop_(loop), recorder_(recorder), trial_(trial), notes_(notes),
         memory_(trial.knobs.num_workers, data_loader.options().worker_mode == loader::WorkerMode::kThread) {}
 
   // The warm-up (WarmupBatches, measurer.h), then, for whole-epoch windows,
@@ -210,7 +210,11 @@ class TrialSession {
     totals_.waits_us.clear();
     totals_.boundaries.clear();
     // E.g. a cold cache: the dataset evicts its files before each window.
-    if (std::string note = p_.dataset.BeforeRepeat(); !note.empty() && warning_.empty()) warning_ = note;
+    const loader::RepeatPreparation prep = p_.dataset.BeforeRepeat();
+    if (!prep.note.empty() && notes_.warning.empty()) notes_.warning = prep.note;
+    if (prep.resident_fraction) {
+      notes_.cache_resident_fraction = std::max(notes_.cache_resident_fraction.value_or(0), *prep.resident_fraction);
+    }
     TreeUsage usage_before;
     const std::optional<CpuReading> box_before = ReadEdge(&usage_before);
     memory_.Sample(loader_.worker_pids(), loop_.epoch_position());  // outside the window's time
@@ -357,7 +361,7 @@ class TrialSession {
   Loop& loop_;
   loader::DeviceTraceRecorder* const recorder_;  // null: no trace
   results::TrialRecord& trial_;
-  std::string& warning_;
+  TrialNotes& notes_;
   WindowTotals totals_;
   WorkerMemorySampler memory_;
   double busy_before_ = 0;  // the workers' busy time before the first window
@@ -376,7 +380,7 @@ void TrialRunner::set_background_tree_root(pid_t root) { meter_ = BackgroundMete
 results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) {
   results::TrialRecord trial;
   trial.knobs = knobs;
-  last_warning_.clear();
+  notes_ = {};
   const int repeats = plan.repeats > 0 ? plan.repeats : config_.sweep.repeats;
   // The trial's intra-op threads, for this process and the workers it starts
   // (0: the dataset's own workload.cpu_threads).
@@ -388,7 +392,7 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
     options.trace = plan.trace != nullptr;
     loader::DataLoader data_loader(
         dataset_, options, [this](size_t bytes) { return device_.AllocPinned(bytes); }, fork_server_);
-    if (!data_loader.stats().pinned_pool_locked) last_warning_ = device_.pin_warning();
+    if (!data_loader.stats().pinned_pool_locked) notes_.warning = device_.pin_warning();
     trial.pinned_alloc_s = data_loader.stats().pinned_pool_alloc_s;
     trial.batches_per_epoch = data_loader.batches_per_epoch();
     device_.Prepare(static_cast<size_t>(data_loader.batch_bytes()));
@@ -405,7 +409,7 @@ results::TrialRecord TrialRunner::MeasurePlanned(const loader::Knobs& knobs, con
     Loop loop(data_loader, device_, knobs, config_.device.sync_every_steps, stop_, recorder ? &*recorder : nullptr,
               main_cost);
     TrialSession session({config_, device_, *dataset_, sync_, plan, meter_, quiet_reference_}, data_loader, loop,
-                         recorder ? &*recorder : nullptr, trial, last_warning_);
+                         recorder ? &*recorder : nullptr, trial, notes_);
     session.WarmUp();
     // A window other processes disturbed is measured again, at most as many
     // times as the trial has windows (docs/measurement.md). The ranks of a

@@ -48,6 +48,13 @@
 
 namespace feedtune::tuner {
 
+// What a trial says beside its figures (last_warning and
+// last_cache_resident_fraction).
+struct TrialNotes {
+  std::string warning;
+  std::optional<double> cache_resident_fraction;
+};
+
 class TrialRunner final : public TrialMeasurer {
  public:
   // `stop` (may be null) is polled between batches. `fork_server` (holding
@@ -60,7 +67,8 @@ class TrialRunner final : public TrialMeasurer {
   results::TrialRecord Measure(const loader::Knobs& knobs) override { return MeasurePlanned(knobs, {}); }
   results::TrialRecord MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) override;
 
-  std::string last_warning() const override { return last_warning_; }
+  std::string last_warning() const override { return notes_.warning; }
+  std::optional<double> last_cache_resident_fraction() const override { return notes_.cache_resident_fraction; }
 
   void SetQuietBackground(double cpu) override { quiet_reference_ = cpu; }
 
@@ -87,7 +95,7 @@ class TrialRunner final : public TrialMeasurer {
   const std::shared_ptr<const loader::Dataset> dataset_;
   const std::shared_ptr<loader::ForkServer> fork_server_;
   const std::atomic<bool>* const stop_;
-  std::string last_warning_;
+  TrialNotes notes_;  // the last trial's
   RankSync* sync_ = nullptr;
   BackgroundMeter meter_;  // other processes' CPU per window (tuner/measure/proc_stats.h)
   double quiet_reference_ = std::numeric_limits<double>::quiet_NaN();

@@ -165,6 +165,9 @@ class BudgetGate final : public TrialMeasurer {
   results::TrialRecord Measure(const loader::Knobs& knobs) override { return MeasurePlanned(knobs, {}); }
   results::TrialRecord MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) override;
   std::string last_warning() const override { return skipped_ ? std::string() : inner_.last_warning(); }
+  std::optional<double> last_cache_resident_fraction() const override {
+    return skipped_ ? std::nullopt : inner_.last_cache_resident_fraction();
+  }
 
   // The prediction for the last trial asked for.
   const Prediction& last_prediction() const { return last_; }

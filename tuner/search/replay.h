@@ -39,6 +39,9 @@ class ReplayMeasurer final : public TrialMeasurer {
   results::TrialRecord Measure(const loader::Knobs& knobs) override { return MeasurePlanned(knobs, {}); }
   results::TrialRecord MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) override;
   std::string last_warning() const override { return last_replayed_ ? std::string() : inner_.last_warning(); }
+  std::optional<double> last_cache_resident_fraction() const override {
+    return last_replayed_ ? std::nullopt : inner_.last_cache_resident_fraction();
+  }
 
   // Seconds of the search: since `began`, or after a replayed trial that
   // recorded its clock, that trial's seconds plus the time since it was

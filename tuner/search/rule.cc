@@ -5,6 +5,14 @@
 // stays: a change must pay for itself beyond the noise. The doubling compares
 // with the best so far (tuner/search/workers.cc). A change not kept says
 // which of three it was (NotKept). The time budget does not change the rule.
+//
+// Its cold form (IsColdGain), for `feedtune layout`'s cold doubling
+// (tuner/search/cold_doubling.h): the same threshold, but the noise test is
+// met by either interval alone, the candidate's above the current median or
+// the current's below the candidate's median. A cold streamed window that
+// meets an epoch's end reads a third as fast, so one interval alone can be
+// wide (1790 samples/s, 95% CI 593-4286, against 969 at one worker), and
+// the median of three windows already stands against one wild window.
 #include "tuner/search/search_state.h"
 
 #include "results/units.h"
@@ -16,6 +24,12 @@ bool IsGain(const results::TrialRecord& candidate, const results::TrialRecord& c
   if (candidate.samples_per_s <= current.samples_per_s * (1.0 + gain_threshold)) return false;
   const bool have_intervals = candidate.repeats >= 2 && current.repeats >= 2;
   return !have_intervals || candidate.ci_low > current.ci_high;
+}
+
+bool IsColdGain(const results::TrialRecord& candidate, const results::TrialRecord& current, double gain_threshold) {
+  if (candidate.status != results::TrialStatus::kOk || current.status != results::TrialStatus::kOk) return false;
+  if (candidate.samples_per_s <= current.samples_per_s * (1.0 + gain_threshold)) return false;
+  return candidate.ci_low > current.samples_per_s || candidate.samples_per_s > current.ci_high;
 }
 
 namespace search_internal {

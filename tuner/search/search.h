@@ -114,6 +114,8 @@ struct SearchEvents {
 
 // Whether `candidate` beats `current` by THE RULE (tuner/search/rule.cc).
 bool IsGain(const results::TrialRecord& candidate, const results::TrialRecord& current, double gain_threshold);
+// Its cold form, for one cold window against another (tuner/search/cold_doubling.h).
+bool IsColdGain(const results::TrialRecord& candidate, const results::TrialRecord& current, double gain_threshold);
 
 // Fewest workers within `tolerance` of the best median on (workers, trial) points; nullopt when none is ok.
 std::optional<size_t> KneeIndex(const std::vector<std::pair<int, const results::TrialRecord*>>& curve,
