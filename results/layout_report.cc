@@ -256,8 +256,8 @@ std::vector<std::string> CacheNoteLines(const Json& answer) {
 }
 
 std::optional<Json> LayoutAnswer(const RunRecord& run) {
-  if (!run.workload_name.starts_with("layout ")) return std::nullopt;
-  Json answer = Json::parse(run.config_yaml, nullptr, /*allow_exceptions=*/false);
+  if (run.kind != RunKind::kLayout) return std::nullopt;
+  Json answer = Json::parse(run.answer_json, nullptr, /*allow_exceptions=*/false);
   if (answer.is_discarded() || !answer.is_object() || !Field(answer, "candidates").is_array()) return std::nullopt;
   return answer;
 }

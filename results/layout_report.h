@@ -2,7 +2,7 @@
 // `report` shows its stored answer as the table `layout` prints, and as an
 // HTML page with a bar chart of the candidates; `compare` sets the layouts of
 // several hosts side by side. Pure functions over the stored answer (the
-// run's config: the JSON `feedtune layout --format json` prints) and the
+// run's answer_json: the JSON `feedtune layout --format json` prints) and the
 // run's records. The answer is read defensively: a field the storing build
 // did not write (an older or newer `feedtune layout`) is shown as "-".
 #pragma once
@@ -18,9 +18,9 @@
 
 namespace feedtune::results {
 
-// The answer a layout run stored: its workload is "layout NAME" and its
-// config parses as a JSON object with a "candidates" array. nullopt for any
-// other run (a sweep's config is YAML).
+// The answer a layout run stored (RunKind::kLayout): its answer_json, when
+// that parses as a JSON object with a "candidates" array. nullopt for any
+// other run, or an answer that does not parse.
 std::optional<nlohmann::ordered_json> LayoutAnswer(const RunRecord& run);
 
 // The answer's cache notes worth a line ("note: CANDIDATE: ..."): not one

@@ -27,6 +27,11 @@ constexpr NameTable<RunStatus, 4> kRunStatusNames{{
     {RunStatus::kFailed, "failed"},
 }};
 
+constexpr NameTable<RunKind, 2> kRunKindNames{{
+    {RunKind::kSweep, "sweep"},
+    {RunKind::kLayout, "layout"},
+}};
+
 template <typename Enum, size_t N>
 std::string NameOf(const NameTable<Enum, N>& table, Enum value) {
   for (const auto& [e, name] : table) {
@@ -42,7 +47,7 @@ Enum Parse(const NameTable<Enum, N>& table, std::string_view text, const char* w
     if (name == text) return e;
     known += (known.empty() ? "" : ", ") + std::string(name);
   }
-  throw std::invalid_argument("unknown " + std::string(what) + " status '" + std::string(text) +
+  throw std::invalid_argument("unknown " + std::string(what) + " '" + std::string(text) +
                               "' (known: " + known + "); was the file written by a newer feedtune?");
 }
 
@@ -50,8 +55,10 @@ Enum Parse(const NameTable<Enum, N>& table, std::string_view text, const char* w
 
 std::string TrialStatusName(TrialStatus status) { return NameOf(kTrialStatusNames, status); }
 std::string RunStatusName(RunStatus status) { return NameOf(kRunStatusNames, status); }
-TrialStatus ParseTrialStatus(std::string_view text) { return Parse(kTrialStatusNames, text, "trial"); }
-RunStatus ParseRunStatus(std::string_view text) { return Parse(kRunStatusNames, text, "run"); }
+TrialStatus ParseTrialStatus(std::string_view text) { return Parse(kTrialStatusNames, text, "trial status"); }
+RunStatus ParseRunStatus(std::string_view text) { return Parse(kRunStatusNames, text, "run status"); }
+std::string RunKindName(RunKind kind) { return NameOf(kRunKindNames, kind); }
+RunKind ParseRunKind(std::string_view text) { return Parse(kRunKindNames, text, "run kind"); }
 
 nlohmann::json PhasesArray(const std::vector<PhaseFact>& phases) {
   nlohmann::json list = nlohmann::json::array();

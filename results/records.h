@@ -25,12 +25,19 @@ enum class TrialStatus { kOk, kFailed, kSkipped };  // "ok" | "failed" | "skippe
 // the reports' string.
 enum class RunStatus { kRunning, kDone, kInterrupted, kFailed };  // "running" | "done" | "interrupted" | "failed"
 
+// What a run is (schema v22, the runs.kind column: RunKindName()): a sweep's
+// (sweep, diagnose, fleet: a config and its trials) or `feedtune layout`'s
+// (candidates' trials and an answer, RunRecord::answer_json).
+enum class RunKind { kSweep, kLayout };  // "sweep" | "layout"
+
 std::string TrialStatusName(TrialStatus status);
 std::string RunStatusName(RunStatus status);
+std::string RunKindName(RunKind kind);
 // The string forms back; throw std::invalid_argument naming the unknown
 // string and the known ones (a file written by a newer feedtune, or damaged).
 TrialStatus ParseTrialStatus(std::string_view text);
 RunStatus ParseRunStatus(std::string_view text);
+RunKind ParseRunKind(std::string_view text);
 
 // One GPU as the device layer reports it. results never queries CUDA itself:
 // the device layer fills these and hands them to SetGpus() (fingerprint.h).
@@ -412,7 +419,8 @@ struct RunRecord {
   int64_t machine_id = 0;
   std::string workload_name;
   std::string workload_hash;
-  std::string config_yaml;  // the full effective config
+  RunKind kind = RunKind::kSweep;  // schema v22 (older files: told by the stored answer, schema.cc)
+  std::string config_yaml;  // the full effective config ("" for a layout run: it has none)
   std::string backend;      // host-sim | cuda
   std::string version;
   std::string started_at;   // ISO 8601 UTC
@@ -447,6 +455,9 @@ struct RunRecord {
   // running by a process that has ended, a sweep stopped by a signal.
   RunOwner owner;
   std::string end_note;
+  // Schema v22: a layout run's answer, the JSON `feedtune layout --format
+  // json` prints (results/layout_report.h reads it); "" for a sweep.
+  std::string answer_json;
 };
 
 // The date a run is known by: its end, else (running, or died) its start.

@@ -399,7 +399,9 @@ std::string RenderJson(const RunView& view) {
                  // How the run ended, where that is worth saying (schema v19): null otherwise.
                  {"end_note", OptionalString(run.end_note)},
                  // Remote data: the store's probe before the baseline (docs/storage.md): null otherwise, before v21.
-                 {"store_probe", StoreProbeJson(run.facts.store_probe_json)}};
+                 {"store_probe", StoreProbeJson(run.facts.store_probe_json)},
+                 // "sweep" or "layout" (schema v22; an older file's layout runs are told by their answer).
+                 {"kind", RunKindName(run.kind)}};
   // A `feedtune layout` run: its answer as stored (docs/layout.md), beside the keys every run has.
   if (const auto answer = LayoutAnswer(run)) out["layout"] = *answer;
   // A node run (sweep.ranks > 1): the formulas beside what they measured.

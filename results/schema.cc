@@ -433,7 +433,21 @@ ALTER TABLE trials ADD COLUMN fetch_concurrency INTEGER NOT NULL DEFAULT 1;
     R"sql(
 ALTER TABLE run_facts ADD COLUMN store_probe_json TEXT;
 )sql",
+    // 21 -> 22: the kind of run as a column, where a layout run was told by
+    // its workload's name and its answer in config_yaml. Migrate() moves each
+    // layout run's answer to answer_json (MoveLayoutAnswers).
+    R"sql(
+ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'sweep' CHECK (kind IN ('sweep', 'layout'));
+ALTER TABLE runs ADD COLUMN answer_json TEXT NOT NULL DEFAULT '';
+)sql",
 };
+
+// A `feedtune layout` run in a file before v22: its workload "layout NAME"
+// and its config the answer, a JSON object with a "candidates" array (a
+// sweep's config is YAML).
+constexpr const char* kLayoutRunBeforeV22 =
+    "(workload_name LIKE 'layout %' AND "
+    "(CASE WHEN json_valid(config_yaml) THEN json_type(config_yaml, '$.candidates') END) = 'array')";
 
 // `json` (an expression: runs.calibration_json, or one of these applied to
 // it) without the keys run_facts took over in v14: what the migration leaves
@@ -514,6 +528,14 @@ std::string HexId(int64_t id) {
   return buffer;
 }
 
+// Schema v22: each layout run's answer out of config_yaml into answer_json,
+// and its kind said.
+void MoveLayoutAnswers(sqlite3* db, const std::string& path) {
+  const std::string move = std::string("UPDATE runs SET kind = 'layout', answer_json = config_yaml, config_yaml = '' "
+                                       "WHERE ") + kLayoutRunBeforeV22;
+  Exec(db, path, "upgrade schema to version 22: layout runs", move.c_str());
+}
+
 // Schema v14: the run facts the runs' calibration_json held, into run_facts,
 // and out of the JSON, so they have one place (the rest stays there).
 void MoveRunFactsOutOfJson(sqlite3* db, const std::string& path) {
@@ -573,7 +595,14 @@ std::string RunColumns(int version) {
   std::string list;
   for (const Column<RunRecord>& c : kRunColumns) {
     list += list.empty() ? "" : ", ";
-    if (version < c.since) {
+    const std::string_view name = c.name;
+    if (version < kRunKindVersion && (name == "kind" || name == "answer_json" || name == "config_yaml")) {
+      // A layout run of an older file, as the v22 migration reads it.
+      const std::string layout = std::string("(CASE WHEN ") + kLayoutRunBeforeV22 + " THEN ";
+      list += name == "kind"          ? layout + "'layout' ELSE 'sweep' END)"
+              : name == "answer_json" ? layout + "config_yaml ELSE '' END)"
+                                      : layout + "'' ELSE config_yaml END)";
+    } else if (version < c.since) {
       list += c.stand_in;
     } else if (std::string_view(c.name) == "calibration_json" && version < kMoreRunFactsVersion) {
       // What the v14 and v15 migrations leave there, so a merge from an older
@@ -646,6 +675,7 @@ void Migrate(sqlite3* db, const std::string& path) {
          kMigrations[static_cast<size_t>(v)]);
     if (v + 1 == kRunFactsVersion) MoveRunFactsOutOfJson(db, path);
     if (v + 1 == kMoreRunFactsVersion) MoveMoreRunFactsOutOfJson(db, path);
+    if (v + 1 == kRunKindVersion) MoveLayoutAnswers(db, path);
   }
   // PRAGMAs take no bound parameters; these are compile-time constants.
   Exec(db, path, "mark file",

@@ -32,6 +32,7 @@ constexpr int kTorchCostsVersion = 17;    // torch_costs per host; run_facts: th
 constexpr int kDemandVersion = 18;        // run_facts: the neighbours' demand the busy mark rests on
 constexpr int kRunOwnerVersion = 19;      // runs: the process running a run, and how a run ended
 constexpr int kStoreProbeVersion = 21;    // run_facts: what a remote store looked like from this box
+constexpr int kRunKindVersion = 22;       // runs: the kind of run, and a layout run's answer out of config_yaml
 
 // The stored forms of the columns that hold a name or JSON. Reading is
 // tolerant on purpose: a damaged or newer value must not make a run unreadable.
@@ -232,6 +233,12 @@ inline constexpr Column<RunRecord> kRunColumns[] = {
     {"end_note", kRunOwnerVersion, "NULL",
      [](const Statement& row, int c, RunRecord& run) { run.end_note = row.Text(c); },
      [](Statement& s, int i, const RunRecord& run) { s.BindAt(i, NullIfEmpty(run.end_note)); }},
+    // v22: an older file's stand-ins are RunColumns' (schema.cc: the answer
+    // it kept in config_yaml tells a layout run).
+    {"kind", kRunKindVersion, "'sweep'",
+     [](const Statement& row, int c, RunRecord& run) { run.kind = ParseRunKind(row.Text(c)); },
+     [](Statement& s, int i, const RunRecord& run) { s.BindAt(i, RunKindName(run.kind)); }},
+    Field<&RunRecord::answer_json>("answer_json", kRunKindVersion, "''"),
 };
 
 // A trial's status by its name.

@@ -40,16 +40,17 @@ class LayoutReportTest : public ::testing::Test {
 };
 
 TEST_F(LayoutReportTest, OnlyALayoutRunWithAnAnswerHasOne) {
+  EXPECT_EQ(view_.run.kind, RunKind::kLayout);  // as stored and loaded
   EXPECT_TRUE(LayoutAnswer(view_.run).has_value());
   RunRecord sweep = view_.run;
-  sweep.workload_name = "quickstart";  // a sweep: its config is YAML, and its name not "layout ..."
+  sweep.kind = RunKind::kSweep;  // its kind decides, not its name or what its fields hold
   EXPECT_FALSE(LayoutAnswer(sweep).has_value());
-  RunRecord yaml = view_.run;
-  yaml.config_yaml = "name: layout x\nloader: {batch_size: 32}\n";
-  EXPECT_FALSE(LayoutAnswer(yaml).has_value());
   RunRecord other_json = view_.run;
-  other_json.config_yaml = "{\"named\": \"npy\"}";  // JSON, but no candidates
+  other_json.answer_json = "{\"named\": \"npy\"}";  // JSON, but no candidates
   EXPECT_FALSE(LayoutAnswer(other_json).has_value());
+  RunRecord damaged = view_.run;
+  damaged.answer_json = "{\"candidates\": [";
+  EXPECT_FALSE(LayoutAnswer(damaged).has_value());
 }
 
 TEST_F(LayoutReportTest, TableHasTheRowsTheStarWhyHostAndDate) {
@@ -90,7 +91,7 @@ TEST_F(LayoutReportTest, TableHasTheRowsTheStarWhyHostAndDate) {
 
 TEST_F(LayoutReportTest, AnAnswerWithoutItsFiguresShowsDashes) {
   RunView bare = view_;
-  bare.run.config_yaml = R"({"candidates": [{"name": "as-is: npy"}, {"name": "tar", "cold": {"samples_per_s": 10}}]})";
+  bare.run.answer_json = R"({"candidates": [{"name": "as-is: npy"}, {"name": "tar", "cold": {"samples_per_s": 10}}]})";
   bare.trials.clear();
   const std::string text = RenderTable(bare);
   EXPECT_THAT(text, HasSubstr("\n as-is: npy        -                        -     -        -      -        -      -"
@@ -126,7 +127,8 @@ TEST_F(LayoutReportTest, JsonReportKeepsItsKeysAndAddsTheAnswer) {
   EXPECT_EQ(report.at("best").at("samples_per_s"), 18530);
   EXPECT_EQ(report.at("baseline").at("samples_per_s"), 15150);
   EXPECT_EQ(report.at("trials").size(), 14u);  // cold 4 + 2 + 1 + 1 (failed) + 3, warm for three
-  EXPECT_TRUE(report.contains("config_yaml"));
+  EXPECT_EQ(report.at("kind"), "layout");
+  EXPECT_TRUE(report.at("config_yaml").is_null());  // a layout run has no sweep config
 }
 
 TEST_F(LayoutReportTest, HtmlDrawsABarPerCandidateTheNamedOneGreen) {

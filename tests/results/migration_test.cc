@@ -219,12 +219,17 @@ void RawExecSql(const std::string& path, const std::string& sql) {
 // a v18 file out of a fresh one.
 // What schema v20 added: each window's own CPU, each trial's end on the
 // search's clock, the torch costs' fixed stop and not-measured figures.
-std::string DropSinceV21() { return "ALTER TABLE run_facts DROP COLUMN store_probe_json;"; }
+// What schema v22 added: the kind of run and a layout run's answer.
+std::string DropSinceV22() { return "ALTER TABLE runs DROP COLUMN kind; ALTER TABLE runs DROP COLUMN answer_json;"; }
 
 // run_facts: whether that table is still there to drop a column of (a
 // file older than v14 has none).
+std::string DropSinceV21(bool run_facts = true) {
+  return DropSinceV22() + (run_facts ? "ALTER TABLE run_facts DROP COLUMN store_probe_json;" : "");
+}
+
 std::string DropSinceV20(bool run_facts = true) {
-  return (run_facts ? DropSinceV21() : std::string()) + "ALTER TABLE repeats DROP COLUMN tree_cpu; ALTER TABLE trials DROP COLUMN elapsed_s; "
+  return DropSinceV21(run_facts) + "ALTER TABLE repeats DROP COLUMN tree_cpu; ALTER TABLE trials DROP COLUMN elapsed_s; "
          "ALTER TABLE trials DROP COLUMN fetch_concurrency; "
          "ALTER TABLE torch_costs DROP COLUMN main_stop_fixed_s; "
          "ALTER TABLE torch_costs DROP COLUMN not_measured_json;";
@@ -547,6 +552,50 @@ TEST_F(MigrationTest, AV20FileGainsTheStoreProbe) {
   const auto again = store.LoadRun(next.id);
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->facts.store_probe_json, next.facts.store_probe_json);
+}
+
+// Schema 21 -> 22: a v21 file kept a layout run's answer in config_yaml and
+// told it by its workload's name. Read-only, and upgraded in place, that run
+// is a layout run with its answer in answer_json and no config; a sweep
+// whose name starts "layout " but whose config is YAML stays a sweep.
+TEST_F(MigrationTest, AV21FileTellsItsLayoutRunsByTheirAnswer) {
+  const std::string answer = R"({"candidates": [], "named": null, "why": "no candidate could be measured"})";
+  int64_t layout_id = 0, sweep_id = 0;
+  {
+    Store store = Store::Open(copy_);
+    RunRecord run = *store.LoadRun(1);
+    run.uid.clear();
+    run.workload_name = "layout data.npy";
+    run.config_yaml = answer;  // as a v21 feedtune layout stored it
+    layout_id = store.BeginRun(run);
+    run.uid.clear();
+    run.workload_name = "layout of the week";
+    run.config_yaml = "name: layout of the week\nloader: {batch_size: 32}\n";
+    sweep_id = store.BeginRun(run);
+  }
+  RawExecSql(copy_, DropSinceV22() + "PRAGMA user_version = 21;");
+  const auto check = [&](const Store& store) {
+    const auto layout = store.LoadRun(layout_id);
+    ASSERT_TRUE(layout.has_value());
+    EXPECT_EQ(layout->kind, RunKind::kLayout);
+    EXPECT_EQ(layout->answer_json, answer);
+    EXPECT_EQ(layout->config_yaml, "");
+    const auto sweep = store.LoadRun(sweep_id);
+    ASSERT_TRUE(sweep.has_value());
+    EXPECT_EQ(sweep->kind, RunKind::kSweep);
+    EXPECT_EQ(sweep->answer_json, "");
+    EXPECT_EQ(sweep->config_yaml, "name: layout of the week\nloader: {batch_size: 32}\n");
+    EXPECT_EQ(store.LoadRun(1)->kind, RunKind::kSweep);
+  };
+  {
+    Store reader = Store::OpenReadOnly(copy_);
+    EXPECT_EQ(reader.schema_version(), 21);
+    check(reader);
+  }
+  Store store = Store::Open(copy_);
+  EXPECT_EQ(RawInt(copy_, "PRAGMA user_version"), Store::kSchemaVersion);
+  EXPECT_EQ(RawInt(copy_, "SELECT count(*) FROM runs WHERE kind = 'layout' AND config_yaml = ''"), 1);
+  check(store);
 }
 
 TEST_F(MigrationTest, ForeignApplicationIdIsRefusedAndUntouched) {

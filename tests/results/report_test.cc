@@ -112,7 +112,8 @@ TEST(RenderJsonTest, HasEveryDesignKeyWithValues) {
                                               "knee_kneedle", "safe_max_workers", "speedup_ci",
                                               "run_uid", "version", "calibration", "config_yaml",
                                               "safe_max_workers_basis", "verdict", "observed", "busy",
-                                              "background", "torch_costs", "end_note", "store_probe"}));
+                                              "background", "torch_costs", "end_note", "store_probe", "kind"}));
+  EXPECT_EQ(out.at("kind"), "sweep");
   EXPECT_TRUE(out["verdict"].is_null());  // a run without stage trials
   EXPECT_TRUE(out["store_probe"].is_null());  // local data
   EXPECT_TRUE(out["end_note"].is_null());  // a run that ended as its status says

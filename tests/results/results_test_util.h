@@ -283,7 +283,8 @@ inline RunRecord WriteLayoutRun(Store& store, const Fingerprint& machine, const 
   run.machine_id = store.UpsertMachine(machine);
   run.workload_name = "layout train.npy";
   run.workload_hash = "hash-of-layout";
-  run.config_yaml = answer.dump(1);
+  run.kind = RunKind::kLayout;
+  run.answer_json = answer.dump(1);
   run.backend = "host-sim";
   run.version = "0.1.0";
   run.started_at = started_at;

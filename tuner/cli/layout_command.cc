@@ -76,7 +76,7 @@ on stdout. The scratch folder is removed at the end unless --keep. The
 answer is stored in the results file (--db) as a run with this host's
 fingerprint: a trial per measurement (phases "layout-cold: NAME" and
 "layout-warm: NAME"), the named layout's best cold trial as the run's best,
-the source's as its baseline, the answer's JSON as its config.
+the source's as its baseline, its kind "layout" and the answer's JSON with it.
 
 Examples:
   feedtune layout data/jpeg
@@ -355,7 +355,7 @@ nlohmann::json AnswerJson(const LayoutRequest& r, const layout::SampleSource& so
 
 // Stores the answer as a run with this host's fingerprint: one trial per
 // measurement, the named layout's best cold trial as its best, the source's
-// as its baseline, and the whole answer as its config. Returns the run's id;
+// as its baseline, and the whole answer with it (kind layout). Returns the run's id;
 // throws results::StoreError.
 int64_t StoreAnswer(const LayoutRequest& r, const layout::SampleSource& source,
                     const std::vector<layout::CandidateResult>& results,
@@ -371,7 +371,8 @@ int64_t StoreAnswer(const LayoutRequest& r, const layout::SampleSource& source,
                                std::to_string(source.total_bytes()) + "|" + std::to_string(r.cpu_us) +
                                (r.decode_images ? "|decode jpeg" : "");
   run.workload_hash = workloads::Hex32(workloads::Crc32c(std::as_bytes(std::span(identity))));
-  run.config_yaml = answer.dump(1);
+  run.kind = results::RunKind::kLayout;
+  run.answer_json = answer.dump(1);
   run.backend = "host-sim";
   run.version = BuildString();
   run.started_at = started_at;
@@ -655,7 +656,7 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
       AnswerJson(r, *source, count, sample->total_bytes(), results, advice, machine);
   // The run in the results file, with this host's fingerprint: one trial per
   // measurement, the named layout's cold trial as its best, the source's as
-  // its baseline, and the whole answer as its config.
+  // its baseline, and the whole answer with it (kind layout).
   try {
     const int64_t run_id = StoreAnswer(r, *source, results, m.trials, advice, answer, machine, started_at);
     if (!r.quiet) std::cerr << "layout: stored as run " << run_id << " in " << r.db << "\n";
