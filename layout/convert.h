@@ -78,16 +78,6 @@ class ConvertUsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Of a file system's free bytes, the most a write may plan to take (convert's
-// output, layout's candidates): the rest stays for the file system's own
-// blocks, the results file and whatever else writes there meanwhile. One
-// margin for both commands.
-inline constexpr double kUsableFreeFraction = 0.9;
-// Whether about `need` bytes fit in `free_bytes` by that margin (free_bytes < 0: unknown, so they are tried).
-inline bool FitsInFreeSpace(double need, int64_t free_bytes) {
-  return free_bytes < 0 || need <= static_cast<double>(free_bytes) * kUsableFreeFraction;
-}
-
 // The tar shards of about shard_bytes that the source fills.
 int64_t ShardCount(const SampleSource& source, int64_t shard_bytes);
 

@@ -103,6 +103,16 @@ std::string NetworkFileSystemNote(const std::string& path);
 // `path` (its nearest existing ancestor); -1 when it cannot be told. The
 // free-space checks of gen-data and convert read it.
 int64_t FreeBytesFor(const std::string& path);
+
+// Of a file system's free bytes, the most a write may plan to take (convert's
+// output, layout's candidates, gen-data's dataset): the rest stays for the
+// file system's own blocks, the results file and whatever else writes there
+// meanwhile. One margin for every command that writes data.
+inline constexpr double kUsableFreeFraction = 0.9;
+// Whether about `need` bytes fit in `free_bytes` by that margin (free_bytes < 0: unknown, so they are tried).
+inline bool FitsInFreeSpace(double need, int64_t free_bytes) {
+  return free_bytes < 0 || need <= static_cast<double>(free_bytes) * kUsableFreeFraction;
+}
 // "1.5 MB" (decimal megabytes, as the rest of feedtune prints sizes).
 std::string FormatMegabytes(double bytes);
 

@@ -280,12 +280,12 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
                    free_text.c_str());
     }
   }
-  if (!layout::FitsInFreeSpace(staged, free_bytes)) {
+  if (!workloads::FitsInFreeSpace(staged, free_bytes)) {
     return UsageError("convert", (remote ? "the staging folder " + staging : "DST " + dst) + ": about " +
                                      workloads::FormatMegabytes(staged) + " to write, but only " +
                                      workloads::FormatMegabytes(static_cast<double>(free_bytes)) +
                                      " free on that file system (a write plans on at most " +
-                                     results::Format("%.0f%%", layout::kUsableFreeFraction * 100) +
+                                     results::Format("%.0f%%", workloads::kUsableFreeFraction * 100) +
                                      " of it); free some space or choose another place" +
                                      (remote ? " (--staging)" : ""));
   }

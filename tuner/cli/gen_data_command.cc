@@ -393,7 +393,7 @@ std::optional<std::string> CheckFreeSpace(const GenDataRequest& r) {
     std::fprintf(stderr, "gen-data: about %s to write (%s free there)\n", Mb(estimate).c_str(),
                  free_bytes >= 0 ? Mb(static_cast<double>(free_bytes)).c_str() : "unknown");
   }
-  if (free_bytes >= 0 && estimate > static_cast<double>(free_bytes) * 0.95) {
+  if (!workloads::FitsInFreeSpace(estimate, free_bytes)) {
     return "--out " + r.out + ": about " + Mb(estimate) + " to write, but only " +
            Mb(static_cast<double>(free_bytes)) + " free on that file system; choose fewer --samples or another place";
   }

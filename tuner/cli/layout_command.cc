@@ -451,12 +451,12 @@ int64_t SampleCount(const LayoutRequest& r, const layout::SampleSource& source) 
 }
 
 // The scratch folder, made when `candidates` copies of the sample fit in its
-// free space (layout::FitsInFreeSpace): nullopt, or a usage error's exit code.
+// free space (workloads::FitsInFreeSpace): nullopt, or a usage error's exit code.
 std::optional<int> MakeScratch(const LayoutRequest& r, const layout::SampleSource& sample, size_t candidates) {
   double need = static_cast<double>(sample.total_bytes()) * kCandidateBytesPerByte * static_cast<double>(candidates);
   if (r.decode_images) need += kPixelsBytesPerByte * static_cast<double>(layout::DecodedPixelsOf(sample)->total_bytes());
   const int64_t free_bytes = workloads::FreeBytesFor(r.scratch);
-  if (!layout::FitsInFreeSpace(need, free_bytes)) {
+  if (!workloads::FitsInFreeSpace(need, free_bytes)) {
     return UsageError("layout", "--scratch " + r.scratch + ": the candidates take about " +
                                     workloads::FormatMegabytes(need) + ", but only " +
                                     workloads::FormatMegabytes(static_cast<double>(free_bytes)) +
