@@ -191,6 +191,14 @@ TEST_F(Interrupt, SigintEndsCleanlyAndResumeFinishesTheRun) {
   EXPECT_EQ(events.front()["resumed"], true);
   EXPECT_EQ(events.back()["event"], "done");
   EXPECT_EQ(events.back()["status"], "done");
+  // The check's outcome as fields, for the job (feedtune.autotune reads them, never the phase's words).
+  const nlohmann::json& done_event = events.back();
+  EXPECT_EQ(done_event["best_is_reference"].get<bool>(),
+            done_event["best"]["config"] == done_event["baseline"]["config"])
+      << done_event;
+  EXPECT_EQ(done_event["slower_than_reference"].get<bool>(),
+            done_event["speedup_ci"].is_array() && done_event["speedup_ci"][1].get<double>() < 1.0)
+      << done_event;
   size_t replayed = 0, trials = 0;
   for (const auto& e : events) {
     if (e["event"] != "trial") continue;

@@ -716,13 +716,14 @@ class AutotuneVerdict(unittest.TestCase):
     BEST = {"num_workers": 1, "pin_memory": False, "prefetch_factor": 2, "persistent_workers": True,
             "non_blocking": False}
 
-    def done(self, speedup, interval):
+    def done(self, speedup, interval, slower):
         return {"best": {"config": dict(self.BEST)}, "speedup": speedup, "speedup_ci": interval,
+                "best_is_reference": False, "slower_than_reference": slower,
                 "phases": [{"phase": "final_check", "kept": False, "why": "speedup x%.2f" % speedup}]}
 
     def test_a_check_below_one_within_the_noise_keeps_the_best(self):
         from feedtune.autotune import _verdict
-        knobs, non_blocking, words = _verdict(self.done(0.82, [0.61, 1.07]), self.OWN)
+        knobs, non_blocking, words = _verdict(self.done(0.82, [0.61, 1.07], False), self.OWN)
         self.assertEqual(knobs["num_workers"], 1)
         self.assertTrue(knobs["persistent_workers"])
         self.assertFalse(non_blocking)
@@ -730,7 +731,7 @@ class AutotuneVerdict(unittest.TestCase):
 
     def test_a_check_below_one_beyond_the_noise_keeps_the_jobs_own(self):
         from feedtune.autotune import _verdict
-        knobs, non_blocking, words = _verdict(self.done(0.82, [0.75, 0.93]), self.OWN)
+        knobs, non_blocking, words = _verdict(self.done(0.82, [0.75, 0.93], True), self.OWN)
         self.assertEqual({k: knobs[k] for k in self.OWN}, self.OWN)
         self.assertIsNone(knobs["multiprocessing_context"])
         self.assertEqual(words, "kept your own setting: the best found ran x0.82 [0.75, 0.93] of it in the final "
@@ -739,10 +740,15 @@ class AutotuneVerdict(unittest.TestCase):
     def test_no_check_when_the_best_is_the_jobs_own(self):
         from feedtune.autotune import _verdict
         done = {"best": {"config": dict(self.OWN, non_blocking=False)}, "speedup": 1.0, "speedup_ci": None,
-                "phases": [{"phase": "final_check", "why": "not run: the best setting is the job's own setting"}]}
+                "best_is_reference": True,
+                "phases": [{"phase": "final_check", "why": "the check's words, which the verdict does not read"}]}
         knobs, _, words = _verdict(done, self.OWN)
         self.assertEqual(knobs["num_workers"], 0)
         self.assertEqual(words, "your own setting is the best found")
+        # The field decides, never the phase's words.
+        done["best_is_reference"] = False
+        done["phases"][0]["why"] = "not run: the best setting is the job's own setting"
+        self.assertEqual(_verdict(done, self.OWN)[2], "x1.00 [1.00, 1.00] over your own setting (final check)")
 
 
 if __name__ == "__main__":

@@ -877,6 +877,19 @@ TEST(Search, FlatCurveKeepsZeroWorkers) {
   EXPECT_FALSE(Phase(r, "persistent_workers")->kept);
 }
 
+TEST(Search, SlowerBeyondTheNoiseIsAnIntervalWhollyBelowOne) {
+  SearchOutcome outcome;
+  EXPECT_FALSE(SlowerBeyondTheNoise(outcome));  // no check measured
+  outcome.speedup = 1.0;                        // the check not run: the best is the reference
+  EXPECT_FALSE(SlowerBeyondTheNoise(outcome));
+  outcome.speedup = 0.82;
+  outcome.speedup_ci_low = 0.61;
+  outcome.speedup_ci_high = 1.07;  // below x1.00 within the noise
+  EXPECT_FALSE(SlowerBeyondTheNoise(outcome));
+  outcome.speedup_ci_high = 0.93;
+  EXPECT_TRUE(SlowerBeyondTheNoise(outcome));
+}
+
 TEST(Search, GainWithinNoiseIsNotKept) {
   TrialRecord cur, cand;
   cur.samples_per_s = 1000;

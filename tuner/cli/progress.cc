@@ -163,6 +163,8 @@ nlohmann::json DoneEvent(const SearchOutcome& outcome, const results::RunRecord&
                         {"speedup_ci", outcome.speedup_ci_low ? nlohmann::json({*outcome.speedup_ci_low,
                                                                                 *outcome.speedup_ci_high})
                                                               : nlohmann::json(nullptr)},
+                        {"best_is_reference", outcome.best_is_reference},
+                        {"slower_than_reference", SlowerBeyondTheNoise(outcome)},
                         {"phases", phases}};
 }
 

@@ -8,7 +8,9 @@
 //
 // What it keeps: nothing changes the best; the speedup is the median of the
 // pair ratios with a 95% bootstrap interval, and the phase reads "kept" when
-// the interval lies wholly above x1.00.
+// the interval lies wholly above x1.00. Wholly below it, the best is slower
+// than the reference beyond the noise (SlowerBeyondTheNoise): the seed check
+// drops a stored setting by that, and the job keeps its own.
 //
 // What the time budget changes: nothing once begun, the check runs to its
 // end (SearchState::Measure), so the speedup is known or not measured.
@@ -16,13 +18,21 @@
 #include "tuner/measure/stats.h"
 #include "tuner/search/phases.h"
 
-namespace feedtune::tuner::search_internal {
+namespace feedtune::tuner {
+namespace {
+// The ratio of no speedup: the check reads "kept" only when the whole
+// interval of the pairs' median lies above it, and slower beyond the noise
+// when it lies wholly below.
+constexpr double kNoSpeedup = 1.0;
+}  // namespace
+
+bool SlowerBeyondTheNoise(const SearchOutcome& outcome) {
+  return outcome.speedup_ci_high && *outcome.speedup_ci_high < kNoSpeedup;
+}
+
+namespace search_internal {
 
 using results::Format;  // results/units.h
-
-// The ratio of no speedup: the check reads "kept" only when the whole
-// interval of the pairs' median lies above it.
-constexpr double kNoSpeedup = 1.0;
 
 void FinalCheck(SearchState& state, const char* phase_name) {
   const SearchSetup& setup = state.setup();
@@ -32,6 +42,7 @@ void FinalCheck(SearchState& state, const char* phase_name) {
   const char* reference = setup.reference ? "the job's own setting" : "the baseline";
   if (a == b) {
     state.outcome().speedup = kNoSpeedup;
+    state.outcome().best_is_reference = true;
     state.AddPhase(phase_name, false, std::string("not run: the best setting is ") + reference);
     return;
   }
@@ -52,4 +63,5 @@ void FinalCheck(SearchState& state, const char* phase_name) {
                      " interleaved pairs" + (s.ci_low > kNoSpeedup ? "" : "; the interval includes no gain"));
 }
 
-}  // namespace feedtune::tuner::search_internal
+}  // namespace search_internal
+}  // namespace feedtune::tuner

@@ -95,8 +95,17 @@ struct SearchOutcome {
   std::optional<double> speedup;             // best over baseline, from the final check
   std::optional<double> speedup_ci_low;
   std::optional<double> speedup_ci_high;
+  // The final check found nothing to check: the best setting is the
+  // reference itself (the job's own setting, or the baseline).
+  bool best_is_reference = false;
   std::vector<PhaseDecision> phases;
 };
+
+// Whether the check's pairs put the best setting slower than the reference
+// beyond the noise: the speedup's interval wholly below x1.00. The seed
+// check drops a stored setting by it, and the job (feedtune.autotune) keeps
+// its own setting by it (tuner/search/final_check.cc).
+bool SlowerBeyondTheNoise(const SearchOutcome& outcome);
 
 // Where the sequence stands, for progress output.
 struct SearchProgress {

@@ -37,7 +37,7 @@
 // the stored setting instead of searching around it (CheckSeedTrial, then
 // SeedCheckKept after the pairs, tuner/search/sequence.cc runs both): measured
 // once, then paired with the reference as in the final check; kept unless
-// the pairs' interval lies wholly below kSeedCheckSlowerBelow, else the
+// the pairs' interval lies wholly below x1.00 (SlowerBeyondTheNoise, final_check.cc), else the
 // search runs from the baseline, unseeded.
 //
 // What the time budget changes: nothing of its own; the seed check, like the
@@ -50,10 +50,6 @@
 namespace feedtune::tuner::search_internal {
 
 using results::Format;  // results/units.h
-
-// The seed check's bar: a stored setting whose pairs' interval lies wholly
-// below this ratio over the reference is slower beyond the noise, and dropped.
-constexpr double kSeedCheckSlowerBelow = 1.0;
 
 std::string CheckSeedTrial(SearchState& state) {
   const SearchSetup& setup = state.setup();
@@ -76,7 +72,7 @@ bool SeedCheckKept(SearchState& state, std::string failed) {
   if (failed.empty()) {
     if (!outcome.speedup) {
       failed = "no pair of the check was measured";
-    } else if (outcome.speedup_ci_high && *outcome.speedup_ci_high < kSeedCheckSlowerBelow) {
+    } else if (SlowerBeyondTheNoise(outcome)) {
       failed = Format("the stored setting ran x%.2f [%.2f, %.2f] of ", *outcome.speedup,
                       outcome.speedup_ci_low.value_or(0), *outcome.speedup_ci_high) +
                (setup.reference ? "the job's own setting" : "the baseline") + ", slower beyond the noise";
@@ -95,6 +91,7 @@ bool SeedCheckKept(SearchState& state, std::string failed) {
   outcome.speedup.reset();
   outcome.speedup_ci_low.reset();
   outcome.speedup_ci_high.reset();
+  outcome.best_is_reference = false;
   return false;
 }
 

@@ -169,15 +169,17 @@ def _in_flight_text(knobs):
 def _verdict(done, own):
     """What the job runs after the search's `done` event: (knobs, non_blocking,
     the verdict's words). The search's best, unless its final check against
-    the job's own setting (`own`) put it slower beyond the noise: the pairs'
-    interval wholly below x1.00, the seed check's rule. A median below x1.00
+    the job's own setting (`own`) put it slower beyond the noise, as the
+    search judges it (the event's slower_than_reference: the pairs' interval
+    wholly below x1.00, the seed check's rule, tuner/search/final_check.cc;
+    the job keeps no copy of the rule). A median below x1.00
     within the noise does not overturn what the search kept by THE RULE
     (docs/search.md): on a drifting machine three pairs of short windows can
     put a real gain on either side of x1.00."""
     best = done["best"]["config"]
     speedup = done.get("speedup")
     interval = done.get("speedup_ci") or [speedup, speedup]
-    if speedup is not None and interval[1] is not None and interval[1] < 1.0:
+    if done.get("slower_than_reference"):
         knobs = {k: own[k] for k in _KNOBS}
         knobs["multiprocessing_context"] = None
         if "fetch_concurrency" in own:
@@ -188,9 +190,8 @@ def _verdict(done, own):
     knobs["multiprocessing_context"] = best.get("multiprocessing_context")  # None: the job's own
     if "fetch_concurrency" in own:  # the dataset reads a store: its requests in flight (1 is left out of the JSON)
         knobs["fetch_concurrency"] = int(best.get("fetch_concurrency", 1))
-    phases = {p.get("phase"): p for p in done.get("phases", [])}
-    checked = phases.get("final_check") or phases.get("seed_check_pairs") or {}
-    if checked.get("why", "").startswith("not run"):
+    phases = {p.get("phase") for p in done.get("phases", [])}
+    if done.get("best_is_reference"):  # the final check had nothing to check
         verdict = "your own setting is the best found"
     elif speedup is not None:
         verdict = "x%.2f [%.2f, %.2f] over your own setting (%s)" % (
