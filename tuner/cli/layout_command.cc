@@ -247,6 +247,7 @@ struct ColdMeasurement {
   std::string error;
   layout::CacheNote note;  // the cache's words, or why the figure is an upper bound (note empty: nothing)
   std::vector<results::TrialRecord> records;  // every trial, for the results file
+  std::optional<size_t> best_record;          // into records: the best's
   bool interrupted = false;
 };
 
@@ -283,6 +284,7 @@ ColdMeasurement MeasureCold(const LayoutRequest& r, const std::string& config, c
   // THE RULE's threshold is the sweep's own default.
   tuner::ColdCurve curve = tuner::ColdDoubling(r.max_workers, tuner::SweepOptions{}.gain_threshold, measure, stop);
   out.interrupted = curve.interrupted;
+  out.best_record = curve.best;
   if (curve.best) {
     const results::TrialRecord& b = curve.points[*curve.best];
     out.best = {b.samples_per_s, b.ci_low, b.ci_high, b.knobs.num_workers};
@@ -355,11 +357,13 @@ nlohmann::json AnswerJson(const LayoutRequest& r, const layout::SampleSource& so
 
 // Stores the answer as a run with this host's fingerprint: one trial per
 // measurement, the named layout's best cold trial as its best, the source's
-// as its baseline, and the whole answer with it (kind layout). Returns the run's id;
-// throws results::StoreError.
+// as its baseline, and the whole answer with it (kind layout). `best_cold`:
+// each candidate's best cold trial, by its position in `trials`. Returns the
+// run's id; throws results::StoreError.
 int64_t StoreAnswer(const LayoutRequest& r, const layout::SampleSource& source,
                     const std::vector<layout::CandidateResult>& results,
-                    const std::vector<std::pair<size_t, results::TrialRecord>>& trials, const layout::Advice& advice,
+                    const std::vector<std::pair<size_t, results::TrialRecord>>& trials,
+                    const std::map<size_t, size_t>& best_cold, const layout::Advice& advice,
                     const nlohmann::json& answer, const results::Fingerprint& machine, const std::string& started_at) {
   std::error_code ec;
   fs::create_directories(fs::absolute(r.db).parent_path(), ec);
@@ -377,13 +381,11 @@ int64_t StoreAnswer(const LayoutRequest& r, const layout::SampleSource& source,
   run.version = BuildString();
   run.started_at = started_at;
   run.id = store.BeginRun(run);
-  std::map<size_t, int64_t> cold_trial;  // the best cold trial of each candidate
-  for (const auto& [index, rec] : trials) {
+  std::map<size_t, int64_t> cold_trial;  // the best cold trial's id of each candidate
+  for (size_t k = 0; k < trials.size(); ++k) {
+    const auto& [index, rec] = trials[k];
     const int64_t id = store.AddTrial(run.id, rec);
-    if (rec.phase.starts_with("layout-cold") && rec.knobs.num_workers == results[index].cold.workers &&
-        rec.status == results::TrialStatus::kOk) {
-      cold_trial[index] = id;
-    }
+    if (const auto best = best_cold.find(index); best != best_cold.end() && best->second == k) cold_trial[index] = id;
   }
   if (advice.named >= 0 && cold_trial.count(static_cast<size_t>(advice.named))) {
     run.best_trial_id = cold_trial[static_cast<size_t>(advice.named)];
@@ -530,6 +532,7 @@ struct Measured {
   std::vector<layout::CandidateResult> results;
   // Every trial, for the results file: its phase says the candidate and the cache.
   std::vector<std::pair<size_t, results::TrialRecord>> trials;  // (index into results, record)
+  std::map<size_t, size_t> best_cold;  // each measured candidate's best cold trial: index into results -> into trials
   bool interrupted = false;
 };
 
@@ -566,7 +569,9 @@ Measured MeasureCandidates(const LayoutRequest& r, const std::vector<layout::Can
     const std::string config = WriteTrialConfig(r, c);
     const std::string label = "[" + std::to_string(k + 1) + "/" + std::to_string(candidates.size()) + "] " + c.name;
     ColdMeasurement cold = MeasureCold(r, config, label, count, sample_is_part, err_path, stop);
-    for (results::TrialRecord& rec : cold.records) {
+    for (size_t i = 0; i < cold.records.size(); ++i) {
+      if (cold.best_record == i) m.best_cold[results.size()] = trials.size();
+      results::TrialRecord& rec = cold.records[i];
       rec.phase = "layout-cold: " + c.name;
       trials.emplace_back(results.size(), std::move(rec));
     }
@@ -658,7 +663,7 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
   // measurement, the named layout's cold trial as its best, the source's as
   // its baseline, and the whole answer with it (kind layout).
   try {
-    const int64_t run_id = StoreAnswer(r, *source, results, m.trials, advice, answer, machine, started_at);
+    const int64_t run_id = StoreAnswer(r, *source, results, m.trials, m.best_cold, advice, answer, machine, started_at);
     if (!r.quiet) std::cerr << "layout: stored as run " << run_id << " in " << r.db << "\n";
   } catch (const results::StoreError& e) {
     std::cerr << "feedtune layout: " << e.what() << "\n";
