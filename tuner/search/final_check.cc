@@ -40,9 +40,9 @@ void FinalCheck(SearchState& state, const char* phase_name) {
   const TrialRecord& best = state.current();
   const loader::Knobs a = setup.reference.value_or(base.knobs), b = best.knobs;
   const char* reference = setup.reference ? "the job's own setting" : "the baseline";
+  state.outcome().best_is_reference = a == b;  // this check's, whatever an earlier one found
   if (a == b) {
     state.outcome().speedup = kNoSpeedup;
-    state.outcome().best_is_reference = true;
     state.AddPhase(phase_name, false, std::string("not run: the best setting is ") + reference);
     return;
   }
