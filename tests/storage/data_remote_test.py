@@ -144,9 +144,12 @@ class DataOnAStore(unittest.TestCase):
             return len(batch) / (time.monotonic() - start)
 
         one, sixteen = rate(1), rate(16)
-        # 48 round trips of 30 ms one after another (at most 33/s), against 3 rounds of 16.
-        self.assertLess(one, 34)
-        self.assertGreater(sixteen, 3 * one, "1 in flight: %.0f/s, 16: %.0f/s" % (one, sixteen))
+        # 48 round trips of 30 ms one after another read at most 33/s, however idle the box: a rate above that
+        # proves the requests overlapped. Not a ratio to the one-at-a-time rate: on a busy box both pay boto3's
+        # CPU per request, and 16 in flight read 2.7x one at a time beside two CPU hogs (2026-12-07).
+        ceiling = 48 / (48 * 0.030)
+        self.assertLess(one, ceiling + 1)
+        self.assertGreater(sixteen, 1.5 * ceiling, "1 in flight: %.0f/s, 16: %.0f/s" % (one, sixteen))
 
     def test_autotune_tunes_requests_in_flight_with_the_workers(self):
         """feedtune.autotune over a plain DataLoader of data.open("s3://..."):
