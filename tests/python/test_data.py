@@ -225,24 +225,28 @@ class FetchThreads(unittest.TestCase):
         class Counting(objects._Prefix):
             def __init__(self):
                 super().__init__("http://counting.invalid/x")
-                self.now, self.most, self.count_lock = 0, 0, threading.Lock()
+                self.now, self.most, self.want, self.count = 0, 0, 0, threading.Condition()
 
             def _make_client(self):
                 return object()
 
             def get(self, key, offset=None, size=None):
-                with self.count_lock:
+                # Each request waits (up to 5 s) until as many as asked are in flight, so a busy box that
+                # starts the threads late still shows them all at once; a larger pool shows more.
+                with self.count:
                     self.now += 1
                     self.most = max(self.most, self.now)
-                time.sleep(0.02)
-                with self.count_lock:
+                    self.count.notify_all()
+                    self.count.wait_for(lambda: self.now >= self.want, timeout=5)
+                time.sleep(0.01)
+                with self.count:
                     self.now -= 1
                 return key
 
         store = Counting()
         reads = [("k%d" % i, None, None) for i in range(16)]
         for in_flight in (8, 2, 4, 1, 3):
-            store.most = 0
+            store.most, store.want = 0, in_flight
             self.assertEqual(store.get_many(reads, in_flight), [r[0] for r in reads])
             self.assertEqual(store.most, in_flight, "asked for %d in flight" % in_flight)
 

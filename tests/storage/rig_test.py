@@ -360,7 +360,9 @@ class RigShaping(unittest.TestCase):
             end = time.monotonic()
             self.assertEqual((answer.status, body), (206, self.data[:200000]))
             self.assertGreaterEqual(first - began, self.LATENCY_S)
-            self.assertGreaterEqual(end - first, (200000 - self.RATE * 0.02) / self.RATE * 0.95)
+            # The whole answer from the request: a busy box that reads the headers late finds the body already
+            # in the socket, so the time from the headers alone can be short (73 ms of 76 beside two CPU hogs).
+            self.assertGreaterEqual(end - began, self.LATENCY_S + (200000 - self.RATE * 0.02) / self.RATE * 0.95)
         connection.close()
 
     def test_4_refusals_wait_the_latency_too(self):
