@@ -226,6 +226,10 @@ class AutotuneOrder(unittest.TestCase):
         import sqlite3
         was = multiprocessing.get_start_method()
         multiprocessing.set_start_method("forkserver", force=True)
+        # The server imports torch once, as a job that starts its workers by
+        # forkserver should have it do: else each worker imports torch itself
+        # (2-3 s of CPU), and the search's 26 workers took 160 s a trial.
+        multiprocessing.set_forkserver_preload(["torch", "test_autotune"])
         self.addCleanup(multiprocessing.set_start_method, was, force=True)
 
         def make():

@@ -369,8 +369,9 @@ TEST_F(ProbeWorkerMemory, AFlatWorkerIsNotFlagged) {
 }
 
 // The run protocol through `feedtune trial --json`: one process, one window
-// of 1.5 s (up to 18 epochs of 4 steps of 20 ms; 3 or 4 where the worker's
-// page faults set the pace); the trial's JSON carries the figures and the
+// of 3 s (up to 37 epochs of 4 steps of 20 ms; 6 to 8 where the worker's
+// page faults set the pace, 1.5 at load 24: 1.5 s saw 0.75 there, too few
+// for a growth per epoch); the trial's JSON carries the figures and the
 // flag as a native trial's does.
 TEST_F(ProbeWorkerMemory, FeedtuneTrialFlagsARunProtocolLeak) {
   const fs::path dir = fs::temp_directory_path() / ("feedtune-probe-memory-" + std::to_string(getpid()));
@@ -395,7 +396,7 @@ TEST_F(ProbeWorkerMemory, FeedtuneTrialFlagsARunProtocolLeak) {
                                 "sweep:\n"
                                 "  repeats: 1\n"
                                 "  warmup_batches: 2\n"
-                                "  measure_seconds: 1.5\n";
+                                "  measure_seconds: 3\n";
   const std::string out = (dir / "out").string(), err = (dir / "err").string();
   const std::string command = std::string(FEEDTUNE_BINARY) + " trial " + config_path + " --json >" + out + " 2>" + err;
   const int status = std::system(command.c_str());
