@@ -411,17 +411,29 @@ TEST_F(RemoteCli, LayoutOnTheStoreNamesALayoutWithRequestsPerEpochAndClearsItsSc
   }
   rig_->Put(local, "s3://feedtune/mixed/");
   const std::string db = P("layout.db");
-  const std::string options = " --sample-mb 1 --repeats 2 --measure-seconds 0.2 --max-workers 1 --batch-size 8 "
-                              "--format json --db " + db;
-  // Its local copy first: the answer on the store names it.
-  const CliResult here = Run("layout " + local.string() + options + " -q");
+  const std::string options =
+      " --sample-mb 1 --repeats 2 --measure-seconds 0.2 --max-workers 1 --batch-size 4 --db " + db;
+  // The local copy's answer first (run 1), which the store's names.
+  const CliResult here = Run("layout " + local.string() + options + " -q --format json");
   ASSERT_EQ(here.code, 0) << here.err;
-  const nlohmann::json local_answer = nlohmann::json::parse(here.out);
+  const std::string local_named = nlohmann::json::parse(here.out).at("named");
 
-  const CliResult there = Run("layout s3://feedtune/mixed/" + options);
-  ASSERT_EQ(there.code, 0) << there.err;
-  const nlohmann::json j = nlohmann::json::parse(there.out);
-  ASSERT_TRUE(j.at("named").is_string()) << there.out;
+  const CliResult table = Run("layout s3://feedtune/mixed/" + options);
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("fc  cold samples/s (95% CI) requests/epoch   on store"));
+  EXPECT_THAT(table.out, HasSubstr("cold on a store: nothing of the candidates is cached on this box"));
+  EXPECT_THAT(table.out, HasSubstr("not a candidate: lmdb, hdf5 and npy: read from local paths only"));
+  EXPECT_THAT(table.err, HasSubstr("layout: deleted the "));
+  EXPECT_THAT(table.err, HasSubstr("stored as run 2"));
+  storage::ObjectClient client = Client();
+  EXPECT_TRUE(Keys(client, "mixed.layout-scratch/").empty());  // the scratch prefix is empty again
+  EXPECT_EQ(Keys(client, "mixed/").size(), 96u);                // and the source as it was
+
+  // The answer as stored (report's JSON holds it, as --format json prints it).
+  const CliResult report = Run("report --run 2 --format json --db " + db);
+  ASSERT_EQ(report.code, 0) << report.err;
+  const nlohmann::json j = nlohmann::json::parse(report.out).at("layout");
+  ASSERT_TRUE(j.at("named").is_string()) << j.dump();
   EXPECT_EQ(j.at("sample").at("samples"), 64);
   // The GETs of an epoch of all 96: one per object, or per sample read from
   // tar shards by ranges; streamed, one per shard (each under the 8 MiB
@@ -432,7 +444,7 @@ TEST_F(RemoteCli, LayoutOnTheStoreNamesALayoutWithRequestsPerEpochAndClearsItsSc
                                                              {"tar, 16 shards, streamed", 20},
                                                              {"tar, 64 shards, streamed", 96},
                                                              {"tar, 256 shards, streamed", 96}};
-  ASSERT_EQ(j.at("candidates").size(), expected.size()) << there.out;
+  ASSERT_EQ(j.at("candidates").size(), expected.size()) << j.dump();
   for (size_t i = 0; i < expected.size(); ++i) {
     const nlohmann::json& c = j.at("candidates")[i];
     EXPECT_EQ(c.at("name"), expected[i].first);
@@ -443,7 +455,7 @@ TEST_F(RemoteCli, LayoutOnTheStoreNamesALayoutWithRequestsPerEpochAndClearsItsSc
     } else {
       // Requests in flight per worker, doubled from 1 up to the batch size while they gained.
       const int in_flight = c.at("fetch_concurrency").get<int>();
-      EXPECT_TRUE(in_flight == 1 || in_flight == 2 || in_flight == 4 || in_flight == 8) << c.dump();
+      EXPECT_TRUE(in_flight == 1 || in_flight == 2 || in_flight == 4) << c.dump();
       EXPECT_EQ(c.at("cold").at("fetch_concurrency"), in_flight);
     }
     EXPECT_TRUE(c.at("warm").is_null());  // nothing of a store is cached on this box, warm or cold
@@ -451,33 +463,20 @@ TEST_F(RemoteCli, LayoutOnTheStoreNamesALayoutWithRequestsPerEpochAndClearsItsSc
   EXPECT_EQ(j.at("candidates")[1].at("convert_arguments"), "--layout tar --shard-bytes 98304");
   const nlohmann::json& store = j.at("store");
   EXPECT_EQ(store.at("scratch"), "s3://feedtune/mixed.layout-scratch/");
-  EXPECT_THAT(store.at("cold").get<std::string>(), HasSubstr("the store's own cache is outside the measurement"));
   ASSERT_EQ(store.at("left_out").size(), 1u);
-  EXPECT_THAT(store.at("left_out")[0].get<std::string>(), HasSubstr("lmdb, hdf5 and npy: read from local paths only"));
-  // The local copy's answer, found by its data: the same layout named, or not.
-  EXPECT_EQ(store.at("local").at("named"), local_answer.at("named"));
-  const std::string local_named = local_answer.at("named");
-  const bool same = local_named == j.at("named") || (local_named.starts_with("as-is") &&
-                                                     j.at("named").get<std::string>().starts_with("as-is"));
-  EXPECT_THAT(store.at("local_line").get<std::string>(),
-              HasSubstr(same ? "on a local disk this box named the same, " + local_named
-                             : "on a local disk this box named " + local_named));
+  // The local copy's answer, found by its data: the same layout named (the
+  // source as it is on both counts as the same), or another.
+  EXPECT_EQ(store.at("local").at("run"), 1);
+  EXPECT_EQ(store.at("local").at("named"), local_named);
+  const std::string named = j.at("named");
+  const bool same = local_named == named || (local_named.starts_with("as-is") && named.starts_with("as-is"));
+  const std::string line = same ? "on a local disk this box named the same, " + local_named + " (run 1 in " + db
+                                : "on a local disk this box named " + local_named + " (run 1 in " + db;
+  EXPECT_THAT(store.at("local_line").get<std::string>(), HasSubstr(line)) << named;
+  EXPECT_THAT(table.out, HasSubstr(line));
   if (!same) {
-    EXPECT_THAT(store.at("local_line").get<std::string>(), HasSubstr("on the store the winner differs"));
+    EXPECT_THAT(table.out, HasSubstr("on the store the winner differs"));
   }
-  // The scratch prefix is empty again, and the source as it was.
-  storage::ObjectClient client = Client();
-  EXPECT_TRUE(Keys(client, "mixed.layout-scratch/").empty());
-  EXPECT_EQ(Keys(client, "mixed/").size(), 96u);
-  // The table: its store columns and the lines under it.
-  const CliResult table = Run("layout s3://feedtune/mixed/ --sample-mb 1 --repeats 1 --measure-seconds 0.1 "
-                              "--max-workers 1 --batch-size 2 -q --db " + P("other.db"));
-  ASSERT_EQ(table.code, 0) << table.err;
-  EXPECT_THAT(table.out, HasSubstr("requests/epoch"));
-  EXPECT_THAT(table.out, HasSubstr("on a local disk: no answer on record in " + P("other.db")));
-  EXPECT_THAT(table.out, HasSubstr("aws s3 cp --recursive s3://feedtune/mixed/ DIR && feedtune layout DIR --db"));
-  EXPECT_THAT(table.out, HasSubstr("cold on a store: nothing of the candidates is cached on this box"));
-  EXPECT_TRUE(Keys(client, "mixed.layout-scratch/").empty());
 }
 
 TEST_F(RemoteCli, LayoutOnTheStoreRefusesWhatItCannotMeasureNamingTheFix) {
