@@ -1,8 +1,9 @@
 // The scratch prefix `feedtune layout` writes its candidates to on an object
-// store (docs/layout.md#on-an-object-store): an s3:// prefix that must be
-// empty when the layout starts, since every object under it is deleted at
-// the end (unless --keep), and that is neither under the source's prefix
-// nor above it (a listing of either would hold the other's objects).
+// store (docs/layout.md#on-an-object-store-feedtune-layout-s3): an s3://
+// prefix that must be empty when the layout starts, since every object under
+// it is deleted at the end (unless --keep), and that is neither under the
+// source's prefix nor above it (a listing of either would hold the other's
+// objects).
 #pragma once
 
 #include <cstdint>

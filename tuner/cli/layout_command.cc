@@ -5,6 +5,13 @@
 // trials a sweep runs (cache: cold evicts and mincore-checks before each
 // window), over the worker doubling and then warm at its best; the answer
 // (layout/advice.h) is printed as a table or JSON.
+//
+// On an object store (an s3:// PATH, or --scratch s3://...) the candidates
+// are written to a scratch prefix and read from the store
+// (layout::PlanStoreCandidates), each at its best num_workers x
+// fetch_concurrency; the answer adds requests per epoch and the local
+// disk's answer for the same data from the results file
+// (docs/layout.md#on-an-object-store-feedtune-layout-s3).
 #include <unistd.h>
 
 #include <cerrno>
@@ -31,6 +38,7 @@
 #include "tuner/cli/cli_util.h"
 #include "tuner/cli/version.h"
 #include "tuner/config/config.h"
+#include "storage/location.h"
 #include "storage/object_client.h"
 #include "tuner/search/cold_doubling.h"
 #include "workloads/crc32c.h"
@@ -45,8 +53,10 @@ namespace fs = std::filesystem;
 constexpr const char* kLayoutUsage = R"(Usage: feedtune layout PATH [options]
 
 Which on-disk layout of the dataset at PATH feeds the loader fastest on this
-box, read cold. PATH is any dataset `feedtune convert` reads (a folder of
-files or JPEGs, an ImageFolder tree, .npy, HDF5, LMDB, TFRecord, tar shards).
+box, read cold, from a local disk or from an object store. PATH is any
+dataset `feedtune convert` reads (a folder of files or JPEGs, an ImageFolder
+tree, .npy, HDF5, LMDB, TFRecord, tar shards, an s3:// prefix of one object
+per sample).
 
 A sample of it (spread over the whole dataset; --sample-mb, by default an
 eighth of this box's memory up to 1 GB, so a warm read fits the page cache and
@@ -75,9 +85,29 @@ among those within its noise; where every candidate is within the noise, the lay
 here and the source as it is, is named. The line under the table gives the
 `feedtune convert` command that writes it.
 
+On an object store (PATH an s3:// prefix of one object per sample, or a
+local folder or tar shards with --scratch s3://BUCKET/PREFIX/): the
+candidates are written to the scratch prefix (by default PATH.layout-scratch/
+beside PATH; it must be empty, and every object under it is deleted at the
+end unless --keep) and read from there: the source as it is (an object per
+sample, or its tar shards), tar shards of a sixteenth of the sample read
+map-style (a ranged GET per sample), and streamed shards of a sixteenth, a
+sixty-fourth and a 256th (the object's size is what a round trip is paid
+for). Each is measured cold at its best num_workers x fetch_concurrency:
+requests in flight per worker doubled from 1 at one worker while they gain
+(a stream's requests are its workers), then the worker doubling at that
+many. Cold there means nothing is cached on this box (every read is a GET);
+the store's own cache is outside the measurement, so there is no warm trial.
+The table adds fc and requests per epoch (the GETs of an epoch of the whole
+dataset), says what is not a candidate (LMDB, HDF5, npy and raw pixels are
+not read from a store; JPEGs are measured undecoded, their decode given as
+--cpu-us-per-sample), and whether the winner differs from the one this box
+named on a local disk for the same data (the latest such answer in --db).
+The sample is 256 MB by default there (--sample-mb).
+
 Output: progress on stderr; the table (or --format json: {"dataset",
-"sample", "machine", "candidates": [...], "named", "why", "layout_matters"})
-on stdout. The scratch folder is removed at the end unless --keep. The
+"sample", "machine", "candidates": [...], "named", "why", "layout_matters",
+"store"}) on stdout. The scratch folder is removed at the end unless --keep. The
 answer is stored in the results file (--db) as a run with this host's
 fingerprint: a trial per measurement (phases "layout-cold: NAME" and
 "layout-warm: NAME"), the named layout's best cold trial as the run's best,
@@ -87,12 +117,15 @@ Examples:
   feedtune layout data/jpeg
   feedtune layout data/jpeg --decode none          (the job decodes on the GPU)
   feedtune layout data/bad-chunks.h5 --cpu-us-per-sample 200 --format json
-  feedtune layout data/train --scratch /mnt/fast/tmp --sample-mb 256 --keep)";
+  feedtune layout data/train --scratch /mnt/fast/tmp --sample-mb 256 --keep
+  feedtune layout s3://bucket/train/ --labels folder      (scratch s3://bucket/train.layout-scratch/)
+  feedtune layout data/train --scratch s3://bucket/scratch/   (would it read faster on the store, and how))";
 
 struct LayoutRequest {
   std::string path, scratch, db = kDefaultDb, format = "table";
   // The candidates are written to an s3:// scratch prefix and read from the
-  // store (the source is one, or --scratch names one): docs/layout.md#on-an-object-store.
+  // store (the source is one, or --scratch names one):
+  // docs/layout.md#on-an-object-store-feedtune-layout-s3.
   bool on_store = false;
   // Where the trials' configs and their stderr go: the scratch folder, or on
   // a store a local temporary folder.
@@ -373,7 +406,7 @@ int64_t SampleBudgetBytes(const LayoutRequest& r) {
   return std::clamp<int64_t>(memory / 8, 16'000'000, 1'000'000'000);
 }
 
-// What an answer on a store adds (docs/layout.md#on-an-object-store).
+// What an answer on a store adds (docs/layout.md#on-an-object-store-feedtune-layout-s3).
 struct StoreFacts {
   std::vector<int64_t> requests_per_epoch;  // per candidate, as the results (RequestsPerEpoch)
   nlohmann::json local;                     // LocalAnswerOnRecord's, or null
@@ -688,7 +721,13 @@ std::optional<int> MakeStoreScratch(LayoutRequest& r) {
 // store every object under the scratch prefix and the local folder of the
 // trials' configs. A store that refuses a DELETE is a warning naming what is left.
 void RemoveScratch(const LayoutRequest& r) {
-  if (r.keep) return;
+  if (r.keep) {
+    if (!r.quiet && r.on_store) {
+      std::fprintf(stderr, "layout: kept the candidates under %s and their trial configs in %s\n", r.scratch.c_str(),
+                   r.work.c_str());
+    }
+    return;
+  }
   std::error_code ec;
   fs::remove_all(r.work, ec);
   if (!r.on_store) {
@@ -732,7 +771,7 @@ std::optional<int> ParseRequest(const Args& args, LayoutRequest& r) {
       "where the candidates are written: a folder, or an s3:// prefix to measure them on a store (default: "
       "PATH.layout-scratch beside PATH, a folder or a prefix)")(
       "sample-mb", po::value(&r.sample_mb)->default_value(0),
-      "the sample's size in MB (0: an eighth of this box's memory, at most 1000)")(
+      "the sample's size in MB (0: an eighth of this box's memory, at most 1000; on a store 256)")(
       "cpu-us-per-sample", po::value(&r.cpu_us)->default_value(0),
       "the job's transforms per sample (beyond --decode), paid in every layout")(
       "decode", po::value(&r.decode)->default_value("auto"),
@@ -747,7 +786,7 @@ std::optional<int> ParseRequest(const Args& args, LayoutRequest& r) {
       "db", po::value(&r.db),
       "results file: the answer is stored there as a run, and the trials pay this host's torch costs it holds")(
       "format", po::value(&r.format)->default_value("table"), "table | json")(
-      "keep", "keep the scratch folder")("quiet,q", "no progress");
+      "keep", "keep the scratch folder (or the objects under the scratch prefix)")("quiet,q", "no progress");
   po::positional_options_description positional;
   positional.add("path", 1);
   int code = kExitOk;
@@ -774,9 +813,15 @@ std::optional<int> ParseRequest(const Args& args, LayoutRequest& r) {
     return UsageError("layout", "--decode: expected auto, jpeg or none, got '" + r.decode + "'");
   }
   const bool remote_source = workloads::IsRemotePath(r.path);
-  if (remote_source && !r.path.starts_with("s3:")) {
-    return UsageError("layout", r.path + ": a web server gives no listing; layout reads an s3:// prefix of one "
-                                "object per sample, or a local dataset");
+  if (remote_source) {
+    try {
+      if (!storage::ParseLocation(r.path).is_s3()) {
+        return UsageError("layout", r.path + ": a web server gives no listing; layout reads an s3:// prefix of one "
+                                    "object per sample, or a local dataset");
+      }
+    } catch (const std::invalid_argument& e) {
+      return UsageError("layout", e.what());
+    }
   }
   if (remote_source && !r.scratch.empty() && !workloads::IsRemotePath(r.scratch)) {
     return UsageError("layout", "--scratch " + r.scratch + ": a dataset on a store is measured on the store (an "
