@@ -23,6 +23,10 @@ struct Rate {
   double ci_low = 0;  // 95% interval of the median, over the repeats
   double ci_high = 0;
   int workers = 0;    // the setting it was measured at
+  // Its requests in flight per worker (loader.fetch_concurrency) on a store;
+  // 0 where that is not the layout's knob (a local read, a stream, whose
+  // requests in flight are its workers).
+  int fetch_concurrency = 0;
 };
 
 // What a candidate's cold measurement said about the page cache: the

@@ -8,9 +8,14 @@
 #include <filesystem>
 
 #include "layout/converted.h"
+#include "storage/credentials.h"
+#include "storage/location.h"
+#include "storage/object_client.h"
 #include "workloads/format_inspect.h"
 #include "workloads/format_io.h"
 #include "workloads/hdf5_dataset.h"
+#include "workloads/remote_dataset.h"
+#include "workloads/remote_tar_dataset.h"
 #include "workloads/shard_format.h"
 
 namespace feedtune::layout {
@@ -75,7 +80,80 @@ Candidate Converted(const std::string& name, const std::string& scratch, const s
   return c;
 }
 
+// A candidate on a store: its objects under `scratch` + `slug` + "/" (the
+// slash ends the prefix, so that "tar/" does not list "tar-64/" too).
+Candidate OnStore(const std::string& name, const std::string& scratch, const std::string& slug,
+                  const ConvertOptions& options, bool streamed) {
+  Candidate c;
+  c.name = name;
+  c.data = scratch + slug + "/";
+  c.convert = options;
+  c.on_store = true;
+  c.streamed = streamed;
+  c.workload_yaml = "  kind: tar\n  path: " + Quoted(c.data) + "\n" + (streamed ? "  access: stream\n" : "");
+  return c;
+}
+
+// Streamed shard sizes on a store, as parts of the sample (see candidates.h).
+constexpr int kStoreShardParts[] = {16, 64, 256};
+
 }  // namespace
+
+std::vector<Candidate> PlanStoreCandidates(const SampleSource& source, const std::string& source_path,
+                                           const std::string& scratch, bool jpegs, std::vector<std::string>* left_out) {
+  std::vector<Candidate> out;
+  const std::string kind = source.kind();
+  if (kind == "folder" || kind == "imagefolder") {
+    Candidate as_is;
+    as_is.name = "as-is: an object per sample";
+    as_is.as_is = true;
+    as_is.copy_files = true;
+    as_is.on_store = true;
+    as_is.data = scratch + "as-is/";
+    as_is.workload_yaml = "  kind: files\n  layout: files\n  path: " + Quoted(as_is.data) + "\n";
+    out.push_back(as_is);
+  } else if (kind == "tar" && !workloads::IsRemotePath(source_path)) {
+    ConvertOptions o;  // the source's shards, written again from the sample at their size
+    o.layout = LayoutKind::kTar;
+    const auto shards = workloads::ResolveShardPaths(source_path, {".tar"});
+    o.shard_bytes = std::max<int64_t>(1, source.total_bytes() / static_cast<int64_t>(shards.size()));
+    Candidate c = OnStore("as-is: tar", scratch, "as-is", o, false);
+    c.as_is = true;
+    out.push_back(c);
+  } else {
+    throw std::invalid_argument(source_path + " (" + kind + ") is read from local paths only, so on a store its "
+                                "layout as it is would not be measured beside the others; on a store layout "
+                                "measures a folder of files, an ImageFolder tree or tar shards (convert this one "
+                                "first: feedtune convert " + source_path + " DST --layout tar), or give a local "
+                                "--scratch to measure it on this box");
+  }
+  ConvertOptions tar;
+  tar.layout = LayoutKind::kTar;
+  tar.shard_bytes = std::max<int64_t>(1, source.total_bytes() / kStoreShardParts[0]);
+  out.push_back(OnStore("tar, 16 shards, map-style", scratch, "tar", tar, false));
+  for (const int parts : kStoreShardParts) {
+    ConvertOptions o = tar;
+    o.shard_bytes = std::max<int64_t>(1, source.total_bytes() / parts);
+    const std::string slug = parts == kStoreShardParts[0] ? "tar" : "tar-" + std::to_string(parts);
+    out.push_back(OnStore("tar, " + std::to_string(parts) + " shards, streamed", scratch, slug, o, true));
+  }
+  left_out->push_back("lmdb, hdf5 and npy: read from local paths only (a store is read as an object per sample or "
+                      "as tar shards), so not candidates on a store");
+  if (jpegs) {
+    left_out->push_back("tar, raw pixels: decode: jpeg is not read from a store yet, so the JPEGs are measured as "
+                        "their stored bytes (give the job's decode as --cpu-us-per-sample) and decoded pixels, "
+                        "whose point is the decode they save, are not a candidate");
+  }
+  return out;
+}
+
+int64_t RequestsPerEpoch(const Candidate& candidate, const SampleSource& source, int64_t bytes) {
+  if (!candidate.streamed) return source.size();
+  const int64_t shards = ShardCount(source, candidate.convert.shard_bytes);
+  const int64_t shard_bytes = (bytes + shards - 1) / shards;
+  const int64_t window = workloads::RemoteTarDataset::kStreamWindow;
+  return shards * std::max<int64_t>(1, (shard_bytes + window - 1) / window);
+}
 
 std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::string& source_path,
                                       const std::string& scratch, bool decode_images) {
@@ -136,12 +214,14 @@ std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::str
   Candidate stream = random;
   stream.name = "tar, 16 shards, streamed";
   stream.workload_yaml += "  access: stream\n";
+  stream.streamed = true;
   out.push_back(random);
   out.push_back(stream);
   ConvertOptions small_shards = tar;
   small_shards.shard_bytes = std::max<int64_t>(1, source.total_bytes() / 64);
   Candidate small = Converted("tar, 64 shards, streamed", scratch, "tar-64", small_shards);
   small.workload_yaml += "  access: stream\n";
+  small.streamed = true;
   out.push_back(small);
   if (decode_images) {
     // Raw pixels: decoded once by convert, cropped and resized by the reader
@@ -150,6 +230,7 @@ std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::str
     pixels.pixels = true;
     Candidate raw = Converted("tar, raw pixels, 16 shards, streamed", scratch, "tar-pixels", pixels);
     raw.workload_yaml += "  access: stream\n";
+    raw.streamed = true;
     out.push_back(raw);
   }
   if (kind != "lmdb") {
@@ -194,7 +275,60 @@ std::string ConvertArguments(const Candidate& candidate) {
   return out;
 }
 
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The sampled objects (or files) copied under the candidate's prefix as
+// they are, one PUT each, under the same names below the source; a remote
+// source's samples fetched ahead in batches (WillRead).
+WrittenCandidate CopyToStore(const Candidate& candidate, const SampleSource& sample, const std::atomic<bool>& stop) {
+  constexpr int64_t kBatch = 64;
+  const auto start = std::chrono::steady_clock::now();
+  const storage::Location at = storage::ParseLocation(candidate.data);
+  storage::ObjectClient client(at, storage::ResolveAwsConfig(storage::ProcessEnvironment()));
+  WrittenCandidate w;
+  std::vector<std::byte> bytes;
+  for (int64_t first = 0; first < sample.size(); first += kBatch) {
+    std::vector<int64_t> batch;
+    for (int64_t i = first; i < std::min(sample.size(), first + kBatch); ++i) batch.push_back(i);
+    sample.WillRead(batch);
+    for (const int64_t i : batch) {
+      if (stop.load()) throw std::runtime_error("interrupted");
+      sample.Read(i, &bytes);
+      client.Put(at.prefix + sample.copy_name(i), bytes);
+      w.bytes_on_disk += static_cast<int64_t>(bytes.size());
+    }
+  }
+  w.write_seconds = SecondsSince(start);
+  return w;
+}
+
+// Written by Convert to the candidate's prefix (a StoreDestination): its
+// shards' bytes as the convert counted them, and its write time without the
+// verification, which reads every shard back.
+WrittenCandidate ConvertToStore(const Candidate& candidate, const SampleSource& sample, const std::atomic<bool>& stop) {
+  const auto start = std::chrono::steady_clock::now();
+  double verify_started = -1;
+  const auto progress = [&](const ConvertProgress& p) {
+    if (verify_started < 0 && std::string(p.phase) == "verify") verify_started = SecondsSince(start);
+  };
+  const ConvertResult r = Convert(sample, sample.root(), candidate.data, candidate.convert, progress, stop);
+  if (r.interrupted) throw std::runtime_error("interrupted");
+  WrittenCandidate w;
+  w.write_seconds = verify_started >= 0 ? verify_started : SecondsSince(start);
+  w.bytes_on_disk = r.bytes_on_disk;
+  return w;
+}
+
+}  // namespace
+
 WrittenCandidate WriteCandidate(const Candidate& candidate, const SampleSource& sample, const std::atomic<bool>& stop) {
+  if (candidate.on_store) {
+    return candidate.copy_files ? CopyToStore(candidate, sample, stop) : ConvertToStore(candidate, sample, stop);
+  }
   WrittenCandidate w;
   std::error_code ec;
   const auto start = std::chrono::steady_clock::now();
@@ -207,12 +341,10 @@ WrittenCandidate WriteCandidate(const Candidate& candidate, const SampleSource& 
                        (candidate.copy_files && fs::exists(candidate.data, ec));
   if (!written && candidate.copy_files) {
     // The sampled files as they are, under the same names below the source.
-    const fs::path root = fs::path(sample.root());
     std::vector<std::byte> bytes;
     for (int64_t i = 0; i < sample.size(); ++i) {
       if (stop.load()) throw std::runtime_error("interrupted");
-      const fs::path from = sample.file_of(i);
-      const fs::path to = fs::path(candidate.data) / from.lexically_relative(root);
+      const fs::path to = fs::path(candidate.data) / sample.copy_name(i);
       fs::create_directories(to.parent_path(), ec);
       sample.Read(i, &bytes);
       const workloads::UniqueFd fd(::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));

@@ -25,6 +25,21 @@
 // Each candidate's written files are read by the workload kinds of
 // workloads/ (kind tar, hdf5, lmdb, npy, files, tfrecord), so it is measured
 // by the same trials a sweep runs.
+//
+// On an object store (PlanStoreCandidates: the scratch an s3:// prefix) the
+// candidates are the layouts a store is read in (workloads/remote_dataset.h,
+// remote_tar_dataset.h): the source as it is, an object per sample (or a tar
+// source's shards); tar shards of a sixteenth of the sample read map-style
+// (one ranged GET per sample); and streamed shards of three sizes, a
+// sixteenth, a sixty-fourth and a 256th of the sample. There the object's
+// size is what a round trip is paid for: a stream reads each shard in ranged
+// GETs of the stream's window (8 MiB), at least one a shard, so shards under
+// the window cost a GET each and more of them a GET per fewer bytes; at the
+// default store sample (256 MB) the three are 16, 4 and 1 MB, either side of
+// the window. Larger shards are not measured, for the reason above: a sample
+// of a few would starve the streamed readers, and past the window they save
+// no GET. LMDB, HDF5 and npy are read from local paths only, so are not
+// candidates there.
 #pragma once
 
 #include <atomic>
@@ -47,12 +62,35 @@ struct Candidate {
   // The workload keys of a sweep config that read it (YAML, two-space
   // indented under `workload:`), but the cost keys.
   std::string workload_yaml;
+  bool streamed = false;  // access: stream: each worker reads its shards front to back
+  bool on_store = false;  // written to an s3:// prefix (data), read from there
 };
 
 // The candidates for `source` (opened from `source_path`), written under
 // `scratch`.
 std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::string& source_path,
                                       const std::string& scratch, bool decode_images);
+
+// The candidates on an object store: written under `scratch`, an s3://
+// prefix ending in '/'. The layouts a store is not read in (LMDB, HDF5, npy;
+// decoded pixels, since decode: jpeg is not read from a store yet) are left
+// out, each with one line on why in *left_out. Throws std::invalid_argument
+// for a source whose own layout a store is not read in (the source as it is
+// would not be a candidate): a folder of files, an ImageFolder tree or tar
+// shards are.
+std::vector<Candidate> PlanStoreCandidates(const SampleSource& source, const std::string& source_path,
+                                           const std::string& scratch, bool jpegs, std::vector<std::string>* left_out);
+
+// The GETs one epoch of the whole dataset (`source`) costs in `candidate`
+// read from a store, its files taking `bytes` in all (extrapolated from the
+// sample): one per sample for an object per sample and for tar shards read
+// map-style (one ranged GET each); for a stream, each shard's bytes in
+// ranged GETs of the stream's window (RemoteTarDataset::kStreamWindow), at
+// least one a shard, with the shards the convert of the whole dataset at the
+// candidate's shard size writes (ShardCount). Not counted: the listing at
+// open (one request per 1000 keys) and a tar shard's index scan at open
+// (about shard bytes / 1 MiB ranged GETs), each paid once per open, not per epoch.
+int64_t RequestsPerEpoch(const Candidate& candidate, const SampleSource& source, int64_t bytes);
 
 // The options of `feedtune convert` that write `candidate` for the whole
 // dataset ("--layout tar --shard-bytes 18400000"): tar shards of the same

@@ -145,7 +145,9 @@ class FolderSource final : public DatasetSource {
     bytes->resize(static_cast<size_t>(dataset_->Read(index, *bytes)));
   }
   std::string Name(int64_t index) const override { return files_->files()[static_cast<size_t>(index)]; }
-  std::string file_of(int64_t index) const override { return Name(index); }
+  std::string copy_name(int64_t index) const override {
+    return fs::path(Name(index)).lexically_relative(fs::path(root_)).string();
+  }
 
   // ImageFolder: the class of each file is the folder under the root that
   // holds it, the folders numbered in name order.
@@ -398,6 +400,7 @@ class RemoteObjectsSource final : public SampleSource {
     }
     fixed_ = fixed;
     extension_ = SharedExtension(relative);
+    relative_ = relative;
     if (folder_labels) labels_ = ImageFolderLabels(relative, names_, root_);
   }
   int64_t size() const override { return dataset_->size(); }
@@ -433,10 +436,12 @@ class RemoteObjectsSource final : public SampleSource {
   std::string Name(int64_t index) const override { return names_[static_cast<size_t>(index)]; }
   int64_t total_bytes() const override { return dataset_->total_bytes(); }
   int64_t fixed_sample_bytes() const override { return fixed_; }
+  std::string copy_name(int64_t index) const override { return relative_[static_cast<size_t>(index)]; }
 
  private:
   std::unique_ptr<workloads::RemoteDataset> dataset_;
   std::vector<std::string> names_;
+  std::vector<std::string> relative_;  // each key after the prefix
   int64_t fixed_ = 0;
   mutable std::map<int64_t, std::vector<std::byte>> ahead_;  // fetched by WillRead, not yet read
 };
@@ -466,7 +471,7 @@ class SubsetSource final : public SampleSource {
   std::string Name(int64_t index) const override { return source_.Name(At(index)); }
   int64_t total_bytes() const override { return total_; }
   int64_t fixed_sample_bytes() const override { return source_.fixed_sample_bytes(); }
-  std::string file_of(int64_t index) const override { return source_.file_of(At(index)); }
+  std::string copy_name(int64_t index) const override { return source_.copy_name(At(index)); }
 
  private:
   int64_t At(int64_t index) const { return indices_[static_cast<size_t>(index)]; }
@@ -502,7 +507,7 @@ class DecodedPixelsSource final : public SampleSource {
   int64_t total_bytes() const override { return total_; }
   // Images may differ in size: the pixels are for the layouts that hold any size.
   int64_t fixed_sample_bytes() const override { return 0; }
-  std::string file_of(int64_t index) const override { return source_.file_of(index); }
+  std::string copy_name(int64_t index) const override { return source_.copy_name(index); }
 
  private:
   // The pixels of the whole source from the headers of up to 64 samples
@@ -577,8 +582,8 @@ std::unique_ptr<SampleSource> OpenSource(const std::string& path, const SourceOp
     auto source = std::make_unique<RemoteObjectsSource>(path, folder_labels);
     if (source->payload_extension() == "tar") {
       throw std::invalid_argument("SRC " + path + " holds tar shards: read from a store they are read as tar "
-                                  "shards (workload kind tar), not yet as a convert source; copy them to a local "
-                                  "folder (aws s3 cp --recursive) and convert that");
+                                  "shards (workload kind tar), not yet as a source of convert or layout; copy them "
+                                  "to a local folder (aws s3 cp --recursive) and run it on that");
     }
     return source;
   }

@@ -77,9 +77,11 @@ class SampleSource {
   const std::string& kind() const { return kind_; }
   // The path it was opened from: DST must not be it or inside it.
   const std::string& root() const { return root_; }
-  // A folder source: the file that holds sample `index` (empty otherwise),
-  // for `feedtune layout`'s copy of the source as it is.
-  virtual std::string file_of(int64_t /*index*/) const { return {}; }
+  // A folder source (local, or an s3:// prefix of objects): sample
+  // `index`'s name relative to the source, its file under the folder or its
+  // key under the prefix ("cat/001.jpg"), which `feedtune layout`'s copy of
+  // the source as it is keeps; empty for the other sources.
+  virtual std::string copy_name(int64_t /*index*/) const { return {}; }
 
  protected:
   std::vector<int64_t> labels_;

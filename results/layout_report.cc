@@ -115,11 +115,26 @@ std::string PaybackText(const Json& candidate) {
 
 std::string BytesText(double bytes) { return std::isfinite(bytes) ? DecimalBytes(bytes) : "-"; }
 
-const std::vector<TableColumn>& LayoutColumns() {
+// An answer measured on an object store (docs/layout.md#on-an-object-store-feedtune-layout-s3):
+// its rows have requests in flight per worker and requests per epoch where
+// a local one has warm and read amplification.
+bool OnStore(const Json& answer) { return Field(answer, "store").is_object(); }
+
+const std::vector<TableColumn>& LayoutColumns(const Json& answer) {
   static const std::vector<TableColumn> kColumns = {
       {"layout", false}, {"workers", true}, {"cold samples/s (95% CI)", true}, {"warm", true}, {"on disk", true},
       {"ampl.", true},   {"convert", true}, {"epoch", true},                   {"payback", true}};
-  return kColumns;
+  static const std::vector<TableColumn> kStoreColumns = {
+      {"layout", false},        {"workers", true},  {"fc", true},      {"cold samples/s (95% CI)", true},
+      {"requests/epoch", true}, {"on store", true}, {"convert", true}, {"epoch", true},
+      {"payback", true}};
+  return OnStore(answer) ? kStoreColumns : kColumns;
+}
+
+// A count as stored ("-" when absent or null: a stream's fetch_concurrency).
+std::string CountText(const Json& candidate, const char* key) {
+  const double n = Number(candidate, key);
+  return std::isfinite(n) ? Fixed(n, 0) : "-";
 }
 
 // One row per candidate, as `feedtune layout` prints it: the named one
@@ -132,12 +147,19 @@ std::vector<std::vector<std::string>> LayoutRows(const Json& answer) {
     std::string name(1, IsNamed(answer, c) ? '*' : ' ');
     name += Text(c, "name");
     if (!Measured(c)) {
-      std::vector<std::string> row(LayoutColumns().size(), "-");
+      std::vector<std::string> row(LayoutColumns(answer).size(), "-");
       row.front() = name;
       rows.push_back(std::move(row));
       continue;
     }
     const Rate cold = RateOf(c, "cold");
+    if (OnStore(answer)) {
+      rows.push_back({name, WorkersText(cold.workers), CountText(c, "fetch_concurrency"), RateText(cold),
+                      CountText(c, "requests_per_epoch"), BytesText(Number(c, "bytes_on_disk")),
+                      Flag(c, "as_is", false) ? "-" : Duration(Number(c, "convert_seconds")),
+                      Duration(Number(c, "epoch_seconds_cold")), PaybackText(c)});
+      continue;
+    }
     const double amplification = Number(c, "read_amplification");
     rows.push_back({name, WorkersText(cold.workers), RateText(cold), Fixed(RateOf(c, "warm").median, 0),
                     BytesText(Number(c, "bytes_on_disk")),
@@ -156,15 +178,25 @@ std::string WhyText(const Json& answer) {
 }
 
 // Under the table: why the named one, the candidates not measured, and the
-// cache notes worth reading (CacheNoteLines, as `feedtune layout` prints them).
+// cache notes worth reading (CacheNoteLines, as `feedtune layout` prints them);
+// on a store, the local disk's answer, what cold means there and the
+// layouts not measured there.
 std::vector<std::string> LayoutLines(const Json& answer) {
   std::vector<std::string> lines = {"named: " + WhyText(answer)};
+  const Json& store = Field(answer, "store");
+  if (const std::string local = Text(store, "local_line"); !local.empty()) lines.push_back(local);
   for (const Json& c : Candidates(answer)) {
     if (Measured(c)) continue;
     const std::string error = Text(c, "error");
     lines.push_back("not measured: " + Text(c, "name") + (error.empty() ? "" : ": " + error));
   }
   for (std::string& line : CacheNoteLines(answer)) lines.push_back(std::move(line));
+  if (const std::string cold = Text(store, "cold"); !cold.empty()) lines.push_back(cold);
+  if (const Json& left_out = Field(store, "left_out"); left_out.is_array()) {
+    for (const Json& line : left_out) {
+      if (line.is_string()) lines.push_back("not a candidate: " + line.get<std::string>());
+    }
+  }
   return lines;
 }
 
@@ -187,6 +219,11 @@ std::string DatasetText(const Json& answer) {
 
 constexpr const char* kExtrapolated =
     "on disk, convert, epoch and payback are for the whole dataset, extrapolated from the sample";
+constexpr const char* kExtrapolatedOnStore =
+    "requests, on store, convert, epoch and payback are for the whole dataset, extrapolated from the sample; fc: "
+    "requests in flight per worker, - for a stream, whose workers are its requests";
+
+const char* ExtrapolatedText(const Json& answer) { return OnStore(answer) ? kExtrapolatedOnStore : kExtrapolated; }
 
 // The machine as the header lines name it; without its record, the hostname the answer kept.
 std::string HostText(const RunView& view, const Json& answer) {
@@ -268,9 +305,9 @@ std::string RenderLayoutTable(const RunView& view, const Json& answer) {
                      (run.version.empty() ? "" : ", feedtune " + run.version) + "\n";
   text += "workload: " + run.workload_name + " (hash " + run.workload_hash + ")\n";
   text += "dataset:  " + DatasetText(answer) + "\n\n";
-  text += internal::RenderRows(LayoutColumns(), LayoutRows(answer)) + "\n";
+  text += internal::RenderRows(LayoutColumns(answer), LayoutRows(answer)) + "\n";
   for (const std::string& line : LayoutLines(answer)) text += line + "\n";
-  text += "(" + std::string(kExtrapolated) + ")\n\n";
+  text += "(" + std::string(ExtrapolatedText(answer)) + ")\n\n";
   text += "host:     " + HostText(view, answer) + "\n";
   text += "date:     " + DateText(run) + "\n";
   if (const Doubling doubling = DoublingOf(view); !doubling.rows.empty()) {
@@ -443,9 +480,9 @@ std::string RenderLayoutHtml(const RunView& view, const Json& answer) {
   body += "<h2>Layouts</h2>\n";
   std::vector<std::string> classes;
   for (const Json& c : Candidates(answer)) classes.push_back(IsNamed(answer, c) ? "named" : "");
-  body += "<div class=\"scroll\">\n" + HtmlTable("layouts", LayoutColumns(), LayoutRows(answer), classes) + "</div>\n";
+  body += "<div class=\"scroll\">\n" + HtmlTable("layouts", LayoutColumns(answer), LayoutRows(answer), classes) + "</div>\n";
   for (size_t i = 1; i < lines.size(); ++i) body += "<p class=\"meta\">" + EscapeHtml(lines[i]) + "</p>\n";
-  body += "<p class=\"meta\">" + EscapeHtml(std::string("(") + kExtrapolated + ")") + "</p>\n";
+  body += "<p class=\"meta\">" + EscapeHtml(std::string("(") + ExtrapolatedText(answer) + ")") + "</p>\n";
   if (const Doubling doubling = DoublingOf(view); !doubling.rows.empty()) {
     body += "<h2>Cold samples/s by num_workers</h2>\n<p class=\"meta\">" + EscapeHtml(kDoublingTitle) + "</p>\n" +
             HtmlTable("doubling", doubling.columns, doubling.rows);

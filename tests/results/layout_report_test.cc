@@ -103,6 +103,35 @@ TEST_F(LayoutReportTest, AnAnswerWithoutItsFiguresShowsDashes) {
   EXPECT_THAT(text, Not(HasSubstr("by num_workers")));  // no trials, no doubling
 }
 
+// An answer measured on a store: fc and requests per epoch where warm and
+// read amplification stand locally, and the store's lines under the table.
+TEST_F(LayoutReportTest, AStoreAnswerShowsRequestsInFlightAndRequestsPerEpoch) {
+  json answer = testing::ScriptedLayoutAnswer("box-a", 1.0, "tar, 16 shards, streamed", kWhy);
+  answer["candidates"][0]["fetch_concurrency"] = 16;
+  answer["candidates"][0]["requests_per_epoch"] = 10000;
+  answer["candidates"][1]["fetch_concurrency"] = nullptr;  // a stream's requests in flight are its workers
+  answer["candidates"][1]["requests_per_epoch"] = 16;
+  answer["store"] = {{"scratch", "s3://b/train.layout-scratch/"},
+                     {"cold", "cold on a store: nothing of the candidates is cached on this box"},
+                     {"left_out", {"lmdb, hdf5 and npy: read from local paths only"}},
+                     {"local", nullptr},
+                     {"local_line", "on a local disk: no answer on record"}};
+  RunView on_store = view_;
+  on_store.run.answer_json = answer.dump();
+  const std::string text = RenderTable(on_store);
+  EXPECT_THAT(text, HasSubstr(
+      "layout                     workers  fc  cold samples/s (95% CI)  requests/epoch  on store  convert  epoch  payback\n"));
+  EXPECT_THAT(text, HasSubstr(
+      " as-is: npy                      4  16      15150 (14732-15976)           10000    295 MB        -  0.2 s   source\n"
+      "*tar, 16 shards, streamed        1   -      18530 (17543-18744)              16    297 MB    2.1 s  0.2 s     58.6\n"
+      " lmdb                            0   -            754 (695-806)               -    301 MB    2.8 s  4.0 s    never\n"));
+  EXPECT_THAT(text, HasSubstr("named: " + kWhy + "\non a local disk: no answer on record\n"));
+  EXPECT_THAT(text, HasSubstr("cold on a store: nothing of the candidates is cached on this box\n"
+                              "not a candidate: lmdb, hdf5 and npy: read from local paths only\n"
+                              "(requests, on store, convert, epoch and payback are for the whole dataset"));
+  EXPECT_THAT(RenderHtml(on_store), HasSubstr("requests/epoch"));
+}
+
 // A note is shown by its number, never by its words: a cache under half a
 // percent resident was cold as said; one not counted (a store's objects, a
 // window that read its sample warm) always shows; an answer stored before the

@@ -365,12 +365,10 @@ TEST_F(RemoteCli, ConvertFromObjectsOnTheStoreTheSameAsFromTheLocalFolder) {
   const CliResult tars = Run("convert s3://feedtune/srctars " + P("t") + " --layout tar");
   EXPECT_EQ(tars.code, 2);
   EXPECT_THAT(tars.err, HasSubstr("SRC s3://feedtune/srctars holds tar shards"));
+  EXPECT_THAT(tars.err, HasSubstr("not yet as a source of convert or layout"));
   const CliResult web = Run("convert " + rig_->http_url() + "/one.tar " + P("w") + " --layout tar");
   EXPECT_EQ(web.code, 2);
   EXPECT_THAT(web.err, HasSubstr("a web server gives no listing"));
-  const CliResult layout = Run("layout s3://feedtune/objs");
-  EXPECT_EQ(layout.code, 2);
-  EXPECT_THAT(layout.err, HasSubstr("layout measures a local dataset's candidates; on a store it does not yet"));
 }
 
 TEST_F(RemoteCli, ConvertWhatAStoreCannotTakeIsRefusedNamingIt) {
@@ -397,6 +395,122 @@ TEST_F(RemoteCli, ConvertWhatAStoreCannotTakeIsRefusedNamingIt) {
   EXPECT_EQ(forbidden.code, 1);
   EXPECT_THAT(forbidden.err, HasSubstr("SignatureDoesNotMatch"));
   EXPECT_THAT(forbidden.err, HasSubstr("the secret access key (from AWS_SECRET_ACCESS_KEY in the environment)"));
+}
+
+// `feedtune layout` on the store: a prefix of 96 objects (two sizes, 16 KB
+// on average) whose local copy was measured first. The rig at 5 ms keeps the
+// streamed candidates of one object a sample (a GET each) within seconds.
+TEST_F(RemoteCli, LayoutOnTheStoreNamesALayoutWithRequestsPerEpochAndClearsItsScratch) {
+  rig_->Set("--latency-ms 5");
+  const fs::path local = dir_ / "mixed";
+  fs::create_directories(local);
+  for (int i = 0; i < 96; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "m%05d.bin", i);
+    std::ofstream(local / name, std::ios::binary) << TestBytes(name, i % 2 == 0 ? 12288 : 20480);
+  }
+  rig_->Put(local, "s3://feedtune/mixed/");
+  const std::string db = P("layout.db");
+  const std::string options =
+      " --sample-mb 1 --repeats 2 --measure-seconds 0.2 --max-workers 1 --batch-size 4 --db " + db;
+  // The local copy's answer first (run 1), which the store's names.
+  const CliResult here = Run("layout " + local.string() + options + " -q --format json");
+  ASSERT_EQ(here.code, 0) << here.err;
+  const std::string local_named = nlohmann::json::parse(here.out).at("named");
+
+  const CliResult table = Run("layout s3://feedtune/mixed/" + options);
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("fc  cold samples/s (95% CI) requests/epoch   on store"));
+  EXPECT_THAT(table.out, HasSubstr("cold on a store: nothing of the candidates is cached on this box"));
+  EXPECT_THAT(table.out, HasSubstr("not a candidate: lmdb, hdf5 and npy: read from local paths only"));
+  EXPECT_THAT(table.err, HasSubstr("layout: deleted the "));
+  EXPECT_THAT(table.err, HasSubstr("stored as run 2"));
+  storage::ObjectClient client = Client();
+  EXPECT_TRUE(Keys(client, "mixed.layout-scratch/").empty());  // the scratch prefix is empty again
+  EXPECT_EQ(Keys(client, "mixed/").size(), 96u);                // and the source as it was
+
+  // The answer as stored (report's JSON holds it, as --format json prints it).
+  const CliResult report = Run("report --run 2 --format json --db " + db);
+  ASSERT_EQ(report.code, 0) << report.err;
+  const nlohmann::json j = nlohmann::json::parse(report.out).at("layout");
+  ASSERT_TRUE(j.at("named").is_string()) << j.dump();
+  EXPECT_EQ(j.at("sample").at("samples"), 64);
+  // The GETs of an epoch of all 96: one per object, or per sample read from
+  // tar shards by ranges; streamed, one per shard (each under the 8 MiB
+  // window). A sixteenth of the data (98304 bytes) holds 5 samples of 16 KB
+  // and their headers, so 20 shards; a 64th and a 256th hold one sample, 96.
+  const std::vector<std::pair<std::string, int>> expected = {{"as-is: an object per sample", 96},
+                                                             {"tar, 16 shards, map-style", 96},
+                                                             {"tar, 16 shards, streamed", 20},
+                                                             {"tar, 64 shards, streamed", 96},
+                                                             {"tar, 256 shards, streamed", 96}};
+  ASSERT_EQ(j.at("candidates").size(), expected.size()) << j.dump();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const nlohmann::json& c = j.at("candidates")[i];
+    EXPECT_EQ(c.at("name"), expected[i].first);
+    EXPECT_EQ(c.at("requests_per_epoch"), expected[i].second) << expected[i].first;
+    ASSERT_TRUE(c.at("measured").get<bool>()) << c.dump();
+    if (expected[i].first.find("streamed") != std::string::npos) {
+      EXPECT_TRUE(c.at("fetch_concurrency").is_null()) << c.dump();  // a stream's requests in flight are its workers
+    } else {
+      // Requests in flight per worker, doubled from 1 up to the batch size while they gained.
+      const int in_flight = c.at("fetch_concurrency").get<int>();
+      EXPECT_TRUE(in_flight == 1 || in_flight == 2 || in_flight == 4) << c.dump();
+      EXPECT_EQ(c.at("cold").at("fetch_concurrency"), in_flight);
+    }
+    EXPECT_TRUE(c.at("warm").is_null());  // nothing of a store is cached on this box, warm or cold
+  }
+  EXPECT_EQ(j.at("candidates")[1].at("convert_arguments"), "--layout tar --shard-bytes 98304");
+  const nlohmann::json& store = j.at("store");
+  EXPECT_EQ(store.at("scratch"), "s3://feedtune/mixed.layout-scratch/");
+  ASSERT_EQ(store.at("left_out").size(), 1u);
+  // The local copy's answer, found by its data: the same layout named (the
+  // source as it is on both counts as the same), or another.
+  EXPECT_EQ(store.at("local").at("run"), 1);
+  EXPECT_EQ(store.at("local").at("named"), local_named);
+  const std::string named = j.at("named");
+  const bool same = local_named == named || (local_named.starts_with("as-is") && named.starts_with("as-is"));
+  const std::string line = same ? "on a local disk this box named the same, " + local_named + " (run 1 in " + db
+                                : "on a local disk this box named " + local_named + " (run 1 in " + db;
+  EXPECT_THAT(store.at("local_line").get<std::string>(), HasSubstr(line)) << named;
+  EXPECT_THAT(table.out, HasSubstr(line));
+  if (!same) {
+    EXPECT_THAT(table.out, HasSubstr("on the store the winner differs"));
+  }
+}
+
+TEST_F(RemoteCli, LayoutOnTheStoreRefusesWhatItCannotMeasureNamingTheFix) {
+  ASSERT_EQ(Run("gen-data --out " + P("tars") + " --layout tar --samples 20 --sample-bytes 1000 --shards 2 -q").code, 0);
+  rig_->Put(dir_ / "tars", "s3://feedtune/layout-tars/");
+  rig_->Put(dir_ / "tars", "s3://feedtune/busy/");
+  struct Refusal {
+    std::string args, says;
+  };
+  const std::vector<Refusal> refusals = {
+      {"s3://feedtune/train/ --scratch s3://feedtune/busy",
+       "--scratch s3://feedtune/busy/ holds objects (s3://feedtune/busy/"},
+      {"s3://feedtune/train/ --scratch s3://feedtune/busy", "aws s3 rm --recursive s3://feedtune/busy/"},
+      {rig_->http_url() + "/one.tar", "a web server gives no listing; layout reads an s3:// prefix"},
+      {"s3://feedtune/layout-tars/", "holds tar shards"},
+      {"s3://feedtune/layout-tars/", "not yet as a source of convert or layout"},
+      {"s3://feedtune/train/ --scratch " + P("here"), "a dataset on a store is measured on the store"},
+      {"s3://feedtune/train", "is under the source's prefix 'train'"},
+      {"s3://feedtune/train/ --scratch s3://feedtune/train/x/", "is under the source's prefix 'train/'"},
+      {"s3://feedtune/train/ --scratch s3://feedtune/", "a whole bucket"},
+      {"s3://feedtune/train/ --decode jpeg", "decode: jpeg is not read from a store yet"},
+  };
+  for (const Refusal& refusal : refusals) {
+    const CliResult refused = Run("layout " + refusal.args);
+    EXPECT_EQ(refused.code, 2) << refusal.args << ": " << refused.err;
+    EXPECT_THAT(refused.err, HasSubstr(refusal.says)) << refusal.args;
+  }
+  // A local dataset on a store: its own layout must be one a store is read in.
+  ASSERT_EQ(Run("gen-data --out " + P("d.npy") + " --layout npy --samples 64 --sample-bytes 100 -q").code, 0);
+  const CliResult npy = Run("layout " + P("d.npy") + " --scratch s3://feedtune/npy-scratch/");
+  EXPECT_EQ(npy.code, 2);
+  EXPECT_THAT(npy.err, HasSubstr("(npy) is read from local paths only"));
+  storage::ObjectClient client = Client();
+  EXPECT_EQ(Keys(client, "busy/").size(), 2u);  // a refused scratch is left as it was
 }
 
 }  // namespace

@@ -118,5 +118,38 @@ TEST(ColdDoubling, EndsAtMaxWorkersAFailureOrAStop) {
   EXPECT_TRUE(s.asked.empty());
 }
 
+TEST(ColdInFlightDoubling, DoublesRequestsInFlightWhileTheyGainUpToTheCap) {
+  // Behind a round trip: each doubling doubles the rate until the store binds at 8.
+  Script s{{{1, Point(45, 44, 46)}, {2, Point(90, 88, 92)}, {4, Point(178, 175, 181)}, {8, Point(290, 280, 300)},
+            {16, Point(295, 285, 305)}, {32, Point(300, 290, 310)}}};
+  const std::atomic<bool> stop{false};
+  ColdCurve curve = ColdInFlightDoubling(32, kThreshold, s.Measure(), stop);
+  EXPECT_THAT(s.asked, testing::ElementsAre(1, 2, 4, 8, 16));  // 16 is no gain over 8 and ends it
+  ASSERT_TRUE(curve.best.has_value());
+  EXPECT_EQ(*curve.best, 3u);
+
+  // The cap (the batch size) ends it, and a cap under 1 still measures one in flight.
+  s.asked.clear();
+  curve = ColdInFlightDoubling(4, kThreshold, s.Measure(), stop);
+  EXPECT_THAT(s.asked, testing::ElementsAre(1, 2, 4));
+  EXPECT_EQ(*curve.best, 2u);
+  s.asked.clear();
+  curve = ColdInFlightDoubling(0, kThreshold, s.Measure(), stop);
+  EXPECT_THAT(s.asked, testing::ElementsAre(1));
+
+  // A failure ends it with the best so far; a stop before the first leaves nothing.
+  TrialRecord failed;
+  failed.status = TrialStatus::kFailed;
+  s.points[4] = failed;
+  s.asked.clear();
+  curve = ColdInFlightDoubling(32, kThreshold, s.Measure(), stop);
+  EXPECT_THAT(s.asked, testing::ElementsAre(1, 2, 4));
+  EXPECT_EQ(*curve.best, 1u);
+  const std::atomic<bool> stopped{true};
+  curve = ColdInFlightDoubling(32, kThreshold, s.Measure(), stopped);
+  EXPECT_TRUE(curve.interrupted);
+  EXPECT_TRUE(curve.points.empty());
+}
+
 }  // namespace
 }  // namespace feedtune::tuner

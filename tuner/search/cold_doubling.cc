@@ -1,5 +1,7 @@
 #include "tuner/search/cold_doubling.h"
 
+#include <algorithm>
+
 #include "tuner/search/search.h"
 
 namespace feedtune::tuner {
@@ -22,6 +24,23 @@ ColdCurve ColdDoubling(int max_workers, double gain_threshold, const MeasureCold
       continue;
     }
     curve.best = index;
+  }
+  return curve;
+}
+
+ColdCurve ColdInFlightDoubling(int most, double gain_threshold, const MeasureColdInFlight& measure,
+                               const std::atomic<bool>& stop) {
+  ColdCurve curve;
+  for (int in_flight = 1; in_flight <= std::max(1, most); in_flight *= 2) {
+    if (stop.load()) {
+      curve.interrupted = true;
+      return curve;
+    }
+    curve.points.push_back(measure(in_flight));
+    const results::TrialRecord& point = curve.points.back();
+    if (point.status != results::TrialStatus::kOk) return curve;
+    if (curve.best && !IsColdGain(point, curve.points[*curve.best], gain_threshold)) break;
+    curve.best = curve.points.size() - 1;
   }
   return curve;
 }

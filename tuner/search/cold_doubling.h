@@ -35,4 +35,21 @@ struct ColdCurve {
 ColdCurve ColdDoubling(int max_workers, double gain_threshold, const MeasureColdCount& measure,
                        const std::atomic<bool>& stop);
 
+// Measures loader.fetch_concurrency = `in_flight` cold, as MeasureColdCount.
+using MeasureColdInFlight = std::function<results::TrialRecord(int in_flight)>;
+
+// The requests-in-flight doubling `feedtune layout` runs on an object store
+// before the cold doubling, for a layout read one GET per sample:
+// fetch_concurrency 1, 2, 4, ... up to `most`, each compared with the best
+// so far by IsColdGain; the first miss ends it, as a trial that fails or
+// that a budget refused does. It is the sweep's fetch_concurrency phase
+// (tuner/search/fetch.cc) in THE RULE's cold form: on a store the knee is
+// set by the round trip, and requests in flight inside a worker overlap the
+// waits for a connection's memory where a worker process costs its own RSS,
+// so the worker doubling that follows adds processes only for what they add
+// beyond that. A round trip's curve rises until the store or this box's CPUs
+// bind, then flattens: one miss ends it.
+ColdCurve ColdInFlightDoubling(int most, double gain_threshold, const MeasureColdInFlight& measure,
+                               const std::atomic<bool>& stop);
+
 }  // namespace feedtune::tuner
