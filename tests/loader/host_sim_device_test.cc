@@ -102,14 +102,18 @@ TEST(HostSim, LoadBoundLoopIdlesLoadOverLoadPlusStep) {
 }
 
 TEST(HostSim, NonBlockingFromPinnedOverlapsAndLowersIdle) {
-  // Loads of 0.5 and 5.5 ms in turn around a 3 ms step. A blocking copy waits
+  // Loads of 2 and 30 ms in turn around a 20 ms step. A blocking copy waits
   // for the step before it, so the host can never get more than one batch
-  // ahead and the long loads starve the device (idle ~31%); a non-blocking copy
-  // lets the host queue work during the short loads (idle ~5%).
-  auto blocking = MakeHostSimDevice(Options(3000));
-  const auto wb = RunLoop(*blocking, 40, 500, true, false, 0, 5500);
-  auto overlapped = MakeHostSimDevice(Options(3000));
-  const auto wo = RunLoop(*overlapped, 40, 500, true, true, 0, 5500);
+  // ahead and each long load starves the device for 10 ms (idle ~20%); a
+  // non-blocking copy lets the host queue work during the short loads, which
+  // keeps it ahead while the loads average under the step (idle ~0). In ms,
+  // not tenths of one, so that a busy box's late wakes (a few ms each: the
+  // loads averaged over the step beside two CPU hogs at 0.5 and 5.5 ms)
+  // leave both sides of that.
+  auto blocking = MakeHostSimDevice(Options(20'000));
+  const auto wb = RunLoop(*blocking, 40, 2'000, true, false, 0, 30'000);
+  auto overlapped = MakeHostSimDevice(Options(20'000));
+  const auto wo = RunLoop(*overlapped, 40, 2'000, true, true, 0, 30'000);
   EXPECT_LT(wo.idle_frac() + 0.1, wb.idle_frac()) << "blocking " << wb.idle_frac() << " non_blocking " << wo.idle_frac();
 }
 

@@ -2105,6 +2105,69 @@ double RemoteCurve(const loader::Knobs& k) {
                   1000.0 * std::min(k.num_workers + 1, 2));
 }
 
+// A remote trial as a real one reports it: each sample waits its round trip
+// for the data (98% of the time at 50 samples/s: 19.6 ms) and steps 0.4 ms,
+// 0.4 ms of CPU per sample.
+class RoundTripMeasurer final : public TrialMeasurer {
+ public:
+  explicit RoundTripMeasurer(Curve curve) : inner_(std::move(curve)) {}
+  TrialRecord Measure(const loader::Knobs& knobs) override { return MeasurePlanned(knobs, {}); }
+  TrialRecord MeasurePlanned(const loader::Knobs& knobs, const TrialPlan& plan) override {
+    TrialRecord t = inner_.MeasurePlanned(knobs, plan);
+    t.gpu_idle_frac = 0.98;
+    t.cpu_util = 0.02;
+    return t;
+  }
+
+ private:
+  ScriptedMeasurer inner_;
+};
+
+// The phase starts where Little's law puts it: 2500 samples/s (the step's
+// pace) x 19.6 ms = 49 in flight, so at 32 (the largest doubling under it),
+// then doubles up and halves down to the fewest at the knee.
+TEST(Search, RemoteDataStartsRequestsInFlightAtTheBaselinesEstimate) {
+  const auto tried = [](const SearchRun& r) {
+    std::vector<int> counts;
+    for (const TrialRecord& t : r.outcome.trials) {
+      if (t.phase == "fetch_concurrency") counts.push_back(t.knobs.fetch_concurrency);
+    }
+    return counts;
+  };
+  SearchSetup setup;
+  setup.max_workers = 64;
+  setup.remote_reads = true;
+  // The knee at 32 in flight (1000/s): 64 gains nothing, 16 is 20% slower.
+  RoundTripMeasurer knee([](const loader::Knobs& k, const TrialPlan&, int) { return RemoteCurve(k); });
+  const SearchRun r = RunOn(knee, {}, setup);
+  EXPECT_EQ(tried(r), (std::vector<int>{32, 64, 16})) << "3 trials where the doubling from 2 takes 6";
+  const PhaseDecision* phase = Phase(r, "fetch_concurrency");
+  ASSERT_NE(phase, nullptr);
+  EXPECT_EQ(phase->why.find("started at the estimate of 32 in flight (49 predicted: the baseline waited 19.60 ms per "
+                            "sample for its data and stepped 0.40 ms"),
+            0u)
+      << phase->why;
+  EXPECT_NE(phase->why.find("kept 32 requests in flight per worker; the doubling stopped at 64 in flight, no gain "
+                            "over 32; 32 gains over 16"),
+            std::string::npos)
+      << phase->why;
+  EXPECT_EQ(Best(r).knobs.fetch_concurrency, 32);
+  EXPECT_EQ(Best(r).knobs.num_workers, 2);
+
+  // The store binds at 8 in flight (400/s): the estimate overshoots, and the
+  // halving comes down to the fewest that read as fast.
+  RoundTripMeasurer early([](const loader::Knobs& k, const TrialPlan&, int) {
+    return std::min(50.0 * k.fetch_concurrency * std::max(1, k.num_workers), 400.0);
+  });
+  const SearchRun e = RunOn(early, {}, setup);
+  EXPECT_EQ(tried(e), (std::vector<int>{32, 64, 16, 8, 4}));
+  const PhaseDecision* down = Phase(e, "fetch_concurrency");
+  ASSERT_NE(down, nullptr);
+  EXPECT_NE(down->why.find("kept 8 requests in flight per worker"), std::string::npos) << down->why;
+  EXPECT_NE(down->why.find("; 8 gains over 4"), std::string::npos) << down->why;
+  EXPECT_EQ(Best(e).knobs.fetch_concurrency, 8);
+}
+
 TEST(Search, RemoteDataTunesRequestsInFlightBeforeTheWorkers) {
   ScriptedMeasurer m([](const loader::Knobs& k, const TrialPlan&, int) { return RemoteCurve(k); });
   SearchSetup setup;

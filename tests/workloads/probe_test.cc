@@ -370,9 +370,9 @@ TEST_F(ProbeWorkerMemory, AFlatWorkerIsNotFlagged) {
 
 // The run protocol through `feedtune trial --json`: one process, one window
 // of 3 s (up to 37 epochs of 4 steps of 20 ms; 6 to 8 where the worker's
-// page faults set the pace, 1.5 at load 24: 1.5 s saw 0.75 there, too few
-// for a growth per epoch); the trial's JSON carries the figures and the
-// flag as a native trial's does.
+// page faults set the pace, one at load 9 beside two CPU hogs: 1.5 s saw
+// 0.75 there, too few for a growth per epoch); the trial's JSON carries the
+// figures and the flag as a native trial's does.
 TEST_F(ProbeWorkerMemory, FeedtuneTrialFlagsARunProtocolLeak) {
   const fs::path dir = fs::temp_directory_path() / ("feedtune-probe-memory-" + std::to_string(getpid()));
   fs::create_directories(dir);
@@ -410,8 +410,11 @@ TEST_F(ProbeWorkerMemory, FeedtuneTrialFlagsARunProtocolLeak) {
   const double growth = j["worker_rss_growth_bytes_per_epoch"].get<double>();
   EXPECT_GE(growth, 72 * kMiB) << j.dump();
   EXPECT_LE(growth, 120 * kMiB) << j.dump();
-  EXPECT_GE(j["worker_rss_samples"].get<int>(), 6) << j.dump();
-  EXPECT_GE(j["worker_rss_epochs"].get<double>(), 1.0) << j.dump();
+  // At least the window's start and one epoch's two edges, and the share of
+  // an epoch the flag needs (at load 9 beside two CPU hogs the 3 s held one
+  // epoch and 5 samples).
+  EXPECT_GE(j["worker_rss_samples"].get<int>(), 3) << j.dump();
+  EXPECT_GE(j["worker_rss_epochs"].get<double>(), results::kGrowthFlagMinEpochs) << j.dump();
   ASSERT_TRUE(j["worker_rss_flag"].is_string()) << j.dump();
   EXPECT_EQ(j["worker_rss_flag"].get<std::string>().find("memory grows "), 0u) << j.dump();
 }
