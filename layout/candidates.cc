@@ -97,10 +97,27 @@ Candidate OnStore(const std::string& name, const std::string& scratch, const std
 // Streamed shard sizes on a store, as parts of the sample (see candidates.h).
 constexpr int kStoreShardParts[] = {16, 64, 256};
 
+// The workload keys that read a candidate as the job reads JPEG samples
+// (decode_images): decoded, a random crop, resized to 224x224.
+constexpr const char* kDecodeYaml = "  decode: jpeg\n  crop: random\n  resize: 224\n";
+
+// Raw pixels (`convert --pixels`): JPEG samples decoded once, cropped and
+// resized by the reader without a decode (workloads/jpeg_image.h): the bytes
+// read against the decode's CPU. In shards of `shard_bytes`, streamed.
+ConvertOptions PixelsInShardsOf(int64_t shard_bytes) {
+  ConvertOptions pixels;
+  pixels.layout = LayoutKind::kTar;
+  pixels.shard_bytes = shard_bytes;
+  pixels.pixels = true;
+  return pixels;
+}
+constexpr const char* kPixelsName = "tar, raw pixels, 16 shards, streamed";
+
 }  // namespace
 
 std::vector<Candidate> PlanStoreCandidates(const SampleSource& source, const std::string& source_path,
-                                           const std::string& scratch, bool jpegs, std::vector<std::string>* left_out) {
+                                           const std::string& scratch, bool jpegs, bool decode_images,
+                                           std::vector<std::string>* left_out) {
   std::vector<Candidate> out;
   const std::string kind = source.kind();
   if (kind == "folder" || kind == "imagefolder") {
@@ -139,17 +156,30 @@ std::vector<Candidate> PlanStoreCandidates(const SampleSource& source, const std
   }
   left_out->push_back("lmdb, hdf5 and npy: read from local paths only (a store is read as an object per sample or "
                       "as tar shards), so not candidates on a store");
-  if (jpegs) {
-    left_out->push_back("tar, raw pixels: decode: jpeg is not read from a store yet, so the JPEGs are measured as "
-                        "their stored bytes (give the job's decode as --cpu-us-per-sample) and decoded pixels, "
-                        "whose point is the decode they save, are not a candidate");
+  if (decode_images) {
+    // Raw pixels in the shard size of the JPEGs' "tar, 16 shards, streamed"
+    // (a sixteenth of the JPEG sample's bytes, the local candidate's size),
+    // not in shards of the 8 MiB stream window: the two rows then differ
+    // only in what the pixels change, their bytes (about 5.7x the JPEGs', so
+    // about 5.7x the shards and the GETs) and the decode they save. Shards
+    // of the window's size would save GETs only where a sixteenth is under
+    // the window (a small sample), and there they would be a few shards that
+    // starve the streamed readers; past the window a shard saves no GET.
+    out.push_back(OnStore(kPixelsName, scratch, "tar-pixels", PixelsInShardsOf(tar.shard_bytes), true));
+    for (Candidate& c : out) c.workload_yaml += kDecodeYaml;
+  } else if (jpegs) {
+    left_out->push_back("tar, raw pixels: the JPEGs are measured undecoded (--decode none), and decoded pixels, "
+                        "whose point is the decode they save, are measured only where the job decodes (leave "
+                        "--decode out)");
   }
   return out;
 }
 
 int64_t RequestsPerEpoch(const Candidate& candidate, const SampleSource& source, int64_t bytes) {
   if (!candidate.streamed) return source.size();
-  const int64_t shards = ShardCount(source, candidate.convert.shard_bytes);
+  // The shards convert writes: of the samples as the layout stores them.
+  const std::unique_ptr<SampleSource> pixels = candidate.convert.pixels ? DecodedPixelsOf(source) : nullptr;
+  const int64_t shards = ShardCount(pixels ? *pixels : source, candidate.convert.shard_bytes);
   const int64_t shard_bytes = (bytes + shards - 1) / shards;
   const int64_t window = workloads::RemoteTarDataset::kStreamWindow;
   return shards * std::max<int64_t>(1, (shard_bytes + window - 1) / window);
@@ -224,11 +254,7 @@ std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::str
   small.streamed = true;
   out.push_back(small);
   if (decode_images) {
-    // Raw pixels: decoded once by convert, cropped and resized by the reader
-    // (workloads/jpeg_image.h): the bytes on disk against the decode CPU.
-    ConvertOptions pixels = tar;
-    pixels.pixels = true;
-    Candidate raw = Converted("tar, raw pixels, 16 shards, streamed", scratch, "tar-pixels", pixels);
+    Candidate raw = Converted(kPixelsName, scratch, "tar-pixels", PixelsInShardsOf(tar.shard_bytes));
     raw.workload_yaml += "  access: stream\n";
     raw.streamed = true;
     out.push_back(raw);
@@ -258,7 +284,7 @@ std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::str
     }
   }
   if (decode_images) {
-    for (Candidate& c : out) c.workload_yaml += "  decode: jpeg\n  crop: random\n  resize: 224\n";
+    for (Candidate& c : out) c.workload_yaml += kDecodeYaml;
   }
   return out;
 }

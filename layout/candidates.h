@@ -30,8 +30,10 @@
 // candidates are the layouts a store is read in (workloads/remote_dataset.h,
 // remote_tar_dataset.h): the source as it is, an object per sample (or a tar
 // source's shards); tar shards of a sixteenth of the sample read map-style
-// (one ranged GET per sample); and streamed shards of three sizes, a
-// sixteenth, a sixty-fourth and a 256th of the sample. There the object's
+// (one ranged GET per sample); streamed shards of three sizes, a
+// sixteenth, a sixty-fourth and a 256th of the sample; and with
+// decode_images, raw pixels streamed in shards of a sixteenth (each
+// candidate read with decode: jpeg, as locally). There the object's
 // size is what a round trip is paid for: a stream reads each shard in ranged
 // GETs of the stream's window (8 MiB), at least one a shard, so shards under
 // the window cost a GET each and more of them a GET per fewer bytes; at the
@@ -72,14 +74,17 @@ std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::str
                                       const std::string& scratch, bool decode_images);
 
 // The candidates on an object store: written under `scratch`, an s3://
-// prefix ending in '/'. The layouts a store is not read in (LMDB, HDF5, npy;
-// decoded pixels, since decode: jpeg is not read from a store yet) are left
-// out, each with one line on why in *left_out. Throws std::invalid_argument
-// for a source whose own layout a store is not read in (the source as it is
-// would not be a candidate): a folder of files, an ImageFolder tree or tar
-// shards are.
+// prefix ending in '/'. `jpegs`: the samples are JPEGs; `decode_images`: the
+// job decodes them, so every candidate is read with decode: jpeg and raw
+// pixels are one. The layouts not measured there (LMDB, HDF5, npy: a store
+// is not read in them; raw pixels of JPEGs the job does not decode) are
+// left out, each with one line on why in *left_out. Throws
+// std::invalid_argument for a source whose own layout a store is not read
+// in (the source as it is would not be a candidate): a folder of files, an
+// ImageFolder tree or tar shards are.
 std::vector<Candidate> PlanStoreCandidates(const SampleSource& source, const std::string& source_path,
-                                           const std::string& scratch, bool jpegs, std::vector<std::string>* left_out);
+                                           const std::string& scratch, bool jpegs, bool decode_images,
+                                           std::vector<std::string>* left_out);
 
 // The GETs one epoch of the whole dataset (`source`) costs in `candidate`
 // read from a store, its files taking `bytes` in all (extrapolated from the
@@ -87,7 +92,8 @@ std::vector<Candidate> PlanStoreCandidates(const SampleSource& source, const std
 // map-style (one ranged GET each); for a stream, each shard's bytes in
 // ranged GETs of the stream's window (RemoteTarDataset::kStreamWindow), at
 // least one a shard, with the shards the convert of the whole dataset at the
-// candidate's shard size writes (ShardCount). Not counted: the listing at
+// candidate's shard size writes (ShardCount; of the decoded pixels, from 64
+// images' headers as convert counts them, for raw pixels). Not counted: the listing at
 // open (one request per 1000 keys) and a tar shard's index scan at open
 // (about shard bytes / 1 MiB ranged GETs), each paid once per open, not per epoch.
 int64_t RequestsPerEpoch(const Candidate& candidate, const SampleSource& source, int64_t bytes);

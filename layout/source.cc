@@ -515,6 +515,7 @@ class DecodedPixelsSource final : public SampleSource {
   // an estimate, for the free-space check and the progress line.
   int64_t EstimateTotal() const {
     const std::vector<int64_t> probe = SpreadIndices(source_.size(), 64);
+    source_.WillRead(probe);  // a store's objects fetched together, not a round trip each
     double pixel_bytes = 0;
     int64_t probed = 0;
     std::vector<std::byte> jpeg;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "workloads/jpeg_image.h"
 #include "workloads/shard_format.h"
 
 namespace feedtune::workloads {
@@ -34,11 +35,6 @@ storage::Location RemoteLocationOf(WorkloadKind kind, const FilesOptions& files)
     throw std::invalid_argument(files.path + ": layout shards (an index.ftidx) is not read from an object store; "
                                              "use layout: files (one object per sample), or tar shards (kind: tar)");
   }
-  if (files.decode != FilesDecode::kNone) {
-    throw std::invalid_argument(files.path + ": decode: jpeg is not read from an object store yet; "
-                                             "measure the raw objects (decode: none) and give the decode's CPU "
-                                             "as cpu_us_per_sample");
-  }
   if (!files.path_list.empty()) {
     throw std::invalid_argument("a list of remote paths is not read yet; name one s3:// prefix that holds the shards");
   }
@@ -47,13 +43,36 @@ storage::Location RemoteLocationOf(WorkloadKind kind, const FilesOptions& files)
 
 bool IsRemotePath(const std::string& path) { return storage::IsRemote(path); }
 
+int64_t DecodeFetchedJpeg(const JpegSamples& decoder, std::span<const std::byte> jpeg, int64_t index,
+                          const std::string& object, std::span<std::byte> out) {
+  try {
+    return decoder.Decode(jpeg, index, out);
+  } catch (const JpegError& e) {
+    throw DatasetCorrupt(object + " (sample " + std::to_string(index) + "): decode: jpeg: " + e.what());
+  }
+}
+
 RemoteDataset::RemoteDataset(const FilesOptions& files, const SyntheticOptions& cost,
                              const CpuCalibration& calibration, const storage::Environment& env)
     : client_(RemoteLocationOf(WorkloadKind::kFiles, files), storage::ResolveAwsConfig(env)),
       cost_(cost, calibration),
       cold_(files.cache == CacheMode::kCold) {
+  // Made first, as FilesDataset makes it: it checks resize, and maps the
+  // page the epoch is shared in before any worker forks.
+  if (files.decode == FilesDecode::kJpeg) jpeg_ = std::make_unique<const JpegSamples>(files, cost_.seed());
   for (storage::ObjectInfo& object : client_.Get().List(location().prefix)) {
-    if (object.size > 0) objects_.push_back(std::move(object));
+    if (object.size == 0) continue;
+    if (jpeg_ && !HasJpegExtension(object.key)) {
+      ++skipped_objects_;
+      continue;
+    }
+    objects_.push_back(std::move(object));
+  }
+  if (objects_.empty() && jpeg_) {
+    throw DatasetNotFound(location().ToString() + ": no JPEG images under this prefix (decode: jpeg reads the "
+                          "objects named *.jpg, *.jpeg or *.jpe; " + std::to_string(skipped_objects_) +
+                          " other objects skipped; with " + client_.config().DescribeKeys() +
+                          "); upload some (`feedtune gen-data --layout jpeg` writes them), or check the prefix");
   }
   if (objects_.empty()) {
     throw DatasetNotFound(location().ToString() + ": no objects under this prefix (with " +
@@ -71,6 +90,10 @@ void RemoteDataset::InitWorker(int /*worker_id*/) const {
   client_.Get();  // the worker's own connections, before its first batch
 }
 
+void RemoteDataset::SetEpoch(int64_t epoch) const {
+  if (jpeg_) jpeg_->SetEpoch(epoch);
+}
+
 int64_t ReadOneThroughReadMany(const loader::Dataset& dataset, int64_t index, std::span<std::byte> out) {
   const int64_t indices[1] = {index};
   int64_t bytes = 0;
@@ -84,18 +107,37 @@ int64_t RemoteDataset::Read(int64_t index, std::span<std::byte> out) const {
 
 void RemoteDataset::ReadMany(std::span<const int64_t> indices, std::span<std::byte> slot, int64_t stride,
                              int concurrency, std::span<int64_t> bytes) const {
+  // Each object lands in its place in the slot; with decode: jpeg, in a
+  // buffer of this thread's, to be decoded into the slot once they are in.
+  thread_local std::vector<std::byte> fetched;
+  std::vector<size_t> at(indices.size() + 1, 0);
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const storage::ObjectInfo& object = objects_.at(static_cast<size_t>(indices[i]));
+    at[i + 1] = jpeg_ ? at[i] + static_cast<size_t>(object.size) : (i + 1) * static_cast<size_t>(stride);
+  }
+  std::span<std::byte> landing = slot;
+  if (jpeg_) {
+    fetched.resize(at.back());
+    landing = fetched;
+  }
   std::vector<storage::GetRequest> requests;
   requests.reserve(indices.size());
   for (size_t i = 0; i < indices.size(); ++i) {
     cost_.BeforeRead(indices[i]);
-    const storage::ObjectInfo& object = objects_.at(static_cast<size_t>(indices[i]));
-    requests.push_back({object.key, std::nullopt,
-                        slot.subspan(i * static_cast<size_t>(stride), static_cast<size_t>(object.size))});
+    const storage::ObjectInfo& object = objects_[static_cast<size_t>(indices[i])];
+    requests.push_back({object.key, std::nullopt, landing.subspan(at[i], static_cast<size_t>(object.size))});
   }
   const std::vector<int64_t> sizes = client_.Get().GetMany(requests, concurrency);
   for (size_t i = 0; i < indices.size(); ++i) {
-    bytes[i] = sizes[i];
-    cost_.AfterRead(indices[i], requests[i].out.first(static_cast<size_t>(sizes[i])));
+    std::span<std::byte> sample = requests[i].out.first(static_cast<size_t>(sizes[i]));
+    if (jpeg_) {
+      const std::span<std::byte> out = slot.subspan(i * static_cast<size_t>(stride), static_cast<size_t>(stride));
+      const std::string& key = objects_[static_cast<size_t>(indices[i])].key;
+      sample = out.first(static_cast<size_t>(
+          DecodeFetchedJpeg(*jpeg_, sample, indices[i], client_.Get().ObjectName(key), out)));
+    }
+    bytes[i] = static_cast<int64_t>(sample.size());
+    cost_.AfterRead(indices[i], sample);
   }
 }
 
@@ -105,9 +147,14 @@ loader::RepeatPreparation RemoteDataset::BeforeRepeat() const {
 }
 
 std::string RemoteDataset::Describe() const {
-  return location().ToString() + ": " + std::to_string(objects_.size()) + " objects, " + Megabytes(total_bytes_) +
-         " (" + Megabytes(total_bytes_ / static_cast<int64_t>(objects_.size())) + " each on average), one GET per "
-         "sample (loader.fetch_concurrency in flight per worker); " + client_.DescribeAccess();
+  std::string text = location().ToString() + ": " + std::to_string(objects_.size()) + " objects, " +
+                     Megabytes(total_bytes_) + " (" + Megabytes(total_bytes_ / static_cast<int64_t>(objects_.size())) +
+                     " each on average), one GET per sample (loader.fetch_concurrency in flight per worker)";
+  if (jpeg_) {
+    text += jpeg_->Describe() + " in the worker that fetched it";
+    if (skipped_objects_ > 0) text += "; " + std::to_string(skipped_objects_) + " objects not named .jpg/.jpeg skipped";
+  }
+  return text + "; " + client_.DescribeAccess();
 }
 
 }  // namespace feedtune::workloads

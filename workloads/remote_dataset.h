@@ -15,8 +15,14 @@
 //             (every read is a GET); the store's own cache is outside the
 //             sweep's control, and BeforeRepeat says so
 //
-// After the bytes are in, cpu_us_per_sample of CPU work is spent over them,
-// as FilesDataset does (workloads/sample_cost.h).
+// decode: jpeg (crop, resize): the objects named .jpg, .jpeg or .jpe are the
+// samples, as a local folder's files are (FilesDataset); each is fetched
+// whole, then decoded, cropped and resized in the worker that fetched it, by
+// the local datasets' own decoder (workloads/jpeg_samples.h), so the same
+// seed, epoch and sample give the same bytes as from a local copy.
+//
+// After the bytes are in (decoded, with decode: jpeg), cpu_us_per_sample of
+// CPU work is spent over them, as FilesDataset does (workloads/sample_cost.h).
 //
 // Each process, and each thread in it (worker_mode: thread), reads through a
 // client of its own, made at its first read: connections never cross a fork.
@@ -35,6 +41,7 @@
 #include "storage/location.h"
 #include "storage/object_client.h"
 #include "storage/process_client.h"
+#include "workloads/jpeg_samples.h"
 #include "workloads/options.h"
 #include "workloads/sample_cost.h"
 
@@ -43,15 +50,18 @@ namespace feedtune::workloads {
 class RemoteDataset final : public loader::Dataset {
  public:
   // Lists `files.path` (an s3:// location) with the AWS configuration of
-  // `env`. Throws DatasetNotFound for an empty prefix, storage::StorageError
-  // for a store that refuses (its message names the object and the cause),
-  // std::invalid_argument for a path or keys that do not fit.
+  // `env`. Throws DatasetNotFound for an empty prefix (with decode: jpeg, one
+  // without JPEG objects), storage::StorageError for a store that refuses
+  // (its message names the object and the cause), std::invalid_argument for
+  // a path or keys that do not fit.
   RemoteDataset(const FilesOptions& files, const SyntheticOptions& cost, const CpuCalibration& calibration,
                 const storage::Environment& env);
 
   int64_t size() const override { return static_cast<int64_t>(objects_.size()); }
-  int64_t max_sample_bytes() const override { return max_bytes_; }
+  // The largest object, or with decode: jpeg the decoded sample.
+  int64_t max_sample_bytes() const override { return jpeg_ ? jpeg_->sample_bytes() : max_bytes_; }
   void InitWorker(int worker_id) const override;
+  void SetEpoch(int64_t epoch) const override;
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
   bool reads_concurrently() const override { return true; }
   void ReadMany(std::span<const int64_t> indices, std::span<std::byte> slot, int64_t stride, int concurrency,
@@ -68,8 +78,10 @@ class RemoteDataset final : public loader::Dataset {
   const storage::ProcessClient client_;
   const SampleCost cost_;
   const bool cold_;
+  std::unique_ptr<const JpegSamples> jpeg_;  // decode: jpeg
   std::vector<storage::ObjectInfo> objects_;
-  int64_t max_bytes_ = 0;
+  int64_t skipped_objects_ = 0;  // decode: jpeg: objects not named as JPEGs
+  int64_t max_bytes_ = 0;        // the largest object
   int64_t total_bytes_ = 0;
 };
 
@@ -78,12 +90,18 @@ bool IsRemotePath(const std::string& path);
 // Read() of a remote dataset: sample `index` as a batch of one through its
 // ReadMany (one request in flight), so one path fetches every sample.
 int64_t ReadOneThroughReadMany(const loader::Dataset& dataset, int64_t index, std::span<std::byte> out);
+// decode: jpeg of a sample fetched from a store: `jpeg`, sample `index` of
+// `object` (its s3:// name or URL), decoded, cropped and resized into `out`
+// by `decoder`, the local datasets' own. Returns the decoded bytes; throws
+// DatasetCorrupt naming the object and the sample for bytes that do not decode.
+int64_t DecodeFetchedJpeg(const JpegSamples& decoder, std::span<const std::byte> jpeg, int64_t index,
+                          const std::string& object, std::span<std::byte> out);
 // The location a remote dataset of `kind` reads `files` from: kind files
 // (RemoteDataset: an s3:// prefix, one object per sample, layout files) or
 // tar (RemoteTarDataset: an s3:// prefix of shards or an http(s) URL of one).
 // Throws std::invalid_argument saying what does not fit and what to write
 // instead (a URL that does not parse, an http(s) URL where a listing is
-// needed, layout shards, decode jpeg, another kind).
+// needed, layout shards, a list of paths, another kind).
 storage::Location RemoteLocationOf(WorkloadKind kind, const FilesOptions& files);
 
 }  // namespace feedtune::workloads

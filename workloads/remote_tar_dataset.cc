@@ -11,6 +11,7 @@
 #include "workloads/format_io.h"
 #include "workloads/remote_dataset.h"
 #include "workloads/shard_format.h"
+#include "workloads/tar_dataset.h"
 #include "workloads/tar_format.h"
 
 namespace feedtune::workloads {
@@ -75,6 +76,10 @@ RemoteTarDataset::RemoteTarDataset(const FilesOptions& files, const FormatOption
       shuffle_buffer_(format.shuffle_buffer),
       cost_(cost, calibration),
       cold_(files.cache == CacheMode::kCold) {
+  // Made before the index, which finds each sample's JPEG member with it;
+  // it checks resize, and maps the page the epoch is shared in before any
+  // worker forks.
+  if (files.decode == FilesDecode::kJpeg) jpeg_ = std::make_unique<const JpegSamples>(files, cost_.seed());
   shards_ = ListShards(client_);
   // The shards are indexed side by side, a client per thread; their samples
   // are numbered through the shards in order afterwards.
@@ -133,7 +138,8 @@ void RemoteTarDataset::IndexShard(size_t shard, std::vector<Sample>* samples, st
   }
   samples->reserve(grouped.size());
   for (const TarSample& s : grouped) {
-    Sample sample{static_cast<uint32_t>(shard), {}};
+    Sample sample{static_cast<uint32_t>(shard), -1, {}};
+    if (jpeg_) sample.jpeg_field = static_cast<int32_t>(JpegMemberOf(s, info.name));
     for (const TarMember& f : s.fields) sample.fields.push_back({f.data_offset, f.size});
     samples->push_back(std::move(sample));
   }
@@ -144,9 +150,15 @@ void RemoteTarDataset::InitWorker(int /*worker_id*/) const {
   client_.Get();  // the worker's own connections, before its first batch
 }
 
+void RemoteTarDataset::SetEpoch(int64_t epoch) const {
+  if (jpeg_) jpeg_->SetEpoch(epoch);
+}
+
 loader::RepeatPreparation RemoteTarDataset::BeforeRepeat() const { return {cold_ ? storage::ColdCacheNote(client_.source()) : "", std::nullopt}; }
 
-int64_t RemoteTarDataset::CopyFields(const Sample& sample, std::span<const std::byte> span, std::span<std::byte> out) {
+int64_t RemoteTarDataset::SampleFrom(int64_t index, std::span<const std::byte> span, std::span<std::byte> out) const {
+  const Sample& sample = samples_[static_cast<size_t>(index)];
+  if (jpeg_) return DecodeFetchedJpeg(*jpeg_, span, index, shards_[sample.shard].name, out);
   uint64_t at = 0;
   for (const Extent& field : sample.fields) {
     std::memcpy(out.data() + at, span.data() + (field.offset - sample.begin()), field.bytes);
@@ -168,7 +180,7 @@ int64_t RemoteTarDataset::Read(int64_t index, std::span<std::byte> out) const {
 
 void RemoteTarDataset::ReadMany(std::span<const int64_t> indices, std::span<std::byte> slot, int64_t stride,
                                 int concurrency, std::span<int64_t> bytes) const {
-  // Each sample's span lands in one buffer, its fields are copied out after.
+  // Each sample's span lands in one buffer; its fields are copied out, or its JPEG decoded, after.
   thread_local std::vector<std::byte> spans;
   std::vector<size_t> at(indices.size() + 1, 0);
   for (size_t i = 0; i < indices.size(); ++i) {
@@ -193,9 +205,8 @@ void RemoteTarDataset::ReadMany(std::span<const int64_t> indices, std::span<std:
   const std::vector<int64_t> got = client_.Get().GetMany(requests, concurrency);
   for (size_t i = 0; i < indices.size(); ++i) {
     if (static_cast<size_t>(got[i]) != at[i + 1] - at[i]) ThrowCutShort(indices[i], static_cast<size_t>(got[i]));
-    const Sample& sample = samples_[static_cast<size_t>(indices[i])];
     const std::span<std::byte> out = slot.subspan(i * static_cast<size_t>(stride), static_cast<size_t>(stride));
-    bytes[i] = CopyFields(sample, requests[i].out, out);
+    bytes[i] = SampleFrom(indices[i], requests[i].out, out);
     cost_.AfterRead(indices[i], out.first(static_cast<size_t>(bytes[i])));
   }
 }
@@ -219,14 +230,13 @@ std::unique_ptr<loader::ShardReader> RemoteTarDataset::OpenShard(int64_t shard) 
       if (next_ >= end_) return false;
       const Sample& s = dataset_.samples_[static_cast<size_t>(next_)];
       dataset_.cost_.BeforeRead(next_);
-      sample->resize(s.end() - s.begin());
-      uint64_t at = 0;
-      for (const Extent& field : s.fields) {
-        const size_t got = reader_.Read(field.offset, std::span<std::byte>(*sample).subspan(at, field.bytes));
-        if (got != field.bytes) dataset_.ThrowCutShort(next_, at + got);
-        at += field.bytes;
-      }
-      sample->resize(at);
+      // The span from the window, as ReadMany's GET would give it, then the
+      // sample from it: its fields, or its JPEG decoded.
+      span_.resize(s.end() - s.begin());
+      const size_t got = reader_.Read(s.begin(), span_);
+      if (got != span_.size()) dataset_.ThrowCutShort(next_, got);
+      sample->resize(static_cast<size_t>(dataset_.max_sample_bytes()));
+      sample->resize(static_cast<size_t>(dataset_.SampleFrom(next_, span_, *sample)));
       dataset_.cost_.AfterRead(next_, *sample);
       *index = next_++;
       return true;
@@ -235,6 +245,7 @@ std::unique_ptr<loader::ShardReader> RemoteTarDataset::OpenShard(int64_t shard) 
    private:
     const RemoteTarDataset& dataset_;
     WindowedObjectReader reader_;
+    std::vector<std::byte> span_;  // the sample's bytes as fetched
     int64_t next_;
     const int64_t end_;
   };
@@ -260,6 +271,7 @@ std::string RemoteTarDataset::Describe() const {
   } else {
     text += ", access random (one ranged GET per sample, loader.fetch_concurrency in flight per worker)";
   }
+  if (jpeg_) text += ", the JPEG member of each" + jpeg_->Describe() + " in the worker that fetched it";
   return text + ", cache " + CacheModeName(cold_ ? CacheMode::kCold : CacheMode::kWarm) + "; " +
          client_.DescribeAccess();
 }

@@ -20,8 +20,13 @@
 //   cache    cold: nothing is cached on this box (every read is a GET);
 //            the store's own cache is outside the sweep's control
 //
-// decode: jpeg is refused (RemoteLocationOf says so). After the bytes are
-// in, cpu_us_per_sample of CPU work is spent over them (workloads/sample_cost.h).
+// decode: jpeg: each sample's JPEG member (JpegMemberOf, as a local shard's;
+// raw pixels as .ppm too) is what is fetched, its range alone, by index or
+// in the stream's windows, and it is decoded, cropped and resized in the
+// worker that fetched it by the local datasets' own decoder
+// (workloads/jpeg_samples.h): the same bytes as TarDataset gives for the
+// same seed, epoch and sample. After the bytes are in (decoded, with decode:
+// jpeg), cpu_us_per_sample of CPU work is spent over them (workloads/sample_cost.h).
 // Immutable after construction; Read, ReadMany and OpenShard are safe from
 // any thread or forked process (storage/process_client.h).
 #pragma once
@@ -36,6 +41,7 @@
 #include "storage/credentials.h"
 #include "storage/object_client.h"
 #include "storage/process_client.h"
+#include "workloads/jpeg_samples.h"
 #include "workloads/options.h"
 #include "workloads/sample_cost.h"
 
@@ -78,8 +84,10 @@ class RemoteTarDataset final : public loader::Dataset {
                    const CpuCalibration& calibration, const storage::Environment& env);
 
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
-  int64_t max_sample_bytes() const override { return max_bytes_; }
+  // The largest sample's fields, or with decode: jpeg the decoded sample.
+  int64_t max_sample_bytes() const override { return jpeg_ ? jpeg_->sample_bytes() : max_bytes_; }
   void InitWorker(int worker_id) const override;
+  void SetEpoch(int64_t epoch) const override;
   loader::RepeatPreparation BeforeRepeat() const override;
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
   // Random access reads a batch's samples concurrently; a stream's requests
@@ -110,14 +118,21 @@ class RemoteTarDataset final : public loader::Dataset {
   };
   struct Sample {
     uint32_t shard = 0;
+    int32_t jpeg_field = -1;     // decode: jpeg: which of `fields` is the JPEG
     std::vector<Extent> fields;  // in member order
-    uint64_t begin() const { return fields.front().offset; }
-    uint64_t end() const { return fields.back().offset + fields.back().bytes; }
+    // The bytes a read fetches: from the first field's data to the last's
+    // (the headers between are dropped), or with decode: jpeg the JPEG member's.
+    const Extent& first() const { return jpeg_field >= 0 ? fields[static_cast<size_t>(jpeg_field)] : fields.front(); }
+    const Extent& last() const { return jpeg_field >= 0 ? fields[static_cast<size_t>(jpeg_field)] : fields.back(); }
+    uint64_t begin() const { return first().offset; }
+    uint64_t end() const { return last().offset + last().bytes; }
   };
 
   void IndexShard(size_t shard, std::vector<Sample>* samples, std::vector<std::string>* fields);
-  // Sample `sample`'s fields, from `span` (its bytes from begin() to end()), into `out`; returns their bytes.
-  static int64_t CopyFields(const Sample& sample, std::span<const std::byte> span, std::span<std::byte> out);
+  // Sample `index` from `span`, its bytes from begin() to end(), into `out`:
+  // its fields' bytes, or with decode: jpeg its JPEG decoded. Returns the
+  // bytes written.
+  int64_t SampleFrom(int64_t index, std::span<const std::byte> span, std::span<std::byte> out) const;
   [[noreturn]] void ThrowCutShort(int64_t index, size_t got) const;
 
   const storage::ProcessClient client_;
@@ -125,6 +140,7 @@ class RemoteTarDataset final : public loader::Dataset {
   const int64_t shuffle_buffer_;
   const SampleCost cost_;
   const bool cold_;
+  std::unique_ptr<const JpegSamples> jpeg_;  // decode: jpeg
   std::vector<Shard> shards_;
   std::vector<Sample> samples_;
   std::vector<std::string> fields_;  // the extensions of the first sample

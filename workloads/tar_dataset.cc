@@ -17,6 +17,19 @@
 
 namespace feedtune::workloads {
 
+size_t JpegMemberOf(const TarSample& sample, const std::string& shard) {
+  for (size_t m = 0; m < sample.fields.size(); ++m) {
+    if (HasJpegExtension(sample.fields[m].name) || HasPpmExtension(sample.fields[m].name)) return m;
+  }
+  std::string names;
+  for (size_t m = 0; m < sample.fields.size() && m < 8; ++m) names += (m == 0 ? "" : ", ") + sample.fields[m].name;
+  if (sample.fields.size() > 8) names += ", ... (" + std::to_string(sample.fields.size()) + " in all)";
+  throw DatasetNotFound(shard + ": sample '" + sample.key + "' has no JPEG member (decode: jpeg reads the one named " +
+                        "KEY.jpg or KEY.jpeg, any case, or raw pixels as KEY.ppm); its members: " + names +
+                        "; write the images as KEY.jpg members (`feedtune gen-data --layout tar --jpeg` does), or "
+                        "drop decode: jpeg");
+}
+
 std::vector<TarMember> ScanTarFile(const std::string& path, int fd, int64_t file_bytes) {
   TarScanner scanner(
       [fd](uint64_t offset, std::span<std::byte> out) {
@@ -53,21 +66,8 @@ TarDataset::TarDataset(const FilesOptions& files, const FormatOptions& format, c
     }
     for (const TarSample& s : samples) {
       Sample sample{static_cast<uint32_t>(fds_.size()), -1, {}};
-      for (const auto& f : s.fields) {
-        if (jpeg_ && sample.jpeg_field < 0 && (HasJpegExtension(f.name) || HasPpmExtension(f.name))) {
-          sample.jpeg_field = static_cast<int32_t>(sample.fields.size());
-        }
-        sample.fields.push_back({f.data_offset, f.size});
-      }
-      if (jpeg_ && sample.jpeg_field < 0) {
-        std::string names;
-        for (size_t m = 0; m < s.fields.size() && m < 8; ++m) names += (m == 0 ? "" : ", ") + s.fields[m].name;
-        if (s.fields.size() > 8) names += ", ... (" + std::to_string(s.fields.size()) + " in all)";
-        throw DatasetNotFound(path + ": sample '" + s.key + "' has no JPEG member (decode: jpeg reads the one named " +
-                              "KEY.jpg or KEY.jpeg, any case, or raw pixels as KEY.ppm); its members: " + names +
-                              "; write the images as KEY.jpg members (`feedtune gen-data --layout tar --jpeg` "
-                              "does), or drop decode: jpeg");
-      }
+      if (jpeg_) sample.jpeg_field = static_cast<int32_t>(JpegMemberOf(s, path));
+      for (const auto& f : s.fields) sample.fields.push_back({f.data_offset, f.size});
       max_stored_bytes_ = std::max(max_stored_bytes_, static_cast<int64_t>(s.bytes()));
       samples_.push_back(std::move(sample));
     }

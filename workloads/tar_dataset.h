@@ -74,6 +74,13 @@ class TarDataset final : public ShardFilesDataset {
   std::vector<Sample> samples_;
 };
 
+// decode: jpeg's member of tar sample `sample`, as an index into its fields:
+// the first named .jpg, .jpeg or .jpe (any case), or raw pixels named .ppm
+// (`convert --pixels`). A local shard and one on a store
+// (workloads/remote_tar_dataset.h) pick the same. Throws DatasetNotFound
+// naming `shard` (its path or URL), the key and its members when it has none.
+size_t JpegMemberOf(const TarSample& sample, const std::string& shard);
+
 // The members of the tar file open as `fd` (`file_bytes` long), read by
 // headers only. Throws DatasetCorrupt naming `path`.
 std::vector<TarMember> ScanTarFile(const std::string& path, int fd, int64_t file_bytes);

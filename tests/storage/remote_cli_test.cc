@@ -32,6 +32,7 @@ namespace {
 namespace fs = std::filesystem;
 using feedtune::testing_util::CliResult;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int kObjects = 96;
 constexpr size_t kObjectBytes = 16 * 1024;
@@ -397,17 +398,37 @@ TEST_F(RemoteCli, ConvertWhatAStoreCannotTakeIsRefusedNamingIt) {
   EXPECT_THAT(forbidden.err, HasSubstr("the secret access key (from AWS_SECRET_ACCESS_KEY in the environment)"));
 }
 
-// `feedtune layout` on the store: a prefix of 96 objects (two sizes, 16 KB
-// on average) whose local copy was measured first. The rig at 5 ms keeps the
-// streamed candidates of one object a sample (a GET each) within seconds.
+// Pads the JPEG at `path` to exactly `bytes` with a comment segment (COM,
+// 0xFFFE) after its start marker, which decoders skip: JPEGs of known sizes,
+// so that the shards convert fills, and the GETs they cost, are exact.
+void PadJpeg(const fs::path& path, size_t bytes) {
+  std::ifstream in(path, std::ios::binary);
+  std::string jpeg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  ASSERT_GE(bytes, jpeg.size() + 4) << path << " is larger than the size it is padded to";
+  const size_t segment = bytes - jpeg.size() - 2;  // its length field counts itself, not the marker
+  ASSERT_LE(segment, 65535u) << path;
+  std::string com = "\xFF\xFE";
+  com += static_cast<char>(segment >> 8);
+  com += static_cast<char>(segment & 0xFF);
+  com += std::string(segment - 2, ' ');
+  jpeg.insert(2, com);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << jpeg;
+}
+
+// `feedtune layout` on the store: a prefix of 96 JPEGs of 128x96 (two sizes
+// of file, 16 KB on average) whose local copy was measured first, both as a
+// job that decodes them reads them (decode: jpeg in every trial), so raw
+// pixels are a candidate on both. The rig at 5 ms keeps the streamed
+// candidates of one object a sample (a GET each) within seconds.
 TEST_F(RemoteCli, LayoutOnTheStoreNamesALayoutWithRequestsPerEpochAndClearsItsScratch) {
   rig_->Set("--latency-ms 5");
   const fs::path local = dir_ / "mixed";
-  fs::create_directories(local);
+  ASSERT_EQ(Run("gen-data --out " + local.string() + " --layout jpeg --samples 96 --image-size 128x96 -q").code, 0);
   for (int i = 0; i < 96; ++i) {
     char name[32];
-    std::snprintf(name, sizeof name, "m%05d.bin", i);
-    std::ofstream(local / name, std::ios::binary) << TestBytes(name, i % 2 == 0 ? 12288 : 20480);
+    std::snprintf(name, sizeof name, "00000/%09d.jpg", i);
+    PadJpeg(local / name, i % 2 == 0 ? 12288 : 20480);
   }
   rig_->Put(local, "s3://feedtune/mixed/");
   const std::string db = P("layout.db");
@@ -423,6 +444,8 @@ TEST_F(RemoteCli, LayoutOnTheStoreNamesALayoutWithRequestsPerEpochAndClearsItsSc
   EXPECT_THAT(table.out, HasSubstr("fc  cold samples/s (95% CI) requests/epoch   on store"));
   EXPECT_THAT(table.out, HasSubstr("cold on a store: nothing of the candidates is cached on this box"));
   EXPECT_THAT(table.out, HasSubstr("not a candidate: lmdb, hdf5 and npy: read from local paths only"));
+  EXPECT_THAT(table.out, Not(HasSubstr("not a candidate: tar, raw pixels")));
+  EXPECT_THAT(table.out, HasSubstr("each JPEG decoded, cropped and resized to 224x224"));
   EXPECT_THAT(table.err, HasSubstr("layout: deleted the "));
   EXPECT_THAT(table.err, HasSubstr("stored as run 2"));
   storage::ObjectClient client = Client();
@@ -435,15 +458,20 @@ TEST_F(RemoteCli, LayoutOnTheStoreNamesALayoutWithRequestsPerEpochAndClearsItsSc
   const nlohmann::json j = nlohmann::json::parse(report.out).at("layout");
   ASSERT_TRUE(j.at("named").is_string()) << j.dump();
   EXPECT_EQ(j.at("sample").at("samples"), 64);
+  EXPECT_EQ(j.at("decode"), "jpeg");
   // The GETs of an epoch of all 96: one per object, or per sample read from
   // tar shards by ranges; streamed, one per shard (each under the 8 MiB
   // window). A sixteenth of the data (98304 bytes) holds 5 samples of 16 KB
   // and their headers, so 20 shards; a 64th and a 256th hold one sample, 96.
+  // Raw pixels in shards of the same 98304 bytes: 2 images of 128x96x3
+  // (36864 bytes, PPM header and tar headers counted as convert counts
+  // them, 36880 + 1024) a shard, so 48 shards.
   const std::vector<std::pair<std::string, int>> expected = {{"as-is: an object per sample", 96},
                                                              {"tar, 16 shards, map-style", 96},
                                                              {"tar, 16 shards, streamed", 20},
                                                              {"tar, 64 shards, streamed", 96},
-                                                             {"tar, 256 shards, streamed", 96}};
+                                                             {"tar, 256 shards, streamed", 96},
+                                                             {"tar, raw pixels, 16 shards, streamed", 48}};
   ASSERT_EQ(j.at("candidates").size(), expected.size()) << j.dump();
   for (size_t i = 0; i < expected.size(); ++i) {
     const nlohmann::json& c = j.at("candidates")[i];
@@ -461,6 +489,7 @@ TEST_F(RemoteCli, LayoutOnTheStoreNamesALayoutWithRequestsPerEpochAndClearsItsSc
     EXPECT_TRUE(c.at("warm").is_null());  // nothing of a store is cached on this box, warm or cold
   }
   EXPECT_EQ(j.at("candidates")[1].at("convert_arguments"), "--layout tar --shard-bytes 98304");
+  EXPECT_EQ(j.at("candidates")[5].at("convert_arguments"), "--layout tar --shard-bytes 98304 --pixels");
   const nlohmann::json& store = j.at("store");
   EXPECT_EQ(store.at("scratch"), "s3://feedtune/mixed.layout-scratch/");
   ASSERT_EQ(store.at("left_out").size(), 1u);
@@ -497,7 +526,7 @@ TEST_F(RemoteCli, LayoutOnTheStoreRefusesWhatItCannotMeasureNamingTheFix) {
       {"s3://feedtune/train", "is under the source's prefix 'train'"},
       {"s3://feedtune/train/ --scratch s3://feedtune/train/x/", "is under the source's prefix 'train/'"},
       {"s3://feedtune/train/ --scratch s3://feedtune/", "a whole bucket"},
-      {"s3://feedtune/train/ --decode jpeg", "decode: jpeg is not read from a store yet"},
+      {"s3://feedtune/train/ --decode jpeg", "are 'bin', not JPEGs"},
   };
   for (const Refusal& refusal : refusals) {
     const CliResult refused = Run("layout " + refusal.args);

@@ -2,8 +2,11 @@
 // against the project's own store (scripts/s3-rig, no latency): every sample
 // read from an s3:// prefix or an http(s) URL holds exactly the bytes the
 // local dataset over the same files reads, through Read, ReadMany at several
-// requests in flight, and a stream's shards; and what a wrong source says.
-// One rig for the suite; every test skips without s3rver.
+// requests in flight, and a stream's shards; with decode: jpeg, exactly the
+// decoded, cropped and resized tensors of the local dataset for the same
+// seed, epoch and sample, over one object per sample and over tar shards of
+// JPEGs and of raw pixels; and what a wrong source says. One rig for the
+// suite; every test skips without s3rver.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +18,8 @@
 #include <vector>
 
 #include "tests/storage/rig.h"
+#include "workloads/files_dataset.h"
+#include "workloads/jpeg_image.h"
 #include "workloads/remote_dataset.h"
 #include "workloads/remote_tar_dataset.h"
 #include "workloads/shard_format.h"
@@ -34,10 +39,13 @@ using workloads::TarDataset;
 
 constexpr int kSamples = 60;
 constexpr int kShards = 3;
+constexpr int kImages = 12;
+constexpr uint64_t kSeed = 42;  // the crops' seed
 
 SyntheticOptions NoCost() {
   SyntheticOptions cost;
   cost.cpu_us_per_sample = 0;
+  cost.seed = kSeed;
   return cost;
 }
 
@@ -52,6 +60,83 @@ std::vector<std::byte> ReadOne(const loader::Dataset& dataset, int64_t index) {
   std::vector<std::byte> out(static_cast<size_t>(dataset.max_sample_bytes()));
   out.resize(static_cast<size_t>(dataset.Read(index, out)));
   return out;
+}
+
+// Image i: a JPEG of gen-data's content, of a size of its own (some under
+// twice the 224 crop, some over it, so both decode scales are read).
+std::vector<std::byte> Image(int i) {
+  const int width = 120 + 53 * i;
+  const int height = 90 + 31 * i;
+  std::vector<uint8_t> rgb(static_cast<size_t>(width) * static_cast<size_t>(height) * 3);
+  workloads::SynthesizeImage(7, i, width, height, rgb);
+  return workloads::EncodeJpeg(rgb, width, height, 85);
+}
+
+void WriteFile(const fs::path& path, std::span<const std::byte> bytes) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                              static_cast<std::streamsize>(bytes.size()));
+}
+
+// The JPEGs as a folder (beside a file that is not one, which decode: jpeg
+// skips), as tar shards of JPEG members and as tar shards of raw pixels
+// (`convert --pixels`'s PPMs), each under `root`.
+void WriteImages(const fs::path& root) {
+  workloads::TarWriter jpegs((root / "jpeg-shards").string(), kImages, 2, "jpg");
+  workloads::TarWriter pixels((root / "pixel-shards").string(), kImages, 2, "ppm");
+  for (int i = 0; i < kImages; ++i) {
+    const std::vector<std::byte> jpeg = Image(i);
+    char name[32];
+    std::snprintf(name, sizeof name, "%02d/img%03d.jpg", i / 5, i);
+    WriteFile(root / "jpegs" / name, jpeg);
+    jpegs.Add(jpeg);
+    pixels.Add(workloads::DecodeToPpm(jpeg));
+  }
+  jpegs.Finish();
+  pixels.Finish();
+  std::ofstream(root / "jpegs" / "labels.txt") << "not an image";
+}
+
+// Every sample of `remote` holds exactly what `local` reads for it, in two
+// epochs (a random crop is drawn per epoch): through Read, and through
+// ReadMany at 4 in flight in a shuffled order, or for a stream its shards.
+void ExpectTheLocalTensors(const loader::Dataset& remote, const loader::Dataset& local) {
+  ASSERT_EQ(remote.size(), local.size());
+  ASSERT_EQ(remote.max_sample_bytes(), 224 * 224 * 3);
+  ASSERT_EQ(remote.max_sample_bytes(), local.max_sample_bytes());
+  for (const int64_t epoch : {0, 3}) {
+    remote.SetEpoch(epoch);
+    local.SetEpoch(epoch);
+    std::vector<std::vector<std::byte>> want;
+    for (int64_t i = 0; i < local.size(); ++i) want.push_back(ReadOne(local, i));
+    for (int64_t i = 0; i < remote.size(); ++i) {
+      ASSERT_EQ(ReadOne(remote, i), want[static_cast<size_t>(i)]) << "epoch " << epoch << ", sample " << i;
+    }
+    if (remote.num_shards() > 0) {
+      for (int64_t shard = 0; shard < remote.num_shards(); ++shard) {
+        const auto reader = remote.OpenShard(shard);
+        std::vector<std::byte> sample;
+        int64_t index = -1;
+        while (reader->Next(&sample, &index)) {
+          ASSERT_EQ(sample, want[static_cast<size_t>(index)]) << "epoch " << epoch << ", streamed sample " << index;
+        }
+      }
+      continue;
+    }
+    std::vector<int64_t> order(static_cast<size_t>(remote.size()));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(static_cast<unsigned>(epoch) + 1));
+    const int64_t stride = remote.max_sample_bytes();
+    std::vector<std::byte> slot(order.size() * static_cast<size_t>(stride));
+    std::vector<int64_t> bytes(order.size());
+    remote.ReadMany(order, slot, stride, 4, bytes);
+    for (size_t k = 0; k < order.size(); ++k) {
+      const std::vector<std::byte>& expected = want[static_cast<size_t>(order[k])];
+      ASSERT_EQ(bytes[k], static_cast<int64_t>(expected.size()));
+      ASSERT_TRUE(std::equal(expected.begin(), expected.end(), slot.begin() + static_cast<ptrdiff_t>(k * stride)))
+          << "epoch " << epoch << ", sample " << order[k] << " read with others";
+    }
+  }
 }
 
 class RemoteData : public ::testing::Test {
@@ -81,6 +166,11 @@ class RemoteData : public ::testing::Test {
       fs::create_directories(rig_->dir() / "other");
       std::ofstream(rig_->dir() / "other" / "notes.txt") << "not a shard";
       rig_->Put(rig_->dir() / "other", "s3://feedtune/other/");
+      images_ = rig_->dir() / "images";
+      WriteImages(images_);
+      rig_->Put(images_ / "jpegs", "s3://feedtune/jpegs/");
+      rig_->Put(images_ / "jpeg-shards", "s3://feedtune/jpeg-shards/");
+      rig_->Put(images_ / "pixel-shards", "s3://feedtune/pixel-shards/");
     } catch (const std::exception& error) {
       failure_ = error.what();
     }
@@ -99,6 +189,11 @@ class RemoteData : public ::testing::Test {
     files.path = path;
     return files;
   }
+  static FilesOptions Decoded(const std::string& path) {
+    FilesOptions files = Files(path);
+    files.decode = workloads::FilesDecode::kJpeg;
+    return files;
+  }
   static std::unique_ptr<RemoteTarDataset> Remote(const std::string& path, ShardAccess access) {
     FormatOptions format;
     format.access = access;
@@ -113,6 +208,7 @@ class RemoteData : public ::testing::Test {
   static std::string failure_;
   static fs::path local_;
   static std::string first_shard_;
+  static fs::path images_;  // the JPEGs: a folder, tar shards of them and of their pixels
 };
 
 Rig* RemoteData::rig_ = nullptr;
@@ -120,6 +216,7 @@ std::string RemoteData::skip_;
 std::string RemoteData::failure_;
 fs::path RemoteData::local_;
 std::string RemoteData::first_shard_;
+fs::path RemoteData::images_;
 
 TEST_F(RemoteData, TarShardsByRangesHoldTheLocalBytes) {
   const auto remote = Remote("s3://feedtune/shards/", ShardAccess::kRandom);
@@ -195,6 +292,32 @@ TEST_F(RemoteData, OneShardFromAPlainWebServer) {
   EXPECT_NE(remote->Describe().find("plain HTTP(S), unsigned"), std::string::npos) << remote->Describe();
 }
 
+TEST_F(RemoteData, DecodeJpegOverAnObjectPerSampleGivesTheLocalTensors) {
+  FilesOptions files = Decoded("s3://feedtune/jpegs/");
+  files.layout = workloads::FilesLayout::kFiles;
+  const workloads::RemoteDataset remote(files, NoCost(), CpuCalibration{}, rig_->env());
+  files.path = (images_ / "jpegs").string();
+  const workloads::FilesDataset local(files, NoCost(), CpuCalibration{});
+  ASSERT_EQ(remote.size(), kImages);  // labels.txt is not an image, here or there
+  ExpectTheLocalTensors(remote, local);
+  EXPECT_NE(remote.Describe().find("1 objects not named .jpg/.jpeg skipped"), std::string::npos) << remote.Describe();
+}
+
+TEST_F(RemoteData, DecodeJpegOverTarShardsGivesTheLocalTensors) {
+  // JPEG members and raw pixels (.ppm), each by ranges and streamed.
+  for (const std::string name : {"jpeg-shards", "pixel-shards"}) {
+    const TarDataset local(Decoded((images_ / name).string()), FormatOptions{}, NoCost(), CpuCalibration{});
+    for (const ShardAccess access : {ShardAccess::kRandom, ShardAccess::kStream}) {
+      SCOPED_TRACE(name + (access == ShardAccess::kStream ? ", streamed" : ", by ranges"));
+      FormatOptions format;
+      format.access = access;
+      const RemoteTarDataset remote(Decoded("s3://feedtune/" + name + "/"), format, NoCost(), CpuCalibration{},
+                                    rig_->env());
+      ExpectTheLocalTensors(remote, local);
+    }
+  }
+}
+
 TEST_F(RemoteData, WhatIsNotThereIsNamed) {
   try {
     Remote("s3://feedtune/other/", ShardAccess::kRandom);
@@ -211,10 +334,24 @@ TEST_F(RemoteData, WhatIsNotThereIsNamed) {
     EXPECT_EQ(e.kind(), StorageError::Kind::kNotFound) << e.what();
     EXPECT_NE(std::string(e.what()).find("missing.tar"), std::string::npos) << e.what();
   }
-  FilesOptions files = Files("s3://feedtune/shards/");
-  files.decode = workloads::FilesDecode::kJpeg;
-  EXPECT_THROW(RemoteTarDataset(files, FormatOptions{}, NoCost(), CpuCalibration{}, rig_->env()),
-               std::invalid_argument);
+  try {  // decode: jpeg over shards without JPEG members: named as locally
+    RemoteTarDataset(Decoded("s3://feedtune/shards/"), FormatOptions{}, NoCost(), CpuCalibration{}, rig_->env());
+    FAIL() << "shards without a JPEG member opened with decode: jpeg";
+  } catch (const workloads::DatasetNotFound& e) {
+    // The shards are indexed side by side: the first to fail names itself.
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("s3://feedtune/shards/data-", 0), 0u) << what;
+    EXPECT_NE(what.find("' has no JPEG member (decode: jpeg reads the one named KEY.jpg"), std::string::npos) << what;
+  }
+  try {
+    FilesOptions files = Decoded("s3://feedtune/other/");
+    files.layout = workloads::FilesLayout::kFiles;
+    workloads::RemoteDataset(files, NoCost(), CpuCalibration{}, rig_->env());
+    FAIL() << "a prefix without JPEGs opened with decode: jpeg";
+  } catch (const workloads::DatasetNotFound& e) {
+    EXPECT_NE(std::string(e.what()).find("s3://feedtune/other/: no JPEG images under this prefix"), std::string::npos)
+        << e.what();
+  }
   EXPECT_THROW((void)workloads::RemoteLocationOf(workloads::WorkloadKind::kNpy, Files("s3://feedtune/shards/")),
                std::invalid_argument);
   EXPECT_THROW((void)workloads::RemoteLocationOf(workloads::WorkloadKind::kFiles, Files(rig_->http_url() + "/x")),

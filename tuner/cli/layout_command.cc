@@ -93,16 +93,19 @@ end unless --keep) and read from there: the source as it is (an object per
 sample, or its tar shards), tar shards of a sixteenth of the sample read
 map-style (a ranged GET per sample), and streamed shards of a sixteenth, a
 sixty-fourth and a 256th (the object's size is what a round trip is paid
-for). Each is measured cold at its best num_workers x fetch_concurrency:
+for); JPEG samples are decoded in every trial there too, after their bytes
+arrive, and raw pixels are a candidate, streamed in shards of a sixteenth
+(about 5.7x the JPEGs' bytes and GETs, against their decode). Each is
+measured cold at its best num_workers x fetch_concurrency:
 requests in flight per worker doubled from 1 at one worker while they gain
 (a stream's requests are its workers), then the worker doubling at that
 many. Cold there means nothing is cached on this box (every read is a GET);
 the store's own cache is outside the measurement, so there is no warm trial.
 The table adds fc and requests per epoch (the GETs of an epoch of the whole
-dataset), says what is not a candidate (LMDB, HDF5, npy and raw pixels are
-not read from a store; JPEGs are measured undecoded, their decode given as
---cpu-us-per-sample), and whether the winner differs from the one this box
-named on a local disk for the same data (the latest such answer in --db).
+dataset), says what is not a candidate (LMDB, HDF5 and npy are not read
+from a store; raw pixels with --decode none), and whether the winner
+differs from the one this box named on a local disk for the same data and
+decode (the latest such answer in --db).
 The sample is 256 MB by default there (--sample-mb).
 
 Output: progress on stderr; the table (or --format json: {"dataset",
@@ -141,7 +144,7 @@ struct LayoutRequest {
   int repeats = 3;
   double measure_seconds = 1.0;
   bool keep = false, quiet = false;
-  bool jpegs = false;  // the samples are JPEGs (on a store they are measured undecoded)
+  bool jpegs = false;  // the samples are JPEGs (decoded in every trial unless --decode none)
 };
 
 std::string SelfExe() {
@@ -396,7 +399,8 @@ constexpr double kPixelsBytesPerByte = 1.1;
 // cached on this box): kStoreSampleBytes holds 16 shards of 16 MB, two
 // stream windows each, and its four copies (the source as it is and three
 // shard sizes) cost about 1 GB of uploads, and as much read back by the
-// converts' verification.
+// converts' verification; JPEGs decoded add their raw pixels, about 5.7x
+// the sample (1.5 GB), which is the cost that candidate is measured for.
 constexpr int64_t kStoreSampleBytes = 256'000'000;
 
 int64_t SampleBudgetBytes(const LayoutRequest& r) {
@@ -549,12 +553,13 @@ std::string LocalLine(const LayoutRequest& r, const layout::SampleSource& source
                       const layout::CandidateResult* named) {
   if (local.is_null()) {
     const bool here = !workloads::IsRemotePath(r.path);
+    const bool undecoded_jpegs = r.jpegs && !r.decode_images;
     std::string options = (r.source.labels == "auto" ? "" : " --labels " + r.source.labels) +
-                          (r.jpegs ? std::string(" --decode none") : "") +
+                          (undecoded_jpegs ? std::string(" --decode none") : "") +
                           (r.cpu_us > 0 ? " --cpu-us-per-sample " + std::to_string(r.cpu_us) : "") + " --db " + r.db;
     return "on a local disk: no answer on record in " + r.db + " for this data (" + std::to_string(source.size()) +
            " samples, " + workloads::FormatMegabytes(static_cast<double>(source.total_bytes())) +
-           (r.jpegs ? ", --decode none" : "") + ") from this box; measure one: " +
+           (undecoded_jpegs ? ", --decode none" : "") + ") from this box; measure one: " +
            (here ? "feedtune layout " + r.path + options
                  : "aws s3 cp --recursive " + r.path + " DIR && feedtune layout DIR" + options);
   }
@@ -830,11 +835,6 @@ std::optional<int> ParseRequest(const Args& args, LayoutRequest& r) {
   }
   r.on_store = remote_source || workloads::IsRemotePath(r.scratch);
   if (r.on_store) {
-    if (r.decode == "jpeg") {
-      return UsageError("layout", "--decode jpeg: decode: jpeg is not read from a store yet; leave it out (the JPEGs "
-                                  "are measured as their stored bytes) and give the job's decode as "
-                                  "--cpu-us-per-sample");
-    }
     try {
       r.scratch = layout::StoreScratchFor(r.scratch, r.path);
     } catch (const std::invalid_argument& e) {
@@ -957,8 +957,7 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
                                     source->payload_extension() + "', not JPEGs; give --decode none, or " +
                                     "--cpu-us-per-sample for the job's own decode");
   }
-  // decode: jpeg is not read from a store yet: there the JPEGs are measured as stored.
-  r.decode_images = r.jpegs && r.decode != "none" && !r.on_store;
+  r.decode_images = r.jpegs && r.decode != "none";
   if (r.scratch.empty()) {
     fs::path p = fs::absolute(r.path);
     while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "data/jpeg/"
@@ -974,7 +973,7 @@ int RunLayout(const Args& args, const std::atomic<bool>& stop) {
   std::vector<layout::Candidate> candidates;
   if (r.on_store) {
     try {
-      candidates = layout::PlanStoreCandidates(*source, r.path, r.scratch, r.jpegs, &r.left_out);
+      candidates = layout::PlanStoreCandidates(*source, r.path, r.scratch, r.jpegs, r.decode_images, &r.left_out);
     } catch (const std::invalid_argument& e) {
       return UsageError("layout", e.what());
     }
