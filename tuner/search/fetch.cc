@@ -74,7 +74,6 @@ void FetchPhase(SearchState& state) {
   const int cap = std::min(kMaxFetchConcurrency, state.knobs().batch_size);
   const double threshold = state.options().gain_threshold;
   const int from = state.knobs().fetch_concurrency;
-  if (from * 2 > cap) return;
   const InFlightEstimate estimate = EstimateInFlight(state, cap);
   // The start: the largest doubling of `from` that the estimate reaches.
   int start = from * 2;
