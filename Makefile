@@ -56,8 +56,10 @@ build-asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DFEEDTUNE_SANITIZE=address,undefined -DFEEDTUNE_WITH_CUDA=OFF -DFEEDTUNE_BUILD_BENCH=OFF $(CONFIGURE_FLAGS) >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 
+# Two per CPU, as make test: the suite waits as much under the sanitizers
+# (child processes, sleeps, a store's round trips), and its perf tests run alone.
 test-asan: build-asan
-	cd build-asan && ctest --output-on-failure -j $(JOBS) -LE no-sanitizers
+	cd build-asan && ctest --output-on-failure -j $(TEST_JOBS) -LE no-sanitizers
 
 build-tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DFEEDTUNE_SANITIZE=thread -DFEEDTUNE_WITH_CUDA=OFF -DFEEDTUNE_BUILD_BENCH=OFF $(CONFIGURE_FLAGS) >/dev/null
