@@ -129,11 +129,10 @@ std::vector<Candidate> PlanStoreCandidates(const SampleSource& source, const std
     as_is.data = scratch + "as-is/";
     as_is.workload_yaml = "  kind: files\n  layout: files\n  path: " + Quoted(as_is.data) + "\n";
     out.push_back(as_is);
-  } else if (kind == "tar" && !workloads::IsRemotePath(source_path)) {
+  } else if (kind == "tar") {
     ConvertOptions o;  // the source's shards, written again from the sample at their size
     o.layout = LayoutKind::kTar;
-    const auto shards = workloads::ResolveShardPaths(source_path, {".tar"});
-    o.shard_bytes = std::max<int64_t>(1, source.total_bytes() / static_cast<int64_t>(shards.size()));
+    o.shard_bytes = std::max<int64_t>(1, source.total_bytes() / std::max<int64_t>(1, source.shard_count()));
     Candidate c = OnStore("as-is: tar", scratch, "as-is", o, false);
     c.as_is = true;
     out.push_back(c);
@@ -217,8 +216,7 @@ std::vector<Candidate> PlanCandidates(const SampleSource& source, const std::str
     ConvertOptions o;  // npy, lmdb, tar: the source's own layout, written again from the sample
     o.layout = *same;
     if (*same == LayoutKind::kTar) {
-      const auto shards = workloads::ResolveShardPaths(source_path, {".tar"});
-      o.shard_bytes = std::max<int64_t>(1, source.total_bytes() / static_cast<int64_t>(shards.size()));
+      o.shard_bytes = std::max<int64_t>(1, source.total_bytes() / std::max<int64_t>(1, source.shard_count()));
     }
     Candidate c = Converted("as-is: " + kind, scratch, "as-is", o);
     c.as_is = true;

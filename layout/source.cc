@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 #include <span>
@@ -24,6 +25,7 @@
 #include "workloads/lmdb_dataset.h"
 #include "workloads/npy_dataset.h"
 #include "workloads/remote_dataset.h"
+#include "workloads/remote_tar_dataset.h"
 #include "workloads/shard_format.h"
 #include "workloads/tar_dataset.h"
 #include "workloads/tfrecord_dataset.h"
@@ -163,6 +165,116 @@ class FolderSource final : public DatasetSource {
   const workloads::FilesDataset* files_;
 };
 
+// A sample of tar shards as convert carries it: its one payload member and
+// its .cls label member (none: an empty name), in shard `shard`.
+struct TarEntry {
+  uint32_t shard = 0;
+  workloads::TarMember payload;
+  workloads::TarMember cls;
+};
+
+std::string JoinNames(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+// Sample `s` of shard `shard` (named `file` in messages). Throws for a
+// sample of several payload members (convert carries one) or none.
+TarEntry TarEntryOf(const workloads::TarSample& s, uint32_t shard, const std::string& file) {
+  TarEntry entry{shard, {}, {}};
+  std::vector<std::string> fields;
+  for (const workloads::TarMember& m : s.fields) {
+    std::string key, ext;
+    workloads::SplitTarKey(m.name, &key, &ext);
+    fields.push_back(ext);
+    if (Lower(ext) == "cls") {
+      entry.cls = m;
+    } else if (entry.payload.name.empty()) {
+      entry.payload = m;
+    } else {
+      throw std::invalid_argument(file + ": sample '" + s.key + "' has the members " + JoinNames(fields) +
+                                  "...: convert carries one payload member per sample (and its .cls label); "
+                                  "split the fields into datasets of their own");
+    }
+  }
+  if (entry.payload.name.empty()) {
+    throw DatasetCorrupt(file + ": sample '" + s.key + "' has no payload member, only " + JoinNames(fields));
+  }
+  return entry;
+}
+
+// A .cls member's class number (WebDataset's convention: a decimal integer,
+// whitespace after it allowed); throws naming `where` for anything else.
+int64_t ClassOf(std::string text, const std::string& where) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  size_t used = 0;
+  int64_t label = -1;
+  try {
+    label = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || label < 0) {
+    throw DatasetCorrupt(where + ": expected a class number (a decimal integer >= 0), got '" + text.substr(0, 40) +
+                         "'; use --labels none to leave labels out");
+  }
+  return label;
+}
+
+// The byte after the last member's padding: where the two zero blocks that
+// end an archive begin.
+uint64_t TarMembersEnd(const std::vector<workloads::TarMember>& members, std::string* last) {
+  uint64_t end = 0;
+  *last = "(none)";
+  for (const workloads::TarMember& m : members) {
+    const uint64_t member_end = (m.data_offset + m.size + workloads::kTarBlock - 1) / workloads::kTarBlock *
+                                workloads::kTarBlock;
+    if (member_end >= end) {
+      end = member_end;
+      *last = m.name;
+    }
+  }
+  return end;
+}
+
+// The scanner takes the end of the file on a block boundary for the end of
+// the archive, as readers do; a shard cut there has lost its last samples
+// without a trace but one: the two zero blocks every tar writer ends an
+// archive with are missing. A convert must not lose samples. `tail` holds
+// the bytes at TarMembersEnd (fewer where the file ends sooner).
+void CheckTarEnd(const std::string& file, int64_t file_bytes, const std::vector<workloads::TarMember>& members,
+                 std::span<const std::byte> tail) {
+  std::string last;
+  const uint64_t end = TarMembersEnd(members, &last);
+  const bool zero = tail.size() >= 2 * workloads::kTarBlock &&
+                    std::all_of(tail.begin(), tail.begin() + 2 * workloads::kTarBlock,
+                                [](std::byte b) { return b == std::byte{0}; });
+  if (!zero) {
+    throw DatasetCorrupt(file + ": truncated: no end-of-archive blocks after its last member " + last +
+                         " (which ends at byte " + std::to_string(end) + " of " + std::to_string(file_bytes) +
+                         "): the shard was cut short and its last samples are lost; copy it again");
+  }
+}
+
+// The labels of `entries` when the options ask for them: --labels cls
+// requires every sample's .cls member, auto takes them when every sample has
+// one. `read_class(entry)` gives an entry's class number.
+std::vector<int64_t> TarLabels(const std::vector<TarEntry>& entries, const SourceOptions& options,
+                               const std::string& path, const std::function<int64_t(const TarEntry&)>& read_class) {
+  const bool all_labelled =
+      std::all_of(entries.begin(), entries.end(), [](const TarEntry& e) { return !e.cls.name.empty(); });
+  if (options.labels == "cls" && !all_labelled) {
+    throw std::invalid_argument("--labels cls: not every sample of " + path + " has a .cls member");
+  }
+  std::vector<int64_t> labels;
+  if (options.labels == "auto" ? all_labelled : options.labels == "cls") {
+    labels.reserve(entries.size());
+    for (const TarEntry& e : entries) labels.push_back(read_class(e));
+  }
+  return labels;
+}
+
 // Tar shards read with the strict scanner of workloads/tar_format.h: sample i
 // is the one payload member of the i-th sample through the shards, its label
 // its .cls member.
@@ -171,7 +283,6 @@ class TarSource final : public SampleSource {
   TarSource(const std::string& path, const SourceOptions& options) {
     kind_ = "tar";
     root_ = path;
-    bool all_labelled = true;
     std::vector<std::string> payload_names;
     for (const std::string& file : workloads::ResolveShardPaths(path, {".tar"})) {
       workloads::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
@@ -179,102 +290,51 @@ class TarSource final : public SampleSource {
       struct stat st {};
       if (::fstat(fd.get(), &st) != 0) throw DatasetNotFound(file + ": cannot stat: " + workloads::ErrnoText(errno));
       const auto members = workloads::ScanTarFile(file, fd.get(), st.st_size);
-      CheckTarEnd(file, fd.get(), st.st_size, members);
+      std::string last;
+      std::vector<std::byte> tail(2 * workloads::kTarBlock);
+      const uint64_t end = TarMembersEnd(members, &last);
+      int error = 0;
+      tail.resize(static_cast<uint64_t>(st.st_size) >= end + tail.size() ? workloads::PreadFull(fd.get(), tail, end, &error)
+                                                                          : 0);
+      CheckTarEnd(file, st.st_size, members, tail);
       const auto samples = workloads::GroupTarSamples(members);
       if (samples.empty()) throw DatasetCorrupt(file + ": no sample in the shard (no member named KEY.EXT)");
       const auto shard = static_cast<uint32_t>(fds_.size());
       for (const workloads::TarSample& s : samples) {
-        Entry entry{shard, {}, {}};
-        std::vector<std::string> fields;
-        for (const workloads::TarMember& m : s.fields) {
-          std::string key, ext;
-          workloads::SplitTarKey(m.name, &key, &ext);
-          fields.push_back(ext);
-          if (Lower(ext) == "cls") {
-            entry.cls = m;
-          } else if (entry.payload.name.empty()) {
-            entry.payload = m;
-          } else {
-            throw std::invalid_argument(file + ": sample '" + s.key + "' has the members " + Join(fields) +
-                                        "...: convert carries one payload member per sample (and its .cls label); "
-                                        "split the fields into datasets of their own");
-          }
-        }
-        if (entry.payload.name.empty()) {
-          throw DatasetCorrupt(file + ": sample '" + s.key + "' has no payload member, only " + Join(fields));
-        }
-        if (entry.cls.name.empty()) all_labelled = false;
-        payload_names.push_back(entry.payload.name);
-        total_ += static_cast<int64_t>(entry.payload.size);
-        entries_.push_back(std::move(entry));
+        entries_.push_back(TarEntryOf(s, shard, file));
+        payload_names.push_back(entries_.back().payload.name);
+        total_ += static_cast<int64_t>(entries_.back().payload.size);
       }
       paths_.push_back(file);
       fds_.push_back(std::move(fd));
     }
     fixed_ = static_cast<int64_t>(entries_.front().payload.size);
-    for (const Entry& e : entries_) {
+    for (const TarEntry& e : entries_) {
       if (static_cast<int64_t>(e.payload.size) != fixed_) fixed_ = 0;
     }
     extension_ = SharedExtension(payload_names);
-    const bool want = options.labels == "auto" ? all_labelled : options.labels == "cls";
-    if (options.labels == "cls" && !all_labelled) {
-      throw std::invalid_argument("--labels cls: not every sample of " + path + " has a .cls member");
-    }
-    if (want) ReadLabels();
+    labels_ = TarLabels(entries_, options, path, [this](const TarEntry& e) {
+      std::string text(e.cls.size, '\0');
+      ReadMember(e, e.cls, std::as_writable_bytes(std::span(text)));
+      return ClassOf(text, paths_[e.shard] + " member " + e.cls.name);
+    });
   }
   int64_t size() const override { return static_cast<int64_t>(entries_.size()); }
   void Read(int64_t index, std::vector<std::byte>* bytes) const override {
-    const Entry& e = entries_[static_cast<size_t>(index)];
+    const TarEntry& e = entries_[static_cast<size_t>(index)];
     bytes->resize(e.payload.size);
     ReadMember(e, e.payload, *bytes);
   }
   std::string Name(int64_t index) const override {
-    const Entry& e = entries_[static_cast<size_t>(index)];
+    const TarEntry& e = entries_[static_cast<size_t>(index)];
     return paths_[e.shard] + " member " + e.payload.name;
   }
   int64_t total_bytes() const override { return total_; }
   int64_t fixed_sample_bytes() const override { return fixed_; }
+  int64_t shard_count() const override { return static_cast<int64_t>(paths_.size()); }
 
  private:
-  struct Entry {
-    uint32_t shard = 0;
-    workloads::TarMember payload;
-    workloads::TarMember cls;
-  };
-  // The scanner takes the end of the file on a block boundary for the end
-  // of the archive, as readers do; a shard cut there has lost its last
-  // samples without a trace but one: the two zero blocks every tar writer
-  // ends an archive with are missing. A convert must not lose samples.
-  static void CheckTarEnd(const std::string& file, int fd, int64_t file_bytes,
-                          const std::vector<workloads::TarMember>& members) {
-    uint64_t end = 0;
-    std::string last = "(none)";
-    for (const workloads::TarMember& m : members) {
-      const uint64_t member_end = (m.data_offset + m.size + workloads::kTarBlock - 1) / workloads::kTarBlock *
-                                  workloads::kTarBlock;
-      if (member_end >= end) {
-        end = member_end;
-        last = m.name;
-      }
-    }
-    std::vector<std::byte> tail(2 * workloads::kTarBlock);
-    int error = 0;
-    const size_t got = static_cast<uint64_t>(file_bytes) >= end + tail.size()
-                           ? workloads::PreadFull(fd, tail, end, &error)
-                           : 0;
-    const bool zero = got == tail.size() && std::all_of(tail.begin(), tail.end(), [](std::byte b) { return b == std::byte{0}; });
-    if (!zero) {
-      throw DatasetCorrupt(file + ": truncated: no end-of-archive blocks after its last member " + last +
-                           " (which ends at byte " + std::to_string(end) + " of " + std::to_string(file_bytes) +
-                           "): the shard was cut short and its last samples are lost; copy it again");
-    }
-  }
-  static std::string Join(const std::vector<std::string>& items) {
-    std::string out;
-    for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
-    return out;
-  }
-  void ReadMember(const Entry& e, const workloads::TarMember& m, std::span<std::byte> out) const {
+  void ReadMember(const TarEntry& e, const workloads::TarMember& m, std::span<std::byte> out) const {
     int error = 0;
     const size_t got = workloads::PreadFull(fds_[e.shard].get(), out, m.data_offset, &error);
     if (error != 0) throw DatasetCorrupt(paths_[e.shard] + " member " + m.name + ": read failed: " + workloads::ErrnoText(error));
@@ -283,32 +343,148 @@ class TarSource final : public SampleSource {
                            std::to_string(m.data_offset + got) + " (the shard changed since it was opened)");
     }
   }
-  void ReadLabels() {
-    labels_.reserve(entries_.size());
-    for (const Entry& e : entries_) {
-      std::string text(e.cls.size, '\0');
-      ReadMember(e, e.cls, std::as_writable_bytes(std::span(text)));
-      while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
-      size_t used = 0;
-      int64_t label = -1;
-      try {
-        label = std::stoll(text, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (text.empty() || used != text.size() || label < 0) {
-        throw DatasetCorrupt(paths_[e.shard] + " member " + e.cls.name + ": expected a class number (a decimal "
-                             "integer >= 0), got '" + text.substr(0, 40) + "'; use --labels none to leave labels out");
-      }
-      labels_.push_back(label);
-    }
-  }
 
   std::vector<std::string> paths_;
   std::vector<workloads::UniqueFd> fds_;
-  std::vector<Entry> entries_;
+  std::vector<TarEntry> entries_;
   int64_t total_ = 0;
   int64_t fixed_ = 0;
+};
+
+// Tar shards under an s3:// prefix (its *.tar objects in key order), read
+// as TarSource reads local ones, with the same checks: each shard's members
+// indexed from its headers through ranged GETs of a window, shards side by
+// side (workloads::ScanRemoteTarShards, as RemoteTarDataset opens them), a
+// .cls label read in the same pass from the window that held its header
+// (no round trip of its own), and each shard's end-of-archive blocks
+// fetched and checked. Sample i is its payload member, one ranged GET;
+// WillRead fetches the samples about to be read together,
+// kReadAheadInFlight in flight, and Read takes them from there.
+class RemoteTarSource final : public SampleSource {
+ public:
+  static constexpr int kReadAheadInFlight = 16;
+  static constexpr int64_t kReadAheadBytes = int64_t{64} << 20;
+  static constexpr uint64_t kLargestLabel = 64;  // bytes: a .cls member is a number
+
+  RemoteTarSource(const std::string& path, const SourceOptions& options)
+      : client_(storage::ParseLocation(path), storage::ResolveAwsConfig(storage::ProcessEnvironment())) {
+    kind_ = "tar";
+    root_ = path;
+    shards_ = workloads::ListRemoteTarShards(client_);
+    std::vector<std::vector<workloads::TarMember>> members(shards_.size());
+    std::vector<std::map<uint64_t, std::string>> classes(shards_.size());  // a .cls member's text by its offset
+    workloads::ScanRemoteTarShards(client_, &shards_, [&](size_t shard, const workloads::TarMember& m,
+                                                          workloads::WindowedObjectReader& reader) {
+      members[shard].push_back(m);
+      std::string key, ext;
+      if (workloads::SplitTarKey(m.name, &key, &ext) && Lower(ext) == "cls" && m.size <= kLargestLabel) {
+        std::string text(m.size, '\0');
+        text.resize(reader.Read(m.data_offset, std::as_writable_bytes(std::span(text))));
+        classes[shard][m.data_offset] = std::move(text);
+      }
+    });
+    CheckEnds(members);
+    std::vector<std::string> payload_names;
+    for (size_t s = 0; s < shards_.size(); ++s) {
+      const auto samples = workloads::GroupTarSamples(members[s]);
+      if (samples.empty()) throw DatasetCorrupt(shards_[s].name + ": no sample in the shard (no member named KEY.EXT)");
+      for (const workloads::TarSample& sample : samples) {
+        entries_.push_back(TarEntryOf(sample, static_cast<uint32_t>(s), shards_[s].name));
+        payload_names.push_back(entries_.back().payload.name);
+        total_ += static_cast<int64_t>(entries_.back().payload.size);
+      }
+    }
+    fixed_ = static_cast<int64_t>(entries_.front().payload.size);
+    for (const TarEntry& e : entries_) {
+      if (static_cast<int64_t>(e.payload.size) != fixed_) fixed_ = 0;
+    }
+    extension_ = SharedExtension(payload_names);
+    labels_ = TarLabels(entries_, options, path, [&](const TarEntry& e) {
+      const std::string where = shards_[e.shard].name + " member " + e.cls.name;
+      const auto it = classes[e.shard].find(e.cls.data_offset);
+      if (it == classes[e.shard].end()) {
+        throw DatasetCorrupt(where + ": " + std::to_string(e.cls.size) + " bytes, not a class number; use --labels "
+                             "none to leave labels out");
+      }
+      return ClassOf(it->second, where);
+    });
+  }
+  int64_t size() const override { return static_cast<int64_t>(entries_.size()); }
+  void Read(int64_t index, std::vector<std::byte>* bytes) const override {
+    if (auto it = ahead_.find(index); it != ahead_.end()) {
+      *bytes = std::move(it->second);
+      ahead_.erase(it);
+      return;
+    }
+    const TarEntry& e = entries_[static_cast<size_t>(index)];
+    *bytes = client_.Get().Get(shards_[e.shard].key, RangeOf(e));
+    CheckLength(index, bytes->size());
+  }
+  void WillRead(std::span<const int64_t> indices) const override {
+    ahead_.clear();  // what was fetched and not read is not read now
+    std::vector<int64_t> batch;
+    int64_t bytes = 0;
+    for (int64_t i : indices) {
+      const auto size = static_cast<int64_t>(entries_[static_cast<size_t>(i)].payload.size);
+      if (!batch.empty() && bytes + size > kReadAheadBytes) break;
+      batch.push_back(i);
+      bytes += size;
+    }
+    std::vector<storage::GetRequest> requests;
+    for (int64_t i : batch) {
+      const TarEntry& e = entries_[static_cast<size_t>(i)];
+      std::vector<std::byte>& out = ahead_[i];
+      out.resize(e.payload.size);
+      requests.push_back({shards_[e.shard].key, RangeOf(e), out});
+    }
+    if (requests.empty()) return;
+    const std::vector<int64_t> got = client_.Get().GetMany(requests, kReadAheadInFlight);
+    for (size_t k = 0; k < batch.size(); ++k) CheckLength(batch[k], static_cast<size_t>(got[k]));
+  }
+  std::string Name(int64_t index) const override {
+    const TarEntry& e = entries_[static_cast<size_t>(index)];
+    return shards_[e.shard].name + " member " + e.payload.name;
+  }
+  int64_t total_bytes() const override { return total_; }
+  int64_t fixed_sample_bytes() const override { return fixed_; }
+  int64_t shard_count() const override { return static_cast<int64_t>(shards_.size()); }
+
+ private:
+  static storage::ByteRange RangeOf(const TarEntry& e) {
+    return {static_cast<int64_t>(e.payload.data_offset), static_cast<int64_t>(e.payload.size)};
+  }
+  void CheckLength(int64_t index, size_t got) const {
+    const TarEntry& e = entries_[static_cast<size_t>(index)];
+    if (got != e.payload.size) {
+      throw DatasetCorrupt(Name(index) + ": " + std::to_string(e.payload.size) + " bytes at byte " +
+                           std::to_string(e.payload.data_offset) + " came back " + std::to_string(got) +
+                           " bytes long (the object changed since it was indexed)");
+    }
+  }
+  // Each shard's two end-of-archive blocks, fetched together.
+  void CheckEnds(const std::vector<std::vector<workloads::TarMember>>& members) const {
+    std::vector<std::vector<std::byte>> tails(shards_.size());
+    std::vector<storage::GetRequest> requests;
+    std::vector<size_t> asked;
+    for (size_t s = 0; s < shards_.size(); ++s) {
+      std::string last;
+      const uint64_t end = TarMembersEnd(members[s], &last);
+      if (static_cast<uint64_t>(shards_[s].bytes) < end + 2 * workloads::kTarBlock) continue;  // too short: no tail
+      tails[s].resize(2 * workloads::kTarBlock);
+      requests.push_back({shards_[s].key, storage::ByteRange{static_cast<int64_t>(end), 2 * workloads::kTarBlock},
+                          tails[s]});
+      asked.push_back(s);
+    }
+    if (!requests.empty()) client_.Get().GetMany(requests, kReadAheadInFlight);
+    for (size_t s = 0; s < shards_.size(); ++s) CheckTarEnd(shards_[s].name, shards_[s].bytes, members[s], tails[s]);
+  }
+
+  const storage::ProcessClient client_;
+  std::vector<workloads::RemoteTarDataset::Shard> shards_;
+  std::vector<TarEntry> entries_;
+  int64_t total_ = 0;
+  int64_t fixed_ = 0;
+  mutable std::map<int64_t, std::vector<std::byte>> ahead_;  // fetched by WillRead, not yet read
 };
 
 // HDF5 labels: every row of the dataset `name`, an integer per sample.
@@ -370,6 +546,16 @@ void RefuseLabels(const SourceOptions& options, const std::string& path, const c
   }
 }
 
+// Tar shards' labels are their .cls members: --labels folder or an HDF5
+// dataset does not fit them.
+void RefuseTarLabels(const SourceOptions& options, const std::string& path) {
+  if (options.labels == "folder" || options.labels.starts_with("/")) {
+    throw std::invalid_argument("--labels " + options.labels + ": " + path + " is tar shards, whose labels are their "
+                                ".cls members; use --labels cls (or auto, which takes them where every sample has "
+                                "one) or none");
+  }
+}
+
 // One object per sample under an s3:// prefix (RemoteDataset: the prefix
 // listed once, in key order; a console's 0-byte "folders" left out), named
 // s3://bucket/key. A read is a round trip, so WillRead fetches the samples
@@ -380,13 +566,15 @@ class RemoteObjectsSource final : public SampleSource {
   static constexpr int kReadAheadInFlight = 16;
   static constexpr int64_t kReadAheadBytes = int64_t{64} << 20;
 
-  RemoteObjectsSource(const std::string& path, bool folder_labels) {
+  // Lists `path`; its labels come after, from LabelByFolder (an ImageFolder
+  // tree), once the listing has told that its objects are not tar shards.
+  explicit RemoteObjectsSource(const std::string& path) {
     workloads::FilesOptions files;
     files.path = path;
     files.layout = workloads::FilesLayout::kFiles;
     dataset_ = std::make_unique<workloads::RemoteDataset>(files, NoSourceCost(), workloads::CpuCalibration{},
                                                           storage::ProcessEnvironment());
-    kind_ = folder_labels ? "imagefolder" : "folder";
+    kind_ = "folder";
     root_ = path;
     const storage::Location& at = dataset_->location();
     std::string prefix = at.prefix;
@@ -401,7 +589,11 @@ class RemoteObjectsSource final : public SampleSource {
     fixed_ = fixed;
     extension_ = SharedExtension(relative);
     relative_ = relative;
-    if (folder_labels) labels_ = ImageFolderLabels(relative, names_, root_);
+  }
+  // --labels folder: the class of each object from the first folder of its key under the prefix.
+  void LabelByFolder() {
+    kind_ = "imagefolder";
+    labels_ = ImageFolderLabels(relative_, names_, root_);
   }
   int64_t size() const override { return dataset_->size(); }
   void Read(int64_t index, std::vector<std::byte>* bytes) const override {
@@ -472,6 +664,7 @@ class SubsetSource final : public SampleSource {
   int64_t total_bytes() const override { return total_; }
   int64_t fixed_sample_bytes() const override { return source_.fixed_sample_bytes(); }
   std::string copy_name(int64_t index) const override { return source_.copy_name(At(index)); }
+  int64_t shard_count() const override { return source_.shard_count(); }
 
  private:
   int64_t At(int64_t index) const { return indices_[static_cast<size_t>(index)]; }
@@ -579,14 +772,14 @@ std::unique_ptr<SampleSource> OpenSource(const std::string& path, const SourceOp
       throw std::invalid_argument("SRC " + path + ": a web server gives no listing; convert reads an s3:// prefix "
                                   "of one object per sample, or a local dataset");
     }
-    if (hdf5_labels || options.labels == "cls") RefuseLabels(options, path, "an s3:// prefix of objects");
-    auto source = std::make_unique<RemoteObjectsSource>(path, folder_labels);
-    if (source->payload_extension() == "tar") {
-      throw std::invalid_argument("SRC " + path + " holds tar shards: read from a store they are read as tar "
-                                  "shards (workload kind tar), not yet as a source of convert or layout; copy them "
-                                  "to a local folder (aws s3 cp --recursive) and run it on that");
+    auto objects = std::make_unique<RemoteObjectsSource>(path);
+    if (objects->payload_extension() == "tar") {
+      RefuseTarLabels(options, path);
+      return std::make_unique<RemoteTarSource>(path, options);
     }
-    return source;
+    if (hdf5_labels || options.labels == "cls") RefuseLabels(options, path, "an s3:// prefix of objects");
+    if (folder_labels) objects->LabelByFolder();
+    return objects;
   }
   std::error_code ec;
   if (fs::is_directory(path, ec) && fs::exists(fs::path(path) / workloads::kIndexFileName, ec)) {
@@ -655,7 +848,7 @@ std::unique_ptr<SampleSource> OpenSource(const std::string& path, const SourceOp
       return source;
     }
     case workloads::DetectedFormat::kTar:
-      if (folder_labels || hdf5_labels) RefuseLabels(options, path, "tar shards");
+      RefuseTarLabels(options, path);
       return std::make_unique<TarSource>(path, options);
   }
   throw DatasetNotFound(path + ": not a dataset feedtune reads");

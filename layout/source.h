@@ -18,7 +18,9 @@
 //                  member (WebDataset's convention), when every sample has
 //                  one (--labels cls: every sample must)
 //   s3://B/P       one object per sample, in key order (RemoteDataset);
-//                  --labels folder: the first folder of the key under P
+//                  --labels folder: the first folder of the key under P;
+//                  or, where its objects are *.tar, tar shards as above,
+//                  indexed through ranged GETs (RemoteTarDataset's scan)
 //
 // Opening reads indexes and headers only. Read() may be called from one
 // thread at a time per process; the source is opened read-only and nothing
@@ -82,6 +84,9 @@ class SampleSource {
   // key under the prefix ("cat/001.jpg"), which `feedtune layout`'s copy of
   // the source as it is keeps; empty for the other sources.
   virtual std::string copy_name(int64_t /*index*/) const { return {}; }
+  // Tar shards (local or on a store): how many shards the samples are in;
+  // 0 for the other sources. A subset gives its source's count.
+  virtual int64_t shard_count() const { return 0; }
 
  protected:
   std::vector<int64_t> labels_;

@@ -38,11 +38,7 @@ size_t WindowedObjectReader::Read(uint64_t offset, std::span<std::byte> out) {
   return n;
 }
 
-namespace {
-
-// The shards a location names: an s3:// prefix's *.tar objects in key
-// order, or the one file of an http(s) URL.
-std::vector<RemoteTarDataset::Shard> ListShards(const storage::ProcessClient& client) {
+std::vector<RemoteTarDataset::Shard> ListRemoteTarShards(const storage::ProcessClient& client) {
   storage::ObjectClient& store = client.Get();
   const storage::Location& source = client.source();
   std::vector<RemoteTarDataset::Shard> shards;
@@ -66,7 +62,35 @@ std::vector<RemoteTarDataset::Shard> ListShards(const storage::ProcessClient& cl
   return shards;
 }
 
-}  // namespace
+void ScanRemoteTarShards(const storage::ProcessClient& client, std::vector<RemoteTarDataset::Shard>* shards,
+                         const RemoteTarMemberFn& on_member) {
+  std::atomic<size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  const auto scan = [&] {
+    for (size_t s = next++; s < shards->size(); s = next++) {
+      try {
+        RemoteTarDataset::Shard& info = (*shards)[s];
+        WindowedObjectReader reader(client.Get(), info.key, info.bytes, RemoteTarDataset::kScanWindow);
+        TarScanner scanner([&reader](uint64_t offset, std::span<std::byte> out) { return reader.Read(offset, out); },
+                           static_cast<uint64_t>(info.bytes), info.name);
+        TarMember member;
+        while (scanner.Next(&member)) on_member(s, member, reader);
+        info.index_requests = reader.requests();
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+        next = shards->size();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  const size_t thread_count = std::min<size_t>(RemoteTarDataset::kScanThreads, shards->size());
+  for (size_t t = 1; t < thread_count; ++t) threads.emplace_back(scan);
+  scan();
+  for (std::thread& thread : threads) thread.join();
+  if (failure) std::rethrow_exception(failure);
+}
 
 RemoteTarDataset::RemoteTarDataset(const FilesOptions& files, const FormatOptions& format,
                                    const SyntheticOptions& cost, const CpuCalibration& calibration,
@@ -80,31 +104,17 @@ RemoteTarDataset::RemoteTarDataset(const FilesOptions& files, const FormatOption
   // it checks resize, and maps the page the epoch is shared in before any
   // worker forks.
   if (files.decode == FilesDecode::kJpeg) jpeg_ = std::make_unique<const JpegSamples>(files, cost_.seed());
-  shards_ = ListShards(client_);
+  shards_ = ListRemoteTarShards(client_);
   // The shards are indexed side by side, a client per thread; their samples
   // are numbered through the shards in order afterwards.
+  std::vector<std::vector<TarMember>> members(shards_.size());
+  ScanRemoteTarShards(client_, &shards_,
+                      [&members](size_t shard, const TarMember& member, WindowedObjectReader&) {
+                        members[shard].push_back(member);
+                      });
   std::vector<std::vector<Sample>> per_shard(shards_.size());
   std::vector<std::vector<std::string>> shard_fields(shards_.size());
-  std::atomic<size_t> next{0};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  const auto index = [&] {
-    for (size_t s = next++; s < shards_.size(); s = next++) {
-      try {
-        IndexShard(s, &per_shard[s], &shard_fields[s]);
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(failure_mutex);
-        if (!failure) failure = std::current_exception();
-        next = shards_.size();
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  const size_t thread_count = std::min<size_t>(kScanThreads, shards_.size());
-  for (size_t t = 1; t < thread_count; ++t) threads.emplace_back(index);
-  index();
-  for (std::thread& thread : threads) thread.join();
-  if (failure) std::rethrow_exception(failure);
+  for (size_t s = 0; s < shards_.size(); ++s) IndexShard(s, members[s], &per_shard[s], &shard_fields[s]);
   fields_ = shard_fields.front();
   for (size_t s = 0; s < shards_.size(); ++s) {
     shards_[s].first_sample = static_cast<int64_t>(samples_.size());
@@ -118,15 +128,9 @@ RemoteTarDataset::RemoteTarDataset(const FilesOptions& files, const FormatOption
   }
 }
 
-void RemoteTarDataset::IndexShard(size_t shard, std::vector<Sample>* samples, std::vector<std::string>* fields) {
-  Shard& info = shards_[shard];
-  WindowedObjectReader reader(client_.Get(), info.key, info.bytes, kScanWindow);
-  TarScanner scanner([&reader](uint64_t offset, std::span<std::byte> out) { return reader.Read(offset, out); },
-                     static_cast<uint64_t>(info.bytes), info.name);
-  std::vector<TarMember> members;
-  TarMember member;
-  while (scanner.Next(&member)) members.push_back(member);
-  info.index_requests = reader.requests();
+void RemoteTarDataset::IndexShard(size_t shard, const std::vector<TarMember>& members, std::vector<Sample>* samples,
+                                  std::vector<std::string>* fields) const {
+  const Shard& info = shards_[shard];
   const std::vector<TarSample> grouped = GroupTarSamples(members);
   if (grouped.empty()) {
     throw DatasetCorrupt(info.name + ": no complete sample (" + std::to_string(members.size()) +

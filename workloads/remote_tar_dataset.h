@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -44,6 +45,7 @@
 #include "workloads/jpeg_samples.h"
 #include "workloads/options.h"
 #include "workloads/sample_cost.h"
+#include "workloads/tar_format.h"
 
 namespace feedtune::workloads {
 
@@ -128,7 +130,9 @@ class RemoteTarDataset final : public loader::Dataset {
     uint64_t end() const { return last().offset + last().bytes; }
   };
 
-  void IndexShard(size_t shard, std::vector<Sample>* samples, std::vector<std::string>* fields);
+  // Shard `shard`'s samples from its `members` (as scanned, in order).
+  void IndexShard(size_t shard, const std::vector<TarMember>& members, std::vector<Sample>* samples,
+                  std::vector<std::string>* fields) const;
   // Sample `index` from `span`, its bytes from begin() to end(), into `out`:
   // its fields' bytes, or with decode: jpeg its JPEG decoded. Returns the
   // bytes written.
@@ -146,5 +150,25 @@ class RemoteTarDataset final : public loader::Dataset {
   std::vector<std::string> fields_;  // the extensions of the first sample
   int64_t max_bytes_ = 1;
 };
+
+// The shards `client`'s source names: an s3:// prefix's *.tar objects in key
+// order, or the one file of an http(s) URL. Throws DatasetNotFound for a
+// prefix without one (naming the keys used), storage::StorageError for a
+// store that refuses.
+std::vector<RemoteTarDataset::Shard> ListRemoteTarShards(const storage::ProcessClient& client);
+
+// Called for each member of shard `shard` in order, on the thread scanning
+// it; `reader` is that shard's, so a small member's data (a label) is read
+// from the window that just held its header, without a round trip of its own.
+using RemoteTarMemberFn = std::function<void(size_t shard, const TarMember& member, WindowedObjectReader& reader)>;
+
+// Scans `shards`' members from their headers through ranged GETs of
+// RemoteTarDataset::kScanWindow bytes, kScanThreads shards side by side,
+// each thread through its own client, and sets each shard's index_requests.
+// The first failure (DatasetCorrupt naming the shard and offset, a
+// StorageError, or what `on_member` throws) stops the others and is
+// rethrown once all have stopped.
+void ScanRemoteTarShards(const storage::ProcessClient& client, std::vector<RemoteTarDataset::Shard>* shards,
+                         const RemoteTarMemberFn& on_member);
 
 }  // namespace feedtune::workloads

@@ -105,6 +105,21 @@ class RemoteCli : public feedtune::testing_util::CliScratchTest {
     }
   }
 
+  // Every file of the convert at `want` has the same bytes at `got`, but the
+  // manifest, which names the source; returns how many were compared.
+  static int ExpectSameFiles(const fs::path& want, const fs::path& got) {
+    int files = 0;
+    for (const auto& e : fs::directory_iterator(want)) {
+      const std::string name = e.path().filename().string();
+      if (name == "feedtune-dataset.json") continue;
+      std::ifstream a(e.path(), std::ios::binary), b(got / name, std::ios::binary);
+      EXPECT_EQ(std::string(std::istreambuf_iterator<char>(a), {}), std::string(std::istreambuf_iterator<char>(b), {}))
+          << name;
+      ++files;
+    }
+    return files;
+  }
+
   static Rig* rig_;
   static std::string skip_;
 };
@@ -346,13 +361,7 @@ TEST_F(RemoteCli, ConvertFromObjectsOnTheStoreTheSameAsFromTheLocalFolder) {
   const CliResult down = Run("convert s3://feedtune/objs " + P("down") + options + " --format json");
   ASSERT_EQ(down.code, 0) << down.err;
   EXPECT_EQ(nlohmann::json::parse(down.out).at("labels"), true);
-  for (const auto& e : fs::directory_iterator(dir_ / "local")) {
-    const std::string name = e.path().filename().string();
-    if (name == "feedtune-dataset.json") continue;  // names the source, which differs
-    std::ifstream a(e.path(), std::ios::binary), b(dir_ / "down" / name, std::ios::binary);
-    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(a), {}), std::string(std::istreambuf_iterator<char>(b), {}))
-        << name;
-  }
+  ExpectSameFiles(dir_ / "local", dir_ / "down");
   std::ifstream manifest(dir_ / "down" / "feedtune-dataset.json");
   EXPECT_EQ(nlohmann::json::parse(manifest).at("source").at("path"), "s3://feedtune/objs");
 
@@ -361,15 +370,43 @@ TEST_F(RemoteCli, ConvertFromObjectsOnTheStoreTheSameAsFromTheLocalFolder) {
   storage::ObjectClient client = Client();
   ExpectSameAsLocal(client, dir_ / "local", "objs-tar/");
 
-  ASSERT_EQ(Run("gen-data --out " + P("tars") + " --layout tar --samples 20 --sample-bytes 1000 --shards 2 -q").code, 0);
-  rig_->Put(dir_ / "tars", "s3://feedtune/srctars/");
-  const CliResult tars = Run("convert s3://feedtune/srctars " + P("t") + " --layout tar");
-  EXPECT_EQ(tars.code, 2);
-  EXPECT_THAT(tars.err, HasSubstr("SRC s3://feedtune/srctars holds tar shards"));
-  EXPECT_THAT(tars.err, HasSubstr("not yet as a source of convert or layout"));
   const CliResult web = Run("convert " + rig_->http_url() + "/one.tar " + P("w") + " --layout tar");
   EXPECT_EQ(web.code, 2);
   EXPECT_THAT(web.err, HasSubstr("a web server gives no listing"));
+}
+
+// Tar shards on the store as convert's source: the same samples, labels
+// (their .cls members) and bytes as from the same shards on a local disk,
+// and a shard cut short on the store is refused as a local one is.
+TEST_F(RemoteCli, ConvertFromTarShardsOnTheStoreTheSameAsFromTheLocalShards) {
+  ASSERT_EQ(Run("gen-data --out " + P("tars") + " --layout tar --samples 120 --sample-bytes 3000 --shards 3 -q").code,
+            0);
+  rig_->Put(dir_ / "tars", "s3://feedtune/srctars/");
+  const std::string options = " --layout tar --shard-bytes 100000 --shuffle 5 -q --format json";
+  const CliResult local = Run("convert " + P("tars") + " " + P("local") + options);
+  ASSERT_EQ(local.code, 0) << local.err;
+  const CliResult down = Run("convert s3://feedtune/srctars/ " + P("down") + options + " --labels cls");
+  ASSERT_EQ(down.code, 0) << down.err;
+  const nlohmann::json j = nlohmann::json::parse(down.out);
+  EXPECT_EQ(j.at("labels"), true);
+  EXPECT_EQ(j.at("samples"), 120);
+  EXPECT_GE(ExpectSameFiles(dir_ / "local", dir_ / "down"), 5);  // the shards and their index
+
+  // A shard without its end-of-archive blocks: its last samples may be lost.
+  const fs::path cut = dir_ / "cut";
+  fs::create_directories(cut);
+  const fs::path shard = dir_ / "tars" / "data-00000-of-00003.tar";
+  std::ifstream in(shard, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  bytes.resize(bytes.size() - 1024);
+  std::ofstream(cut / "data-00000-of-00001.tar", std::ios::binary) << bytes;
+  rig_->Put(cut, "s3://feedtune/cuttars/");
+  const CliResult refused = Run("convert s3://feedtune/cuttars/ " + P("c") + " --layout tar");
+  EXPECT_EQ(refused.code, 2) << refused.err;  // damaged input, as a local shard cut short
+  EXPECT_THAT(refused.err, HasSubstr("s3://feedtune/cuttars/data-00000-of-00001.tar: truncated: no end-of-archive"));
+  const CliResult folder = Run("convert s3://feedtune/srctars/ " + P("f") + " --layout tar --labels folder");
+  EXPECT_EQ(folder.code, 2);
+  EXPECT_THAT(folder.err, HasSubstr("--labels folder: s3://feedtune/srctars/ is tar shards, whose labels are their .cls members"));
 }
 
 TEST_F(RemoteCli, ConvertWhatAStoreCannotTakeIsRefusedNamingIt) {
@@ -508,9 +545,32 @@ TEST_F(RemoteCli, LayoutOnTheStoreNamesALayoutWithRequestsPerEpochAndClearsItsSc
   }
 }
 
+// Tar shards on the store as layout's source: the source as it is is its
+// shards written again from the sample at the source's shard count, read
+// map-style (a GET per sample), beside the other candidates.
+TEST_F(RemoteCli, LayoutOnTarShardsOnTheStoreMeasuresThemAsTheyAre) {
+  rig_->Set("--latency-ms 5");
+  ASSERT_EQ(Run("gen-data --out " + P("ltars") + " --layout tar --samples 64 --sample-bytes 4096 --shards 4 -q").code,
+            0);
+  rig_->Put(dir_ / "ltars", "s3://feedtune/ltars/");
+  const CliResult answer = Run("layout s3://feedtune/ltars/ --sample-mb 1 --repeats 2 --measure-seconds 0.2 "
+                               "--max-workers 1 --batch-size 4 -q --format json --db " + P("l.db"));
+  ASSERT_EQ(answer.code, 0) << answer.err;
+  const nlohmann::json j = nlohmann::json::parse(answer.out);
+  EXPECT_EQ(j.at("sample").at("samples"), 64);
+  const nlohmann::json& as_is = j.at("candidates")[0];
+  EXPECT_EQ(as_is.at("name"), "as-is: tar");
+  EXPECT_TRUE(as_is.at("as_is").get<bool>());
+  EXPECT_TRUE(as_is.at("measured").get<bool>()) << as_is.dump();
+  EXPECT_EQ(as_is.at("requests_per_epoch"), 64);  // map-style: a ranged GET per sample
+  EXPECT_EQ(j.at("candidates")[1].at("name"), "tar, 16 shards, map-style");
+  storage::ObjectClient client = Client();
+  EXPECT_TRUE(Keys(client, "ltars.layout-scratch/").empty());
+  EXPECT_EQ(Keys(client, "ltars/").size(), 4u);
+}
+
 TEST_F(RemoteCli, LayoutOnTheStoreRefusesWhatItCannotMeasureNamingTheFix) {
   ASSERT_EQ(Run("gen-data --out " + P("tars") + " --layout tar --samples 20 --sample-bytes 1000 --shards 2 -q").code, 0);
-  rig_->Put(dir_ / "tars", "s3://feedtune/layout-tars/");
   rig_->Put(dir_ / "tars", "s3://feedtune/busy/");
   struct Refusal {
     std::string args, says;
@@ -520,8 +580,6 @@ TEST_F(RemoteCli, LayoutOnTheStoreRefusesWhatItCannotMeasureNamingTheFix) {
        "--scratch s3://feedtune/busy/ holds objects (s3://feedtune/busy/"},
       {"s3://feedtune/train/ --scratch s3://feedtune/busy", "aws s3 rm --recursive s3://feedtune/busy/"},
       {rig_->http_url() + "/one.tar", "a web server gives no listing; layout reads an s3:// prefix"},
-      {"s3://feedtune/layout-tars/", "holds tar shards"},
-      {"s3://feedtune/layout-tars/", "not yet as a source of convert or layout"},
       {"s3://feedtune/train/ --scratch " + P("here"), "a dataset on a store is measured on the store"},
       {"s3://feedtune/train", "is under the source's prefix 'train'"},
       {"s3://feedtune/train/ --scratch s3://feedtune/train/x/", "is under the source's prefix 'train/'"},

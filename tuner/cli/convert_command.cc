@@ -35,8 +35,9 @@ class is the folder under SRC), a folder of feedtune shards, a .npy file, an
 HDF5 file (--dataset, and labels from /labels or --labels /NAME), an LMDB
 environment, TFRecord shards (--feature), or WebDataset tar shards (labels
 from their .cls members). SRC may also be an s3:// prefix of one object per
-sample (--labels folder: the first folder of each key under it), read 16
-objects in flight at a time.
+sample (--labels folder: the first folder of each key under it), or of tar
+shards (indexed through ranged GETs, labels from their .cls members), read
+16 objects or samples in flight at a time.
 
 Layouts:
   tar    WebDataset shards DST/data-SSSSS-of-NNNNN.tar of about --shard-bytes,
@@ -186,7 +187,7 @@ int RunConvert(const Args& args, const std::atomic<bool>& stop) {
   layout::ConvertOptions convert;
   layout::SourceOptions source_options;
   uint64_t seed = 0;
-  options.add_options()("help,h", "this help")("src", po::value(&src)->required(), "the dataset to convert (a path, or an s3:// prefix of objects)")(
+  options.add_options()("help,h", "this help")("src", po::value(&src)->required(), "the dataset to convert (a path, or an s3:// prefix of objects or tar shards)")(
       "dst", po::value(&dst)->required(), "a new or empty folder, or s3:// prefix, for the result")(
       "layout", po::value(&layout_name)->required(), layout::LayoutNames().c_str())(
       "shard-bytes", po::value(&convert.shard_bytes)->default_value(int64_t{256} << 20),

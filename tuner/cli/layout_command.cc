@@ -56,7 +56,7 @@ Which on-disk layout of the dataset at PATH feeds the loader fastest on this
 box, read cold, from a local disk or from an object store. PATH is any
 dataset `feedtune convert` reads (a folder of files or JPEGs, an ImageFolder
 tree, .npy, HDF5, LMDB, TFRecord, tar shards, an s3:// prefix of one object
-per sample).
+per sample or of tar shards).
 
 A sample of it (spread over the whole dataset; --sample-mb, by default an
 eighth of this box's memory up to 1 GB, so a warm read fits the page cache and
@@ -85,8 +85,8 @@ among those within its noise; where every candidate is within the noise, the lay
 here and the source as it is, is named. The line under the table gives the
 `feedtune convert` command that writes it.
 
-On an object store (PATH an s3:// prefix of one object per sample, or a
-local folder or tar shards with --scratch s3://BUCKET/PREFIX/): the
+On an object store (PATH an s3:// prefix of one object per sample or of
+tar shards, or a local folder or tar shards with --scratch s3://BUCKET/PREFIX/): the
 candidates are written to the scratch prefix (by default PATH.layout-scratch/
 beside PATH; it must be empty, and every object under it is deleted at the
 end unless --keep) and read from there: the source as it is (an object per
@@ -822,7 +822,7 @@ std::optional<int> ParseRequest(const Args& args, LayoutRequest& r) {
     try {
       if (!storage::ParseLocation(r.path).is_s3()) {
         return UsageError("layout", r.path + ": a web server gives no listing; layout reads an s3:// prefix of one "
-                                    "object per sample, or a local dataset");
+                                    "object per sample or of tar shards, or a local dataset");
       }
     } catch (const std::invalid_argument& e) {
       return UsageError("layout", e.what());
