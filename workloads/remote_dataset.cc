@@ -19,13 +19,17 @@ std::string Megabytes(int64_t bytes) {
 }  // namespace
 
 storage::Location RemoteLocationOf(WorkloadKind kind, const FilesOptions& files) {
-  if (kind != WorkloadKind::kFiles && kind != WorkloadKind::kTar) {
+  if (kind != WorkloadKind::kFiles && kind != WorkloadKind::kTar && kind != WorkloadKind::kNpy) {
     throw std::invalid_argument(files.path + ": kind " + WorkloadKindName(kind) +
                                 " is read from local paths only (a FUSE mount of the bucket reads as one); from an "
-                                "object store feedtune reads one object per sample (kind files) or tar shards "
-                                "(kind tar)");
+                                "object store feedtune reads one object per sample (kind files), tar shards "
+                                "(kind tar) or a .npy file's rows (kind npy)");
   }
   storage::Location location = storage::ParseLocation(files.path);
+  if (kind == WorkloadKind::kNpy && location.is_s3() && (location.prefix.empty() || location.prefix.back() == '/')) {
+    throw std::invalid_argument(files.path + ": kind npy reads one .npy object; name its key "
+                                "(s3://bucket/path/data.npy), not a prefix");
+  }
   if (kind == WorkloadKind::kFiles && !location.is_s3()) {
     throw std::invalid_argument(files.path +
                                 ": one object per sample needs a listing, which a plain http(s) server does not "

@@ -97,8 +97,9 @@ int64_t ReadOneThroughReadMany(const loader::Dataset& dataset, int64_t index, st
 int64_t DecodeFetchedJpeg(const JpegSamples& decoder, std::span<const std::byte> jpeg, int64_t index,
                           const std::string& object, std::span<std::byte> out);
 // The location a remote dataset of `kind` reads `files` from: kind files
-// (RemoteDataset: an s3:// prefix, one object per sample, layout files) or
-// tar (RemoteTarDataset: an s3:// prefix of shards or an http(s) URL of one).
+// (RemoteDataset: an s3:// prefix, one object per sample, layout files), tar
+// (RemoteTarDataset: an s3:// prefix of shards or an http(s) URL of one) or
+// npy (RemoteNpyDataset: the key of one .npy object, or an http(s) URL).
 // Throws std::invalid_argument saying what does not fit and what to write
 // instead (a URL that does not parse, an http(s) URL where a listing is
 // needed, layout shards, a list of paths, another kind).

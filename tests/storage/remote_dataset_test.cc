@@ -1,4 +1,5 @@
-// The remote datasets (workloads/remote_dataset.h, remote_tar_dataset.h)
+// The remote datasets (workloads/remote_dataset.h, remote_tar_dataset.h,
+// remote_npy_dataset.h)
 // against the project's own store (scripts/s3-rig, no latency): every sample
 // read from an s3:// prefix or an http(s) URL holds exactly the bytes the
 // local dataset over the same files reads, through Read, ReadMany at several
@@ -20,6 +21,9 @@
 #include "tests/storage/rig.h"
 #include "workloads/files_dataset.h"
 #include "workloads/jpeg_image.h"
+#include "workloads/npy_dataset.h"
+#include "workloads/npy_format.h"
+#include "workloads/remote_npy_dataset.h"
 #include "workloads/remote_dataset.h"
 #include "workloads/remote_tar_dataset.h"
 #include "workloads/shard_format.h"
@@ -316,6 +320,65 @@ TEST_F(RemoteData, DecodeJpegOverTarShardsGivesTheLocalTensors) {
       ExpectTheLocalTensors(remote, local);
     }
   }
+}
+
+// A .npy file's rows by ranged GETs, from an s3:// key and from a plain web
+// server: each row the bytes NpyDataset reads from the same file, through
+// Read and through ReadMany at 1, 4 and 16 in flight in a shuffled order;
+// an object shorter than its shape is refused naming it, as locally.
+TEST_F(RemoteData, NpyRowsByRangesHoldTheLocalBytes) {
+  constexpr int64_t kRows = 40;
+  constexpr int64_t kRowBytes = 3000;
+  const fs::path dir = rig_->dir() / "npy";
+  fs::create_directories(dir);
+  workloads::NpyWriter writer((dir / "rows.npy").string(), kRows, kRowBytes);
+  for (int64_t i = 0; i < kRows; ++i) {
+    const std::string row = TestBytes("row" + std::to_string(i), kRowBytes);
+    writer.Add(std::as_bytes(std::span(row.data(), row.size())));
+  }
+  writer.Finish();
+  std::ifstream in(dir / "rows.npy", std::ios::binary);
+  std::string whole((std::istreambuf_iterator<char>(in)), {});
+  fs::create_directories(dir / "cut");
+  std::ofstream(dir / "cut" / "rows.npy", std::ios::binary) << whole.substr(0, whole.size() - 10);
+  rig_->Put(dir / "cut", "s3://feedtune/npy-cut/");
+  fs::remove_all(dir / "cut");
+  rig_->Put(dir, "s3://feedtune/npy/");
+  fs::copy_file(dir / "rows.npy", rig_->http_root() / "rows.npy");
+  const workloads::NpyDataset local(Files((dir / "rows.npy").string()), NoCost(), CpuCalibration{});
+
+  for (const std::string& path : {std::string("s3://feedtune/npy/rows.npy"), rig_->http_url() + "/rows.npy"}) {
+    const workloads::RemoteNpyDataset remote(Files(path), NoCost(), CpuCalibration{}, rig_->env());
+    ASSERT_EQ(remote.size(), kRows) << path;
+    ASSERT_EQ(remote.max_sample_bytes(), kRowBytes) << path;
+    EXPECT_TRUE(remote.reads_concurrently());
+    for (int64_t i = 0; i < kRows; ++i) ASSERT_EQ(ReadOne(remote, i), ReadOne(local, i)) << path << " row " << i;
+    std::vector<int64_t> order(kRows);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(11));
+    for (const int concurrency : {1, 4, 16}) {
+      std::vector<std::byte> slot(order.size() * kRowBytes);
+      std::vector<int64_t> bytes(order.size());
+      remote.ReadMany(order, slot, kRowBytes, concurrency, bytes);
+      for (size_t i = 0; i < order.size(); ++i) {
+        const std::vector<std::byte> want = ReadOne(local, order[i]);
+        ASSERT_EQ(bytes[i], kRowBytes);
+        ASSERT_TRUE(std::equal(want.begin(), want.end(), slot.begin() + static_cast<ptrdiff_t>(i * kRowBytes)))
+            << path << ", concurrency " << concurrency << ", row " << order[i];
+      }
+    }
+  }
+  const std::string cut_says = "s3://feedtune/npy-cut/rows.npy: " + std::to_string(whole.size() - 10) +
+                               " bytes, short of the " + std::to_string(whole.size());
+  try {
+    const workloads::RemoteNpyDataset cut(Files("s3://feedtune/npy-cut/rows.npy"), NoCost(), CpuCalibration{},
+                                          rig_->env());
+    FAIL() << "a cut .npy object opened";
+  } catch (const workloads::DatasetCorrupt& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(cut_says, 0), 0u) << e.what();
+  }
+  EXPECT_THROW((void)workloads::RemoteLocationOf(workloads::WorkloadKind::kNpy, Files("s3://feedtune/npy/")),
+               std::invalid_argument);
 }
 
 TEST_F(RemoteData, WhatIsNotThereIsNamed) {

@@ -10,6 +10,7 @@
 #include "tuner/measure/torch_cost_dataset.h"
 #include "storage/credentials.h"
 #include "workloads/remote_dataset.h"
+#include "workloads/remote_npy_dataset.h"
 #include "workloads/remote_tar_dataset.h"
 #include "workloads/cpu_work.h"
 #include "workloads/files_dataset.h"
@@ -174,6 +175,13 @@ OpenedWorkload OpenWorkload(const SweepConfig& config, const results::TorchCosts
       break;
     }
     case workloads::WorkloadKind::kNpy:
+      if (workloads::IsRemotePath(w.files.path)) {
+        OpenRemote<workloads::RemoteNpyDataset>(config, &opened, [&](const workloads::CpuCalibration& calibration) {
+          return std::make_shared<workloads::RemoteNpyDataset>(w.files, w.synthetic, calibration,
+                                                               storage::ProcessEnvironment());
+        });
+        break;
+      }
       OpenFormatKind<workloads::NpyDataset>(config, &opened, [&](const workloads::CpuCalibration& calibration) {
         return std::make_shared<workloads::NpyDataset>(w.files, w.synthetic, calibration);
       });
