@@ -38,6 +38,26 @@ struct RepeatPreparation {
   std::optional<double> resident_fraction;
 };
 
+// What a dataset read from a remote store since it was made, counted in
+// every process that reads it (Dataset::ReadsFromStore), so that the reads of
+// a span of time are the difference of two. Plain counts: the store's own
+// figures (storage/fetch_tally.h) in the loader's words.
+struct StoreReads {
+  // As the object client counts them (storage::FetchStats): HTTP requests,
+  // tries included; retries by cause (503 SlowDown, 500/502/504, a
+  // connection lost mid-answer); the object reads that succeeded, their bytes
+  // and their seconds from the first byte to the last, summed.
+  int64_t requests = 0, retries_slowdown = 0, retries_server_error = 0, retries_connection = 0;
+  int64_t objects = 0, bytes = 0;
+  double transfer_s = 0;
+  // Object reads by their time from the request to the first byte:
+  // first_byte_counts[i] of them took from first_byte_low_s[i] up to the next
+  // bucket's low (the last bucket: any longer). The buckets are the same in
+  // every count of one dataset.
+  std::vector<int64_t> first_byte_counts;
+  std::vector<double> first_byte_low_s;
+};
+
 class Dataset {
  public:
   virtual ~Dataset() = default;
@@ -54,6 +74,11 @@ class Dataset {
   // measurement window (a file-backed dataset evicts its files from the page
   // cache here). Returns what it did: nothing, by default.
   virtual RepeatPreparation BeforeRepeat() const { return {}; }
+
+  // A dataset read from a remote store: what its readers in every process
+  // read from it so far (the trial runner reads it at each window's edges).
+  // None: a dataset that reads no store. Called in the consumer process.
+  virtual std::optional<StoreReads> ReadsFromStore() const { return std::nullopt; }
 
   // Called by the DataLoader, in the consumer process, when epoch `epoch`
   // starts and before any of its samples is dispatched, so that a dataset

@@ -148,6 +148,7 @@ std::vector<CompareRow> CollectCompareRows(const std::vector<const Store*>& stor
       row.best_ci_low = best->ci_low;
       row.best_ci_high = best->ci_high;
       row.best_gpu_idle_frac = best->gpu_idle_frac;
+      row.best_store = best->store;
     }
     if (const TrialRecord* baseline = BaselineTrial(view)) {
       row.baseline_samples_per_s = baseline->samples_per_s;

@@ -57,6 +57,9 @@ struct CompareRow {
   // results/store_probe.h); empty for local data. An instance's network is a
   // machine property, so the same bucket reads differently from each host.
   std::string store_probe_json;
+  // Remote data: the best trial's own reads from the store (TrialRecord::store,
+  // schema v23), whose retries `compare` shows beside the probe; none otherwise.
+  std::optional<StoreFigures> best_store;
   // A `feedtune layout` run's stored answer (results/layout_report.h); nullopt for a sweep.
   std::optional<nlohmann::ordered_json> layout;
 };

@@ -39,6 +39,8 @@ std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
                     {"samples_per_s", FigureJson(row->best_samples_per_s)},
                     {"ci", Json::array({FigureJson(row->best_ci_low), FigureJson(row->best_ci_high)})},
                     {"gpu_idle_frac", FigureJson(row->best_gpu_idle_frac)}};
+        // Remote data (schema v23): the best trial's reads from the store, as the report's trials[] hold them.
+        if (row->best_store) best["store"] = StoreFiguresJson(*row->best_store);
       }
       machines.push_back(Json{
           {"label", MachineName(m)},

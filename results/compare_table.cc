@@ -56,7 +56,8 @@ std::string StoreRowsText(const std::vector<const ClassSpread*>& classes) {
   for (const ClassSpread* spread : classes) {
     for (const CompareRow* row : spread->rows) {
       if (const auto store = StoreProbeShort(row->store_probe_json)) {
-        text += "  " + row->host.name + " (run " + std::to_string(row->run_id) + "): " + *store + "\n";
+        text += "  " + row->host.name + " (run " + std::to_string(row->run_id) + "): " + *store +
+                (row->best_store ? "; its best trial " + StoreRetriesText(*row->best_store) : "") + "\n";
       }
     }
   }

@@ -2,6 +2,7 @@
 
 #include "results/memory_growth.h"
 #include "results/node_report.h"
+#include "results/store_probe.h"
 
 namespace feedtune::results {
 
@@ -38,6 +39,8 @@ nlohmann::ordered_json TrialJson(const TrialRecord& t) {
   j.update(WorkerMemoryJson(t));
   // A node trial (sweep.ranks > 1): the ranks' figures (results/node_report.h).
   if (t.node) j["node"] = NodeFiguresJson(*t.node);
+  // Remote data (schema v23): the store's figures over the trial's windows (results/store_probe.h).
+  if (t.store) j["store"] = StoreFiguresJson(*t.store);
   return j;
 }
 

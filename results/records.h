@@ -165,6 +165,28 @@ struct NodeFigures {
   std::vector<RankRecord> rank_rows;
 };
 
+// A trial on remote data (schema v23): what its loader read from the store
+// in the windows of its figures, added over them (the workers' clients, in
+// every process: storage/fetch_tally.h), the figures `inspect s3://` gives
+// for the store alone (docs/storage.md#remote-data-in-a-sweep).
+struct StoreFigures {
+  int64_t requests = 0;              // HTTP requests sent, tries included
+  int64_t retries_slowdown = 0;      // tries again after a 503 (SlowDown)
+  int64_t retries_server_error = 0;  // after a 500, 502 or 504
+  int64_t retries_connection = 0;    // after a connection lost mid-answer
+  int64_t objects = 0;               // object reads that succeeded
+  int64_t bytes = 0;                 // their bytes
+  // From the request sent to the first byte, over the objects read (from a
+  // histogram: within 4.2%); NaN when none was.
+  double first_byte_p50_s = std::numeric_limits<double>::quiet_NaN();
+  double first_byte_p99_s = std::numeric_limits<double>::quiet_NaN();
+  // The bytes over their seconds from the first byte to the last, summed over
+  // the objects: one connection's rate, as the probe's; NaN when no time passed.
+  double mb_per_s_per_connection = std::numeric_limits<double>::quiet_NaN();
+
+  int64_t retries() const { return retries_slowdown + retries_server_error + retries_connection; }
+};
+
 struct TrialRecord {
   int64_t id = 0;
   int64_t run_id = 0;
@@ -232,6 +254,9 @@ struct TrialRecord {
   std::vector<RepeatRecord> repeat_rows;
   // A node trial (sweep.ranks > 1): the ranks' figures; unset for one loader.
   std::optional<NodeFigures> node;
+  // Remote data (schema v23): the store's figures over the trial's windows;
+  // unset for local data, commands, node trials and older files.
+  std::optional<StoreFigures> store;
 };
 
 // The interpreter a Python command workload ran under, as its preflight

@@ -538,6 +538,16 @@ std::string TrialsTableText(const RunView& view, const TrialRecord* baseline, co
   return RenderRows(columns, rows);
 }
 
+// Remote data: each trial's reads from the store in its windows (schema
+// v23), under the table; empty for local data and older runs.
+std::string StoreFiguresLines(const std::vector<TrialRecord>& trials) {
+  std::string text;
+  for (const TrialRecord& t : trials) {
+    if (t.store) text += "  trial " + std::to_string(t.id) + ": " + StoreFiguresText(*t.store) + "\n";
+  }
+  return text.empty() ? text : "\nthe store per trial (the workers' reads in the windows, docs/storage.md):\n" + text;
+}
+
 // The "knee:" and "safe max:" lines: how many workers the curve and the
 // machine's budgets allow.
 std::string KneeAndLimitText(const RunRecord& run) {
@@ -613,6 +623,7 @@ std::string RenderTable(const RunView& view) {
   const TrialRecord* baseline = BaselineTrial(view);
   const TrialRecord* best = BestTrial(view);
   text += TrialsTableText(view, baseline, best);
+  text += StoreFiguresLines(view.trials);
   text += "\n";
   text += SummaryText(view, baseline, best);
   text += ObservedText(view);

@@ -440,6 +440,13 @@ ALTER TABLE run_facts ADD COLUMN store_probe_json TEXT;
 ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'sweep' CHECK (kind IN ('sweep', 'layout'));
 ALTER TABLE runs ADD COLUMN answer_json TEXT NOT NULL DEFAULT '';
 )sql",
+    // 22 -> 23: remote data (docs/storage.md): what each trial's loader read
+    // from the store in its windows, added over every worker process (first
+    // byte p50 and p99, MB/s per connection, requests, retries by cause), as
+    // the run's probe shows the store alone. NULL: local data, older trials.
+    R"sql(
+ALTER TABLE trials ADD COLUMN store_json TEXT;
+)sql",
 };
 
 // A `feedtune layout` run in a file before v22: its workload "layout NAME"

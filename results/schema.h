@@ -21,6 +21,7 @@
 
 #include "results/sqlite.h"
 #include "results/store.h"
+#include "results/store_probe.h"
 
 namespace feedtune::results {
 
@@ -33,6 +34,7 @@ constexpr int kDemandVersion = 18;        // run_facts: the neighbours' demand t
 constexpr int kRunOwnerVersion = 19;      // runs: the process running a run, and how a run ended
 constexpr int kStoreProbeVersion = 21;    // run_facts: what a remote store looked like from this box
 constexpr int kRunKindVersion = 22;       // runs: the kind of run, and a layout run's answer out of config_yaml
+constexpr int kTrialStoreVersion = 23;    // trials: what each trial read from a remote store
 
 // The stored forms of the columns that hold a name or JSON. Reading is
 // tolerant on purpose: a damaged or newer value must not make a run unreadable.
@@ -301,6 +303,14 @@ inline constexpr Column<TrialRecord> kTrialColumns[] = {
     Field<&TrialRecord::remeasured_windows>("remeasured_windows", kBackgroundVersion, "0"),
     Field<&TrialRecord::elapsed_s>("elapsed_s", kWindowTreeVersion),
     Field<&TrialRecord::knobs, &loader::Knobs::fetch_concurrency>("fetch_concurrency", kWindowTreeVersion, "1"),
+    // v23: remote data's figures of the store (results/store_probe.h); NULL: local data, older trials.
+    {"store_json", kTrialStoreVersion, "NULL",
+     [](const Statement& row, int c, TrialRecord& t) {
+       t.store = row.IsNull(c) ? std::nullopt : StoreFiguresFromJson(row.Text(c));
+     },
+     [](Statement& s, int i, const TrialRecord& t) {
+       s.BindAt(i, t.store ? std::optional<std::string>(StoreFiguresJson(*t.store).dump()) : std::nullopt);
+     }},
 };
 
 // The repeats' columns after `trial_id`.

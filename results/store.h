@@ -62,7 +62,7 @@ class StatementCache;  // results/sqlite.h
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 22;
+  static constexpr int kSchemaVersion = 23;
   static constexpr int32_t kApplicationId = 0x46656564;  // "Feed"
 
   // Opens (creating when missing, with its parent folder) the results file.

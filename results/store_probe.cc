@@ -1,19 +1,29 @@
 #include "results/store_probe.h"
 
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "results/json_form.h"
 #include "results/units.h"
 
 namespace feedtune::results {
 namespace {
 
-// A number's text in milliseconds, or "?" when the probe did not measure it.
-std::string Ms(const nlohmann::json& j, const char* key) {
-  return j.contains(key) && j[key].is_number() ? Fixed(j[key].get<double>() * 1e3, 1) + " ms" : "?";
+// A figure of the stored JSON: its number, NaN where it is null or missing.
+double StoredFigure(const nlohmann::json& j, const char* key) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : std::numeric_limits<double>::quiet_NaN();
 }
 
-std::string MbPerS(const nlohmann::json& j) {
-  const char* key = "mb_per_s_per_connection";
-  return j.contains(key) && j[key].is_number() ? Fixed(j[key].get<double>(), 1) + " MB/s per connection"
-                                               : "MB/s per connection not measured";
+int64_t StoredCount(const nlohmann::json& j, const char* key) {
+  return j.contains(key) && j[key].is_number_integer() ? j[key].get<int64_t>() : 0;
+}
+
+// Seconds as milliseconds, or "?" where not measured.
+std::string Ms(double seconds) { return std::isfinite(seconds) ? Fixed(seconds * 1e3, 1) + " ms" : "?"; }
+
+std::string MbPerS(double mb_per_s) {
+  return std::isfinite(mb_per_s) ? Fixed(mb_per_s, 1) + " MB/s per connection" : "MB/s per connection not measured";
 }
 
 std::string Knee(const nlohmann::json& j) {
@@ -23,6 +33,52 @@ std::string Knee(const nlohmann::json& j) {
 }
 
 }  // namespace
+
+std::string StoreRetriesText(const StoreFigures& s) {
+  std::string causes;
+  for (const auto& [count, cause] : {std::pair{s.retries_slowdown, "SlowDown"},
+                                     std::pair{s.retries_server_error, "server error"},
+                                     std::pair{s.retries_connection, "connection lost"}}) {
+    if (count > 0) causes += (causes.empty() ? "" : ", ") + std::to_string(count) + " " + cause;
+  }
+  const int64_t retries = s.retries();
+  return std::to_string(retries) + (retries == 1 ? " retry" : " retries") + (causes.empty() ? "" : " (" + causes + ")");
+}
+
+std::string StoreFiguresText(const StoreFigures& s) {
+  return "first byte p50 " + Ms(s.first_byte_p50_s) + ", p99 " + Ms(s.first_byte_p99_s) + "; " +
+         MbPerS(s.mb_per_s_per_connection) + "; " + std::to_string(s.requests) +
+         (s.requests == 1 ? " request, " : " requests, ") + StoreRetriesText(s);
+}
+
+nlohmann::ordered_json StoreFiguresJson(const StoreFigures& s) {
+  return {{"requests", s.requests},
+          {"retries", s.retries()},
+          {"retries_slowdown", s.retries_slowdown},
+          {"retries_server_error", s.retries_server_error},
+          {"retries_connection", s.retries_connection},
+          {"objects", s.objects},
+          {"bytes", s.bytes},
+          {"first_byte_p50_s", FigureJson(s.first_byte_p50_s)},
+          {"first_byte_p99_s", FigureJson(s.first_byte_p99_s)},
+          {"mb_per_s_per_connection", FigureJson(s.mb_per_s_per_connection)}};
+}
+
+std::optional<StoreFigures> StoreFiguresFromJson(const std::string& json) {
+  const nlohmann::json j = StoreProbeJson(json);
+  if (j.is_null()) return std::nullopt;
+  StoreFigures s;
+  s.requests = StoredCount(j, "requests");
+  s.retries_slowdown = StoredCount(j, "retries_slowdown");
+  s.retries_server_error = StoredCount(j, "retries_server_error");
+  s.retries_connection = StoredCount(j, "retries_connection");
+  s.objects = StoredCount(j, "objects");
+  s.bytes = StoredCount(j, "bytes");
+  s.first_byte_p50_s = StoredFigure(j, "first_byte_p50_s");
+  s.first_byte_p99_s = StoredFigure(j, "first_byte_p99_s");
+  s.mb_per_s_per_connection = StoredFigure(j, "mb_per_s_per_connection");
+  return s;
+}
 
 nlohmann::json StoreProbeJson(const std::string& json) {
   if (json.empty()) return nullptr;
@@ -41,8 +97,9 @@ std::optional<std::string> StoreProbeLine(const std::string& json) {
                std::to_string(point.value("in_flight", 0));
     }
   }
-  return j.value("source", std::string("the store")) + ": first byte p50 " + Ms(j, "first_byte_p50_s") + ", p99 " +
-         Ms(j, "first_byte_p99_s") + "; " + MbPerS(j) +
+  return j.value("source", std::string("the store")) + ": first byte p50 " + Ms(StoredFigure(j, "first_byte_p50_s")) +
+         ", p99 " + Ms(StoredFigure(j, "first_byte_p99_s")) + "; " +
+         MbPerS(StoredFigure(j, "mb_per_s_per_connection")) +
          (curve.empty() ? std::string() : "; objects/s " + curve + " in flight, knee at " + Knee(j)) + "; " +
          std::to_string(j.value("retries", int64_t{0})) + " retries";
 }
@@ -50,7 +107,8 @@ std::optional<std::string> StoreProbeLine(const std::string& json) {
 std::optional<std::string> StoreProbeShort(const std::string& json) {
   const nlohmann::json j = StoreProbeJson(json);
   if (j.is_null()) return std::nullopt;
-  return "first byte " + Ms(j, "first_byte_p50_s") + ", " + MbPerS(j) + ", knee " + Knee(j) + " in flight";
+  return "first byte " + Ms(StoredFigure(j, "first_byte_p50_s")) + ", " +
+         MbPerS(StoredFigure(j, "mb_per_s_per_connection")) + ", knee " + Knee(j) + " in flight";
 }
 
 }  // namespace feedtune::results

@@ -644,6 +644,7 @@ class ObjectClient::Impl {
     t->header_list.reset(list);
     if (list != nullptr) curl_easy_setopt(easy, CURLOPT_HTTPHEADER, list);
     ++stats_.requests;
+    if (options_.tally) options_.tally->AddRequest();
     const CURLMcode added = curl_multi_add_handle(multi_.get(), easy);
     if (added != CURLM_OK) {
       idle_.emplace_back(easy);
@@ -667,15 +668,23 @@ class ObjectClient::Impl {
         curl_off_t first_us = 0;
         curl_easy_getinfo(t->easy, CURLINFO_PRETRANSFER_TIME_T, &sent_us);
         curl_easy_getinfo(t->easy, CURLINFO_STARTTRANSFER_TIME_T, &first_us);
-        stats_.first_byte_s.push_back(static_cast<double>(std::max<curl_off_t>(0, first_us - sent_us)) / 1e6);
+        const double first_byte_s = static_cast<double>(std::max<curl_off_t>(0, first_us - sent_us)) / 1e6;
+        stats_.first_byte_s.push_back(first_byte_s);
         ++stats_.objects;
         stats_.bytes += t->written;
+        if (options_.tally) {
+          options_.tally->AddObject(t->written, first_byte_s,
+                                    static_cast<double>(std::max<curl_off_t>(0, total_us - first_us)) / 1e6);
+        }
       }
       return Outcome::kDone;
     }
     if (code == CURLE_OK && IsRetryableStatus(t->status)) {
       if (!last_try) {
         (t->status == 503 ? stats_.retries_slowdown : stats_.retries_server_error) += 1;
+        if (options_.tally) {
+          options_.tally->AddRetry(t->status == 503 ? FetchTally::Retry::kSlowDown : FetchTally::Retry::kServerError);
+        }
         return Outcome::kRetry;
       }
       error->emplace(RetriesExhausted(t));
@@ -688,6 +697,7 @@ class ObjectClient::Impl {
     if (IsConnectionLoss(code) && !t->overflow && !t->range_ignored) {
       if (!last_try) {
         ++stats_.retries_connection;
+        if (options_.tally) options_.tally->AddRetry(FetchTally::Retry::kConnection);
         return Outcome::kRetry;
       }
       error->emplace(StorageError::Kind::kOther,

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "storage/credentials.h"
+#include "storage/fetch_tally.h"
 #include "storage/location.h"
 
 namespace feedtune::storage {
@@ -83,6 +84,10 @@ struct ClientOptions {
   int64_t low_speed_bytes_per_s = 1;  //   times out (waiting for the first byte counts); 0: off
   RetryPolicy retry;
   int list_page_size = 1000;        // max-keys per ListObjectsV2 page (S3's own limit is 1000)
+  // Where the client also adds its requests, retries and object reads as
+  // they complete, beside its own FetchStats: a tally shared with the other
+  // processes that read the source (storage/fetch_tally.h). None: FetchStats only.
+  std::shared_ptr<FetchTally> tally;
 };
 
 // What the client did since it was made or last reset.

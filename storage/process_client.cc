@@ -12,7 +12,7 @@ std::atomic<uint64_t> next_id{1};
 }  // namespace
 
 ProcessClient::ProcessClient(Location source, AwsConfig config)
-    : source_(std::move(source)), config_(std::move(config)), id_(next_id++) {}
+    : source_(std::move(source)), config_(std::move(config)), id_(next_id++), tally_(std::make_shared<FetchTally>()) {}
 
 ObjectClient& ProcessClient::Get() const {
   struct Mine {
@@ -24,7 +24,9 @@ ObjectClient& ProcessClient::Get() const {
   const pid_t pid = getpid();
   if (mine.owner != id_ || mine.pid != pid || !mine.client) {
     // The parent's client, in a forked child: destroying it closes nothing of the parent's.
-    mine.client = std::make_unique<ObjectClient>(source_, config_);
+    ClientOptions options;
+    options.tally = tally_;
+    mine.client = std::make_unique<ObjectClient>(source_, config_, options);
     mine.owner = id_;
     mine.pid = pid;
   }

@@ -11,11 +11,17 @@
 //
 // Safe from any thread or forked process. One client per thread is kept:
 // a thread that reads two sources in turn reconnects at each switch.
+//
+// Every client it hands out adds to one FetchTally made with it (so before
+// the fork): the requests, retries and first bytes of all its readers, in
+// every process, which the consumer reads while they read (tally()).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "storage/credentials.h"
+#include "storage/fetch_tally.h"
 #include "storage/location.h"
 #include "storage/object_client.h"
 
@@ -34,6 +40,8 @@ class ProcessClient {
   // HTTP(S), unsigned" for an http(s) source.
   std::string DescribeAccess() const;
   const AwsConfig& config() const { return config_; }
+  // What every client it handed out did, in any process.
+  const FetchTally& tally() const { return *tally_; }
 
  private:
   const Location source_;
@@ -42,6 +50,7 @@ class ProcessClient {
   // ProcessClient of the process has, where an address could be reused by a
   // later one and hand it a client of another source.
   const uint64_t id_;
+  const std::shared_ptr<FetchTally> tally_;
 };
 
 // "cache cold: nothing of SOURCE is cached on this box (every read is a

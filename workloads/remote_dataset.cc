@@ -145,6 +145,25 @@ void RemoteDataset::ReadMany(std::span<const int64_t> indices, std::span<std::by
   }
 }
 
+loader::StoreReads StoreReadsOf(const storage::TallySnapshot& tally) {
+  loader::StoreReads reads;
+  reads.requests = tally.requests;
+  reads.retries_slowdown = tally.retries_slowdown;
+  reads.retries_server_error = tally.retries_server_error;
+  reads.retries_connection = tally.retries_connection;
+  reads.objects = tally.objects;
+  reads.bytes = tally.bytes;
+  reads.transfer_s = tally.transfer_s;
+  reads.first_byte_counts.assign(tally.first_byte.begin(), tally.first_byte.end());
+  reads.first_byte_low_s.resize(tally.first_byte.size());
+  for (size_t i = 0; i < tally.first_byte.size(); ++i) reads.first_byte_low_s[i] = storage::FirstByteBucketLow(i);
+  return reads;
+}
+
+std::optional<loader::StoreReads> RemoteDataset::ReadsFromStore() const {
+  return StoreReadsOf(client_.tally().Snapshot());
+}
+
 loader::RepeatPreparation RemoteDataset::BeforeRepeat() const {
   if (!cold_) return {};
   return {storage::ColdCacheNote(location()), std::nullopt};

@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -46,6 +47,10 @@
 #include "workloads/sample_cost.h"
 
 namespace feedtune::workloads {
+
+// A store's tally in the loader's words (Dataset::ReadsFromStore): what
+// every reader of a dataset's ProcessClient, in any process, read so far.
+loader::StoreReads StoreReadsOf(const storage::TallySnapshot& tally);
 
 class RemoteDataset final : public loader::Dataset {
  public:
@@ -67,6 +72,7 @@ class RemoteDataset final : public loader::Dataset {
   void ReadMany(std::span<const int64_t> indices, std::span<std::byte> slot, int64_t stride, int concurrency,
                 std::span<int64_t> bytes) const override;
   loader::RepeatPreparation BeforeRepeat() const override;
+  std::optional<loader::StoreReads> ReadsFromStore() const override;
 
   const std::vector<storage::ObjectInfo>& objects() const { return objects_; }
   int64_t total_bytes() const { return total_bytes_; }

@@ -158,6 +158,10 @@ void RemoteTarDataset::SetEpoch(int64_t epoch) const {
   if (jpeg_) jpeg_->SetEpoch(epoch);
 }
 
+std::optional<loader::StoreReads> RemoteTarDataset::ReadsFromStore() const {
+  return StoreReadsOf(client_.tally().Snapshot());
+}
+
 loader::RepeatPreparation RemoteTarDataset::BeforeRepeat() const { return {cold_ ? storage::ColdCacheNote(client_.source()) : "", std::nullopt}; }
 
 int64_t RemoteTarDataset::SampleFrom(int64_t index, std::span<const std::byte> span, std::span<std::byte> out) const {

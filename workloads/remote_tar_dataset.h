@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -91,6 +92,7 @@ class RemoteTarDataset final : public loader::Dataset {
   void InitWorker(int worker_id) const override;
   void SetEpoch(int64_t epoch) const override;
   loader::RepeatPreparation BeforeRepeat() const override;
+  std::optional<loader::StoreReads> ReadsFromStore() const override;
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
   // Random access reads a batch's samples concurrently; a stream's requests
   // in flight are its workers (one window each), so fetch_concurrency is not its knob.

@@ -377,6 +377,74 @@ TEST_F(TwoMachinesTest, MergeCarriesEachRunsVerdict) {
   EXPECT_EQ(Count(fleet, "verdicts"), 1);
 }
 
+// A remote run's trials keep their figures of the store (trials.store_json,
+// schema v23) through a merge, and compare shows the best trial's retries.
+TEST_F(TwoMachinesTest, MergeCarriesEachTrialsStoreFigures) {
+  StoreFigures figures;
+  figures.requests = 12;
+  figures.retries_slowdown = 2;
+  figures.objects = 10;
+  figures.bytes = 10000;
+  figures.first_byte_p50_s = 0.021;
+  figures.first_byte_p99_s = 0.034;
+  figures.mb_per_s_per_connection = 40;
+  {
+    Store b = Store::Open(b_path_);
+    TrialRecord remote = b.LoadTrials(b_run_.id).front();
+    remote.store = figures;
+    b.AddTrial(b_run_.id, remote);
+  }
+  const std::string fleet = dir_ / "fleet.db";
+  {
+    Store out = Store::Open(fleet);
+    MergeInto(out, Store::OpenReadOnly(a_path_));
+    MergeInto(out, Store::OpenReadOnly(b_path_));
+  }
+  const Store merged = Store::OpenReadOnly(fleet);
+  const Store source_b = Store::OpenReadOnly(b_path_);
+  // The trials as the source has them, but for the ids the merged file gave them.
+  const auto trials = [](const Store& store, int64_t run_id) {
+    json list = json::parse(RenderJson(LoadRunView(store, run_id)))["trials"];
+    for (json& trial : list) trial.erase("id");
+    return list;
+  };
+  const json copy = trials(merged, 4);
+  EXPECT_EQ(copy, trials(source_b, b_run_.id));
+  int with_store = 0;
+  for (const json& trial : copy) {
+    if (!trial.contains("store")) continue;
+    ++with_store;
+    EXPECT_EQ(trial["store"]["retries_slowdown"], 2);
+    EXPECT_EQ(trial["store"]["first_byte_p50_s"], 0.021);
+  }
+  EXPECT_EQ(with_store, 1);
+}
+
+// compare's store line per host: the probe's figures, then the best trial's
+// own retries; the JSON's best has the trial's figures under "store".
+TEST(CompareStoreTest, TheBestTrialsRetriesFollowTheProbe) {
+  CompareRow row;
+  row.workload_name = "remote";
+  row.host.name = "box-a";
+  row.run_id = 7;
+  row.best_config = loader::Knobs{};
+  row.store_probe_json = R"({"first_byte_p50_s": 0.021, "mb_per_s_per_connection": 48.2, "knee_in_flight": 16})";
+  StoreFigures figures;
+  figures.requests = 50;
+  figures.retries_slowdown = 2;
+  row.best_store = figures;
+  const std::string text = RenderCompareTable({row});
+  EXPECT_NE(text.find("  box-a (run 7): first byte 21.0 ms, 48.2 MB/s per connection, knee 16 in flight; "
+                      "its best trial 2 retries (2 SlowDown)\n"),
+            std::string::npos)
+      << text;
+  const json j = json::parse(RenderCompareJson({row}));
+  EXPECT_EQ(j["workloads"][0]["machines"][0]["best"]["store"]["retries"], 2) << j.dump(2);
+  row.best_store.reset();  // local data, or a run before schema v23
+  EXPECT_FALSE(json::parse(RenderCompareJson({row}))["workloads"][0]["machines"][0]["best"].contains("store"));
+  EXPECT_EQ(RenderCompareTable({row}).find("its best trial"), std::string::npos);
+}
+
 TEST(MergeV1Test, AV1FileMergesTheSameBeforeAndAfterItsMigration) {
   TempDir dir;
   const std::string v1 = dir / "v1.db";

@@ -219,8 +219,13 @@ void RawExecSql(const std::string& path, const std::string& sql) {
 // a v18 file out of a fresh one.
 // What schema v20 added: each window's own CPU, each trial's end on the
 // search's clock, the torch costs' fixed stop and not-measured figures.
+// What schema v23 added: each trial's figures of a remote store.
+std::string DropSinceV23() { return "ALTER TABLE trials DROP COLUMN store_json;"; }
+
 // What schema v22 added: the kind of run and a layout run's answer.
-std::string DropSinceV22() { return "ALTER TABLE runs DROP COLUMN kind; ALTER TABLE runs DROP COLUMN answer_json;"; }
+std::string DropSinceV22() {
+  return DropSinceV23() + "ALTER TABLE runs DROP COLUMN kind; ALTER TABLE runs DROP COLUMN answer_json;";
+}
 
 // run_facts: whether that table is still there to drop a column of (a
 // file older than v14 has none).
@@ -596,6 +601,55 @@ TEST_F(MigrationTest, AV21FileTellsItsLayoutRunsByTheirAnswer) {
   EXPECT_EQ(RawInt(copy_, "PRAGMA user_version"), Store::kSchemaVersion);
   EXPECT_EQ(RawInt(copy_, "SELECT count(*) FROM runs WHERE kind = 'layout' AND config_yaml = ''"), 1);
   check(store);
+}
+
+// Schema 22 -> 23: a v22 file's trials read without store figures,
+// read-only and upgraded; upgraded, a remote trial keeps its figures, and
+// the file's column holds them as the report's JSON prints them.
+TEST_F(MigrationTest, AV22FileGainsEachTrialsStoreFigures) {
+  { Store store = Store::Open(copy_); }
+  RawExecSql(copy_, DropSinceV23() + "PRAGMA user_version = 22;");
+  {
+    Store reader = Store::OpenReadOnly(copy_);
+    EXPECT_EQ(reader.schema_version(), 22);
+    const auto trials = reader.LoadTrials(1);
+    ASSERT_FALSE(trials.empty());
+    EXPECT_FALSE(trials[0].store.has_value());
+  }
+  Store store = Store::Open(copy_);
+  EXPECT_EQ(RawInt(copy_, "PRAGMA user_version"), Store::kSchemaVersion);
+  EXPECT_FALSE(store.LoadTrials(1)[0].store.has_value());
+  EXPECT_EQ(RawInt(copy_, "SELECT count(*) FROM trials WHERE store_json IS NOT NULL"), 0);
+  TrialRecord trial = store.LoadTrials(1)[0];
+  StoreFigures figures;
+  figures.requests = 40;
+  figures.retries_slowdown = 3;
+  figures.retries_server_error = 1;
+  figures.objects = 36;
+  figures.bytes = 36 * 4096;
+  figures.first_byte_p50_s = 0.021;
+  figures.first_byte_p99_s = 0.035;  // MB/s per connection not measured: NaN
+  trial.store = figures;
+  const int64_t id = store.AddTrial(1, trial);
+  EXPECT_EQ(RawInt(copy_, "SELECT json_extract(store_json, '$.retries') FROM trials WHERE id = " +
+                              std::to_string(id)),
+            4);
+  bool found = false;
+  for (const TrialRecord& t : store.LoadTrials(1)) {
+    if (t.id != id) continue;
+    found = true;
+    ASSERT_TRUE(t.store.has_value());
+    EXPECT_EQ(t.store->requests, 40);
+    EXPECT_EQ(t.store->retries_slowdown, 3);
+    EXPECT_EQ(t.store->retries_server_error, 1);
+    EXPECT_EQ(t.store->retries_connection, 0);
+    EXPECT_EQ(t.store->objects, 36);
+    EXPECT_EQ(t.store->bytes, 36 * 4096);
+    EXPECT_DOUBLE_EQ(t.store->first_byte_p50_s, 0.021);
+    EXPECT_DOUBLE_EQ(t.store->first_byte_p99_s, 0.035);
+    EXPECT_TRUE(std::isnan(t.store->mb_per_s_per_connection));
+  }
+  EXPECT_TRUE(found);
 }
 
 TEST_F(MigrationTest, ForeignApplicationIdIsRefusedAndUntouched) {

@@ -453,6 +453,50 @@ TEST(RenderTableTest, AlignedColumnsMarkersAndSummary) {
   for (const std::string& line : lines) {
     EXPECT_TRUE(line.empty() || line.back() != ' ') << "trailing blank: [" << line << "]";
   }
+  EXPECT_EQ(text.find("store"), std::string::npos) << "local data: no store figures\n" << text;
+}
+
+// A run on remote data: each trial's reads from the store (schema v23), the
+// figures `inspect s3://` gives, under the table and in each trial's JSON.
+RunView RemoteView() {
+  RunView view = ExampleView();
+  StoreFigures store;
+  store.requests = 120;
+  store.retries_slowdown = 2;
+  store.objects = 118;
+  store.bytes = 118 * 16384;
+  store.first_byte_p50_s = 0.0213;
+  store.first_byte_p99_s = 0.0351;
+  store.mb_per_s_per_connection = 48.2;
+  view.trials[1].store = store;
+  store.retries_slowdown = 0;
+  store.retries_connection = 1;
+  store.first_byte_p99_s = std::nan("");
+  view.trials[3].store = store;
+  return view;
+}
+
+TEST(RenderTableTest, ARemoteRunShowsEachTrialsStoreFiguresUnderTheTable) {
+  const std::string text = RenderTable(RemoteView());
+  EXPECT_NE(text.find("\nthe store per trial (the workers' reads in the windows, docs/storage.md):\n"
+                      "  trial 2: first byte p50 21.3 ms, p99 35.1 ms; 48.2 MB/s per connection; 120 requests, "
+                      "2 retries (2 SlowDown)\n"
+                      "  trial 4: first byte p50 21.3 ms, p99 ?; 48.2 MB/s per connection; 120 requests, "
+                      "1 retry (1 connection lost)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("trial 1: first byte"), std::string::npos) << "a trial without figures has no line\n" << text;
+}
+
+TEST(RenderJsonTest, ARemoteTrialHasItsStoreFiguresUnderStore) {
+  const json out = json::parse(RenderJson(RemoteView()));
+  EXPECT_FALSE(out["trials"][0].contains("store"));
+  const json& store = out["trials"][1]["store"];
+  EXPECT_EQ(store, json::parse(R"({"requests": 120, "retries": 2, "retries_slowdown": 2, "retries_server_error": 0,
+      "retries_connection": 0, "objects": 118, "bytes": 1933312, "first_byte_p50_s": 0.0213,
+      "first_byte_p99_s": 0.0351, "mb_per_s_per_connection": 48.2})"));
+  EXPECT_TRUE(out["trials"][3]["store"]["first_byte_p99_s"].is_null()) << "not measured";
+  EXPECT_EQ(out["trials"][3]["store"]["retries"], 1);
 }
 
 // The binding and threads columns appear, in the text table and the HTML,

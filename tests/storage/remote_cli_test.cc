@@ -142,6 +142,46 @@ TEST_F(RemoteCli, ATrialReadsEveryObjectAndRequestsInFlightOverlapTheRoundTrips)
   EXPECT_GT(at_eight, 2.0 * at_one) << at_one << " vs " << at_eight;
 }
 
+// A trial's own figures of the store, as its worker processes read it
+// (storage/fetch_tally.h): the first byte behind the injected latency, and
+// the SlowDowns the store answered, each retried. The rig refuses every K-th
+// request of the whole process (the listing and the warm-up too), so the
+// windows' retries are a third of their requests but for the few in flight
+// at the windows' edges, not a count the rig can state.
+TEST_F(RemoteCli, ATrialReportsTheStoreAsItsWorkersReadIt) {
+  const std::string config = Config("train/");
+  const std::string knobs = " --set loader.num_workers=2 --set loader.fetch_concurrency=4";
+  rig_->Set("--latency-ms 50 --slowdown-every 0");
+  CliResult r = Run("trial " + config + " --json" + knobs);
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json store = nlohmann::json::parse(r.out)["store"];
+  ASSERT_TRUE(store.is_object()) << r.out;
+  const double p50 = store["first_byte_p50_s"];
+  EXPECT_GE(p50, 0.045) << "the injector's 50 ms, less the histogram's bucket (4.2%)";
+  EXPECT_LT(p50, 0.5);
+  EXPECT_GE(store["first_byte_p99_s"].get<double>(), p50);
+  const int64_t objects = store["objects"];
+  EXPECT_GT(objects, 0) << r.out;
+  EXPECT_EQ(store["bytes"].get<int64_t>(), objects * static_cast<int64_t>(kObjectBytes));
+  EXPECT_EQ(store["retries"], 0);
+
+  rig_->Set("--latency-ms 0 --slowdown-every 3");
+  r = Run("trial " + config + " --json" + knobs);
+  ASSERT_EQ(r.code, 0) << r.err;
+  store = nlohmann::json::parse(r.out)["store"];
+  ASSERT_TRUE(store.is_object()) << r.out;
+  const int64_t requests = store["requests"];
+  const int64_t slowdowns = store["retries_slowdown"];
+  EXPECT_EQ(store["retries"], slowdowns) << "no other cause\n" << store.dump();
+  EXPECT_GT(slowdowns, 0) << store.dump();
+  // At each of the 4 edges of the 2 windows at most 2 workers x 4 requests are in flight.
+  EXPECT_NEAR(3.0 * static_cast<double>(slowdowns), static_cast<double>(requests), 3.0 * 32) << store.dump();
+  r = Run("trial " + config + knobs);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("store: first byte p50 "));
+  EXPECT_THAT(r.out, HasSubstr(" SlowDown)"));
+}
+
 // Tar shards written by gen-data, read from the store by ranges (random),
 // in windows (stream) and from the rig's web server; a kind the store is
 // not read for is refused at the config, naming what is.
@@ -214,11 +254,19 @@ TEST_F(RemoteCli, TheSweepTunesRequestsInFlightBeforeTheWorkers) {
   ASSERT_TRUE(j["store_probe"].is_object()) << report.out;
   EXPECT_EQ(j["store_probe"]["source"], "s3://feedtune/train/");
   EXPECT_GE(j["store_probe"]["first_byte_p50_s"].get<double>(), 0.075) << "the injector's 100 ms";
+  // Each trial's own reads from the store, behind the same 100 ms.
+  for (const nlohmann::json& trial : j["trials"]) {
+    if (trial["status"] != "ok") continue;
+    ASSERT_TRUE(trial["store"].is_object()) << trial.dump();
+    EXPECT_GE(trial["store"]["first_byte_p50_s"].get<double>(), 0.075) << trial.dump();
+  }
   const CliResult text = Run("report --db " + db);
   EXPECT_NE(text.out.find("store:    s3://feedtune/train/: first byte p50 "), std::string::npos) << text.out;
+  EXPECT_THAT(text.out, HasSubstr("the store per trial"));
   const CliResult compare = Run("compare --db " + db);
   ASSERT_EQ(compare.code, 0) << compare.err;
   EXPECT_NE(compare.out.find("the store from each host"), std::string::npos) << compare.out;
+  EXPECT_THAT(compare.out, HasSubstr("; its best trial 0 retries"));
   const CliResult exported = Run("export --db " + db + " --format env");
   EXPECT_NE(exported.out.find("FEEDTUNE_FETCH_CONCURRENCY="), std::string::npos) << exported.out;
 }

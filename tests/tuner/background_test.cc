@@ -13,8 +13,8 @@
 #include <memory>
 #include <string>
 
-#include "loader/device/device.h"
 #include "tests/common/hog.h"
+#include "tests/common/tiny_trial.h"
 #include "results/background.h"
 #include "tuner/measure/proc_stats.h"
 #include "tuner/measure/trial_runner.h"
@@ -159,24 +159,9 @@ TEST(TopConsumers, ByNameLargestFirstWithoutTheSweepsTree) {
 
 // One trial of 16 tiny samples in the main process, two windows of an epoch each.
 results::TrialRecord SmallTrial(double quiet_reference) {
-  SweepConfig config;
-  config.name = "background";
-  config.workload.synthetic.samples = 16;
-  config.workload.synthetic.sample_bytes = 64;
-  config.workload.synthetic.cpu_us_per_sample = 0;
-  config.loader.knobs.batch_size = 4;
-  config.device.backend = device::BackendChoice::kHostSim;
-  config.device.step_us = 0;
-  config.sweep.warmup_batches = 1;
-  std::string note;
-  const std::unique_ptr<device::Device> device = device::CreateDevice(config.device, &note);
-  const auto dataset = std::make_shared<workloads::SyntheticDataset>(config.workload.synthetic);
-  TrialRunner runner(config, *device, dataset, nullptr);
-  runner.SetQuietBackground(quiet_reference);
-  TrialPlan plan;
-  plan.repeats = 2;
-  plan.window_epochs = 1;
-  return runner.MeasurePlanned(config.loader.knobs, plan);
+  const SweepConfig config = testing_util::TinyTrialConfig("background");
+  return testing_util::TinyTrial(config, std::make_shared<workloads::SyntheticDataset>(config.workload.synthetic),
+                                 config.loader.knobs, quiet_reference);
 }
 
 TEST(DisturbedWindows, AreMeasuredAgainWithinTheTrialsRepeats) {

@@ -13,10 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "loader/device/device.h"
 #include "results/memory_growth.h"
+#include "tests/common/tiny_trial.h"
 #include "tuner/config/config.h"
-#include "tuner/measure/trial_runner.h"
 #include "workloads/synthetic_dataset.h"
 
 namespace feedtune::tuner {
@@ -80,27 +79,10 @@ TEST(WorkerMemorySampler, NoSampleLeavesTheFiguresUnmeasured) {
 // One persistent worker process over a warm-up epoch and two one-epoch
 // windows of 16 tiny samples, each read keeping `leak` bytes.
 results::TrialRecord LeakTrial(int64_t leak) {
-  SweepConfig config;
-  config.name = "leak";
-  config.workload.synthetic.samples = 16;
-  config.workload.synthetic.sample_bytes = 64;
-  config.workload.synthetic.cpu_us_per_sample = 0;
+  SweepConfig config = testing_util::TinyTrialConfig("leak");
   config.workload.synthetic.leak_bytes_per_sample = leak;
-  config.loader.knobs.batch_size = 4;
-  config.device.backend = device::BackendChoice::kHostSim;
-  config.device.step_us = 0;
-  config.sweep.warmup_batches = 1;
-  std::string note;
-  const std::unique_ptr<device::Device> device = device::CreateDevice(config.device, &note);
-  const auto dataset = std::make_shared<workloads::SyntheticDataset>(config.workload.synthetic);
-  TrialRunner runner(config, *device, dataset, nullptr);
-  loader::Knobs knobs = config.loader.knobs;
-  knobs.num_workers = 1;
-  knobs.persistent_workers = true;
-  TrialPlan plan;
-  plan.repeats = 2;
-  plan.window_epochs = 1;
-  return runner.MeasurePlanned(knobs, plan);
+  return testing_util::TinyTrial(config, std::make_shared<workloads::SyntheticDataset>(config.workload.synthetic),
+                                 testing_util::OnePersistentWorker(config));
 }
 
 TEST(WorkerMemoryTrial, ALeakingWorkerIsFlaggedWithItsGrowth) {

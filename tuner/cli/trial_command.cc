@@ -10,6 +10,7 @@
 #include "results/json_form.h"
 #include "results/memory_growth.h"
 #include "results/node_report.h"
+#include "results/store_probe.h"
 #include "results/units.h"
 #include "tuner/cli/cli_util.h"
 #include "tuner/cli/setting_budget.h"
@@ -63,6 +64,8 @@ void PrintTrialText(const results::TrialRecord& t, const std::string& backend) {
                 t.background_cpu);
   }
   if (t.node) std::fputs(results::NodeFiguresText(*t.node, "").c_str(), stdout);
+  // Remote data: the workers' reads from the store in the windows (docs/storage.md).
+  if (t.store) std::printf("store: %s\n", results::StoreFiguresText(*t.store).c_str());
 }
 
 constexpr const char* kTrialUsage = R"(Usage: feedtune trial CONFIG [--set key=value ...] [--json] [--trace FILE] [--db FILE] [--force]

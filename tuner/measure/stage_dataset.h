@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,7 @@ class StageDataset final : public loader::Dataset {
   void InitWorker(int worker_id) const override { inner_->InitWorker(worker_id); }
   void SetEpoch(int64_t epoch) const override { inner_->SetEpoch(epoch); }  // per-epoch random crops
   loader::RepeatPreparation BeforeRepeat() const override;
+  std::optional<loader::StoreReads> ReadsFromStore() const override { return inner_->ReadsFromStore(); }
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
   bool reads_concurrently() const override { return inner_->reads_concurrently(); }
   // kTransport: each sample's zeros, as Read writes them.

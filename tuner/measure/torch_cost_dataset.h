@@ -17,6 +17,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <sys/types.h>
 
@@ -35,6 +36,7 @@ class TorchCostDataset final : public loader::Dataset {
   int64_t max_sample_bytes() const override { return inner_->max_sample_bytes(); }
   void InitWorker(int worker_id) const override;
   loader::RepeatPreparation BeforeRepeat() const override { return inner_->BeforeRepeat(); }
+  std::optional<loader::StoreReads> ReadsFromStore() const override { return inner_->ReadsFromStore(); }
   void SetEpoch(int64_t epoch) const override { inner_->SetEpoch(epoch); }
   int64_t Read(int64_t index, std::span<std::byte> out) const override;
   bool reads_concurrently() const override { return inner_->reads_concurrently(); }

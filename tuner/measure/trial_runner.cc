@@ -15,6 +15,7 @@
 #include "tuner/measure/kill_cause.h"
 #include "tuner/measure/proc_stats.h"
 #include "tuner/measure/stats.h"
+#include "tuner/measure/store_reads.h"
 #include "tuner/measure/worker_memory.h"
 #include "workloads/cpu_work.h"
 
@@ -159,6 +160,7 @@ struct WindowTotals {
   // costs no allocation (a window of tiny batches has ~10^5 of them).
   std::vector<double> waits_us;
   std::vector<size_t> boundaries;  // steps whose wait crossed an epoch boundary
+  std::optional<StoreWindows> store;  // remote data: the store's reads in the windows
 };
 
 // One window's count of what went through it.
@@ -221,10 +223,13 @@ class TrialSession {
     const bool trace = r == 0 && recorder_ != nullptr;
     if (trace) StartTrace(*p_.plan.trace, *loader_.trace(), *recorder_, p_.device);
     if (p_.sync != nullptr) p_.sync->WindowStart();
+    // Remote data: what the workers read from the store while the window runs.
+    const std::optional<loader::StoreReads> store_start = p_.dataset.ReadsFromStore();
     p_.device.BeginWindow();
     const auto window_start = Clock::now();
     const WindowCount count = RunWindowSteps(window_start);
     const device::DeviceWindow window = p_.device.EndWindow();
+    const std::optional<loader::StoreReads> store_end = p_.dataset.ReadsFromStore();
     if (trace) FinishTrace(*loader_.trace(), *recorder_, p_.device, p_.plan.trace);
     const auto window_end = Clock::now();
     const double wall = Seconds(window_end - window_start);
@@ -241,6 +246,10 @@ class TrialSession {
     AddWindow(r, count, wall, window, rep);
     totals_.peak_rss = std::max(totals_.peak_rss, usage_after.rss_bytes);
     if (rep.remeasured) return false;
+    if (store_start && store_end) {
+      if (!totals_.store) totals_.store.emplace();
+      totals_.store->Add(*store_start, *store_end);
+    }
     totals_.cpu_util = std::max(totals_.cpu_util, rep.tree_cpu);
     return true;
   }
@@ -276,6 +285,7 @@ class TrialSession {
     trial_.worker_startup_s = stats.worker_starts > 0 ? stats.worker_startup_s / stats.worker_starts
                                                       : stats.worker_startup_s;
     memory_.Fill(&trial_);
+    if (totals_.store) trial_.store = totals_.store->Figures();
   }
 
  private:
