@@ -44,6 +44,10 @@ loader::RepeatPreparation RemoteNpyDataset::BeforeRepeat() const {
   return {cold_ ? storage::ColdCacheNote(client_.source()) : "", std::nullopt};
 }
 
+std::optional<loader::StoreReads> RemoteNpyDataset::ReadsFromStore() const {
+  return StoreReadsOf(client_.tally().Snapshot());
+}
+
 int64_t RemoteNpyDataset::Read(int64_t index, std::span<std::byte> out) const {
   return ReadOneThroughReadMany(*this, index, out);
 }

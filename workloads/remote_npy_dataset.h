@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -53,6 +54,7 @@ class RemoteNpyDataset final : public loader::Dataset {
   void ReadMany(std::span<const int64_t> indices, std::span<std::byte> slot, int64_t stride, int concurrency,
                 std::span<int64_t> bytes) const override;
   loader::RepeatPreparation BeforeRepeat() const override;
+  std::optional<loader::StoreReads> ReadsFromStore() const override;
 
   const NpyHeader& header() const { return header_; }
   int64_t object_bytes() const { return object_bytes_; }

@@ -367,6 +367,10 @@ TEST_F(RemoteData, NpyRowsByRangesHoldTheLocalBytes) {
             << path << ", concurrency " << concurrency << ", row " << order[i];
       }
     }
+    // Every row read by a GET of its own is counted for the trial's store figures.
+    const std::optional<loader::StoreReads> reads = remote.ReadsFromStore();
+    ASSERT_TRUE(reads) << path;
+    EXPECT_EQ(reads->objects, 4 * kRows + 1) << path;  // Read, ReadMany x3, and the header's GET
   }
   const std::string cut_says = "s3://feedtune/npy-cut/rows.npy: " + std::to_string(whole.size() - 10) +
                                " bytes, short of the " + std::to_string(whole.size());
