@@ -2168,46 +2168,6 @@ TEST(Search, RemoteDataStartsRequestsInFlightAtTheBaselinesEstimate) {
   EXPECT_EQ(Best(e).knobs.fetch_concurrency, 8);
 }
 
-// After the worker doubling, fewer requests in flight per worker where the
-// workers hold the round trip's requests between them: bench/remote's
-// curve at 80 ms, where 4 workers read faster at 16 in flight each than at
-// 32 (more in flight than the round trip needs cost the store and the box
-// work per request). The fetch phase, at one process, keeps 32; the workers
-// go to 4; the halving at 4 keeps 16, where 8 is slower.
-TEST(Search, RemoteDataHalvesRequestsInFlightAtTheWorkersKnee) {
-  const auto curve = [](const loader::Knobs& k, const TrialPlan&, int) {
-    const double in_flight = static_cast<double>(k.fetch_concurrency) * std::max(1, k.num_workers);
-    const double rate = std::min(12.5 * in_flight, 150.0 * std::min(k.num_workers + 1, 4) + 100);
-    return in_flight > 64 ? rate * 0.9 : rate;  // past 64 in flight, each request costs the store more
-  };
-  RoundTripMeasurer m(curve);
-  SearchSetup setup;
-  setup.max_workers = 8;
-  setup.remote_reads = true;
-  const SearchRun r = RunOn(m, {}, setup);
-  std::vector<int> halved;  // each half, then the count kept measured again beside it
-  for (const TrialRecord& t : r.outcome.trials) {
-    if (t.phase == "fetch_concurrency_at_workers") halved.push_back(t.knobs.fetch_concurrency);
-  }
-  ASSERT_EQ(Best(r).knobs.num_workers, 4) << "the CPUs' knee";
-  EXPECT_EQ(halved, (std::vector<int>{16, 32, 8, 16})) << "16 reads faster than 32 at 4 workers, 8 slower than 16";
-  EXPECT_EQ(Best(r).knobs.fetch_concurrency, 16);
-  const PhaseDecision* phase = Phase(r, "fetch_concurrency_at_workers");
-  ASSERT_NE(phase, nullptr);
-  EXPECT_TRUE(phase->kept);
-  EXPECT_EQ(phase->why.find("kept 16 requests in flight per worker at 4 workers, not 32; the halving stopped at 16 in "
-                            "flight, which gains over 8"),
-            0u)
-      << phase->why;
-
-  // Where the workers did not grow past the fetch phase's count, no halving.
-  RoundTripMeasurer flat([](const loader::Knobs& k, const TrialPlan&, int) {
-    return std::min(50.0 * k.fetch_concurrency * std::max(1, k.num_workers), 400.0);
-  });
-  const SearchRun f = RunOn(flat, {}, setup);
-  EXPECT_EQ(Phase(f, "fetch_concurrency_at_workers"), nullptr);
-}
-
 TEST(Search, RemoteDataTunesRequestsInFlightBeforeTheWorkers) {
   ScriptedMeasurer m([](const loader::Knobs& k, const TrialPlan&, int) { return RemoteCurve(k); });
   SearchSetup setup;

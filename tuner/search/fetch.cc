@@ -161,68 +161,6 @@ void FetchPhase(SearchState& state) {
                      "its own RSS)");
 }
 
-// Why again after the workers: the fetch phase found what one loading
-// process needs in flight, and each worker the doubling adds holds as many
-// again, so at the knee's worker count the same rate may need fewer per
-// worker; more in flight than the round trip needs only adds connections
-// and the store's own work per request. bench/remote, 80 ms to the first
-// byte: 4 workers read 541 samples/s at 16 in flight each and 493/s at 32
-// (548 against 473 head to head), where the fetch phase, at one process,
-// had kept 32. So: half as many at the workers' count, then the kept count
-// measured again beside it (its own figure is from the doubling, minutes
-// earlier on a box whose store shares its CPUs), and the half kept while
-// the kept count gains nothing over it by THE RULE: the fewest in flight at
-// the knee.
-void FetchAtWorkersPhase(SearchState& state, int workers_before) {
-  if (!state.setup().remote_reads) return;
-  const int workers = state.knobs().num_workers;
-  const int from = state.knobs().fetch_concurrency;
-  if (workers <= workers_before || from < 2) return;
-  const double threshold = state.options().gain_threshold;
-  const std::string at = " at " + std::to_string(workers) + " workers";
-  std::string ended = "1 in flight, the fewest";
-  // Measures `knobs`; the trial's index, or nullopt when it failed (decided so).
-  const auto measure = [&](const loader::Knobs& knobs) -> std::optional<size_t> {
-    const size_t index = state.Measure("fetch_concurrency_at_workers", knobs);
-    if (state.trials()[index].status == TrialStatus::kOk) return index;
-    state.DecideFailed(index);
-    ended = std::to_string(knobs.fetch_concurrency) + " in flight, which failed";
-    return std::nullopt;
-  };
-  for (int c = from / 2; c >= 1; c /= 2) {
-    const loader::Knobs kept_knobs = state.knobs();
-    const int kept = kept_knobs.fetch_concurrency;
-    loader::Knobs knobs = kept_knobs;
-    knobs.fetch_concurrency = c;
-    const std::optional<size_t> lower = measure(knobs);
-    if (!lower) break;
-    const std::optional<size_t> again = measure(kept_knobs);
-    if (!again) break;
-    const TrialRecord& t = state.trials()[*lower];
-    const TrialRecord& higher = state.trials()[*again];
-    if (IsGain(higher, t, threshold)) {
-      state.Decide(*lower, std::to_string(kept) + " in flight gains " + Percent(Gain(higher, t)) + " over " +
-                               std::to_string(c) + at);
-      state.Decide(*again, "the kept " + std::to_string(kept) + " in flight measured again beside " +
-                               std::to_string(c) + at + ": kept");
-      state.Keep(*again, kept_knobs);
-      ended = std::to_string(kept) + " in flight, which gains over " + std::to_string(c);
-      break;
-    }
-    state.Decide(*again, "the kept " + std::to_string(kept) + " in flight measured again beside " +
-                             std::to_string(c) + at + ": no gain beyond the noise over it");
-    state.Decide(*lower, std::to_string(kept) + " in flight gains nothing beyond the noise over " + std::to_string(c) +
-                             at + ": fewer in flight, the same rate");
-    state.Keep(*lower, knobs);
-  }
-  const int kept = state.knobs().fetch_concurrency;
-  state.AddPhase("fetch_concurrency_at_workers", kept != from,
-                 (kept != from ? "kept " + std::to_string(kept) + " requests in flight per worker" + at + ", not " +
-                                     std::to_string(from)
-                               : "kept " + std::to_string(from) + " in flight per worker" + at) +
-                     "; the halving stopped at " + ended + " (the workers hold the round trip's requests between them)");
-}
-
 std::string FetchInsteadOfWorkers(const SearchState& state, const TrialRecord& skipped) {
   if (!state.setup().remote_reads) return "";
   const int in_flight = state.knobs().fetch_concurrency;

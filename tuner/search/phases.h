@@ -114,10 +114,6 @@ void ConfirmSeed(SearchState& state, const TrialPlan& seeded_plan);  // in place
 
 // tuner/search/fetch.cc: requests in flight per worker, for remote data.
 void FetchPhase(SearchState& state);
-// After the worker doubling, where it added workers to the `workers_before`
-// the fetch phase measured at: fewer requests in flight per worker while
-// the kept count gains nothing over half of it.
-void FetchAtWorkersPhase(SearchState& state, int workers_before);
 // Remote data whose worker doubling a budget stopped (memory): what more
 // workers would have cost and what requests in flight give instead, for the
 // workers phase's text; "" for local data (tuner/search/fetch.cc).

@@ -169,12 +169,10 @@ constexpr std::array<Phase, 14> kPhases = {{
      [](const SearchState& state, const Counts& c) { return std::max(0, c.fetch - state.progress().done); }, true},
     {SequenceAt::kWorkers,
      [](SearchState& state, HandOn& handed) {
-       const int workers_before = state.knobs().num_workers;
        handed.workers = WorkersPhase(state, handed.seeded_plan);
        handed.Add(handed.workers.small_gain);
        handed.WeighFrom(handed.workers.budget_from);
        EndIfSpent(handed.workers.budget_spent);
-       FetchAtWorkersPhase(state, workers_before);
      },
      [](const Counts&) { return kEstimatedDoublings; },
      // The misses left before the doubling stops (tuner/search/workers.cc), and the knee's.
